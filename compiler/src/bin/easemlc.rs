@@ -1,0 +1,2 @@
+//! easemlc.
+fn main() {}

@@ -1,0 +1,1 @@
+//! The `.eml` schema language: pest grammar, typed AST with spans, syntax diagnostics.

@@ -1,0 +1,1 @@
+//! End-to-end tests of the easeml pipeline; the tests live in `tests/tests/*.rs`.

@@ -1,0 +1,152 @@
+//! `cargo xtask`: the project's automation, in Rust instead of shell scripts (rust-analyzer's xtask
+//! pattern), so the README's commands are the same on every machine.
+//!
+//! - `cargo xtask test`: everything CI checks (fmt, clippy, docs, the whole test suite), with the
+//!   time each step took.
+//! - `cargo xtask demo`: the main job on the embedded default, as far as the pipeline exists today.
+//! - `cargo xtask fuzz [--seconds N]`: the cargo-fuzz target over parse + check + explain.
+//! - `cargo xtask bench`: the criterion benchmarks.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+/// Project automation for easeml.
+#[derive(Parser)]
+#[command(name = "cargo xtask", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Run every check CI runs: rustfmt, clippy (-D warnings), rustdoc (-D warnings), all tests.
+    Test,
+    /// Run the main job end to end on the embedded default (today: compile and explain every example).
+    Demo,
+    /// Fuzz parse + check + explain with cargo-fuzz (installs cargo-fuzz when missing).
+    Fuzz {
+        /// How long to fuzz, in seconds.
+        #[arg(long, default_value_t = 600)]
+        seconds: u64,
+    },
+    /// Run the criterion benchmarks of the compiler front end.
+    Bench,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let root = project_root();
+    std::env::set_current_dir(&root)?;
+    match cli.command {
+        Task::Test => test(),
+        Task::Demo => demo(&root),
+        Task::Fuzz { seconds } => fuzz(seconds),
+        Task::Bench => run_step("criterion benchmarks", cargo(&["bench", "-p", "easeml-compiler"])),
+    }
+}
+
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn cargo(args: &[&str]) -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.args(args);
+    command
+}
+
+/// Runs one named step, prints how long it took, and fails with the step's name when it fails.
+fn run_step(name: &str, mut command: Command) -> Result<()> {
+    eprintln!("==> {name}");
+    let started = Instant::now();
+    let status = command
+        .status()
+        .with_context(|| format!("could not start the step `{name}`"))?;
+    let seconds = started.elapsed().as_secs_f64();
+    if !status.success() {
+        bail!("step `{name}` failed after {seconds:.1}s ({status})");
+    }
+    eprintln!("==> {name}: ok in {seconds:.1}s");
+    Ok(())
+}
+
+fn test() -> Result<()> {
+    let started = Instant::now();
+    run_step("rustfmt", cargo(&["fmt", "--all", "--check"]))?;
+    run_step(
+        "clippy",
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    let mut doc = cargo(&["doc", "--workspace", "--no-deps", "--quiet"]);
+    doc.env("RUSTDOCFLAGS", "-Dwarnings");
+    run_step("rustdoc", doc)?;
+    let mut tests = cargo(&["test", "--workspace"]);
+    tests.env("INSTA_UPDATE", "no");
+    run_step("tests", tests)?;
+    eprintln!(
+        "==> all checks passed in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn demo(root: &Path) -> Result<()> {
+    run_step(
+        "build easemlc",
+        cargo(&["build", "--quiet", "-p", "easeml-compiler", "--bin", "easemlc"]),
+    )?;
+    let easemlc = root.join("target/debug/easemlc");
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(root.join("examples"))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "eml"))
+        .collect();
+    examples.sort();
+    for example in examples {
+        let mut explain = Command::new(&easemlc);
+        explain.arg("explain").arg(&example);
+        run_step(&format!("easemlc explain {}", example.display()), explain)?;
+    }
+    Ok(())
+}
+
+fn fuzz(seconds: u64) -> Result<()> {
+    let has_cargo_fuzz = Command::new("cargo")
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !has_cargo_fuzz {
+        run_step(
+            "install cargo-fuzz",
+            cargo(&["install", "--locked", "cargo-fuzz"]),
+        )?;
+    }
+    let max_time = format!("-max_total_time={seconds}");
+    let mut fuzz = cargo(&[
+        "fuzz",
+        "run",
+        "--fuzz-dir",
+        "fuzz",
+        "front_end",
+        "--",
+        &max_time,
+        "-max_len=4096",
+    ]);
+    // cargo-fuzz needs nightly flags; the machine has one stable toolchain.
+    fuzz.env("RUSTC_BOOTSTRAP", "1");
+    run_step("cargo fuzz run front_end", fuzz)
+}
