@@ -1,2 +1,79 @@
-//! easemlc's library: checks, canonical system data types, template matching, candidates.
+//! easemlc's library: the `.eml` front end after parsing.
+//!
+//! The stages are visible in the API (see ARCHITECTURE.md): [`easeml_grammar::parse`] (text to AST),
+//! [`check::check`] (AST to [`Schema`], E002-E014), [`Registry::matching`] (template matching) and
+//! [`candidates::candidates`] (augmentation). [`compile`] runs them all and collects every
+//! diagnostic; [`explain::Explanation`] and [`diagnostic`] turn the result into reports.
+
+pub mod candidates;
+pub mod check;
+pub mod diagnostic;
+pub mod explain;
 pub mod schema;
+pub mod templates;
+
+pub use candidates::{Candidate, Normalization};
+pub use easeml_grammar::{Code, Diagnostic, Span};
+pub use schema::Schema;
+pub use templates::{Registry, Template};
+
+/// A program that passed every check: its schema, the chosen template, and the candidates.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The checked program.
+    pub schema: Schema,
+    /// Every template that accepts the program, in registry order; the first is the chosen one.
+    pub matching_templates: Vec<Template>,
+    /// The candidate models of the chosen template, augmented.
+    pub candidates: Vec<Candidate>,
+}
+
+impl Compiled {
+    /// The chosen template (the first that matches).
+    pub fn template(&self) -> &Template {
+        // `compile` only builds a `Compiled` with at least one matching template.
+        &self.matching_templates[0]
+    }
+
+    /// The workload name, e.g. `image_classification`.
+    pub fn workload(&self) -> &str {
+        &self.template().workload
+    }
+}
+
+/// Parses, checks and matches a program. `default_app` is the app name used when the program has no
+/// `app` item (usually the file stem; it is made valid). On failure, every diagnostic found, in
+/// source order.
+pub fn compile(
+    source: &str,
+    default_app: &str,
+    registry: &Registry,
+) -> Result<Compiled, Vec<Diagnostic>> {
+    let (file, mut diagnostics) = easeml_grammar::parse(source);
+    let (schema, check_diagnostics) = check::check(&file, default_app, !diagnostics.is_empty());
+    diagnostics.extend(check_diagnostics);
+    diagnostics.sort_by_key(|diagnostic| (diagnostic.span.start, diagnostic.code));
+    let schema = match schema {
+        Some(schema) if diagnostics.is_empty() => schema,
+        _ => return Err(diagnostics),
+    };
+    let matching_templates: Vec<Template> =
+        registry.matching(&schema).into_iter().cloned().collect();
+    let Some(chosen) = matching_templates.first() else {
+        return Err(vec![
+            Diagnostic::new(
+                Code::E013,
+                Span::new(0, 0),
+                format!("no model template accepts `{}`", schema.system_type()),
+            )
+            .with_label("no template in the registry matches this program")
+            .with_help("add a template for this type to the registry, or compile with the default registry"),
+        ]);
+    };
+    let candidates = candidates::candidates(chosen, &registry.normalization_ks);
+    Ok(Compiled {
+        schema,
+        matching_templates,
+        candidates,
+    })
+}

@@ -1,2 +1,279 @@
-//! easemlc.
-fn main() {}
+//! `easemlc`: the easeml compiler's command line.
+//!
+//! `easemlc check FILE...` validates programs; `easemlc explain FILE` shows the canonical system
+//! type, the matching templates, the workload and the candidate models. Exit codes: 0 valid,
+//! 1 the program has errors (diagnostics printed), 2 the command itself failed (unreadable file,
+//! bad registry, bad arguments).
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use easeml_compiler::diagnostic::{self, JsonDiagnostic};
+use easeml_compiler::explain::Explanation;
+use easeml_compiler::{Code, Compiled, Diagnostic, Registry, Span, compile};
+
+/// The easeml compiler: from a `.eml` schema to model candidates (and, soon, a client crate).
+#[derive(Parser)]
+#[command(
+    name = "easemlc",
+    version,
+    about,
+    long_about = "The easeml compiler.\n\n\
+        A .eml program says what goes into a model and what comes out, e.g.\n\n    \
+        Input  = [256, 256, 3]\n    Output = [3]\n\n\
+        easemlc checks it, prints its canonical system type, and picks the candidate models that \
+        fit it from the template registry.",
+    after_help = "Exit codes: 0 = valid, 1 = the program has errors, 2 = the command failed.\n\
+        Examples:\n  easemlc check examples/*.eml\n  easemlc explain examples/image_classification.eml --json"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check programs for errors; prints every error rustc-style (or as JSON) and exits 1 on errors.
+    Check {
+        /// The `.eml` files to check (`-` reads standard input).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        options: CommonOptions,
+    },
+    /// Show the canonical system type, the matching templates, the workload and the candidates.
+    Explain {
+        /// The `.eml` file to explain (`-` reads standard input).
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        #[command(flatten)]
+        options: CommonOptions,
+    },
+}
+
+#[derive(Args)]
+struct CommonOptions {
+    /// Print machine-readable JSON on standard output instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Use this template registry (TOML) instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    templates: Option<PathBuf>,
+    /// The normalization exponents k of f_k for image-shaped inputs (default: the registry's, 1,2,4).
+    /// An empty value turns the augmentation off.
+    #[arg(long, value_name = "K,K,...", value_delimiter = ',', num_args = 0..)]
+    norm_k: Option<Vec<u32>>,
+    /// When to color the diagnostics.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    color: Color,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs a command; `Ok(false)` when a program has errors.
+fn run(cli: Cli) -> Result<bool> {
+    match cli.command {
+        Command::Check { files, options } => {
+            let registry = load_registry(&options)?;
+            let mut all_valid = true;
+            let mut json: Vec<JsonDiagnostic> = Vec::new();
+            for path in &files {
+                let input = Input::read(path)?;
+                match input.compile(&registry) {
+                    Ok(compiled) => {
+                        if !options.json {
+                            println!(
+                                "ok: {}: {} -> {} ({} candidates)",
+                                input.name,
+                                compiled.schema.system_type(),
+                                compiled.workload(),
+                                compiled.candidates.len()
+                            );
+                        }
+                    }
+                    Err(diagnostics) => {
+                        all_valid = false;
+                        if options.json {
+                            json.extend(input.json(&diagnostics));
+                        } else {
+                            input.print(&diagnostics, options.color);
+                        }
+                    }
+                }
+            }
+            if options.json {
+                print_json(&json)?;
+            }
+            Ok(all_valid)
+        }
+        Command::Explain { file, options } => {
+            let registry = load_registry(&options)?;
+            let input = Input::read(&file)?;
+            match input.compile(&registry) {
+                Ok(compiled) => {
+                    let explanation = Explanation::new(&compiled);
+                    if options.json {
+                        print_json(&explanation)?;
+                    } else {
+                        print!("{}", explanation.to_text(&registry));
+                    }
+                    Ok(true)
+                }
+                Err(diagnostics) => {
+                    if options.json {
+                        print_json(&input.json(&diagnostics))?;
+                    } else {
+                        input.print(&diagnostics, options.color);
+                    }
+                    Ok(false)
+                }
+            }
+        }
+    }
+}
+
+fn load_registry(options: &CommonOptions) -> Result<Registry> {
+    let mut registry = match &options.templates {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| {
+                format!("cannot read the template registry `{}`", path.display())
+            })?;
+            Registry::from_toml(&text, &path.display().to_string())?
+        }
+        None => Registry::builtin(),
+    };
+    if let Some(ks) = &options.norm_k {
+        if ks.contains(&0) {
+            anyhow::bail!("--norm-k: every k must be at least 1");
+        }
+        registry.normalization_ks = ks.clone();
+    }
+    Ok(registry)
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut stdout, value)?;
+    writeln!(stdout)?;
+    Ok(())
+}
+
+/// One program as read from disk or standard input.
+struct Input {
+    /// The name used in messages (the path as given, or `<stdin>`).
+    name: String,
+    /// The app name to use when the program has no `app` item.
+    stem: String,
+    source: String,
+    /// Where the text stopped being UTF-8, if it did.
+    invalid_utf8_at: Option<usize>,
+}
+
+impl Input {
+    fn read(path: &Path) -> Result<Input> {
+        let (name, stem, bytes) = if path == Path::new("-") {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .context("cannot read standard input")?;
+            ("<stdin>".to_owned(), "stdin".to_owned(), bytes)
+        } else {
+            let bytes = std::fs::read(path).with_context(|| match std::fs::metadata(path) {
+                Ok(metadata) if metadata.is_dir() => {
+                    format!("`{}` is a directory, not a .eml file", path.display())
+                }
+                _ => format!("cannot read `{}`", path.display()),
+            })?;
+            let stem = path
+                .file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (path.display().to_string(), stem, bytes)
+        };
+        let (source, invalid_utf8_at) = match String::from_utf8(bytes) {
+            Ok(source) => (source, None),
+            Err(error) => {
+                let at = error.utf8_error().valid_up_to();
+                (
+                    String::from_utf8_lossy(error.as_bytes()).into_owned(),
+                    Some(at),
+                )
+            }
+        };
+        Ok(Input {
+            name,
+            stem,
+            source,
+            invalid_utf8_at,
+        })
+    }
+
+    fn compile(&self, registry: &Registry) -> Result<Compiled, Vec<Diagnostic>> {
+        if let Some(at) = self.invalid_utf8_at {
+            let end = self.source[at..]
+                .chars()
+                .next()
+                .map_or(at, |c| at + c.len_utf8());
+            return Err(vec![
+                Diagnostic::new(
+                    Code::E001,
+                    Span::new(at, end),
+                    "the file is not valid UTF-8 text",
+                )
+                .with_label("invalid byte here")
+                .with_help("save the file as UTF-8"),
+            ]);
+        }
+        compile(&self.source, &self.stem, registry)
+    }
+
+    fn json(&self, diagnostics: &[Diagnostic]) -> Vec<JsonDiagnostic> {
+        diagnostics
+            .iter()
+            .map(|diagnostic| diagnostic::to_json(diagnostic, &self.source, &self.name))
+            .collect()
+    }
+
+    fn print(&self, diagnostics: &[Diagnostic], color: Color) {
+        let color = match color {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => {
+                std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+            }
+        };
+        let mut stderr = std::io::stderr().lock();
+        let _ = write!(
+            stderr,
+            "{}",
+            diagnostic::render(diagnostics, &self.source, &self.name, color)
+        );
+        let count = diagnostics.len();
+        let _ = writeln!(
+            stderr,
+            "error: could not compile `{}` due to {count} previous error{}",
+            self.name,
+            if count == 1 { "" } else { "s" }
+        );
+    }
+}

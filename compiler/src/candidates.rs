@@ -1,0 +1,49 @@
+//! Candidate generation (LANGUAGE.md section 5): the chosen template's models, each augmented with
+//! the input normalizations f_k(x) = -x^(2k) + x^k when the workload's input is image-shaped.
+//!
+//! Candidate ids are stable strings: `resnet18`, `resnet18+norm_k2`. Order: model by model, each
+//! first without normalization, then with each k in the registry's order.
+
+use serde::Serialize;
+
+use crate::templates::Template;
+
+/// One candidate model for an app.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Candidate {
+    /// The stable id, e.g. `resnet18+norm_k2`.
+    pub id: String,
+    /// The model id, e.g. `resnet18`.
+    pub model: String,
+    /// The input normalization, or `None` for raw inputs.
+    pub normalization: Option<Normalization>,
+}
+
+/// The normalization of a candidate's inputs: min-max scaling to [0,1] per channel over the
+/// training set, then f_k(x) = -x^(2k) + x^k.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Normalization {
+    /// The exponent k.
+    pub k: u32,
+}
+
+/// The candidates of a template, with normalization exponents `ks` when the template normalizes.
+pub fn candidates(template: &Template, ks: &[u32]) -> Vec<Candidate> {
+    let ks: &[u32] = if template.normalize { ks } else { &[] };
+    template
+        .models
+        .iter()
+        .flat_map(|model| {
+            let plain = Candidate {
+                id: model.clone(),
+                model: model.clone(),
+                normalization: None,
+            };
+            std::iter::once(plain).chain(ks.iter().map(move |k| Candidate {
+                id: format!("{model}+norm_k{k}"),
+                model: model.clone(),
+                normalization: Some(Normalization { k: *k }),
+            }))
+        })
+        .collect()
+}
