@@ -70,7 +70,13 @@ pub fn check(
             Side::Output => output = data_type,
         }
     }
-    if !had_syntax_errors {
+    // A misspelt or unparsable definition is already reported; "no Input" would only repeat it.
+    let definition_unreadable = had_syntax_errors
+        || checker
+            .diagnostics
+            .iter()
+            .any(|diagnostic| diagnostic.code == Code::E001);
+    if !definition_unreadable {
         for side in [Side::Input, Side::Output] {
             if !first_definition.contains_key(&side) {
                 checker.report(

@@ -63,7 +63,7 @@ pub fn compile(
         return Err(vec![
             Diagnostic::new(
                 Code::E013,
-                Span::new(0, 0),
+                input_definition_span(&file),
                 format!("no model template accepts `{}`", schema.system_type()),
             )
             .with_label("no template in the registry matches this program")
@@ -76,4 +76,17 @@ pub fn compile(
         matching_templates,
         candidates,
     })
+}
+
+/// Where the program's `Input` is defined (its name), for diagnostics about the whole program.
+fn input_definition_span(file: &easeml_grammar::ast::File) -> Span {
+    use easeml_grammar::ast::Item;
+    file.items
+        .iter()
+        .find_map(|item| match item {
+            Item::Type(def) if def.name.text == "Input" => Some(def.name.span),
+            Item::Program(program) => Some(program.input.name.span),
+            _ => None,
+        })
+        .unwrap_or_default()
 }

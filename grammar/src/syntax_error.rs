@@ -133,10 +133,15 @@ const ITEM_WORDS: [&str; 6] = [
     "`{`",
 ];
 
+/// Whether the rule starts a top-level item, so that expecting it means "expected an item".
 fn is_item_rule(rule: Rule) -> bool {
     matches!(
         rule,
-        Rule::type_block
+        Rule::kw_type
+            | Rule::kw_app
+            | Rule::kw_labels
+            | Rule::kw_constraint
+            | Rule::type_block
             | Rule::shorthand
             | Rule::formal_program
             | Rule::app_item
@@ -148,7 +153,7 @@ fn is_item_rule(rule: Rule) -> bool {
 /// A fix for the common slips, when the expectation and the found token make it clear.
 fn help_for(expected: &[Rule], found: Option<&str>) -> Option<String> {
     let expects = |rule: Rule| expected.contains(&rule);
-    if expects(Rule::kw_end) && (found.is_none() || found == Some("type")) {
+    if expects(Rule::kw_end) && matches!(found, None | Some("type" | "Input" | "Output")) {
         return Some("close the `type` block with `end` before this point".to_owned());
     }
     if expects(Rule::dcolon) && found == Some(":") {
@@ -176,6 +181,9 @@ fn help_for(expected: &[Rule], found: Option<&str>) -> Option<String> {
     }
     if expects(Rule::equals) && found == Some(":") {
         return Some("the shorthand form is written `Input = [256, 256, 3]`".to_owned());
+    }
+    if found == Some("\"") {
+        return Some("a quoted name must end with `\"` on the same line".to_owned());
     }
     if expects(Rule::at_most) {
         return Some("constraints are upper limits: `constraint train_time <= 30m`".to_owned());

@@ -102,12 +102,13 @@ fn run(cli: Cli) -> Result<bool> {
                 match input.compile(&registry) {
                     Ok(compiled) => {
                         if !options.json {
+                            let count = compiled.candidates.len();
                             println!(
-                                "ok: {}: {} -> {} ({} candidates)",
+                                "ok: {}: {} -> {} ({count} candidate{})",
                                 input.name,
                                 compiled.schema.system_type(),
                                 compiled.workload(),
-                                compiled.candidates.len()
+                                if count == 1 { "" } else { "s" }
                             );
                         }
                     }
