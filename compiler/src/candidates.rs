@@ -47,3 +47,61 @@ pub fn candidates(template: &Template, ks: &[u32]) -> Vec<Candidate> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Registry, compile};
+
+    fn ids(source: &str, registry: &Registry) -> Vec<String> {
+        compile(source, "test", registry)
+            .unwrap()
+            .candidates
+            .into_iter()
+            .map(|candidate| candidate.id)
+            .collect()
+    }
+
+    #[test]
+    fn image_inputs_are_augmented_model_by_model() {
+        let ids = ids("Input = [32, 32, 3]\nOutput = [10]", &Registry::builtin());
+        assert_eq!(ids.len(), 8 * 4);
+        assert_eq!(
+            &ids[..5],
+            [
+                "alexnet",
+                "alexnet+norm_k1",
+                "alexnet+norm_k2",
+                "alexnet+norm_k4",
+                "bn_alexnet"
+            ]
+        );
+        assert!(ids.contains(&"resnet18+norm_k2".to_owned()));
+    }
+
+    #[test]
+    fn other_inputs_are_not_augmented() {
+        assert_eq!(
+            ids(
+                "type Input\n x :: Tensor[3]\n next :: Nullable{Input}\nend\nOutput = [2]",
+                &Registry::builtin()
+            ),
+            ["rnn", "lstm", "bilstm", "gru"]
+        );
+        assert_eq!(
+            ids("Input = [3]\nOutput = [1]", &Registry::builtin()),
+            ["mlp_small", "mlp_large", "linear"]
+        );
+    }
+
+    #[test]
+    fn the_normalization_set_is_configurable() {
+        let mut registry = Registry::builtin();
+        registry.normalization_ks = vec![3];
+        assert_eq!(
+            &ids("Input = [8, 8]\nOutput = [2]", &registry)[..2],
+            ["alexnet", "alexnet+norm_k3"]
+        );
+        registry.normalization_ks.clear();
+        assert_eq!(ids("Input = [8, 8]\nOutput = [2]", &registry).len(), 8);
+    }
+}

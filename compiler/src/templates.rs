@@ -372,3 +372,162 @@ impl From<&Template> for TemplateSummary {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile;
+
+    fn schema(source: &str) -> Schema {
+        match compile(source, "test", &Registry::builtin()) {
+            Ok(compiled) => compiled.schema,
+            Err(diagnostics) => panic!("{diagnostics:#?}"),
+        }
+    }
+
+    fn registry(templates: &str) -> Registry {
+        Registry::from_toml(templates, "test.toml").unwrap()
+    }
+
+    fn one_template(input: &str, output: &str, conditions: &str) -> Registry {
+        registry(&format!(
+            "[[template]]\nid = \"t\"\ninput = \"{input}\"\noutput = \"{output}\"\n{conditions}\nworkload = \"w\"\nmodels = [\"m\"]\n"
+        ))
+    }
+
+    #[test]
+    fn the_embedded_registry_loads_in_the_documented_order() {
+        let registry = Registry::builtin();
+        let rows: Vec<&str> = registry
+            .templates
+            .iter()
+            .map(|template| template.row.as_str())
+            .collect();
+        assert_eq!(rows, ["1", "2", "3", "4", "5", "6+", "7+", "7+", "8", "9"]);
+        assert_eq!(registry.normalization_ks, [1, 2, 4]);
+        for template in &registry.templates {
+            for model in &template.models {
+                assert!(
+                    registry.model_names.contains_key(model),
+                    "{model} has no display name"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_number_variable_used_twice_must_bind_the_same_value() {
+        let registry = one_template("{[Tensor[A,A]], []}", "{[Tensor[D]], []}", "");
+        assert!(registry.templates[0].matches(&schema("Input = [3, 3]\nOutput = [2]")));
+        assert!(!registry.templates[0].matches(&schema("Input = [3, 4]\nOutput = [2]")));
+    }
+
+    #[test]
+    fn variables_bind_across_input_and_output() {
+        let registry = one_template("{[Tensor[A]], []}", "{[Tensor[A]], []}", "");
+        assert!(registry.templates[0].matches(&schema("Input = [5]\nOutput = [5]")));
+        assert!(!registry.templates[0].matches(&schema("Input = [5]\nOutput = [4]")));
+    }
+
+    #[test]
+    fn distinct_letters_may_bind_equal_values() {
+        let registry = one_template("{[Tensor[A,B]], []}", "{[Tensor[D]], []}", "");
+        assert!(registry.templates[0].matches(&schema("Input = [3, 3]\nOutput = [3]")));
+    }
+
+    #[test]
+    fn a_name_variable_used_twice_must_bind_the_same_name() {
+        let registry = one_template("{[Tensor[A]], [a, a]}", "{[Tensor[D]], []}", "");
+        let tree = "type Input\n x :: Tensor[2]\n l :: Nullable{Input}\n r :: Nullable{Input}\nend\nOutput = [2]";
+        assert!(!registry.templates[0].matches(&schema(tree)));
+        let registry = one_template("{[Tensor[A]], [a]}", "{[Tensor[B]], [a]}", "");
+        let same = "{input: {[Tensor[3]], [next]}, output: {[Tensor[3]], [next]}}";
+        let different = "{input: {[Tensor[3]], [next]}, output: {[Tensor[3]], [prev]}}";
+        assert!(registry.templates[0].matches(&schema(same)));
+        assert!(!registry.templates[0].matches(&schema(different)));
+    }
+
+    #[test]
+    fn a_star_tail_matches_zero_or_more_elements() {
+        let registry = one_template("{[Tensor[A], *], [*]}", "{[*], [*]}", "");
+        let template = &registry.templates[0];
+        assert!(template.matches(&schema("Input = [3]\nOutput = [2]")));
+        assert!(template.matches(&schema(
+            "{input: {[Tensor[3], Tensor[4, 4]], [a, b]}, output: {[Tensor[2]], []}}"
+        )));
+        assert!(!template.matches(&schema("Input = [3, 3]\nOutput = [2]")));
+        let registry = one_template("{[Tensor[A, *]], []}", "{[*], [*]}", "");
+        assert!(registry.templates[0].matches(&schema("Input = [3, 3, 3, 3]\nOutput = [2]")));
+    }
+
+    #[test]
+    fn literal_numbers_and_conditions_restrict_matches() {
+        let registry = one_template(
+            "{[Tensor[A,B,3]], []}",
+            "{[Tensor[D]], []}",
+            "where = [\"D >= 3\", \"A == 32\"]",
+        );
+        let template = &registry.templates[0];
+        assert!(template.matches(&schema("Input = [32, 8, 3]\nOutput = [3]")));
+        assert!(!template.matches(&schema("Input = [32, 8, 1]\nOutput = [3]")));
+        assert!(!template.matches(&schema("Input = [32, 8, 3]\nOutput = [2]")));
+        assert!(!template.matches(&schema("Input = [31, 8, 3]\nOutput = [3]")));
+    }
+
+    #[test]
+    fn bad_registries_are_reported_with_the_template_and_the_reason() {
+        let bad_pattern = Registry::from_toml(
+            "[[template]]\nid = \"x\"\ninput = \"{[Tensor[a]], []}\"\noutput = \"{[*], [*]}\"\nworkload = \"w\"\nmodels = [\"m\"]\n",
+            "r.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            bad_pattern.contains("template `x`: input pattern"),
+            "{bad_pattern}"
+        );
+        let bad_condition = Registry::from_toml(
+            "[[template]]\nid = \"y\"\ninput = \"{[*], [*]}\"\noutput = \"{[*], [*]}\"\nwhere = [\"D ~ 2\"]\nworkload = \"w\"\nmodels = [\"m\"]\n",
+            "r.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            bad_condition.contains("bad condition `D ~ 2`"),
+            "{bad_condition}"
+        );
+        let no_models = Registry::from_toml(
+            "[[template]]\nid = \"z\"\ninput = \"{[*], [*]}\"\noutput = \"{[*], [*]}\"\nworkload = \"w\"\nmodels = []\n",
+            "r.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(no_models.contains("lists no models"), "{no_models}");
+        let unknown_key = Registry::from_toml("colour = 1\n[[template]]\n", "r.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unknown_key.starts_with("r.toml: not a valid template registry"),
+            "{unknown_key}"
+        );
+        let zero_k = Registry::from_toml("normalization_ks = [0]\ntemplate = []\n", "r.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(zero_k.contains("must be positive"), "{zero_k}");
+    }
+
+    #[test]
+    fn patterns_print_back_in_registry_syntax() {
+        for text in [
+            "{[Tensor[A,B,C]], []}",
+            "{[Tensor[A], *], [a, c]}",
+            "{[*], [*]}",
+            "{[Tensor[A,*]], [a, *]}",
+        ] {
+            assert_eq!(
+                easeml_grammar::parse_pattern(text).unwrap().to_string(),
+                text
+            );
+        }
+    }
+}

@@ -7,6 +7,8 @@
 use pest::Parser;
 use pest::iterators::Pair;
 
+#[cfg(test)]
+use crate::ast;
 use crate::ast::{
     AppDecl, ConstraintDecl, Dim, Field, FieldType, File, Form, Ident, Item, LabelsDecl, Program,
     TensorType, TypeDef,
@@ -401,5 +403,115 @@ fn missing_ident(span: Span) -> Ident {
         text: String::new(),
         span,
         quoted: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Code;
+    use crate::ast::DimValue;
+
+    #[test]
+    fn the_three_forms_parse_to_typed_items_with_spans() {
+        let source =
+            "Input = [2, 3]\ntype Output\n  y :: Tensor[4]\n  next :: Nullable{Output}\nend\n";
+        let (file, diagnostics) = parse(source);
+        assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+        insta::assert_debug_snapshot!(file);
+        let (file, diagnostics) =
+            parse("{input: {[Tensor[1], x :: Tensor[2]], [next]}, output: {[Tensor[3]], []}}");
+        assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+        let Item::Program(program) = &file.items[0] else {
+            panic!("expected a program: {file:#?}")
+        };
+        assert_eq!(program.input.fields.len(), 3);
+        assert_eq!(program.input.name.text, "Input");
+        assert_eq!(program.output.fields.len(), 1);
+    }
+
+    #[test]
+    fn every_syntax_error_is_reported_and_good_items_are_kept() {
+        let source = "Input = [3\nOutput = [2]\nlabels = [a b]\napp demo\n";
+        let (file, diagnostics) = parse(source);
+        let codes: Vec<Code> = diagnostics
+            .iter()
+            .map(|diagnostic| diagnostic.code)
+            .collect();
+        assert_eq!(codes, [Code::E001, Code::E001]);
+        assert!(
+            file.items
+                .iter()
+                .any(|item| matches!(item, Item::App(app) if app.name.text == "demo"))
+        );
+        assert!(
+            file.items
+                .iter()
+                .any(|item| matches!(item, Item::Type(def) if def.name.text == "Output"))
+        );
+    }
+
+    #[test]
+    fn errors_name_tokens_in_user_words_never_rule_names() {
+        for source in [
+            "Input = [3 4]",
+            "type Input\n x : Tensor[1]\nend",
+            "{input: {[]}",
+            "labels = [",
+            "constraint x 4",
+            "%",
+        ] {
+            let (_, diagnostics) = parse(source);
+            let message = &diagnostics[0].message;
+            let rule_names = include_str!("eml.pest")
+                .lines()
+                .filter_map(|line| line.split_once('=').map(|(name, _)| name.trim()))
+                .filter(|name| name.contains('_') || *name == "EOI" || name.starts_with("kw"));
+            for rule_name in rule_names.chain(["rbracket", "lbracket", "dcolon", "lbrace"]) {
+                assert!(
+                    !message.contains(rule_name),
+                    "{source:?} names the rule {rule_name}: {message}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn crlf_comments_and_a_byte_order_mark_are_whitespace() {
+        let (file, diagnostics) = parse("\u{feff}# é\r\nInput = [1] # c\r\nOutput = [2]\r\n# end");
+        assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+        assert_eq!(file.items.len(), 2);
+    }
+
+    #[test]
+    fn dimensions_tell_zero_negative_and_huge_apart() {
+        let dim = |text: &str| ast::Dim {
+            text: text.to_owned(),
+            span: Span::default(),
+        };
+        assert_eq!(dim("0").value(), DimValue::Value(0));
+        assert_eq!(dim("-0").value(), DimValue::Value(0));
+        assert_eq!(dim("-7").value(), DimValue::Negative);
+        assert_eq!(dim("18446744073709551616").value(), DimValue::Huge);
+        assert_eq!(dim("256").value(), DimValue::Value(256));
+    }
+
+    #[test]
+    fn hostile_inputs_terminate_without_panicking() {
+        let long_garbage = "}{][::=,".repeat(5000);
+        let deep = "{".repeat(10_000);
+        let many_lines = "Input\n".repeat(5000);
+        for source in [
+            long_garbage.as_str(),
+            deep.as_str(),
+            many_lines.as_str(),
+            "\"",
+            "type",
+            "\u{0}\u{ffff}",
+        ] {
+            let (_, diagnostics) = parse(source);
+            assert!(!diagnostics.is_empty());
+            assert!(diagnostics.len() <= MAX_SYNTAX_ERRORS);
+        }
     }
 }

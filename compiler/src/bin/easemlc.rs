@@ -62,10 +62,10 @@ struct CommonOptions {
     /// Use this template registry (TOML) instead of the built-in one.
     #[arg(long, value_name = "FILE")]
     templates: Option<PathBuf>,
-    /// The normalization exponents k of f_k for image-shaped inputs (default: the registry's, 1,2,4).
-    /// An empty value turns the augmentation off.
-    #[arg(long, value_name = "K,K,...", value_delimiter = ',', num_args = 0..)]
-    norm_k: Option<Vec<u32>>,
+    /// The normalization exponents k of f_k for image-shaped inputs, e.g. `1,2,4` (the default of
+    /// the built-in registry); `none` turns the augmentation off.
+    #[arg(long, value_name = "K,K,...|none", value_parser = parse_normalization_ks)]
+    norm_k: Option<NormalizationKs>,
     /// When to color the diagnostics.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     color: Color,
@@ -163,13 +163,31 @@ fn load_registry(options: &CommonOptions) -> Result<Registry> {
         }
         None => Registry::builtin(),
     };
-    if let Some(ks) = &options.norm_k {
-        if ks.contains(&0) {
-            anyhow::bail!("--norm-k: every k must be at least 1");
-        }
+    if let Some(NormalizationKs(ks)) = &options.norm_k {
         registry.normalization_ks = ks.clone();
     }
     Ok(registry)
+}
+
+/// The value of `--norm-k`.
+#[derive(Clone)]
+struct NormalizationKs(Vec<u32>);
+
+fn parse_normalization_ks(text: &str) -> Result<NormalizationKs, String> {
+    if text.trim() == "none" {
+        return Ok(NormalizationKs(Vec::new()));
+    }
+    text.split(',')
+        .map(|k| match k.trim().parse::<u32>() {
+            Ok(0) => Err("every k must be at least 1".to_owned()),
+            Ok(k) => Ok(k),
+            Err(_) => Err(format!(
+                "`{}` is not a whole number; write e.g. `1,2,4` or `none`",
+                k.trim()
+            )),
+        })
+        .collect::<Result<Vec<u32>, String>>()
+        .map(NormalizationKs)
 }
 
 fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {

@@ -1,0 +1,311 @@
+//! Tests of the real `easemlc` binary: exit codes, text and JSON outputs, `--help`, and every way the
+//! command itself can fail (missing file, directory, bad registry, bad UTF-8).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn easemlc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_easemlc"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("easemlc runs")
+}
+
+fn repo(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("easemlc-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn check_accepts_valid_programs_with_exit_0() {
+    let output = easemlc(&[
+        "check",
+        &repo("examples/galaxy_morphology.eml"),
+        &repo("examples/sentiment_tree.eml"),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("{input: {[Tensor[256,256,3]], []}, output: {[Tensor[3]], []}} -> image_classification (32 candidates)"), "{text}");
+    assert!(
+        text.contains("tree_classification (2 candidates)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_reports_every_error_rustc_style_with_exit_1() {
+    let output = easemlc(&["check", &repo("tests/fixtures/multi_many_errors.eml")]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    for code in ["E003", "E004", "E005", "E006", "E011", "E012", "E014"] {
+        assert!(
+            text.contains(&format!("error[{code}]")),
+            "{code} missing in {text}"
+        );
+    }
+    assert!(text.contains("--> "), "{text}");
+    assert!(text.contains("= help: "), "{text}");
+    assert!(text.contains('^'), "{text}");
+    assert!(text.contains("due to 7 previous errors\n"), "{text}");
+}
+
+#[test]
+fn check_json_lists_diagnostics_with_positions() {
+    let path = repo("tests/fixtures/e004_duplicate_field.eml");
+    let output = easemlc(&["check", "--json", &path]);
+    assert_eq!(output.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let diagnostic = &json[0];
+    assert_eq!(diagnostic["code"], "E004");
+    assert_eq!(diagnostic["line"], 4);
+    assert_eq!(diagnostic["column"], 3);
+    assert_eq!(diagnostic["end_line"], 4);
+    assert_eq!(diagnostic["end_column"], 4);
+    assert_eq!(diagnostic["file"], path);
+    assert!(diagnostic["help"].is_string());
+    let mut keys: Vec<&String> = diagnostic.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "code",
+            "column",
+            "end_column",
+            "end_line",
+            "file",
+            "help",
+            "line",
+            "message"
+        ]
+    );
+    let valid = easemlc(&["check", "--json", &repo("examples/galaxy_morphology.eml")]);
+    assert_eq!(valid.status.code(), Some(0));
+    assert_eq!(stdout(&valid).trim(), "[]");
+}
+
+#[test]
+fn explain_json_has_the_documented_keys() {
+    let output = easemlc(&["explain", "--json", &repo("examples/plankton_species.eml")]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json["app"], "plankton_species");
+    assert_eq!(
+        json["system_type"],
+        "{input: {[Tensor[64,64,3]], []}, output: {[Tensor[4]], []}}"
+    );
+    assert_eq!(json["workload"], "image_classification");
+    assert_eq!(json["template"]["row"], "1");
+    let rows: Vec<&str> = json["matching_templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|template| template["row"].as_str().unwrap())
+        .collect();
+    assert_eq!(rows, ["1", "8", "9"]);
+    assert_eq!(json["candidates"].as_array().unwrap().len(), 32);
+    assert_eq!(
+        json["candidates"][2],
+        serde_json::json!({"id": "alexnet+norm_k2", "model": "alexnet", "normalization": {"k": 2}})
+    );
+    assert_eq!(
+        json["candidates"][0]["normalization"],
+        serde_json::Value::Null
+    );
+    assert_eq!(
+        json["labels"],
+        serde_json::json!(["copepod", "diatom", "sea lion larva", "dinoflagellate"])
+    );
+    assert_eq!(
+        json["constraints"][0],
+        serde_json::json!({"metric": "train_time", "limit": "30m", "seconds": 1800.0})
+    );
+    let no_labels = easemlc(&["explain", "--json", &repo("examples/traffic_forecast.eml")]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&no_labels)).unwrap();
+    assert_eq!(json["labels"], serde_json::Value::Null);
+    assert_eq!(json["app"], "traffic_forecast");
+}
+
+#[test]
+fn explain_text_marks_the_chosen_template() {
+    let output = easemlc(&["explain", &repo("examples/handwritten_digits.eml")]);
+    assert_eq!(output.status.code(), Some(0));
+    let text = stdout(&output);
+    assert!(
+        text.contains("workload:     image_classification"),
+        "{text}"
+    );
+    assert!(text.contains("* row 6+"), "{text}");
+    assert!(text.contains("resnet18+norm_k4"), "{text}");
+}
+
+#[test]
+fn explain_of_an_invalid_program_prints_diagnostics_and_exits_1() {
+    let output = easemlc(&[
+        "explain",
+        "--json",
+        &repo("tests/fixtures/e008_input_points_at_output.eml"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json[0]["code"], "E008");
+}
+
+#[test]
+fn a_custom_registry_and_normalization_set_are_used() {
+    let registry = repo("tests/fixtures/images_only.registry.toml");
+    let rejected = easemlc(&[
+        "check",
+        "--templates",
+        &registry,
+        &repo("examples/breast_cancer.eml"),
+    ]);
+    assert_eq!(rejected.status.code(), Some(1));
+    assert!(
+        stderr(&rejected).contains("error[E013]"),
+        "{}",
+        stderr(&rejected)
+    );
+    let accepted = easemlc(&[
+        "explain",
+        "--json",
+        "--templates",
+        &registry,
+        "--norm-k",
+        "3,5",
+        &repo("examples/galaxy_morphology.eml"),
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&accepted)).unwrap();
+    let ids: Vec<&str> = json["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|candidate| candidate["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["resnet18", "resnet18+norm_k3", "resnet18+norm_k5"]);
+    let plain = easemlc(&[
+        "explain",
+        "--json",
+        "--norm-k",
+        "none",
+        &repo("examples/galaxy_morphology.eml"),
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&plain)).unwrap();
+    assert_eq!(json["candidates"].as_array().unwrap().len(), 8);
+}
+
+#[test]
+fn command_failures_exit_2_with_a_clear_message() {
+    let missing = easemlc(&["check", "no/such/file.eml"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        stderr(&missing).contains("cannot read `no/such/file.eml`"),
+        "{}",
+        stderr(&missing)
+    );
+    let directory = easemlc(&["check", &repo("examples")]);
+    assert_eq!(directory.status.code(), Some(2));
+    assert!(
+        stderr(&directory).contains("is a directory"),
+        "{}",
+        stderr(&directory)
+    );
+    let bad_registry = temp_file("bad.toml", b"[[template]]\nid = 3\n");
+    let output = easemlc(&[
+        "check",
+        "--templates",
+        bad_registry.to_str().unwrap(),
+        &repo("examples/breast_cancer.eml"),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("not a valid template registry"),
+        "{}",
+        stderr(&output)
+    );
+    let missing_registry = easemlc(&[
+        "check",
+        "--templates",
+        "no/such.toml",
+        &repo("examples/breast_cancer.eml"),
+    ]);
+    assert_eq!(missing_registry.status.code(), Some(2));
+    assert!(stderr(&missing_registry).contains("cannot read the template registry"));
+    let zero_k = easemlc(&[
+        "explain",
+        "--norm-k",
+        "0",
+        &repo("examples/breast_cancer.eml"),
+    ]);
+    assert_eq!(zero_k.status.code(), Some(2));
+    assert!(stderr(&zero_k).contains("every k must be at least 1"));
+    let no_args = easemlc(&["check"]);
+    assert_eq!(no_args.status.code(), Some(2));
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_a_syntax_error_not_a_crash() {
+    let path = temp_file("latin1.eml", b"Input = [3]\nOutput = [2] # caf\xe9\n");
+    let output = easemlc(&["check", "--json", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json[0]["code"], "E001");
+    assert_eq!(json[0]["line"], 2);
+    assert!(json[0]["message"].as_str().unwrap().contains("UTF-8"));
+}
+
+#[test]
+fn standard_input_is_read_for_dash() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_easemlc"))
+        .args(["check", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Input = [5]\nOutput = [1]\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(
+        stdout(&output).contains("ok: <stdin>"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn help_texts_are_stable() {
+    for args in [
+        &["--help"][..],
+        &["check", "--help"],
+        &["explain", "--help"],
+    ] {
+        let output = easemlc(args);
+        assert_eq!(output.status.code(), Some(0));
+        insta::assert_snapshot!(format!("easemlc {}", args.join(" ")), stdout(&output));
+    }
+}
