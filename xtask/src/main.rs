@@ -145,6 +145,19 @@ fn fuzz(seconds: u64) -> Result<()> {
             cargo(&["install", "--locked", "cargo-fuzz"]),
         )?;
     }
+    // Seed the corpus with every example and fixture (the corpus folder itself is not committed).
+    let corpus = std::path::Path::new("fuzz/corpus/front_end");
+    std::fs::create_dir_all(corpus)?;
+    for folder in ["examples", "tests/fixtures"] {
+        for entry in std::fs::read_dir(folder)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|extension| extension == "eml")
+                && let Some(name) = path.file_name()
+            {
+                std::fs::copy(&path, corpus.join(name))?;
+            }
+        }
+    }
     let max_time = format!("-max_total_time={seconds}");
     let mut fuzz = cargo(&[
         "fuzz",
