@@ -546,7 +546,28 @@ impl Checker {
                 };
                 self.report(diagnostic);
             }
+            if metric.is_some() && decl.comparison.text != "<=" {
+                self.report(
+                    Diagnostic::new(
+                        Code::E012,
+                        decl.comparison.span,
+                        format!(
+                            "a constraint is an upper limit, written with `<=`, not `{}`",
+                            decl.comparison.text
+                        ),
+                    )
+                    .with_label("expected `<=`")
+                    .with_help(format!(
+                        "write `constraint {} <= {}{}`",
+                        decl.metric.text,
+                        decl.limit.text,
+                        decl.unit.as_ref().map_or("", |unit| unit.text.as_str())
+                    )),
+                );
+            }
             let unit_seconds = match &decl.unit {
+                // An unknown metric is reported above; its unit cannot be judged.
+                _ if metric.is_none() => None,
                 None => {
                     self.report(
                         Diagnostic::new(

@@ -170,6 +170,8 @@ pub struct LabelsDecl {
 pub struct ConstraintDecl {
     /// The metric name as written.
     pub metric: Ident,
+    /// The comparison as written (only `<=` is valid; the checker says so).
+    pub comparison: Ident,
     /// The number as written (may be negative or fractional).
     pub limit: Ident,
     /// The unit as written, if any.

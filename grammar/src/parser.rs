@@ -371,11 +371,13 @@ impl Converter {
     fn constraint(&self, pair: Pair<'_, Rule>) -> ConstraintDecl {
         let span = self.span(&pair);
         let mut metric = None;
+        let mut comparison = None;
         let mut limit = None;
         let mut unit = None;
         for inner in pair.into_inner() {
             match inner.as_rule() {
                 Rule::metric => metric = Some(self.ident(&inner)),
+                Rule::comparison => comparison = Some(self.ident(&inner)),
                 Rule::quantity => {
                     for part in inner.into_inner() {
                         match part.as_rule() {
@@ -390,6 +392,7 @@ impl Converter {
         }
         ConstraintDecl {
             metric: metric.unwrap_or_else(|| missing_ident(span)),
+            comparison: comparison.unwrap_or_else(|| missing_ident(span)),
             limit: limit.unwrap_or_else(|| missing_ident(span)),
             unit,
             span,

@@ -94,7 +94,7 @@ fn describe(rule: Rule) -> &'static str {
         Rule::colon => "`:`",
         Rule::dcolon => "`::`",
         Rule::equals => "`=`",
-        Rule::at_most => "`<=`",
+        Rule::comparison => "`<=`",
         Rule::dim => "a dimension (a whole number such as `3`)",
         Rule::shorthand | Rule::type_name => "`Input` or `Output`",
         Rule::block_field => "a field (`name :: Tensor[...]`)",
@@ -185,7 +185,7 @@ fn help_for(expected: &[Rule], found: Option<&str>) -> Option<String> {
     if found == Some("\"") {
         return Some("a quoted name must end with `\"` on the same line".to_owned());
     }
-    if expects(Rule::at_most) {
+    if expects(Rule::comparison) {
         return Some("constraints are upper limits: `constraint train_time <= 30m`".to_owned());
     }
     if expected.iter().any(|rule| is_item_rule(*rule)) {
