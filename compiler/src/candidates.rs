@@ -19,7 +19,7 @@ pub struct Candidate {
     pub normalization: Option<Normalization>,
 }
 
-/// The normalization of a candidate's inputs: min-max scaling to [0,1] per channel over the
+/// The normalization of a candidate's inputs: min-max scaling to `[0, 1]` per channel over the
 /// training set, then f_k(x) = -x^(2k) + x^k.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Normalization {
