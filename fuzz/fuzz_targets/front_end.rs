@@ -7,13 +7,16 @@ use easeml_compiler::explain::Explanation;
 use easeml_compiler::{Registry, compile};
 use libfuzzer_sys::fuzz_target;
 
+/// The registry is parsed once, not per input, so the fuzzer spends its time in the front end.
+static REGISTRY: std::sync::LazyLock<Registry> = std::sync::LazyLock::new(Registry::builtin);
+
 fuzz_target!(|data: &[u8]| {
     let source = String::from_utf8_lossy(data);
-    let registry = Registry::builtin();
-    match compile(&source, "fuzz", &registry) {
+    let registry = &*REGISTRY;
+    match compile(&source, "fuzz", registry) {
         Ok(compiled) => {
             let explanation = Explanation::new(&compiled);
-            let _ = explanation.to_text(&registry);
+            let _ = explanation.to_text(registry);
             let _ = serde_json::to_string(&explanation);
             assert!(!compiled.candidates.is_empty());
         }

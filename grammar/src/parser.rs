@@ -130,8 +130,8 @@ impl Converter {
 
     fn item(&self, pair: Pair<'_, Rule>) -> Item {
         match pair.as_rule() {
-            Rule::shorthand => Item::Type(self.shorthand(pair)),
-            Rule::type_block => Item::Type(self.type_block(pair)),
+            Rule::shorthand => Item::Type(self.type_def(pair, Form::Shorthand)),
+            Rule::type_block => Item::Type(self.type_def(pair, Form::Block)),
             Rule::formal_program => Item::Program(self.formal_program(pair)),
             Rule::app_item => Item::App(self.app(pair)),
             Rule::labels_item => Item::Labels(self.labels(pair)),
@@ -139,13 +139,15 @@ impl Converter {
         }
     }
 
-    fn shorthand(&self, pair: Pair<'_, Rule>) -> TypeDef {
+    /// A type in the shorthand (`Input = [...]`) or block (`type Input ... end`) form.
+    fn type_def(&self, pair: Pair<'_, Rule>, form: Form) -> TypeDef {
         let span = self.span(&pair);
         let mut name = None;
         let mut fields = Vec::new();
         for inner in pair.into_inner() {
             match inner.as_rule() {
                 Rule::type_name => name = Some(self.ident(&inner)),
+                Rule::block_field => fields.push(self.block_field(inner)),
                 Rule::shorthand_dims => {
                     let tensor = self.tensor(inner);
                     fields.push(Field {
@@ -158,26 +160,7 @@ impl Converter {
             }
         }
         TypeDef {
-            form: Form::Shorthand,
-            name: name.unwrap_or_else(|| missing_ident(span)),
-            fields,
-            span,
-        }
-    }
-
-    fn type_block(&self, pair: Pair<'_, Rule>) -> TypeDef {
-        let span = self.span(&pair);
-        let mut name = None;
-        let mut fields = Vec::new();
-        for inner in pair.into_inner() {
-            match inner.as_rule() {
-                Rule::type_name => name = Some(self.ident(&inner)),
-                Rule::block_field => fields.push(self.block_field(inner)),
-                _ => {}
-            }
-        }
-        TypeDef {
-            form: Form::Block,
+            form,
             name: name.unwrap_or_else(|| missing_ident(span)),
             fields,
             span,

@@ -68,6 +68,16 @@ fn dims_text(dims: &[u32], separator: &str) -> String {
 }
 
 impl GenType {
+    fn recursive_names(&self) -> Vec<&str> {
+        self.fields
+            .iter()
+            .filter_map(|field| match field {
+                GenField::Recursive { name } => Some(name.as_str()),
+                GenField::Tensor { .. } => None,
+            })
+            .collect()
+    }
+
     /// The canonical form, computed independently of the compiler.
     fn canonical(&self) -> String {
         let tensors: Vec<String> = self
@@ -78,14 +88,7 @@ impl GenType {
                 GenField::Recursive { .. } => None,
             })
             .collect();
-        let recursive: Vec<&str> = self
-            .fields
-            .iter()
-            .filter_map(|field| match field {
-                GenField::Recursive { name } => Some(name.as_str()),
-                GenField::Tensor { .. } => None,
-            })
-            .collect();
+        let recursive = self.recursive_names();
         format!("{{[{}], [{}]}}", tensors.join(","), recursive.join(","))
     }
 
@@ -133,14 +136,7 @@ impl GenType {
                 GenField::Recursive { .. } => None,
             })
             .collect();
-        let recursive: Vec<&str> = self
-            .fields
-            .iter()
-            .filter_map(|field| match field {
-                GenField::Recursive { name } => Some(name.as_str()),
-                GenField::Tensor { .. } => None,
-            })
-            .collect();
+        let recursive = self.recursive_names();
         format!("{{[{}], [{}]}}", tensors.join(", "), recursive.join(", "))
     }
 }
