@@ -20,6 +20,32 @@ pub fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
+/// The folder of golden generated files: `golden/<example>/src/types.rs` and
+/// `golden/<example>/easeml.json`, refreshed by `cargo xtask bless`.
+pub fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")
+}
+
+/// Every example program, as (file stem, source), sorted by name.
+pub fn examples() -> Vec<(String, String)> {
+    let mut examples: Vec<(String, String)> = std::fs::read_dir(examples_dir())
+        .unwrap_or_else(|error| panic!("examples/: {error}"))
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|extension| extension == "eml"))
+        .map(|path| {
+            let stem = path
+                .file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let source = std::fs::read_to_string(&path)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            (stem, source)
+        })
+        .collect();
+    examples.sort();
+    examples
+}
+
 /// What a fixture says it must produce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expectation {

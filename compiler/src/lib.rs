@@ -7,6 +7,7 @@
 
 pub mod candidates;
 pub mod check;
+pub mod codegen;
 pub mod diagnostic;
 pub mod explain;
 pub mod schema;

@@ -6,6 +6,7 @@
 //! - `cargo xtask demo`: the main job on the embedded default, as far as the pipeline exists today.
 //! - `cargo xtask fuzz [--seconds N]`: the cargo-fuzz target over parse + check + explain.
 //! - `cargo xtask bench`: the criterion benchmarks.
+//! - `cargo xtask bless`: refresh the golden generated files under `tests/golden/`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,6 +37,8 @@ enum Task {
     },
     /// Run the criterion benchmarks of the compiler front end.
     Bench,
+    /// Refresh the golden generated files under `tests/golden/` (review the diff afterwards).
+    Bless,
 }
 
 fn main() -> Result<()> {
