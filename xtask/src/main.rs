@@ -53,6 +53,11 @@ fn main() -> Result<()> {
             "criterion benchmarks",
             cargo(&["bench", "-p", "easeml-compiler"]),
         ),
+        Task::Bless => {
+            let mut bless = cargo(&["test", "-q", "-p", "easeml-tests", "--test", "golden_files"]);
+            bless.env("EASEML_BLESS", "1");
+            run_step("refresh tests/golden", bless)
+        }
     }
 }
 
