@@ -10,6 +10,7 @@ pub mod check;
 pub mod codegen;
 pub mod diagnostic;
 pub mod explain;
+pub mod rust_front;
 pub mod schema;
 pub mod templates;
 
@@ -50,8 +51,20 @@ pub fn compile(
     default_app: &str,
     registry: &Registry,
 ) -> Result<Compiled, Vec<Diagnostic>> {
-    let (file, mut diagnostics) = easeml_grammar::parse(source);
-    let (schema, check_diagnostics) = check::check(&file, default_app, !diagnostics.is_empty());
+    let (file, diagnostics) = easeml_grammar::parse(source);
+    compile_ast(&file, diagnostics, default_app, registry)
+}
+
+/// Checks and matches an already parsed program (the `.eml` parser's or the macro front end's);
+/// `syntax_diagnostics` are the errors found while building `file`.
+pub fn compile_ast(
+    file: &easeml_grammar::ast::File,
+    syntax_diagnostics: Vec<Diagnostic>,
+    default_app: &str,
+    registry: &Registry,
+) -> Result<Compiled, Vec<Diagnostic>> {
+    let mut diagnostics = syntax_diagnostics;
+    let (schema, check_diagnostics) = check::check(file, default_app, !diagnostics.is_empty());
     diagnostics.extend(check_diagnostics);
     diagnostics.sort_by_key(|diagnostic| (diagnostic.span.start, diagnostic.code));
     let schema = match schema {
@@ -64,7 +77,7 @@ pub fn compile(
         return Err(vec![
             Diagnostic::new(
                 Code::E013,
-                input_definition_span(&file),
+                input_definition_span(file),
                 format!("no model template accepts `{}`", schema.system_type()),
             )
             .with_label("no template in the registry matches this program")

@@ -1,5 +1,30 @@
-//! `#[easeml_schema]`, the schema as a proc-macro in user crates.
+//! `#[easeml_schema]`: declare an easeml schema in Rust and get the same typed `Input`, `Output` and
+//! `Label` items that `easemlc` generates for the same program.
 //!
-//! This crate will stay a thin wrapper over `easeml-compiler`'s library (the pest/thiserror pattern):
-//! the macro lowers Rust items into the same `Schema` that `easemlc` builds from `.eml` files and
-//! expands through the same code generator. It exports no macro yet; see ARCHITECTURE.md, "Status".
+//! ```ignore
+//! #[easeml_schema(labels = [normal, arrhythmia], constraint(train_time <= 30m))]
+//! mod heartbeat {
+//!     pub struct Input {
+//!         pub leads: Tensor<12>,
+//!         pub next: Option<Box<Input>>,
+//!     }
+//!     pub struct Output(Tensor<2>);
+//! }
+//!
+//! #[easeml_schema(file = "heartbeat.eml")]
+//! mod heartbeat_from_file {}
+//! ```
+//! Tensor fields are `Tensor<d1, ..., dn>` or `#[shape(d1, ..., dn)] name: Tensor`; recursive fields
+//! `Option<Box<Input>>`; tuple fields are unnamed like the `.eml` shorthand. Errors carry the
+//! language's codes (`E006: a tensor dimension of 0`) and point at the offending tokens. The
+//! generated code names only `::easeml_runtime::__private` paths, so the crate needs `easeml-runtime`.
+//!
+//! This crate is a thin wrapper: the work is `easeml_compiler::rust_front::expand`.
+
+use proc_macro::TokenStream;
+
+/// Generates an app's typed schema items into the module it annotates; see the crate docs.
+#[proc_macro_attribute]
+pub fn easeml_schema(attr: TokenStream, item: TokenStream) -> TokenStream {
+    easeml_compiler::rust_front::expand(attr.into(), item.into()).into()
+}

@@ -1,0 +1,10 @@
+use easeml_macros::easeml_schema;
+
+#[easeml_schema]
+mod app {
+    pub struct Input(Tensor<3>);
+    pub struct Input(Tensor<4>);
+    pub struct Output(Tensor<2>);
+}
+
+fn main() {}

@@ -1,0 +1,23 @@
+use easeml_macros::easeml_schema;
+use easeml_runtime::Tensor;
+
+#[easeml_schema]
+mod galaxy_with_metadata {
+    pub struct Input {
+        pub image: Tensor<32, 32, 3>,
+        pub photometry: Tensor<5>,
+    }
+    pub struct Output(Tensor<3>);
+}
+
+#[easeml_schema]
+mod molecule {
+    pub struct Input(Tensor<16, 16, 16>);
+    pub struct Output(Tensor<32, 32>);
+}
+
+fn main() {
+    let value = serde_json::to_value(galaxy_with_metadata::Input::new(Tensor::zeros(vec![32, 32, 3]), Tensor::zeros(vec![5])).unwrap()).unwrap();
+    assert_eq!(value["photometry"], serde_json::json!([0.0, 0.0, 0.0, 0.0, 0.0]));
+    assert!(molecule::Output::new(Tensor::zeros(vec![32, 32])).is_ok());
+}

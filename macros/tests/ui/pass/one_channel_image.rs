@@ -1,0 +1,14 @@
+use easeml_macros::easeml_schema;
+use easeml_runtime::Tensor;
+
+#[easeml_schema(labels = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"])]
+mod digits {
+    pub struct Input(Tensor<8, 8>);
+    pub struct Output(Tensor<10>);
+}
+
+fn main() {
+    let input = digits::Input::new(Tensor::zeros(vec![8, 8])).unwrap();
+    assert_eq!(input.field1.dims(), [8, 8]);
+    assert_eq!(digits::Label::Class7.name(), "7");
+}

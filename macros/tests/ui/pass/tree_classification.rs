@@ -1,0 +1,17 @@
+use easeml_macros::easeml_schema;
+use easeml_runtime::Tensor;
+
+#[easeml_schema(labels = [negative, neutral, positive])]
+mod sentiment {
+    pub struct Input {
+        pub embedding: Tensor<50>,
+        pub left: Option<Box<Input>>,
+        pub right: Option<Box<Input>>,
+    }
+    pub struct Output(Tensor<3>);
+}
+
+fn main() {
+    let leaf = sentiment::Input::new(Tensor::zeros(vec![50]), None, None).unwrap();
+    let _root = sentiment::Input::new(Tensor::zeros(vec![50]), Some(Box::new(leaf.clone())), Some(Box::new(leaf))).unwrap();
+}
