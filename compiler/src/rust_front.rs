@@ -605,3 +605,166 @@ fn parse_dim(input: ParseStream<'_>) -> syn::Result<(String, Span)> {
     };
     Ok((text, literal.span()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lower(attr: &str, item: &str) -> syn::Result<Lowered> {
+        let module: syn::ItemMod = syn::parse_str(item).unwrap();
+        lower_module(attr.parse().unwrap(), &module)
+    }
+
+    fn error(attr: &str, item: &str) -> String {
+        match lower(attr, item) {
+            Ok(lowered) => panic!(
+                "expected an error, got {}",
+                lowered.compiled.schema.system_type()
+            ),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn both_shape_spellings_and_tuple_fields_lower_to_the_same_schema() {
+        let in_type = lower(
+            "",
+            "mod a { pub struct Input { pub x: Tensor<28, 28> } pub struct Output(Tensor<10>); }",
+        )
+        .unwrap();
+        let in_attribute = lower(
+            "",
+            "mod a { pub struct Input { #[shape(28, 28)] pub x: Tensor } pub struct Output { pub field1: Tensor<10> } }",
+        )
+        .unwrap();
+        assert_eq!(in_type.compiled.schema, in_attribute.compiled.schema);
+        assert_eq!(in_type.compiled.workload(), "image_classification");
+    }
+
+    #[test]
+    fn arguments_become_app_labels_and_constraints() {
+        let lowered = lower(
+            "app = pets, labels = [cat, \"sea lion\", 3], constraint(train_time <= 1.5h), constraint(infer_latency <= 20ms)",
+            "mod a { pub struct Input(Tensor<4>); pub struct Output(Tensor<3>); }",
+        )
+        .unwrap();
+        let schema = lowered.compiled.schema;
+        assert_eq!(schema.app, "pets");
+        assert_eq!(
+            schema.labels,
+            Some(vec![
+                "cat".to_owned(),
+                "sea lion".to_owned(),
+                "3".to_owned()
+            ])
+        );
+        assert_eq!(schema.constraints[0].seconds, 5400.0);
+        assert_eq!(schema.constraints[1].limit, "20ms");
+    }
+
+    #[test]
+    fn every_shape_error_names_the_fix() {
+        let twice = error(
+            "",
+            "mod a { pub struct Input { #[shape(2)] pub x: Tensor<2> } pub struct Output(Tensor<2>); }",
+        );
+        assert!(twice.contains("the shape is given twice"), "{twice}");
+        let suffix = error(
+            "",
+            "mod a { pub struct Input(Tensor<3u8>); pub struct Output(Tensor<2>); }",
+        );
+        assert!(suffix.contains("without a type suffix"), "{suffix}");
+        let not_number = error(
+            "",
+            "mod a { pub struct Input(Tensor<N>); pub struct Output(Tensor<2>); }",
+        );
+        assert!(
+            not_number.contains("a dimension is a whole number"),
+            "{not_number}"
+        );
+        let negative = error(
+            "",
+            "mod a { pub struct Input(Tensor<-3>); pub struct Output(Tensor<2>); }",
+        );
+        assert!(
+            negative.starts_with("E006: a negative tensor dimension `-3`"),
+            "{negative}"
+        );
+        let empty = error(
+            "",
+            "mod a { pub struct Input(Tensor); pub struct Output(Tensor<2>); }",
+        );
+        assert!(
+            empty.starts_with("E006: a tensor needs at least one dimension"),
+            "{empty}"
+        );
+    }
+
+    #[test]
+    fn module_shape_errors_are_reported() {
+        let other_item = error(
+            "",
+            "mod a { fn f() {} pub struct Input(Tensor<3>); pub struct Output(Tensor<2>); }",
+        );
+        assert!(
+            other_item.contains("only the structs `Input` and `Output`"),
+            "{other_item}"
+        );
+        let other_struct = error(
+            "",
+            "mod a { pub struct Inputs(Tensor<3>); pub struct Output(Tensor<2>); }",
+        );
+        assert!(
+            other_struct.contains("expected `Input` or `Output`, found `Inputs`"),
+            "{other_struct}"
+        );
+        let generic = error(
+            "",
+            "mod a { pub struct Input<T>(Tensor<3>, T); pub struct Output(Tensor<2>); }",
+        );
+        assert!(generic.contains("take no generic parameters"), "{generic}");
+        let outline = error("", "mod a;");
+        assert!(outline.contains("needs an inline module"), "{outline}");
+        let mixed = error("file = \"x.eml\", app = b", "mod a {}");
+        assert!(
+            mixed.contains("write `app`, `labels` and `constraint` in the .eml file"),
+            "{mixed}"
+        );
+        let bad_limit = error(
+            "constraint(train_time <= \"30m\")",
+            "mod a { pub struct Input(Tensor<3>); pub struct Output(Tensor<2>); }",
+        );
+        assert!(
+            bad_limit.contains("a limit is a number with a unit"),
+            "{bad_limit}"
+        );
+    }
+
+    #[test]
+    fn expand_emits_the_module_or_the_errors_with_a_stub() {
+        let good = expand(
+            TokenStream::new(),
+            "pub mod a { pub struct Input(Tensor<3>); pub struct Output(Tensor<2>); }"
+                .parse()
+                .unwrap(),
+        )
+        .to_string();
+        assert!(good.starts_with("pub mod a"), "{good}");
+        assert!(good.contains("pub struct Input"), "{good}");
+        let bad = expand(
+            TokenStream::new(),
+            "mod a { pub struct Input(Tensor<0>); pub struct Output(Tensor<2>); }"
+                .parse()
+                .unwrap(),
+        )
+        .to_string();
+        assert!(bad.contains("compile_error"), "{bad}");
+        assert!(bad.contains("E006"), "{bad}");
+        assert!(bad.contains("pub struct Input ;"), "{bad}");
+        let not_module = expand(TokenStream::new(), "fn f() {}".parse().unwrap()).to_string();
+        assert!(
+            not_module.contains("goes on an inline module"),
+            "{not_module}"
+        );
+    }
+}
