@@ -69,7 +69,7 @@ fn input_of(client: &Client, id: ExampleId) -> Vec<f32> {
 /// A `.npy` file (format 1.0) with the given dtype, shape (Python tuple text) and raw data.
 fn write_npy(path: &Path, descr: &str, shape: &str, data: &[u8]) {
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');
@@ -548,4 +548,63 @@ fn a_manifest_opens_the_same_app() {
     assert_eq!(total(&again), 1);
     let error = easeml_runtime::AppSpec::from_manifest_json("{\"app\": \"x\"}").unwrap_err();
     assert_eq!(error.to_string(), "app manifest: no `schema` key");
+}
+
+#[test]
+fn concurrent_feeders_store_every_example_exactly_once() {
+    let fixture = Fixture::new();
+    let source = "app shared\nInput = [1]\nOutput = [3]";
+    drop(fixture.client(source));
+    let threads: Vec<_> = (0..4)
+        .map(|feeder| {
+            let connection = fixture.connection();
+            let schema = schema(source);
+            std::thread::spawn(move || {
+                let mut client = Client::open(&connection, schema).unwrap();
+                let labels = ["a", "b", "c"];
+                let mut added = 0;
+                for batch in 0..5 {
+                    let feed: String = (0..10)
+                        .map(|i| {
+                            format!(
+                                "[{}] {}\n",
+                                feeder * 1000 + batch * 10 + i,
+                                labels[(feeder + i) % 3]
+                            )
+                        })
+                        .collect();
+                    added += client
+                        .feed_lines(Cursor::new(feed), &FeedOptions::default())
+                        .unwrap()
+                        .added;
+                }
+                added
+            })
+        })
+        .collect();
+    let added: usize = threads
+        .into_iter()
+        .map(|thread| thread.join().unwrap())
+        .sum();
+    assert_eq!(added, 200);
+    let mut client = fixture.client(source);
+    assert_eq!(total(&client), 200);
+    assert_eq!(client.data_version().unwrap(), 20);
+    let mut labels = client.labels().unwrap().unwrap();
+    labels.sort();
+    assert_eq!(labels, ["a", "b", "c"]);
+    let mut inputs: Vec<i64> = client
+        .examples(PageRequest {
+            after: None,
+            limit: 1000,
+        })
+        .unwrap()
+        .items
+        .iter()
+        .map(|record| input_of(&client, record.id)[0] as i64)
+        .collect();
+    inputs.sort();
+    inputs.dedup();
+    assert_eq!(inputs.len(), 200);
+    assert_eq!(client.store_mut().integrity_check().unwrap(), Ok(()));
 }

@@ -205,7 +205,7 @@ mod tests {
     fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
         let mut header =
             format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + header.len() + 1) % 64 != 0 {
+        while !(10 + header.len() + 1).is_multiple_of(64) {
             header.push(' ');
         }
         header.push('\n');

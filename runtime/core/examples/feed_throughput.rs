@@ -1,0 +1,102 @@
+//! Feed throughput of the embedded store for `[32,32,3]` inputs, against reading the same bytes raw.
+//!
+//! `cargo run --release -p easeml-runtime --example feed_throughput [N]` (default N = 2000). Writes N
+//! examples as inline JSON lines and as N `.npy` files in a temp dir, then times: reading the files
+//! raw (the baseline), and `Client::feed_lines` of each form into a fresh embedded store (check,
+//! encode, blob files, one SQLite transaction).
+
+use std::io::Cursor;
+use std::time::Instant;
+
+use anyhow::Result;
+use easeml_runtime::{Client, Connection, FeedOptions};
+
+fn main() -> Result<()> {
+    let n: usize = std::env::args()
+        .nth(1)
+        .map_or(Ok(2000), |arg| arg.parse())?;
+    let dir = tempfile::tempdir()?;
+    let schema = easeml_compiler::compile(
+        "app bench\nInput = [32, 32, 3]\nOutput = [10]",
+        "bench",
+        &easeml_compiler::Registry::builtin(),
+    )
+    .map_err(|diagnostics| anyhow::anyhow!("{diagnostics:?}"))?
+    .schema;
+
+    // Data: pixel values in [0, 1], different for every example.
+    let example = |index: usize| -> Vec<f32> {
+        (0..32 * 32 * 3)
+            .map(|position| ((index * 7919 + position * 31) % 256) as f32 / 255.0)
+            .collect()
+    };
+    let mut json_feed = String::new();
+    let mut npy_feed = String::new();
+    for index in 0..n {
+        let values = example(index);
+        let rows: Vec<String> = values
+            .chunks(32 * 3)
+            .map(|row| {
+                let pixels: Vec<String> = row
+                    .chunks(3)
+                    .map(|pixel| format!("[{},{},{}]", pixel[0], pixel[1], pixel[2]))
+                    .collect();
+                format!("[{}]", pixels.join(","))
+            })
+            .collect();
+        json_feed.push_str(&format!("[{}] class{}\n", rows.join(","), index % 10));
+        let path = dir.path().join(format!("x{index}.npy"));
+        write_npy(&path, &values)?;
+        npy_feed.push_str(&format!("x{index}.npy class{}\n", index % 10));
+    }
+    let json_path = dir.path().join("feed.txt");
+    std::fs::write(&json_path, &json_feed)?;
+
+    // Baseline: read the bytes only.
+    let start = Instant::now();
+    let mut bytes = std::fs::read(&json_path)?.len();
+    for index in 0..n {
+        bytes += std::fs::read(dir.path().join(format!("x{index}.npy")))?.len();
+    }
+    let raw = start.elapsed().as_secs_f64();
+    println!(
+        "baseline: raw read of the JSON feed and {n} .npy files ({:.1} MB): {:.3} s, {:.0} examples/s",
+        bytes as f64 / 1e6,
+        raw,
+        2.0 * n as f64 / raw
+    );
+
+    let options = FeedOptions {
+        base_dir: Some(dir.path().to_owned()),
+        skip_bad: false,
+    };
+    for (form, feed) in [("inline JSON", &json_feed), (".npy paths", &npy_feed)] {
+        let home = tempfile::tempdir()?;
+        let mut client = Client::open(&Connection::embedded(home.path()), schema.clone())?;
+        let start = Instant::now();
+        let report = client.feed_lines(Cursor::new(feed.as_bytes()), &options)?;
+        let seconds = start.elapsed().as_secs_f64();
+        assert_eq!(report.added, n);
+        println!(
+            "feed, {form}: {n} examples of [32,32,3] in {seconds:.3} s: {:.0} examples/s",
+            n as f64 / seconds
+        );
+    }
+    Ok(())
+}
+
+fn write_npy(path: &std::path::Path, values: &[f32]) -> Result<()> {
+    let mut header = "{'descr': '<f4', 'fortran_order': False, 'shape': (32, 32, 3), }".to_owned();
+    while !(10 + header.len() + 1).is_multiple_of(64) {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    for value in values {
+        bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    std::fs::write(path, bytes)?;
+    Ok(())
+}
