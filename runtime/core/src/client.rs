@@ -318,6 +318,11 @@ impl Client {
         ))
     }
 
+    /// The underlying store, read-only.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// The underlying store (for the engine and tests in this workspace).
     pub fn store_mut(&mut self) -> &mut Store {
         &mut self.store

@@ -18,6 +18,11 @@ mod status;
 pub use client::{AppSpec, Client, FeedReport, LoadedExample};
 pub use connection::Connection;
 pub use easeml_compiler::schema::Schema;
+/// The checked object model and its encoding (re-exported so generated crates need only this crate).
+pub use easeml_example as example;
+pub use easeml_example::Object;
+/// The store (re-exported for the engine and server of later slices).
+pub use easeml_store as store;
 pub use easeml_store::{
     ExampleId, ExampleRecord, Page, PageRequest, RunId, RunState, StoredOutput,
 };

@@ -587,7 +587,7 @@ fn concurrent_feeders_store_every_example_exactly_once() {
         .map(|thread| thread.join().unwrap())
         .sum();
     assert_eq!(added, 200);
-    let mut client = fixture.client(source);
+    let client = fixture.client(source);
     assert_eq!(total(&client), 200);
     assert_eq!(client.data_version().unwrap(), 20);
     let mut labels = client.labels().unwrap().unwrap();
@@ -606,5 +606,5 @@ fn concurrent_feeders_store_every_example_exactly_once() {
     inputs.sort();
     inputs.dedup();
     assert_eq!(inputs.len(), 200);
-    assert_eq!(client.store_mut().integrity_check().unwrap(), Ok(()));
+    assert_eq!(client.store().integrity_check().unwrap(), Ok(()));
 }

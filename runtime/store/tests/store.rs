@@ -340,3 +340,18 @@ fn removing_an_app_removes_its_rows() {
     assert_eq!(store.apps().unwrap().len(), 0);
     assert_eq!(store.integrity_check().unwrap(), Ok(()));
 }
+
+#[test]
+fn full_durability_stores_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        durability: easeml_store::Durability::Full,
+    };
+    let mut store = Store::open_with(dir.path(), &options).unwrap();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let report = store
+        .insert_examples(app.id, &[labelled(1, "cat"), labelled(2, "dog")])
+        .unwrap();
+    assert_eq!(report.ids.len(), 2);
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}
