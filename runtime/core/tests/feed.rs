@@ -311,7 +311,7 @@ fn outputs_without_labels_take_tensors_and_numbers() {
     let fixture = Fixture::new();
     let mut regression = fixture.client("app price\nInput = [2]\nOutput = [1]");
     let report = fixture
-        .feed(&mut regression, "[1, 2] 3.5\n[1, 2] [4]\n")
+        .feed(&mut regression, "\u{feff}[1, 2] 3.5\r\n[1, 2] [4]\r\n")
         .unwrap();
     assert_eq!(report.added, 2);
     let message = fixture.feed_error(&mut regression, "[1, 2] cheap\n");

@@ -95,7 +95,8 @@ impl<'a> LineChecker<'a> {
 
     /// Checks one line; `Ok(None)` for a blank or comment line.
     pub fn check_line(&self, line: &str) -> Result<Option<CheckedExample>, String> {
-        let line = line.trim();
+        // A byte-order mark (editors on Windows write one at the start of a file) is not content.
+        let line = line.trim_start_matches('\u{feff}').trim();
         if line.is_empty() || line.starts_with('#') {
             return Ok(None);
         }
