@@ -117,6 +117,52 @@ impl Blobs {
     }
 }
 
+impl Blobs {
+    /// Removes blob files whose hash is not in `referenced` and temp files, when older than
+    /// `min_age`; returns (files removed, bytes freed).
+    pub(crate) fn collect_garbage(
+        &self,
+        referenced: &std::collections::HashSet<String>,
+        min_age: std::time::Duration,
+    ) -> Result<(usize, u64)> {
+        let now = std::time::SystemTime::now();
+        let old_enough = |metadata: &fs::Metadata| {
+            min_age.is_zero()
+                || metadata
+                    .modified()
+                    .ok()
+                    .and_then(|modified| now.duration_since(modified).ok())
+                    .is_some_and(|age| age >= min_age)
+        };
+        let mut removed = (0, 0);
+        let shards = fs::read_dir(&self.root).map_err(io(&self.root, "listing blob shards"))?;
+        for shard in shards {
+            let shard = shard.map_err(io(&self.root, "listing blob shards"))?.path();
+            if !shard.is_dir() {
+                continue;
+            }
+            let is_tmp = shard.file_name().is_some_and(|name| name == "tmp");
+            for entry in fs::read_dir(&shard).map_err(io(&shard, "listing blobs"))? {
+                let entry = entry.map_err(io(&shard, "listing blobs"))?;
+                let path = entry.path();
+                let metadata = entry
+                    .metadata()
+                    .map_err(io(&path, "reading a blob's metadata"))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !metadata.is_file() || !old_enough(&metadata) {
+                    continue;
+                }
+                if is_tmp || !referenced.contains(&name) {
+                    fs::remove_file(&path).map_err(io(&path, "removing an unreferenced blob"))?;
+                    removed.0 += 1;
+                    removed.1 += metadata.len();
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
 fn write_file(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
     let mut file = fs::File::create(path).map_err(io(path, "creating a blob file"))?;
     file.write_all(bytes)

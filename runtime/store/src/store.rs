@@ -467,6 +467,25 @@ impl Store {
         self.blobs.path(hash)
     }
 
+    /// Removes blob files that no example or run refers to (left by failed batches, removed apps,
+    /// crashes) and that are older than `min_age` (so that blobs of a batch being stored right now
+    /// are kept); returns (files removed, bytes freed).
+    pub fn collect_garbage(&self, min_age: Duration) -> Result<(usize, u64)> {
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT input_sha256 FROM examples
+                 UNION SELECT output_sha256 FROM examples WHERE output_sha256 IS NOT NULL
+                 UNION SELECT checkpoint_sha256 FROM runs WHERE checkpoint_sha256 IS NOT NULL",
+            )
+            .map_err(sqlite("listing referenced blobs"))?;
+        let referenced: std::collections::HashSet<String> = statement
+            .query_map([], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .map_err(sqlite("listing referenced blobs"))?;
+        self.blobs.collect_garbage(&referenced, min_age)
+    }
+
     // ----- examples -----
 
     /// Stores a batch of examples atomically: every example or none. Blobs are written first, then

@@ -355,3 +355,32 @@ fn full_durability_stores_the_same() {
     assert_eq!(report.ids.len(), 2);
     assert_eq!(store.integrity_check().unwrap(), Ok(()));
 }
+
+#[test]
+fn garbage_collection_keeps_referenced_and_young_blobs() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    store
+        .insert_examples(app.id, &[labelled(1, "cat")])
+        .unwrap();
+    let run = store.queue_run(app.id, "resnet18").unwrap();
+    store.start_run(run).unwrap();
+    let checkpoint = store.put_blob(b"weights").unwrap();
+    store.finish_run(run, 0.5, 1.0, Some(&checkpoint)).unwrap();
+    let orphan = store.put_blob(b"left by a failed batch").unwrap();
+    // Young blobs are kept.
+    assert_eq!(
+        store
+            .collect_garbage(std::time::Duration::from_secs(3600))
+            .unwrap(),
+        (0, 0)
+    );
+    assert_eq!(
+        store.collect_garbage(std::time::Duration::ZERO).unwrap(),
+        (1, b"left by a failed batch".len() as u64)
+    );
+    assert!(store.blob(&orphan).is_err());
+    assert_eq!(store.blob(&checkpoint).unwrap(), b"weights");
+    let page = store.examples(app.id, PageRequest::default()).unwrap();
+    assert!(store.blob(&page.items[0].input).is_ok());
+}
