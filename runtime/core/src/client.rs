@@ -190,8 +190,19 @@ impl Client {
     /// and the error lists every bad line, unless `options.skip_bad` is set.
     pub fn feed_lines(
         &mut self,
+        reader: impl BufRead,
+        options: &FeedOptions,
+    ) -> Result<FeedReport> {
+        self.feed_lines_with_progress(reader, options, &mut |_| {})
+    }
+
+    /// [`Client::feed_lines`], calling `progress` with the number of lines read so far after each
+    /// line (for a progress bar on large feeds; storing happens after the last call).
+    pub fn feed_lines_with_progress(
+        &mut self,
         mut reader: impl BufRead,
         options: &FeedOptions,
+        progress: &mut dyn FnMut(usize),
     ) -> Result<FeedReport> {
         let checker = LineChecker::new(
             &self.schema,
@@ -217,6 +228,7 @@ impl Client {
                 Ok(Some(example)) => batch.push(line_number, example),
                 Err(message) => batch.reject(line_number, message),
             }
+            progress(line_number);
         }
         self.store_batch(batch, options.skip_bad)
     }

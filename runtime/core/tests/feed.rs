@@ -273,7 +273,13 @@ fn inline_json_is_checked_and_a_bad_line_stores_nothing() {
         skip_bad: true,
         ..fixture.options()
     };
-    let report = client.feed_lines(Cursor::new(feed), &options).unwrap();
+    let mut lines_seen = Vec::new();
+    let report = client
+        .feed_lines_with_progress(Cursor::new(feed), &options, &mut |lines| {
+            lines_seen.push(lines)
+        })
+        .unwrap();
+    assert_eq!(lines_seen, (1..=8).collect::<Vec<_>>());
     assert_eq!(report.added, 3);
     assert_eq!(
         report
