@@ -80,6 +80,24 @@ fn main() -> Result<()> {
         n as f64 / npy_baseline
     );
 
+    // Where the store's share goes: writing n distinct blob files of one encoded example each.
+    let blob_home = tempfile::tempdir()?;
+    let blob_store = easeml_runtime::store::Store::open(blob_home.path())?;
+    let encoded: Vec<Vec<u8>> = (0..n)
+        .map(|index| {
+            easeml_runtime::example::codec::encode(&easeml_runtime::Object::single(example(index)))
+        })
+        .collect();
+    let start = Instant::now();
+    for bytes in &encoded {
+        blob_store.put_blob(bytes)?;
+    }
+    let blob_seconds = start.elapsed().as_secs_f64();
+    println!(
+        "store alone: {n} blob files of {} bytes (sha256 + write + rename): {blob_seconds:.3} s",
+        encoded[0].len()
+    );
+
     let options = FeedOptions {
         base_dir: Some(dir.path().to_owned()),
         skip_bad: false,

@@ -15,6 +15,7 @@
 //! Every line is checked completely (shapes, NaN/infinity, labels) before anything is stored; an error
 //! names the line, the field, and the expected and found shapes.
 
+mod fast_json;
 mod image;
 mod npy;
 
@@ -77,10 +78,12 @@ pub struct LineChecker<'a> {
     takes_labels: bool,
 }
 
-/// A token of a pair line: JSON, or text (a path or a label).
+/// A token of a pair line: JSON, or text (a path or a label), or an input tensor already checked
+/// (the fast path for inline JSON arrays).
 enum Token {
     Json(Value),
     Text(String),
+    Checked(Object),
 }
 
 impl<'a> LineChecker<'a> {
@@ -105,7 +108,15 @@ impl<'a> LineChecker<'a> {
                 serde_json::from_str(line).map_err(|error| format!("malformed JSON: {error}"))?;
             return self.check_json(&value).map(Some);
         }
-        let (input, rest) = split_token(line)?;
+        let (input, rest) = match single_tensor_dims(&self.schema.input)
+            .filter(|_| line.starts_with('['))
+            .and_then(|dims| fast_json::tensor_prefix(line, dims))
+        {
+            Some((values, rest)) if rest.is_empty() || rest.starts_with(char::is_whitespace) => {
+                (Token::Checked(Object::single(values)), rest)
+            }
+            _ => split_token(line)?,
+        };
         let rest = rest.trim_start();
         if rest.is_empty() {
             return Err("missing the output: a line is `INPUT OUTPUT`".to_owned());
@@ -155,6 +166,7 @@ impl<'a> LineChecker<'a> {
     fn input_from(&self, token: Token) -> Result<Object, String> {
         let data_type = &self.schema.input;
         match token {
+            Token::Checked(object) => Ok(object),
             Token::Json(value) => {
                 object_from_json(data_type, &value, "input").map_err(|error| error.to_string())
             }
@@ -184,6 +196,7 @@ impl<'a> LineChecker<'a> {
     fn output_from(&self, token: Token) -> Result<CheckedOutput, String> {
         let data_type = &self.schema.output;
         match token {
+            Token::Checked(object) => Ok(CheckedOutput::Object(object)),
             Token::Json(value) => object_from_json(data_type, &value, "output")
                 .map(CheckedOutput::Object)
                 .map_err(|error| error.to_string()),
