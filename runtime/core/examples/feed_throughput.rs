@@ -100,7 +100,7 @@ fn main() -> Result<()> {
 
     let options = FeedOptions {
         base_dir: Some(dir.path().to_owned()),
-        skip_bad: false,
+        ..FeedOptions::default()
     };
     for (form, feed, baseline) in [
         ("inline JSON", &json_feed, json_baseline),

@@ -5,7 +5,7 @@ use std::io::BufRead;
 use easeml_compiler::schema::{Metric, Schema};
 use easeml_example::{Object, codec};
 use easeml_store::{
-    App, ExampleId, ExampleRecord, NewApp, NewExample, NewOutput, Page, PageRequest, Store,
+    App, Blob, ExampleId, ExampleRecord, NewApp, NewExample, NewOutput, Page, PageRequest, Store,
     StoredOutput,
 };
 use serde::Serialize;
@@ -209,7 +209,11 @@ impl Client {
             options,
             label_capacity(&self.schema).is_some(),
         );
-        let mut batch = Batch::new(self.store.label_map(self.app.id)?, "line");
+        let mut batch = Batch::new(
+            self.store.label_map(self.app.id)?,
+            "line",
+            options.max_batch_memory,
+        );
         let mut buffer = Vec::new();
         let mut line_number = 0;
         loop {
@@ -225,7 +229,7 @@ impl Client {
             };
             match checked {
                 Ok(None) => {}
-                Ok(Some(example)) => batch.push(line_number, example),
+                Ok(Some(example)) => batch.push(&self.store, line_number, example)?,
                 Err(message) => batch.reject(line_number, message),
             }
             progress(line_number);
@@ -245,7 +249,11 @@ impl Client {
             &options,
             label_capacity(&self.schema).is_some(),
         );
-        let mut batch = Batch::new(self.store.label_map(self.app.id)?, "example");
+        let mut batch = Batch::new(
+            self.store.label_map(self.app.id)?,
+            "example",
+            options.max_batch_memory,
+        );
         for (index, (input, output)) in examples.into_iter().enumerate() {
             let record = serde_json::to_value(&input).and_then(|input| {
                 Ok(serde_json::json!({"input": input, "output": serde_json::to_value(&output)?}))
@@ -255,7 +263,7 @@ impl Client {
                 Err(error) => Err(format!("cannot serialize: {error}")),
             };
             match checked {
-                Ok(example) => batch.push(index + 1, example),
+                Ok(example) => batch.push(&self.store, index + 1, example)?,
                 Err(message) => batch.reject(index + 1, message),
             }
         }
@@ -354,23 +362,43 @@ struct Batch {
     total: usize,
     label_map: Option<easeml_store::LabelMap>,
     unit: &'static str,
+    held_bytes: usize,
+    memory_limit: usize,
 }
 
 impl Batch {
-    fn new(label_map: Option<easeml_store::LabelMap>, unit: &'static str) -> Batch {
+    fn new(
+        label_map: Option<easeml_store::LabelMap>,
+        unit: &'static str,
+        memory_limit: usize,
+    ) -> Batch {
         Batch {
             examples: Vec::new(),
             errors: Vec::new(),
             total: 0,
             label_map,
             unit,
+            held_bytes: 0,
+            memory_limit,
         }
     }
 
-    fn push(&mut self, line: usize, example: CheckedExample) {
+    /// Keeps encoded bytes in memory up to the limit, and writes them to the store beyond it.
+    fn hold(&mut self, store: &Store, bytes: Vec<u8>) -> Result<Blob> {
+        if self.held_bytes + bytes.len() > self.memory_limit {
+            Ok(Blob::Stored(store.put_blob(&bytes)?))
+        } else {
+            self.held_bytes += bytes.len();
+            Ok(Blob::Bytes(bytes))
+        }
+    }
+
+    fn push(&mut self, store: &Store, line: usize, example: CheckedExample) -> Result<()> {
         self.total += 1;
         let output = match example.output {
-            CheckedOutput::Object(object) => NewOutput::Blob(codec::encode(&object)),
+            CheckedOutput::Object(object) => {
+                NewOutput::Blob(self.hold(store, codec::encode(&object))?)
+            }
             CheckedOutput::Label(label) => {
                 let resolved = match self.label_map.as_mut() {
                     Some(map) => map.resolve(&label).map_err(|error| error.to_string()),
@@ -382,15 +410,14 @@ impl Batch {
                         line,
                         message: format!("field `output`: {message}"),
                     });
-                    return;
+                    return Ok(());
                 }
                 NewOutput::Label(label)
             }
         };
-        self.examples.push(NewExample {
-            input: codec::encode(&example.input),
-            output,
-        });
+        let input = self.hold(store, codec::encode(&example.input))?;
+        self.examples.push(NewExample { input, output });
+        Ok(())
     }
 
     fn reject(&mut self, line: usize, message: String) {

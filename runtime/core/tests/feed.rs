@@ -36,7 +36,7 @@ impl Fixture {
     fn options(&self) -> FeedOptions {
         FeedOptions {
             base_dir: Some(self.dir.path().to_owned()),
-            skip_bad: false,
+            ..FeedOptions::default()
         }
     }
 
@@ -613,4 +613,40 @@ fn concurrent_feeders_store_every_example_exactly_once() {
     inputs.dedup();
     assert_eq!(inputs.len(), 200);
     assert_eq!(client.store().integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn large_feeds_write_blobs_as_they_go_and_still_store_all_or_nothing() {
+    let fixture = Fixture::new();
+    let mut client = fixture.client("app tab\nInput = [2]\nOutput = [2]");
+    let options = FeedOptions {
+        max_batch_memory: 0,
+        ..fixture.options()
+    };
+    let good: String = (0..10).map(|i| format!("[{i}, 1] [0, 1]\n")).collect();
+    let report = client
+        .feed_lines(Cursor::new(good.clone()), &options)
+        .unwrap();
+    assert_eq!(report.added, 10);
+    assert_eq!(input_of(&client, report.ids[9]), [9.0, 1.0]);
+
+    let bad = format!("{good}[1] [0, 1]\n");
+    let fresh: String = (100..110).map(|i| format!("[{i}, 1] [0, 1]\n")).collect();
+    let error = client
+        .feed_lines(Cursor::new(format!("{fresh}{bad}")), &options)
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("line 21: field `input`: expected shape [2], found [1]"),
+        "{error}"
+    );
+    assert_eq!(total(&client), 10);
+    // The failed batch's blob files are unreferenced; garbage collection removes them.
+    let (removed, _) = client
+        .store()
+        .collect_garbage(std::time::Duration::ZERO)
+        .unwrap();
+    assert_eq!(removed, 10);
+    assert_eq!(input_of(&client, report.ids[0]), [0.0, 1.0]);
 }

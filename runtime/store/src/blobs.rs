@@ -87,7 +87,14 @@ impl Blobs {
         let hash = BlobHash::of(bytes);
         let path = self.path(&hash);
         if path.exists() {
-            return Ok(hash);
+            // Refresh its age so that a concurrent `collect_garbage` keeps a blob being reused.
+            let touched = fs::File::options()
+                .append(true)
+                .open(&path)
+                .and_then(|file| file.set_modified(std::time::SystemTime::now()));
+            if touched.is_ok() {
+                return Ok(hash);
+            }
         }
         let shard = path.parent().unwrap_or(&self.root);
         fs::create_dir_all(shard).map_err(io(shard, "creating a blob shard directory"))?;
@@ -100,6 +107,20 @@ impl Blobs {
         write_file(&temp, bytes, self.sync)?;
         fs::rename(&temp, &path).map_err(io(&path, "moving a written blob into place"))?;
         Ok(hash)
+    }
+
+    /// Writes in-memory bytes, or checks that an already written blob exists.
+    pub(crate) fn put_or_check(&self, blob: &crate::Blob) -> Result<BlobHash> {
+        match blob {
+            crate::Blob::Bytes(bytes) => self.put(bytes),
+            crate::Blob::Stored(hash) => {
+                if self.path(hash).is_file() {
+                    Ok(hash.clone())
+                } else {
+                    Err(Error::MissingBlob(hash.clone()))
+                }
+            }
+        }
     }
 
     /// Reads a blob and checks that its bytes still hash to its name.

@@ -21,8 +21,8 @@ pub use blobs::BlobHash;
 pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};
 pub use store::{
-    App, AppId, Durability, ExampleId, ExampleRecord, InsertReport, NewApp, NewExample, NewOutput,
-    Page, PageRequest, RunId, RunRecord, RunState, Store, StoreOptions, StoredOutput,
+    App, AppId, Blob, Durability, ExampleId, ExampleRecord, InsertReport, NewApp, NewExample,
+    NewOutput, Page, PageRequest, RunId, RunRecord, RunState, Store, StoreOptions, StoredOutput,
 };
 pub use time::{format_utc, now_ms};
 
@@ -126,6 +126,9 @@ pub enum Error {
         /// The sha256 of the bytes found.
         actual: BlobHash,
     },
+    /// A blob named by a batch that is not in the store.
+    #[error("blob {0} is not in the store")]
+    MissingBlob(BlobHash),
     /// A string that is not a blob hash.
     #[error("`{0}` is not a blob hash (64 lower-case hex digits)")]
     BadHash(String),

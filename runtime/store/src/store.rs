@@ -80,11 +80,22 @@ pub struct App {
     pub created_ms: i64,
 }
 
+/// The bytes of a blob to store with a batch: in memory, or already written with
+/// [`Store::put_blob`] (large feeds write as they go to bound their memory; should the batch fail,
+/// such blobs stay unreferenced until [`Store::collect_garbage`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Blob {
+    /// Bytes to write.
+    Bytes(Vec<u8>),
+    /// A blob already in the store.
+    Stored(BlobHash),
+}
+
 /// The output of an example to store.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NewOutput {
     /// An encoded output object.
-    Blob(Vec<u8>),
+    Blob(Blob),
     /// A class label, mapped to its index by the app's label map.
     Label(String),
 }
@@ -93,7 +104,7 @@ pub enum NewOutput {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewExample {
     /// The encoded input object (`easeml_example::codec`).
-    pub input: Vec<u8>,
+    pub input: Blob,
     /// The output.
     pub output: NewOutput,
 }
@@ -469,7 +480,8 @@ impl Store {
 
     /// Removes blob files that no example or run refers to (left by failed batches, removed apps,
     /// crashes) and that are older than `min_age` (so that blobs of a batch being stored right now
-    /// are kept); returns (files removed, bytes freed).
+    /// are kept; storing a blob that exists refreshes its age). Use a `min_age` well above the
+    /// longest feed. Returns (files removed, bytes freed).
     pub fn collect_garbage(&self, min_age: Duration) -> Result<(usize, u64)> {
         let mut statement = self
             .connection
@@ -502,9 +514,9 @@ impl Store {
         }
         let mut hashes = Vec::with_capacity(examples.len());
         for example in examples {
-            let input = self.blobs.put(&example.input)?;
+            let input = self.blobs.put_or_check(&example.input)?;
             let output = match &example.output {
-                NewOutput::Blob(bytes) => Some(self.blobs.put(bytes)?),
+                NewOutput::Blob(blob) => Some(self.blobs.put_or_check(blob)?),
                 NewOutput::Label(_) => None,
             };
             hashes.push((input, output));

@@ -1,8 +1,8 @@
 //! The store's contract: migrations, atomic batches, label maps, data versions, paging, runs, blobs.
 
 use easeml_store::{
-    AppId, Error, ExampleId, MIGRATIONS, NewApp, NewExample, NewOutput, PageRequest, RunState,
-    Store, StoreOptions, StoredOutput,
+    AppId, Blob, Error, ExampleId, MIGRATIONS, NewApp, NewExample, NewOutput, PageRequest,
+    RunState, Store, StoreOptions, StoredOutput,
 };
 
 fn new_app(name: &str, label_capacity: Option<u64>, declared: Option<&[&str]>) -> NewApp {
@@ -17,7 +17,7 @@ fn new_app(name: &str, label_capacity: Option<u64>, declared: Option<&[&str]>) -
 
 fn labelled(input: u8, label: &str) -> NewExample {
     NewExample {
-        input: vec![b'E', b'M', b'X', b'1', input],
+        input: Blob::Bytes(vec![b'E', b'M', b'X', b'1', input]),
         output: NewOutput::Label(label.to_owned()),
     }
 }
@@ -256,7 +256,10 @@ fn examples_are_listed_page_by_page() {
         )
         .unwrap();
     assert_eq!(page.items.len(), 1);
-    assert_eq!(store.blob(&page.items[0].input).unwrap(), batch[0].input);
+    assert_eq!(
+        Blob::Bytes(store.blob(&page.items[0].input).unwrap()),
+        batch[0].input
+    );
 }
 
 #[test]
@@ -383,4 +386,28 @@ fn garbage_collection_keeps_referenced_and_young_blobs() {
     assert_eq!(store.blob(&checkpoint).unwrap(), b"weights");
     let page = store.examples(app.id, PageRequest::default()).unwrap();
     assert!(store.blob(&page.items[0].input).is_ok());
+}
+
+#[test]
+fn a_batch_may_name_blobs_written_before() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let written = store.put_blob(b"EMX1 early").unwrap();
+    let example = NewExample {
+        input: Blob::Stored(written.clone()),
+        output: NewOutput::Label("cat".to_owned()),
+    };
+    let ids = store.insert_examples(app.id, &[example]).unwrap().ids;
+    assert_eq!(store.example(app.id, ids[0]).unwrap().input, written);
+    let missing = easeml_store::BlobHash::of(b"never written");
+    let example = NewExample {
+        input: Blob::Stored(missing.clone()),
+        output: NewOutput::Label("cat".to_owned()),
+    };
+    let error = store.insert_examples(app.id, &[example]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("blob {missing} is not in the store")
+    );
+    assert_eq!(total(&store, app.id), 1);
 }

@@ -27,12 +27,27 @@ use easeml_example::{Object, object_from_json};
 use serde_json::Value;
 
 /// How to read a feed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct FeedOptions {
     /// Relative paths in the feed are resolved against this directory (default: the current one).
     pub base_dir: Option<PathBuf>,
     /// Store the good lines and report the bad ones, instead of storing nothing when a line is bad.
     pub skip_bad: bool,
+    /// The most encoded bytes a feed holds in memory while it checks its lines (default 256 MiB);
+    /// beyond it, encoded examples are written to blob files as they are checked. The database
+    /// still gets all of the batch or none of it; the blob files of a failed batch this large stay
+    /// unreferenced until `Store::collect_garbage`.
+    pub max_batch_memory: usize,
+}
+
+impl Default for FeedOptions {
+    fn default() -> Self {
+        FeedOptions {
+            base_dir: None,
+            skip_bad: false,
+            max_batch_memory: 256 << 20,
+        }
+    }
 }
 
 /// One bad line (or value) of a feed.
