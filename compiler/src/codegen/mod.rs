@@ -1,7 +1,7 @@
 //! Code generation (DESIGN.md section 2, the paper's section 2.1): from a compiled program to the
 //! files of the app's client crate.
 //!
-//! The core does no IO (the prost-build pattern): [`rust_types`] turns a [`Schema`] into Rust items
+//! The core does no IO (the prost-build pattern): [`rust_types`] turns a [`Schema`](crate::Schema) into Rust items
 //! (the one function that both `easemlc` and `#[easeml_schema]` call, so they can never disagree),
 //! and [`Manifest`] is the `easeml.json` the runtime registers the app from. Generated code names
 //! only `::easeml_runtime::__private::...` paths.

@@ -1,0 +1,431 @@
+//! The `Client`: one app's handle on its store.
+
+use std::io::BufRead;
+
+use easeml_compiler::schema::{Metric, Schema};
+use easeml_example::{Object, codec};
+use easeml_store::{
+    App, Blob, ExampleId, ExampleRecord, NewApp, NewExample, NewOutput, Page, PageRequest, Store,
+    StoredOutput,
+};
+use serde::Serialize;
+
+use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError};
+use crate::{Connection, Error, Result, Status};
+
+/// What an app is: its schema and the manifest stored with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppSpec {
+    schema: Schema,
+    manifest: String,
+}
+
+impl AppSpec {
+    /// An app described by its schema alone (the manifest stored is `{app, system_type, schema}`).
+    pub fn from_schema(schema: Schema) -> AppSpec {
+        let manifest = serde_json::json!({
+            "app": schema.app,
+            "system_type": schema.system_type(),
+            "schema": schema,
+        })
+        .to_string();
+        AppSpec { schema, manifest }
+    }
+
+    /// An app described by the generated crate's `easeml.json`: a JSON object whose `schema` key is the
+    /// [`Schema`]; a `system_type` key, when present, must be the schema's. Other keys are kept as they
+    /// are.
+    pub fn from_manifest_json(text: &str) -> Result<AppSpec> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|error| Error::Manifest(error.to_string()))?;
+        let schema_value = value
+            .get("schema")
+            .ok_or_else(|| Error::Manifest("no `schema` key".to_owned()))?;
+        let schema: Schema = serde_json::from_value(schema_value.clone())
+            .map_err(|error| Error::Manifest(format!("`schema`: {error}")))?;
+        if let Some(system_type) = value.get("system_type").and_then(|value| value.as_str())
+            && system_type != schema.system_type()
+        {
+            return Err(Error::Manifest(format!(
+                "`system_type` is {system_type}, but the schema's is {}",
+                schema.system_type()
+            )));
+        }
+        Ok(AppSpec {
+            schema,
+            manifest: text.to_owned(),
+        })
+    }
+
+    /// The app's schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+}
+
+impl From<Schema> for AppSpec {
+    fn from(schema: Schema) -> AppSpec {
+        AppSpec::from_schema(schema)
+    }
+}
+
+/// What a feed stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeedReport {
+    /// How many examples were stored.
+    pub added: usize,
+    /// Their ids, in feed order.
+    pub ids: Vec<ExampleId>,
+    /// The app's data version after the feed.
+    pub data_version: u64,
+    /// Labels first seen in this feed, with their indices.
+    pub new_labels: Vec<(String, u32)>,
+    /// Bad lines left out (only with [`FeedOptions::skip_bad`]).
+    pub skipped: Vec<LineError>,
+}
+
+/// A stored example, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedExample {
+    /// Its record.
+    pub record: ExampleRecord,
+    /// The input object.
+    pub input: Object,
+    /// The output.
+    pub output: CheckedOutput,
+}
+
+/// One app's client: feed, list, toggle, status.
+#[derive(Debug)]
+pub struct Client {
+    store: Store,
+    app: App,
+    schema: Schema,
+}
+
+/// D when an app's output can be a label: the declared labels' count, or D of an output `[D]` with
+/// D >= 2 (D = 1 is regression).
+fn label_capacity(schema: &Schema) -> Option<u64> {
+    match (&schema.labels, schema.output.single_vector()) {
+        (Some(labels), _) => Some(labels.len() as u64),
+        (None, Some(dimension)) if dimension >= 2 => Some(dimension),
+        _ => None,
+    }
+}
+
+impl Client {
+    /// Opens `app` through `connection`, registering it on first use. An app of the same name with a
+    /// different canonical type or declared labels is an error (its data would not fit).
+    pub fn open(connection: &Connection, app: impl Into<AppSpec>) -> Result<Client> {
+        let spec = app.into();
+        let mut store = match connection {
+            Connection::Embedded { home } => Store::open(home)?,
+            Connection::Remote { url } => {
+                return Err(Error::RemoteUnavailable { url: url.clone() });
+            }
+        };
+        let schema = spec.schema;
+        let app = match store.app_by_name(&schema.app)? {
+            Some(app) => app,
+            None => {
+                let new_app = NewApp {
+                    name: schema.app.clone(),
+                    manifest: spec.manifest,
+                    system_type: schema.system_type(),
+                    label_capacity: label_capacity(&schema),
+                    declared_labels: schema.labels.clone(),
+                };
+                match store.register_app(&new_app) {
+                    Ok((app, _token)) => app,
+                    // Registered by another process meanwhile.
+                    Err(easeml_store::Error::AppExists(_)) => store
+                        .app_by_name(&schema.app)?
+                        .ok_or_else(|| easeml_store::Error::NoSuchApp(schema.app.clone()))?,
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        };
+        let stored_labels = if app.labels_declared {
+            store.label_map(app.id)?.map(|map| map.labels)
+        } else {
+            None
+        };
+        if app.system_type != schema.system_type() || stored_labels != schema.labels {
+            let describe = |system_type: &str, labels: &Option<Vec<String>>| match labels {
+                Some(labels) => format!("{system_type} with labels [{}]", labels.join(", ")),
+                None => system_type.to_owned(),
+            };
+            return Err(Error::SchemaMismatch {
+                app: app.name,
+                stored: describe(&app.system_type, &stored_labels),
+                given: describe(&schema.system_type(), &schema.labels),
+            });
+        }
+        Ok(Client { store, app, schema })
+    }
+
+    /// The app's schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The app's name.
+    pub fn app_name(&self) -> &str {
+        &self.app.name
+    }
+
+    /// The app's current data version (bumped by every feed and every toggle).
+    pub fn data_version(&self) -> Result<u64> {
+        Ok(self.store.app(self.app.id)?.data_version)
+    }
+
+    /// The app's labels in index order (empty when none seen yet), or `None` when its output takes no
+    /// labels.
+    pub fn labels(&self) -> Result<Option<Vec<String>>> {
+        Ok(self.store.label_map(self.app.id)?.map(|map| map.labels))
+    }
+
+    /// Feeds the text formats of the `feed` command (see [`crate::feed`]). Every line is checked
+    /// first; then the good examples are stored in one transaction. With a bad line, nothing is stored
+    /// and the error lists every bad line, unless `options.skip_bad` is set.
+    pub fn feed_lines(
+        &mut self,
+        reader: impl BufRead,
+        options: &FeedOptions,
+    ) -> Result<FeedReport> {
+        self.feed_lines_with_progress(reader, options, &mut |_| {})
+    }
+
+    /// [`Client::feed_lines`], calling `progress` with the number of lines read so far after each
+    /// line (for a progress bar on large feeds; storing happens after the last call).
+    pub fn feed_lines_with_progress(
+        &mut self,
+        mut reader: impl BufRead,
+        options: &FeedOptions,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<FeedReport> {
+        let checker = LineChecker::new(
+            &self.schema,
+            options,
+            label_capacity(&self.schema).is_some(),
+        );
+        let mut batch = Batch::new(
+            self.store.label_map(self.app.id)?,
+            "line",
+            options.max_batch_memory,
+        );
+        let mut buffer = Vec::new();
+        let mut line_number = 0;
+        loop {
+            buffer.clear();
+            let read = reader.read_until(b'\n', &mut buffer).map_err(Error::Read)?;
+            if read == 0 {
+                break;
+            }
+            line_number += 1;
+            let checked = match std::str::from_utf8(&buffer) {
+                Ok(line) => checker.check_line(line),
+                Err(error) => Err(format!("not UTF-8 text: {error}")),
+            };
+            match checked {
+                Ok(None) => {}
+                Ok(Some(example)) => batch.push(&self.store, line_number, example)?,
+                Err(message) => batch.reject(line_number, message),
+            }
+            progress(line_number);
+        }
+        self.store_batch(batch, options.skip_bad)
+    }
+
+    /// Feeds typed values (the generated crate's `Input` / `Output`, or anything that serializes to
+    /// the JSON Lines form's `input` / `output`). All or nothing.
+    pub fn feed<I: Serialize, O: Serialize>(
+        &mut self,
+        examples: impl IntoIterator<Item = (I, O)>,
+    ) -> Result<FeedReport> {
+        let options = FeedOptions::default();
+        let checker = LineChecker::new(
+            &self.schema,
+            &options,
+            label_capacity(&self.schema).is_some(),
+        );
+        let mut batch = Batch::new(
+            self.store.label_map(self.app.id)?,
+            "example",
+            options.max_batch_memory,
+        );
+        for (index, (input, output)) in examples.into_iter().enumerate() {
+            let record = serde_json::to_value(&input).and_then(|input| {
+                Ok(serde_json::json!({"input": input, "output": serde_json::to_value(&output)?}))
+            });
+            let checked = match record {
+                Ok(record) => checker.check_json(&record),
+                Err(error) => Err(format!("cannot serialize: {error}")),
+            };
+            match checked {
+                Ok(example) => batch.push(&self.store, index + 1, example)?,
+                Err(message) => batch.reject(index + 1, message),
+            }
+        }
+        self.store_batch(batch, false)
+    }
+
+    fn store_batch(&mut self, batch: Batch, skip_bad: bool) -> Result<FeedReport> {
+        if !batch.errors.is_empty() && !skip_bad {
+            return Err(Error::BadInput {
+                errors: batch.errors,
+                total: batch.total,
+            });
+        }
+        let report = self.store.insert_examples(self.app.id, &batch.examples)?;
+        Ok(FeedReport {
+            added: report.ids.len(),
+            ids: report.ids,
+            data_version: report.data_version,
+            new_labels: report.new_labels,
+            skipped: batch.errors,
+        })
+    }
+
+    /// One page of the app's examples, in id order.
+    pub fn examples(&self, page: PageRequest) -> Result<Page<ExampleRecord>> {
+        Ok(self.store.examples(self.app.id, page)?)
+    }
+
+    /// One example with its input and output decoded.
+    pub fn example(&self, id: ExampleId) -> Result<LoadedExample> {
+        let record = self.store.example(self.app.id, id)?;
+        let decode_error = |source| Error::Decode { id: id.0, source };
+        let input = codec::decode(&self.schema.input, &self.store.blob(&record.input)?)
+            .map_err(decode_error)?;
+        let output = match &record.output {
+            StoredOutput::Blob(hash) => CheckedOutput::Object(
+                codec::decode(&self.schema.output, &self.store.blob(hash)?)
+                    .map_err(decode_error)?,
+            ),
+            StoredOutput::Label { name, .. } => CheckedOutput::Label(name.clone()),
+        };
+        Ok(LoadedExample {
+            record,
+            input,
+            output,
+        })
+    }
+
+    /// Turns an example on or off for training; returns the app's data version (bumped when the flag
+    /// changed).
+    pub fn set_enabled(&mut self, id: ExampleId, enabled: bool) -> Result<u64> {
+        Ok(self.store.set_enabled(self.app.id, id, enabled)?)
+    }
+
+    /// The figure-5 report: every run, the best so far, what runs now.
+    pub fn status(&self) -> Result<Status> {
+        let app = self.store.app(self.app.id)?;
+        let runs = self.store.runs(self.app.id)?;
+        let train_time_limit = self
+            .schema
+            .constraints
+            .iter()
+            .find(|constraint| constraint.metric == Metric::TrainTime)
+            .map(|constraint| constraint.seconds);
+        Ok(Status::from_runs(
+            app.name,
+            app.system_type,
+            app.data_version,
+            self.store.example_counts(self.app.id)?,
+            &runs,
+            train_time_limit,
+        ))
+    }
+
+    /// The underlying store, read-only.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The underlying store (for the engine and tests in this workspace).
+    pub fn store_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
+
+    /// The app's store id.
+    pub fn app_id(&self) -> easeml_store::AppId {
+        self.app.id
+    }
+}
+
+/// A batch being checked: the encoded good examples, the bad lines, and a snapshot of the label map
+/// so that labels beyond D are found before anything is stored.
+struct Batch {
+    examples: Vec<NewExample>,
+    errors: Vec<LineError>,
+    total: usize,
+    label_map: Option<easeml_store::LabelMap>,
+    unit: &'static str,
+    held_bytes: usize,
+    memory_limit: usize,
+}
+
+impl Batch {
+    fn new(
+        label_map: Option<easeml_store::LabelMap>,
+        unit: &'static str,
+        memory_limit: usize,
+    ) -> Batch {
+        Batch {
+            examples: Vec::new(),
+            errors: Vec::new(),
+            total: 0,
+            label_map,
+            unit,
+            held_bytes: 0,
+            memory_limit,
+        }
+    }
+
+    /// Keeps encoded bytes in memory up to the limit, and writes them to the store beyond it.
+    fn hold(&mut self, store: &Store, bytes: Vec<u8>) -> Result<Blob> {
+        if self.held_bytes + bytes.len() > self.memory_limit {
+            Ok(Blob::Stored(store.put_blob(&bytes)?))
+        } else {
+            self.held_bytes += bytes.len();
+            Ok(Blob::Bytes(bytes))
+        }
+    }
+
+    fn push(&mut self, store: &Store, line: usize, example: CheckedExample) -> Result<()> {
+        self.total += 1;
+        let output = match example.output {
+            CheckedOutput::Object(object) => {
+                NewOutput::Blob(self.hold(store, codec::encode(&object))?)
+            }
+            CheckedOutput::Label(label) => {
+                let resolved = match self.label_map.as_mut() {
+                    Some(map) => map.resolve(&label).map_err(|error| error.to_string()),
+                    None => Err("this app's output takes no labels".to_owned()),
+                };
+                if let Err(message) = resolved {
+                    self.errors.push(LineError {
+                        unit: self.unit,
+                        line,
+                        message: format!("field `output`: {message}"),
+                    });
+                    return Ok(());
+                }
+                NewOutput::Label(label)
+            }
+        };
+        let input = self.hold(store, codec::encode(&example.input))?;
+        self.examples.push(NewExample { input, output });
+        Ok(())
+    }
+
+    fn reject(&mut self, line: usize, message: String) {
+        self.total += 1;
+        self.errors.push(LineError {
+            unit: self.unit,
+            line,
+            message,
+        });
+    }
+}

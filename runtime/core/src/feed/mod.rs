@@ -1,0 +1,290 @@
+//! The `feed` input formats of DESIGN.md section 2, checked against an app's schema.
+//!
+//! One example per line; empty lines and lines starting with `#` are skipped.
+//! - `INPUT OUTPUT`: INPUT is an image path (`.png`, `.jpg`, `.jpeg`; resized to the declared
+//!   `[A,B,3]`, `[A,B,1]` or `[A,B]`, values scaled to [0, 1]), a `.npy` path, or an inline JSON array
+//!   nested to the declared shape. OUTPUT is a label (for an output `[D]` with D >= 2: declared labels,
+//!   or new ones in first-seen order up to D), a JSON array, a number (for a one-element output) or a
+//!   `.npy` path. A path or label containing spaces is written as a JSON string (`"sea lion"`).
+//!   Relative paths are resolved against [`FeedOptions::base_dir`].
+//! - JSON Lines, `{"input": ..., "output": ...}`, for any schema and the only form for recursive types:
+//!   a chain is a JSON list of records or nested objects, a tree nests
+//!   `{..., "left": {...}, "right": null}`; field names come from the schema. A string input is a path
+//!   as above; a string output is a label (or a `.npy` path).
+//!
+//! Every line is checked completely (shapes, NaN/infinity, labels) before anything is stored; an error
+//! names the line, the field, and the expected and found shapes.
+
+mod fast_json;
+mod image;
+mod npy;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use easeml_compiler::schema::{DataType, FieldKind, Schema};
+use easeml_example::{Object, object_from_json};
+use serde_json::Value;
+
+/// How to read a feed.
+#[derive(Debug, Clone)]
+pub struct FeedOptions {
+    /// Relative paths in the feed are resolved against this directory (default: the current one).
+    pub base_dir: Option<PathBuf>,
+    /// Store the good lines and report the bad ones, instead of storing nothing when a line is bad.
+    pub skip_bad: bool,
+    /// The most encoded bytes a feed holds in memory while it checks its lines (default 256 MiB);
+    /// beyond it, encoded examples are written to blob files as they are checked. The database
+    /// still gets all of the batch or none of it; the blob files of a failed batch this large stay
+    /// unreferenced until `Store::collect_garbage`.
+    pub max_batch_memory: usize,
+}
+
+impl Default for FeedOptions {
+    fn default() -> Self {
+        FeedOptions {
+            base_dir: None,
+            skip_bad: false,
+            max_batch_memory: 256 << 20,
+        }
+    }
+}
+
+/// One bad line (or value) of a feed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineError {
+    /// `line` for text feeds, `example` for typed ones.
+    pub unit: &'static str,
+    /// The 1-based line number (or the value's 1-based position for typed feeds).
+    pub line: usize,
+    /// What is wrong, naming the field and the expected and found shapes where they apply.
+    pub message: String,
+}
+
+impl fmt::Display for LineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.unit, self.line, self.message)
+    }
+}
+
+/// A checked example, before encoding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedExample {
+    /// The input object.
+    pub input: Object,
+    /// The output.
+    pub output: CheckedOutput,
+}
+
+/// A checked output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CheckedOutput {
+    /// An output object.
+    Object(Object),
+    /// A label (its index is assigned when the batch is stored).
+    Label(String),
+}
+
+/// Reads the schema-dependent forms of one line. Holds what every line needs.
+#[derive(Debug, Clone)]
+pub struct LineChecker<'a> {
+    schema: &'a Schema,
+    base_dir: PathBuf,
+    takes_labels: bool,
+}
+
+/// A token of a pair line: JSON, or text (a path or a label), or an input tensor already checked
+/// (the fast path for inline JSON arrays).
+enum Token {
+    Json(Value),
+    Text(String),
+    Checked(Object),
+}
+
+impl<'a> LineChecker<'a> {
+    /// A checker for `schema`. `takes_labels` says whether the output may be a label.
+    pub fn new(schema: &'a Schema, options: &FeedOptions, takes_labels: bool) -> LineChecker<'a> {
+        LineChecker {
+            schema,
+            base_dir: options.base_dir.clone().unwrap_or_default(),
+            takes_labels,
+        }
+    }
+
+    /// Checks one line; `Ok(None)` for a blank or comment line.
+    pub fn check_line(&self, line: &str) -> Result<Option<CheckedExample>, String> {
+        // A byte-order mark (editors on Windows write one at the start of a file) is not content.
+        let line = line.trim_start_matches('\u{feff}').trim();
+        if line.is_empty() || line.starts_with('#') {
+            return Ok(None);
+        }
+        if line.starts_with('{') {
+            let value: Value =
+                serde_json::from_str(line).map_err(|error| format!("malformed JSON: {error}"))?;
+            return self.check_json(&value).map(Some);
+        }
+        let (input, rest) = match single_tensor_dims(&self.schema.input)
+            .filter(|_| line.starts_with('['))
+            .and_then(|dims| fast_json::tensor_prefix(line, dims))
+        {
+            Some((values, rest)) if rest.is_empty() || rest.starts_with(char::is_whitespace) => {
+                (Token::Checked(Object::single(values)), rest)
+            }
+            _ => split_token(line)?,
+        };
+        let rest = rest.trim_start();
+        if rest.is_empty() {
+            return Err("missing the output: a line is `INPUT OUTPUT`".to_owned());
+        }
+        let (output, trailing) = if rest.starts_with(['[', '{', '"']) {
+            split_token(rest)?
+        } else {
+            (Token::Text(rest.to_owned()), "")
+        };
+        if !trailing.trim().is_empty() {
+            return Err(format!(
+                "unexpected text after the output: `{}` (quote a label or path with spaces as a JSON string)",
+                trailing.trim()
+            ));
+        }
+        let input = self.input_from(input)?;
+        let output = self.output_from(output)?;
+        Ok(Some(CheckedExample { input, output }))
+    }
+
+    /// Checks a JSON Lines record `{"input": ..., "output": ...}` (also the typed feed's form).
+    pub fn check_json(&self, value: &Value) -> Result<CheckedExample, String> {
+        let Value::Object(map) = value else {
+            return Err("expected a JSON object {\"input\": ..., \"output\": ...}".to_owned());
+        };
+        if let Some(key) = map.keys().find(|key| *key != "input" && *key != "output") {
+            return Err(format!(
+                "unexpected key `{key}`: a record has only `input` and `output`"
+            ));
+        }
+        let input = map.get("input").ok_or("missing `input`")?;
+        let output = map.get("output").ok_or("missing `output`")?;
+        let input = match input {
+            Value::String(path) => Token::Text(path.clone()),
+            other => Token::Json(other.clone()),
+        };
+        let output = match output {
+            Value::String(text) => Token::Text(text.clone()),
+            other => Token::Json(other.clone()),
+        };
+        Ok(CheckedExample {
+            input: self.input_from(input)?,
+            output: self.output_from(output)?,
+        })
+    }
+
+    fn input_from(&self, token: Token) -> Result<Object, String> {
+        let data_type = &self.schema.input;
+        match token {
+            Token::Checked(object) => Ok(object),
+            Token::Json(value) => {
+                object_from_json(data_type, &value, "input").map_err(|error| error.to_string())
+            }
+            Token::Text(path) => {
+                let lower = path.to_ascii_lowercase();
+                if lower.ends_with(".npy") {
+                    self.npy(data_type, &path, "input")
+                } else if [".png", ".jpg", ".jpeg"]
+                    .iter()
+                    .any(|extension| lower.ends_with(extension))
+                {
+                    let dims = single_tensor_dims(data_type).ok_or_else(|| {
+                        format!(
+                            "{path}: an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]; this app's input is {data_type}"
+                        )
+                    })?;
+                    image::load(&self.resolve(&path), &path, dims).map(Object::single)
+                } else {
+                    Err(format!(
+                        "input `{path}` is not an image (.png, .jpg, .jpeg), a .npy file or a JSON array"
+                    ))
+                }
+            }
+        }
+    }
+
+    fn output_from(&self, token: Token) -> Result<CheckedOutput, String> {
+        let data_type = &self.schema.output;
+        match token {
+            Token::Checked(object) => Ok(CheckedOutput::Object(object)),
+            Token::Json(value) => object_from_json(data_type, &value, "output")
+                .map(CheckedOutput::Object)
+                .map_err(|error| error.to_string()),
+            Token::Text(text) if text.to_ascii_lowercase().ends_with(".npy") => self
+                .npy(data_type, &text, "output")
+                .map(CheckedOutput::Object),
+            Token::Text(text) if self.takes_labels => Ok(CheckedOutput::Label(text)),
+            Token::Text(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(value @ Value::Number(_)) => object_from_json(data_type, &value, "output")
+                    .map(CheckedOutput::Object)
+                    .map_err(|error| error.to_string()),
+                _ => Err(format!(
+                    "output `{text}` looks like a label, but this app's output {data_type} takes no labels; give a JSON array or a .npy path"
+                )),
+            },
+        }
+    }
+
+    fn npy(&self, data_type: &DataType, path: &str, side: &str) -> Result<Object, String> {
+        let dims = single_tensor_dims(data_type).ok_or_else(|| {
+            format!(
+                "{path}: a .npy file can only give a type with exactly one tensor field; this app's {side} is {data_type} (use JSON Lines)"
+            )
+        })?;
+        let values = npy::load(&self.resolve(path), path, side, dims)?;
+        Ok(Object::single(values))
+    }
+
+    fn resolve(&self, path: &str) -> PathBuf {
+        let path = Path::new(path);
+        if path.is_absolute() {
+            path.to_owned()
+        } else {
+            self.base_dir.join(path)
+        }
+    }
+}
+
+/// The dims of a type that is exactly one tensor field.
+fn single_tensor_dims(data_type: &DataType) -> Option<&[u64]> {
+    match data_type.fields.as_slice() {
+        [field] => match &field.kind {
+            FieldKind::Tensor(tensor) => Some(&tensor.dims),
+            FieldKind::Recursive => None,
+        },
+        _ => None,
+    }
+}
+
+/// Splits the first token off a line: a JSON value when it starts with `[`, `{` or `"`, else text
+/// up to the first whitespace.
+fn split_token(text: &str) -> Result<(Token, &str), String> {
+    if text.starts_with(['[', '{', '"']) {
+        let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+        let value = match stream.next() {
+            Some(Ok(value)) => value,
+            Some(Err(error)) => return Err(format!("malformed JSON: {error}")),
+            None => return Err("malformed JSON: nothing to read".to_owned()),
+        };
+        let rest = &text[stream.byte_offset()..];
+        if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+            return Err(format!(
+                "malformed JSON: unexpected `{}` right after a value",
+                rest.chars().next().unwrap_or(' ')
+            ));
+        }
+        let token = match value {
+            Value::String(text) => Token::Text(text),
+            other => Token::Json(other),
+        };
+        Ok((token, rest))
+    } else {
+        let end = text.find(char::is_whitespace).unwrap_or(text.len());
+        Ok((Token::Text(text[..end].to_owned()), &text[end..]))
+    }
+}

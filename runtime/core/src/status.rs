@@ -1,0 +1,148 @@
+//! The status report of paper figure 5: every run of an app with its date, candidate, quality and
+//! cost, the best so far marked, and what is queued or running now.
+
+use std::fmt;
+
+use easeml_store::{RunId, RunRecord, RunState, format_utc};
+
+/// An app's status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    /// The app's name.
+    pub app: String,
+    /// Its canonical system data type.
+    pub system_type: String,
+    /// Its data version.
+    pub data_version: u64,
+    /// How many examples are stored.
+    pub examples: u64,
+    /// How many of them are enabled.
+    pub enabled_examples: u64,
+    /// Every run, oldest first.
+    pub runs: Vec<RunReport>,
+    /// The best finished run that meets the app's `train_time` constraint, if any.
+    pub best: Option<RunId>,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// The run.
+    pub id: RunId,
+    /// The candidate id.
+    pub candidate: String,
+    /// Its state.
+    pub state: RunState,
+    /// When it finished, else started, else was queued (ms since the epoch).
+    pub date_ms: i64,
+    /// Its quality in [0, 1], when done.
+    pub quality: Option<f64>,
+    /// Its cost in seconds, when known.
+    pub cost_seconds: Option<f64>,
+    /// Whether it is the best so far.
+    pub best: bool,
+    /// Whether its cost broke the app's `train_time` constraint (it is then never the best).
+    pub over_train_time: bool,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+impl Status {
+    /// Builds the report from an app's runs; `train_time_limit` is the `train_time` constraint in
+    /// seconds, if any. The best run is the done run with the highest quality (the earliest on ties)
+    /// among those within the limit.
+    pub fn from_runs(
+        app: String,
+        system_type: String,
+        data_version: u64,
+        (examples, enabled_examples): (u64, u64),
+        runs: &[RunRecord],
+        train_time_limit: Option<f64>,
+    ) -> Status {
+        let mut reports: Vec<RunReport> = runs
+            .iter()
+            .map(|run| RunReport {
+                id: run.id,
+                candidate: run.candidate.clone(),
+                state: run.state,
+                date_ms: run.finished_ms.or(run.started_ms).unwrap_or(run.queued_ms),
+                quality: run.quality,
+                cost_seconds: run.cost_seconds,
+                best: false,
+                over_train_time: matches!(
+                    (run.cost_seconds, train_time_limit),
+                    (Some(cost), Some(limit)) if cost > limit
+                ),
+                error: run.error.clone(),
+            })
+            .collect();
+        let mut best: Option<(usize, f64)> = None;
+        for (index, report) in reports.iter().enumerate() {
+            if report.state != RunState::Done || report.over_train_time {
+                continue;
+            }
+            let quality = report.quality.unwrap_or(0.0);
+            if best.is_none_or(|(_, best_quality)| quality > best_quality) {
+                best = Some((index, quality));
+            }
+        }
+        if let Some((index, _)) = best {
+            reports[index].best = true;
+        }
+        Status {
+            app,
+            system_type,
+            data_version,
+            examples,
+            enabled_examples,
+            best: best.map(|(index, _)| reports[index].id),
+            runs: reports,
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "app {}: {}", self.app, self.system_type)?;
+        writeln!(
+            f,
+            "{} examples ({} enabled), data version {}",
+            self.examples, self.enabled_examples, self.data_version
+        )?;
+        if self.runs.is_empty() {
+            return writeln!(f, "no model trained yet");
+        }
+        writeln!(
+            f,
+            "  {:<5} {:<21} {:<24} {:>8} {:>10}  state",
+            "run", "date", "candidate", "quality", "cost"
+        )?;
+        for run in &self.runs {
+            let marker = if run.best { '*' } else { ' ' };
+            let quality = run
+                .quality
+                .map_or_else(|| "-".to_owned(), |quality| format!("{quality:.3}"));
+            let cost = run
+                .cost_seconds
+                .map_or_else(|| "-".to_owned(), |cost| format!("{cost:.1} s"));
+            let mut state = run.state.as_str().to_owned();
+            if run.over_train_time {
+                state.push_str(" (over train_time)");
+            }
+            if let Some(error) = &run.error {
+                state.push_str(&format!(": {error}"));
+            }
+            writeln!(
+                f,
+                "{marker} {:<5} {:<21} {:<24} {quality:>8} {cost:>10}  {state}",
+                run.id.0,
+                format_utc(run.date_ms),
+                run.candidate
+            )?;
+        }
+        if self.best.is_some() {
+            writeln!(f, "* best so far")?;
+        }
+        Ok(())
+    }
+}

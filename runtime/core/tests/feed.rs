@@ -1,0 +1,652 @@
+//! The client library end to end on an embedded store: every loader of the `feed` formats, each of
+//! their error paths (with the message checked), atomic batches, labels, toggles, paging, status.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+use easeml_compiler::{Registry, compile, schema::Schema};
+use easeml_runtime::{
+    CheckedOutput, Client, Connection, Error, ExampleId, FeedOptions, FeedReport, PageRequest,
+    RunState,
+};
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn connection(&self) -> Connection {
+        Connection::embedded(self.path("home"))
+    }
+
+    fn client(&self, source: &str) -> Client {
+        Client::open(&self.connection(), schema(source)).unwrap()
+    }
+
+    fn options(&self) -> FeedOptions {
+        FeedOptions {
+            base_dir: Some(self.dir.path().to_owned()),
+            ..FeedOptions::default()
+        }
+    }
+
+    fn feed(&self, client: &mut Client, text: &str) -> Result<FeedReport, Error> {
+        client.feed_lines(Cursor::new(text.as_bytes()), &self.options())
+    }
+
+    /// The error message of a feed that must fail.
+    fn feed_error(&self, client: &mut Client, text: &str) -> String {
+        let error = self.feed(client, text).unwrap_err();
+        assert!(matches!(error, Error::BadInput { .. }), "{error}");
+        error.to_string()
+    }
+}
+
+fn schema(source: &str) -> Schema {
+    compile(source, "app", &Registry::builtin())
+        .unwrap_or_else(|diagnostics| panic!("{diagnostics:?}"))
+        .schema
+}
+
+fn total(client: &Client) -> u64 {
+    client.examples(PageRequest::default()).unwrap().total
+}
+
+fn input_of(client: &Client, id: ExampleId) -> Vec<f32> {
+    client.example(id).unwrap().input.tensors[0].clone()
+}
+
+/// A `.npy` file (format 1.0) with the given dtype, shape (Python tuple text) and raw data.
+fn write_npy(path: &Path, descr: &str, shape: &str, data: &[u8]) {
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while !(10 + header.len() + 1).is_multiple_of(64) {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|value| value.to_le_bytes())
+        .collect()
+}
+
+const IMAGE_APP: &str = "app pics\nInput = [4, 6, 3]\nOutput = [2]";
+
+#[test]
+fn png_and_jpeg_images_are_resized_to_the_declared_shape() {
+    let fixture = Fixture::new();
+    // An 8x12 (rows x columns) PNG, red on the left half, and a 4x6 grey JPEG.
+    let png = image::RgbImage::from_fn(12, 8, |x, _| {
+        if x < 6 {
+            image::Rgb([255, 0, 0])
+        } else {
+            image::Rgb([0, 0, 255])
+        }
+    });
+    png.save(fixture.path("a.png")).unwrap();
+    let jpeg = image::RgbImage::from_pixel(6, 4, image::Rgb([128, 128, 128]));
+    jpeg.save(fixture.path("b.jpg")).unwrap();
+
+    let mut client = fixture.client(IMAGE_APP);
+    let report = fixture
+        .feed(&mut client, "a.png cat\n\n# a comment\nb.jpg dog\n")
+        .unwrap();
+    assert_eq!(report.added, 2);
+    assert_eq!(
+        report.new_labels,
+        [("cat".to_owned(), 0), ("dog".to_owned(), 1)]
+    );
+    let red = input_of(&client, report.ids[0]);
+    assert_eq!(red.len(), 4 * 6 * 3);
+    assert_eq!(&red[..3], &[1.0, 0.0, 0.0]); // row 0, column 0: red, scaled to [0, 1]
+    assert_eq!(&red[15..18], &[0.0, 0.0, 1.0]); // row 0, column 5: blue
+    let grey = input_of(&client, report.ids[1]);
+    assert!(
+        grey.iter().all(|value| (value - 0.5).abs() < 0.05),
+        "{grey:?}"
+    );
+    let loaded = client.example(report.ids[1]).unwrap();
+    assert_eq!(loaded.output, CheckedOutput::Label("dog".to_owned()));
+}
+
+#[test]
+fn grey_images_fill_two_and_one_channel_shapes() {
+    let fixture = Fixture::new();
+    image::GrayImage::from_pixel(3, 2, image::Luma([255]))
+        .save(fixture.path("g.png"))
+        .unwrap();
+    for source in [
+        "app g2\nInput = [2, 3]\nOutput = [2]",
+        "app g1\nInput = [2, 3, 1]\nOutput = [2]",
+    ] {
+        let mut client = fixture.client(source);
+        let report = fixture.feed(&mut client, "g.png yes\n").unwrap();
+        assert_eq!(input_of(&client, report.ids[0]), vec![1.0; 6]);
+    }
+}
+
+#[test]
+fn image_errors_name_the_file_and_the_problem() {
+    let fixture = Fixture::new();
+    std::fs::write(fixture.path("broken.png"), b"\x89PNG\r\n\x1a\n not really").unwrap();
+    let mut client = fixture.client(IMAGE_APP);
+    let message = fixture.feed_error(&mut client, "broken.png cat\n");
+    assert!(
+        message.starts_with("1 of 1 line(s) are bad; nothing was stored (use --skip-bad to store the good ones):\n  line 1: broken.png: not a readable image: "),
+        "{message}"
+    );
+    let message = fixture.feed_error(&mut client, "missing.jpg cat\n");
+    assert!(
+        message.contains("line 1: missing.jpg: cannot read: "),
+        "{message}"
+    );
+    let message = fixture.feed_error(&mut client, "notes.txt cat\n");
+    assert!(
+        message.contains("line 1: input `notes.txt` is not an image (.png, .jpg, .jpeg), a .npy file or a JSON array"),
+        "{message}"
+    );
+    let mut tabular = fixture.client("app tab\nInput = [5]\nOutput = [2]");
+    let message = fixture.feed_error(&mut tabular, "x.png cat\n");
+    assert!(
+        message.contains("line 1: x.png: an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]; this app's input is [5]"),
+        "{message}"
+    );
+    assert_eq!(total(&client), 0);
+}
+
+#[test]
+fn npy_inputs_and_outputs_are_converted() {
+    let fixture = Fixture::new();
+    write_npy(
+        &fixture.path("x.npy"),
+        "<f4",
+        "(2, 2)",
+        &f32_bytes(&[1.0, 2.0, 3.0, 4.5]),
+    );
+    let f64_data: Vec<u8> = [0.5f64, -1.0, 2.0, 8.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    write_npy(&fixture.path("y.npy"), "<f8", "(2, 2)", &f64_data);
+    let i32_data: Vec<u8> = [7i32, -3].iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_npy(&fixture.path("out.npy"), "<i4", "(2,)", &i32_data);
+    let mut client = fixture.client("app grid\nInput = [2, 2]\nOutput = [2, 1]");
+    let error = fixture.feed_error(&mut client, "x.npy out.npy\n");
+    assert!(
+        error.contains("line 1: out.npy: field `output`: expected shape [2,1], found [2]"),
+        "{error}"
+    );
+    let mut client = fixture.client("app vec\nInput = [2, 2]\nOutput = [2]");
+    let report = fixture
+        .feed(&mut client, "x.npy [1, 0]\ny.npy out.npy\n")
+        .unwrap();
+    assert_eq!(input_of(&client, report.ids[0]), [1.0, 2.0, 3.0, 4.5]);
+    assert_eq!(input_of(&client, report.ids[1]), [0.5, -1.0, 2.0, 8.0]);
+    // `[2]` with D = 2 takes labels too, so a JSON array or a .npy output is a tensor, a word a label.
+    match client.example(report.ids[1]).unwrap().output {
+        CheckedOutput::Object(object) => assert_eq!(object.tensors[0], [7.0, -3.0]),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn npy_errors_name_the_file_field_and_shapes() {
+    let fixture = Fixture::new();
+    let data = f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    write_npy(&fixture.path("wide.npy"), "<f4", "(2, 3)", &data);
+    write_npy(&fixture.path("short.npy"), "<f4", "(2, 2)", &data[..10]);
+    write_npy(
+        &fixture.path("nan.npy"),
+        "<f4",
+        "(2, 2)",
+        &f32_bytes(&[1.0, f32::NAN, 0.0, 0.0]),
+    );
+    write_npy(
+        &fixture.path("inf.npy"),
+        "<f8",
+        "(2, 2)",
+        &[0.0f64, 0.0, 0.0, f64::NEG_INFINITY]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    );
+    std::fs::write(fixture.path("text.npy"), b"1 2 3 4").unwrap();
+    std::fs::write(
+        fixture.path("cut.npy"),
+        b"\x93NUMPY\x01\x00\x76\x00{'descr'",
+    )
+    .unwrap();
+    let mut client = fixture.client("app grid\nInput = [2, 2]\nOutput = [2]");
+    let message = fixture.feed_error(
+        &mut client,
+        "wide.npy a\nshort.npy a\nnan.npy a\ninf.npy a\ntext.npy a\ncut.npy a\n",
+    );
+    insta::assert_snapshot!(message, @r"
+    6 of 6 line(s) are bad; nothing was stored (use --skip-bad to store the good ones):
+      line 1: wide.npy: field `input`: expected shape [2,2], found [2,3]
+      line 2: short.npy: truncated: the header says shape [2,2] of '<f4' (16 bytes of data), the file has 10 bytes
+      line 3: nan.npy: field `input`: the value at [0,1] is NaN; NaN and infinity are not allowed
+      line 4: inf.npy: field `input`: the value at [1,1] is -inf; NaN and infinity are not allowed
+      line 5: text.npy: not a .npy file (it does not start with \x93NUMPY)
+      line 6: cut.npy: truncated: the file ends inside the .npy header
+    ");
+    assert_eq!(total(&client), 0);
+}
+
+#[test]
+fn inline_json_is_checked_and_a_bad_line_stores_nothing() {
+    let fixture = Fixture::new();
+    let mut client = fixture.client("app grid\nInput = [2, 2]\nOutput = [3]");
+    let feed = "[[1, 2], [3, 4]] cat\n[[1, 2], [3]] dog\n[[1, 2], [3, 4]] \"sea lion\"\n[[1, 2], [3, 4] cat\n[[1e39, 2], [3, 4]] cat\n[[1, 2], [3, 4]]\n[[1, 2], [3, 4]] fish\n[[1, 2], [3, 4]] bird\n";
+    let message = fixture.feed_error(&mut client, feed);
+    insta::assert_snapshot!(message, @r"
+    5 of 8 line(s) are bad; nothing was stored (use --skip-bad to store the good ones):
+      line 2: field `input`: expected shape [2,2], found a ragged array (element 0 has shape [2], element 1 has shape [1])
+      line 4: malformed JSON: expected `,` or `]` at line 1 column 17
+      line 5: field `input`: the value 1e+39 at [0,0] does not fit in a 32-bit float
+      line 6: missing the output: a line is `INPUT OUTPUT`
+      line 8: field `output`: label `bird` would be label number 4, but the output [3] holds at most 3; the labels so far are: cat, sea lion, fish
+    ");
+    assert_eq!(total(&client), 0);
+    assert_eq!(client.data_version().unwrap(), 0);
+    assert_eq!(client.labels().unwrap(), Some(Vec::new()));
+
+    // With skip-bad, the good lines are stored and the bad ones reported.
+    let options = FeedOptions {
+        skip_bad: true,
+        ..fixture.options()
+    };
+    let mut lines_seen = Vec::new();
+    let report = client
+        .feed_lines_with_progress(Cursor::new(feed), &options, &mut |lines| {
+            lines_seen.push(lines)
+        })
+        .unwrap();
+    assert_eq!(lines_seen, (1..=8).collect::<Vec<_>>());
+    assert_eq!(report.added, 3);
+    assert_eq!(
+        report
+            .skipped
+            .iter()
+            .map(|error| error.line)
+            .collect::<Vec<_>>(),
+        [2, 4, 5, 6, 8]
+    );
+    assert_eq!(
+        client.labels().unwrap().unwrap(),
+        ["cat", "sea lion", "fish"]
+    );
+    assert_eq!(client.data_version().unwrap(), 1);
+}
+
+#[test]
+fn declared_labels_reject_unknown_ones() {
+    let fixture = Fixture::new();
+    let mut client = fixture.client("app zoo\nInput = [2]\nOutput = [2]\nlabels = [dog, cat]");
+    assert_eq!(client.labels().unwrap().unwrap(), ["dog", "cat"]);
+    let message = fixture.feed_error(&mut client, "[1, 2] cat\n[1, 2] horse\n");
+    assert!(
+        message.ends_with(
+            "line 2: field `output`: unknown label `horse`; the declared labels are: dog, cat"
+        ),
+        "{message}"
+    );
+    let report = fixture.feed(&mut client, "[1, 2] cat\n").unwrap();
+    assert!(report.new_labels.is_empty());
+}
+
+#[test]
+fn outputs_without_labels_take_tensors_and_numbers() {
+    let fixture = Fixture::new();
+    let mut regression = fixture.client("app price\nInput = [2]\nOutput = [1]");
+    let report = fixture
+        .feed(&mut regression, "\u{feff}[1, 2] 3.5\r\n[1, 2] [4]\r\n")
+        .unwrap();
+    assert_eq!(report.added, 2);
+    let message = fixture.feed_error(&mut regression, "[1, 2] cheap\n");
+    assert!(
+        message.contains("line 1: output `cheap` looks like a label, but this app's output {[Tensor[1]], []} takes no labels; give a JSON array or a .npy path"),
+        "{message}"
+    );
+}
+
+const CHAIN_APP: &str = "app series\ntype Input\n  reading :: Tensor[2]\n  next :: Nullable{Input}\nend\ntype Output\n  label :: Tensor[2]\nend";
+const TREE_APP: &str =
+    "app parse\n{input: {[value :: Tensor[1]], [left, right]}, output: {[Tensor[2]], []}}";
+
+#[test]
+fn json_lines_carry_chains_and_trees() {
+    let fixture = Fixture::new();
+    let mut chain = fixture.client(CHAIN_APP);
+    let report = fixture
+        .feed(
+            &mut chain,
+            concat!(
+                r#"{"input": [{"reading": [1, 2]}, {"reading": [3, 4]}, {"reading": [5, 6]}], "output": [1, 0]}"#,
+                "\n",
+                r#"{"input": {"reading": [1, 2], "next": {"reading": [3, 4], "next": null}}, "output": "yes"}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+    assert_eq!(report.added, 2);
+    let first = chain.example(report.ids[0]).unwrap();
+    assert_eq!(first.input.record_count(), 3);
+    let second = chain.example(report.ids[1]).unwrap();
+    assert_eq!(second.input.record_count(), 2);
+    assert_eq!(second.output, CheckedOutput::Label("yes".to_owned()));
+
+    let mut tree = fixture.client(TREE_APP);
+    let report = fixture
+        .feed(
+            &mut tree,
+            concat!(
+                r#"{"input": {"value": [1], "left": {"value": [2]}, "right": {"value": [3], "left": null, "right": {"value": [4]}}}, "output": "a"}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+    assert_eq!(tree.example(report.ids[0]).unwrap().input.record_count(), 4);
+}
+
+#[test]
+fn json_lines_errors_name_the_record_and_field() {
+    let fixture = Fixture::new();
+    let mut chain = fixture.client(CHAIN_APP);
+    let message = fixture.feed_error(
+        &mut chain,
+        concat!(
+            r#"{"input": [{"reading": [1, 2]}, {"reading": [3, 4, 5]}], "output": [1, 0]}"#,
+            "\n",
+            r#"{"input": {"reading": [1, 2]}, "output": [1, 0]"#,
+            "\n",
+            r#"{"input": {"reading": [1, 2], "nxt": null}, "output": "a"}"#,
+            "\n",
+            r#"{"input": {"reading": [1, 2]}}"#,
+            "\n",
+            r#"{"input": {"reading": [1, 2]}, "output": [[1, 0]]}"#,
+            "\n",
+            "[1, 2] a\n",
+        ),
+    );
+    insta::assert_snapshot!(message, @r#"
+    6 of 6 line(s) are bad; nothing was stored (use --skip-bad to store the good ones):
+      line 1: field `input[1].reading`: expected shape [2], found [3]
+      line 2: malformed JSON: EOF while parsing an object at line 1 column 47
+      line 3: field `input.nxt` is not in the schema; the fields are: reading, next
+      line 4: missing `output`
+      line 5: field `output`: expected shape [2], found [1,2]
+      line 6: field `input`: expected an object with fields reading, next, or a list of such records (a chain), found an array of 2 element(s)
+    "#);
+    let mut tree = fixture.client(TREE_APP);
+    let message = fixture.feed_error(
+        &mut tree,
+        concat!(r#"{"input": {"value": [1], "left": {"value": [2], "right": {"value": [1, 2]}}}, "output": "a"}"#, "\n"),
+    );
+    assert!(
+        message.ends_with("line 1: field `input.left.right.value`: expected shape [1], found [2]"),
+        "{message}"
+    );
+}
+
+#[test]
+fn typed_values_feed_through_serde() {
+    #[derive(serde::Serialize)]
+    struct Reading {
+        reading: [f32; 2],
+        next: Option<Box<Reading>>,
+    }
+    let fixture = Fixture::new();
+    let mut client = fixture.client(CHAIN_APP);
+    let chain = Reading {
+        reading: [1.0, 2.0],
+        next: Some(Box::new(Reading {
+            reading: [3.0, 4.0],
+            next: None,
+        })),
+    };
+    let report = client.feed([(chain, "up")]).unwrap();
+    assert_eq!(
+        client.example(report.ids[0]).unwrap().input.record_count(),
+        2
+    );
+    let bad = Reading {
+        reading: [f32::NAN, 0.0],
+        next: None,
+    };
+    let error = client.feed([(bad, "up")]).unwrap_err().to_string();
+    assert_eq!(
+        error,
+        "1 of 1 line(s) are bad; nothing was stored (use --skip-bad to store the good ones):\n  example 1: field `input.reading`: expected shape [2], found null (NaN and infinity serialize as null)"
+    );
+}
+
+#[test]
+fn toggles_bump_the_data_version_and_pages_cover_everything() {
+    let fixture = Fixture::new();
+    let mut client = fixture.client("app tab\nInput = [1]\nOutput = [2]");
+    let feed: String = (0..23)
+        .map(|i| format!("[{i}] {}\n", if i % 2 == 0 { "even" } else { "odd" }))
+        .collect();
+    let report = fixture.feed(&mut client, &feed).unwrap();
+    assert_eq!(report.added, 23);
+    assert_eq!(client.data_version().unwrap(), 1);
+    assert_eq!(client.set_enabled(report.ids[4], false).unwrap(), 2);
+    assert_eq!(client.set_enabled(report.ids[4], false).unwrap(), 2);
+    assert_eq!(client.set_enabled(report.ids[4], true).unwrap(), 3);
+    client.set_enabled(report.ids[5], false).unwrap();
+
+    let mut request = PageRequest {
+        after: None,
+        limit: 10,
+    };
+    let mut ids = Vec::new();
+    loop {
+        let page = client.examples(request).unwrap();
+        ids.extend(page.items.iter().map(|item| item.id));
+        match page.next {
+            Some(next) => request = next,
+            None => break,
+        }
+    }
+    assert_eq!(ids, report.ids);
+    let status = client.status().unwrap();
+    assert_eq!(
+        (
+            status.examples,
+            status.enabled_examples,
+            status.data_version
+        ),
+        (23, 22, 4)
+    );
+    let error = client.set_enabled(ExampleId(10_000), true).unwrap_err();
+    assert_eq!(error.to_string(), "app `tab` has no example 10000");
+}
+
+#[test]
+fn status_marks_the_best_run_within_the_train_time_limit() {
+    let fixture = Fixture::new();
+    let mut client =
+        fixture.client("app tab\nInput = [1]\nOutput = [2]\nconstraint train_time <= 1m");
+    let app = client.app_id();
+    let store = client.store_mut();
+    let runs: Vec<_> = [
+        ("mlp_small", 0.7, 10.0),
+        ("mlp_large", 0.9, 120.0),
+        ("logistic", 0.8, 5.0),
+    ]
+    .into_iter()
+    .map(|(candidate, quality, cost)| {
+        let run = store.queue_run(app, candidate).unwrap();
+        store.start_run(run).unwrap();
+        store.finish_run(run, quality, cost, None).unwrap();
+        run
+    })
+    .collect();
+    let running = store.queue_run(app, "mlp_small+norm_k1").unwrap();
+    store.start_run(running).unwrap();
+    let status = client.status().unwrap();
+    assert_eq!(status.best, Some(runs[2]));
+    assert!(status.runs[1].over_train_time);
+    assert_eq!(status.runs[3].state, RunState::Running);
+    let text = status.to_string();
+    assert!(text.starts_with("app tab: {input: {[Tensor[1]], []}, output: {[Tensor[2]], []}}\n0 examples (0 enabled), data version 0\n"), "{text}");
+    let best_line = text
+        .lines()
+        .find(|line| line.starts_with('*') && line.contains("logistic"))
+        .unwrap();
+    assert!(
+        best_line.contains("0.800") && best_line.contains("5.0 s") && best_line.ends_with("done"),
+        "{best_line}"
+    );
+    assert!(text.contains("done (over train_time)"), "{text}");
+}
+
+#[test]
+fn reopening_with_another_schema_is_refused_and_remote_is_not_available() {
+    let fixture = Fixture::new();
+    drop(fixture.client("app tab\nInput = [1]\nOutput = [2]"));
+    let error = Client::open(
+        &fixture.connection(),
+        schema("app tab\nInput = [2]\nOutput = [2]"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "app `tab` is already registered with type {input: {[Tensor[1]], []}, output: {[Tensor[2]], []}}, but this program has type {input: {[Tensor[2]], []}, output: {[Tensor[2]], []}}; rename the app or remove the old one"
+    );
+    let remote = Connection::Remote {
+        url: "http://127.0.0.1:9000".to_owned(),
+    };
+    let error = Client::open(&remote, schema("app tab\nInput = [1]\nOutput = [2]")).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "server mode (http://127.0.0.1:9000) is not available yet in this build; unset EASEML_SERVER to use the local store"
+    );
+}
+
+#[test]
+fn a_manifest_opens_the_same_app() {
+    let fixture = Fixture::new();
+    let schema = schema("app tab\nInput = [1]\nOutput = [2]");
+    let manifest = serde_json::json!({"app": "tab", "system_type": schema.system_type(), "schema": schema, "workload": "tabular_classification"}).to_string();
+    let spec = easeml_runtime::AppSpec::from_manifest_json(&manifest).unwrap();
+    let mut client = Client::open(&fixture.connection(), spec).unwrap();
+    fixture.feed(&mut client, "[1] a\n").unwrap();
+    let again = fixture.client("app tab\nInput = [1]\nOutput = [2]");
+    assert_eq!(total(&again), 1);
+    let error = easeml_runtime::AppSpec::from_manifest_json("{\"app\": \"x\"}").unwrap_err();
+    assert_eq!(error.to_string(), "app manifest: no `schema` key");
+}
+
+#[test]
+fn concurrent_feeders_store_every_example_exactly_once() {
+    let fixture = Fixture::new();
+    let source = "app shared\nInput = [1]\nOutput = [3]";
+    drop(fixture.client(source));
+    let threads: Vec<_> = (0..4)
+        .map(|feeder| {
+            let connection = fixture.connection();
+            let schema = schema(source);
+            std::thread::spawn(move || {
+                let mut client = Client::open(&connection, schema).unwrap();
+                let labels = ["a", "b", "c"];
+                let mut added = 0;
+                for batch in 0..5 {
+                    let feed: String = (0..10)
+                        .map(|i| {
+                            format!(
+                                "[{}] {}\n",
+                                feeder * 1000 + batch * 10 + i,
+                                labels[(feeder + i) % 3]
+                            )
+                        })
+                        .collect();
+                    added += client
+                        .feed_lines(Cursor::new(feed), &FeedOptions::default())
+                        .unwrap()
+                        .added;
+                }
+                added
+            })
+        })
+        .collect();
+    let added: usize = threads
+        .into_iter()
+        .map(|thread| thread.join().unwrap())
+        .sum();
+    assert_eq!(added, 200);
+    let client = fixture.client(source);
+    assert_eq!(total(&client), 200);
+    assert_eq!(client.data_version().unwrap(), 20);
+    let mut labels = client.labels().unwrap().unwrap();
+    labels.sort();
+    assert_eq!(labels, ["a", "b", "c"]);
+    let mut inputs: Vec<i64> = client
+        .examples(PageRequest {
+            after: None,
+            limit: 1000,
+        })
+        .unwrap()
+        .items
+        .iter()
+        .map(|record| input_of(&client, record.id)[0] as i64)
+        .collect();
+    inputs.sort();
+    inputs.dedup();
+    assert_eq!(inputs.len(), 200);
+    assert_eq!(client.store().integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn large_feeds_write_blobs_as_they_go_and_still_store_all_or_nothing() {
+    let fixture = Fixture::new();
+    let mut client = fixture.client("app tab\nInput = [2]\nOutput = [2]");
+    let options = FeedOptions {
+        max_batch_memory: 0,
+        ..fixture.options()
+    };
+    let good: String = (0..10).map(|i| format!("[{i}, 1] [0, 1]\n")).collect();
+    let report = client
+        .feed_lines(Cursor::new(good.clone()), &options)
+        .unwrap();
+    assert_eq!(report.added, 10);
+    assert_eq!(input_of(&client, report.ids[9]), [9.0, 1.0]);
+
+    let bad = format!("{good}[1] [0, 1]\n");
+    let fresh: String = (100..110).map(|i| format!("[{i}, 1] [0, 1]\n")).collect();
+    let error = client
+        .feed_lines(Cursor::new(format!("{fresh}{bad}")), &options)
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("line 21: field `input`: expected shape [2], found [1]"),
+        "{error}"
+    );
+    assert_eq!(total(&client), 10);
+    // The failed batch's blob files are unreferenced; garbage collection removes them.
+    let (removed, _) = client
+        .store()
+        .collect_garbage(std::time::Duration::ZERO)
+        .unwrap();
+    assert_eq!(removed, 10);
+    assert_eq!(input_of(&client, report.ids[0]), [0.0, 1.0]);
+}

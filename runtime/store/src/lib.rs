@@ -1,0 +1,170 @@
+//! easeml's store: every app's examples, label maps and runs in SQLite (WAL mode), and the bytes of
+//! tensors and checkpoints as content-addressed files (DESIGN.md sections 1-2).
+//!
+//! Layout of a store's home directory (`$EASEML_HOME`, default [`default_home`]):
+//! ```text
+//! easeml.sqlite3 (+ -wal, -shm)   apps, examples, label_maps, runs, schema_migrations
+//! blobs/ab/abcdef...              one file per distinct blob, named by the sha256 of its bytes
+//! blobs/tmp/                      blobs being written (renamed into place when complete)
+//! ```
+//! The store is schema-agnostic: it keeps encoded blobs (see `easeml_example::codec`), label
+//! strings and the manifest as JSON text; checking examples against a schema is the client
+//! library's job, done before anything reaches the store. It never sees tch or HTTP.
+
+mod blobs;
+mod labels;
+mod migrations;
+mod store;
+mod time;
+
+pub use blobs::BlobHash;
+pub use labels::{LabelError, LabelMap};
+pub use migrations::{MIGRATIONS, Migration};
+pub use store::{
+    App, AppId, Blob, Durability, ExampleId, ExampleRecord, InsertReport, NewApp, NewExample,
+    NewOutput, Page, PageRequest, RunId, RunRecord, RunState, Store, StoreOptions, StoredOutput,
+};
+pub use time::{format_utc, now_ms};
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the store. Every variant says what, and where.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An SQLite error, with what the store was doing.
+    #[error("store database: {context}: {source}")]
+    Sqlite {
+        /// What the store was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A file-system error, with the path.
+    #[error("store file {path}: {context}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What the store was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No home directory given and none could be found.
+    #[error("no store directory: set EASEML_HOME (the platform has no data directory)")]
+    NoHome,
+    /// The database was written by a newer easeml.
+    #[error(
+        "the store at {path} has schema version {found}, newer than this build's {known}; upgrade easeml"
+    )]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// The version found in `schema_migrations`.
+        found: u32,
+        /// The newest version this build knows.
+        known: u32,
+    },
+    /// An app name that is not registered.
+    #[error("no app named `{0}` in the store")]
+    NoSuchApp(String),
+    /// An app id that is not registered.
+    #[error("no app with id {0} in the store")]
+    NoSuchAppId(i64),
+    /// An app registered twice.
+    #[error("an app named `{0}` is already registered")]
+    AppExists(String),
+    /// An example id that does not exist or belongs to another app.
+    #[error("app `{app}` has no example {id}")]
+    NoSuchExample {
+        /// The app's name.
+        app: String,
+        /// The example id asked for.
+        id: i64,
+    },
+    /// A run id that does not exist or belongs to another app.
+    #[error("no run {0} in the store")]
+    NoSuchRun(i64),
+    /// A run state change that its current state does not allow.
+    #[error("run {id} is {state}, so it cannot be {wanted}")]
+    RunState {
+        /// The run.
+        id: i64,
+        /// Its current state.
+        state: String,
+        /// The change asked for (`started`, `finished`, `failed`).
+        wanted: &'static str,
+    },
+    /// A quality or cost out of its range.
+    #[error("run {id}: {what}")]
+    RunValue {
+        /// The run.
+        id: i64,
+        /// What is wrong, e.g. `quality 1.5 is outside [0, 1]`.
+        what: String,
+    },
+    /// A label the app's label map cannot take.
+    #[error("app `{app}`: {source}")]
+    Label {
+        /// The app's name.
+        app: String,
+        /// What is wrong with the label.
+        #[source]
+        source: LabelError,
+    },
+    /// An example with a label for an app whose output is not one `[D]` tensor.
+    #[error(
+        "app `{0}` has no label map (its output is not one [D] tensor); give the output as a tensor"
+    )]
+    NoLabels(String),
+    /// A blob whose bytes no longer match its name.
+    #[error("blob {hash} is corrupt: its bytes hash to {actual}")]
+    CorruptBlob {
+        /// The blob's name.
+        hash: BlobHash,
+        /// The sha256 of the bytes found.
+        actual: BlobHash,
+    },
+    /// A blob named by a batch that is not in the store.
+    #[error("blob {0} is not in the store")]
+    MissingBlob(BlobHash),
+    /// A string that is not a blob hash.
+    #[error("`{0}` is not a blob hash (64 lower-case hex digits)")]
+    BadHash(String),
+    /// The operating system's random source failed (needed for app tokens).
+    #[error("cannot generate an app token: {0}")]
+    Random(String),
+}
+
+/// The result type of the store.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Where the store lives when no directory is given: `$EASEML_HOME` when set and not empty, else the
+/// platform data directory + `easeml` (e.g. `~/.local/share/easeml`).
+pub fn default_home() -> Result<PathBuf> {
+    match std::env::var_os("EASEML_HOME") {
+        Some(home) if !home.is_empty() => Ok(PathBuf::from(home)),
+        _ => dirs::data_dir()
+            .map(|dir| dir.join("easeml"))
+            .ok_or(Error::NoHome),
+    }
+}
+
+pub(crate) fn sqlite(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Sqlite { context, source }
+}
+
+pub(crate) fn io(
+    path: impl Into<PathBuf>,
+    context: impl Into<String>,
+) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.into();
+    let context = context.into();
+    move |source| Error::Io {
+        path,
+        context,
+        source,
+    }
+}

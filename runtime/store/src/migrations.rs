@@ -1,0 +1,144 @@
+//! Versioned schema migrations: ordered SQL scripts, each applied once in its own transaction and
+//! recorded in `schema_migrations`. A new version is a new entry at the end of [`MIGRATIONS`]; an
+//! applied entry is never edited.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::{Error, Result, sqlite, time::now_ms};
+
+/// One schema migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// Its version, 1, 2, ... in order.
+    pub version: u32,
+    /// A short name, recorded with it.
+    pub name: &'static str,
+    /// The SQL script.
+    pub sql: &'static str,
+}
+
+/// Every migration of this build, in order.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "tables",
+        sql: r#"
+CREATE TABLE apps (
+    id             INTEGER PRIMARY KEY,
+    name           TEXT NOT NULL UNIQUE,
+    manifest       TEXT NOT NULL,              -- the app's manifest, JSON
+    system_type    TEXT NOT NULL,              -- the canonical system data type
+    token_sha256   TEXT NOT NULL,              -- hex sha256 of the app's token
+    label_capacity INTEGER,                    -- D when the output is one [D] tensor, else NULL
+    labels_declared INTEGER NOT NULL DEFAULT 0 CHECK (labels_declared IN (0, 1)),
+    data_version   INTEGER NOT NULL DEFAULT 0, -- bumped on every feed and every toggle
+    created_ms     INTEGER NOT NULL
+);
+CREATE TABLE examples (
+    id             INTEGER PRIMARY KEY,
+    app            INTEGER NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+    input_sha256   TEXT NOT NULL,
+    output_sha256  TEXT,                       -- the output blob, or NULL when labelled
+    label_index    INTEGER,                    -- the label's index, or NULL
+    enabled        INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+    data_version   INTEGER NOT NULL,           -- the app's data version that added it
+    created_ms     INTEGER NOT NULL,
+    CHECK ((output_sha256 IS NULL) <> (label_index IS NULL))
+);
+CREATE TABLE label_maps (
+    app            INTEGER NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+    label          TEXT NOT NULL,
+    label_index    INTEGER NOT NULL,
+    PRIMARY KEY (app, label),
+    UNIQUE (app, label_index)
+);
+CREATE TABLE runs (
+    id             INTEGER PRIMARY KEY,
+    app            INTEGER NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+    candidate      TEXT NOT NULL,
+    state          TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+    data_version   INTEGER NOT NULL,           -- the app's data version the run trains on
+    quality        REAL,                       -- in [0, 1] when done
+    cost_seconds   REAL,
+    checkpoint_sha256 TEXT,
+    queued_ms      INTEGER NOT NULL,
+    started_ms     INTEGER,
+    finished_ms    INTEGER,
+    error          TEXT
+);
+"#,
+    },
+    Migration {
+        version: 2,
+        name: "indexes",
+        sql: r#"
+CREATE INDEX examples_by_app ON examples(app, id);
+CREATE INDEX runs_by_app ON runs(app, id);
+"#,
+    },
+];
+
+/// Brings the database to the newest of `migrations`; returns the version it is at.
+pub(crate) fn migrate(
+    connection: &mut Connection,
+    migrations: &[Migration],
+    path: &Path,
+) -> Result<u32> {
+    connection
+        .execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                version    INTEGER PRIMARY KEY,
+                name       TEXT NOT NULL,
+                applied_ms INTEGER NOT NULL
+            );",
+        )
+        .map_err(sqlite("creating schema_migrations"))?;
+    let known = migrations.last().map_or(0, |migration| migration.version);
+    let current = current_version(connection)?;
+    if current > known {
+        return Err(Error::NewerSchema {
+            path: path.to_owned(),
+            found: current,
+            known,
+        });
+    }
+    for migration in migrations
+        .iter()
+        .filter(|migration| migration.version > current)
+    {
+        let context = format!(
+            "applying migration {} ({})",
+            migration.version, migration.name
+        );
+        let transaction = connection
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sqlite(context.clone()))?;
+        // Another process may have applied it meanwhile.
+        if current_version(&transaction)? >= migration.version {
+            continue;
+        }
+        transaction
+            .execute_batch(migration.sql)
+            .map_err(sqlite(context.clone()))?;
+        transaction
+            .execute(
+                "INSERT INTO schema_migrations (version, name, applied_ms) VALUES (?1, ?2, ?3)",
+                rusqlite::params![migration.version, migration.name, now_ms()],
+            )
+            .map_err(sqlite(context.clone()))?;
+        transaction.commit().map_err(sqlite(context))?;
+    }
+    current_version(connection)
+}
+
+pub(crate) fn current_version(connection: &Connection) -> Result<u32> {
+    connection
+        .query_row("SELECT MAX(version) FROM schema_migrations", [], |row| {
+            row.get::<_, Option<u32>>(0)
+        })
+        .optional()
+        .map(|version| version.flatten().unwrap_or(0))
+        .map_err(sqlite("reading the schema version"))
+}

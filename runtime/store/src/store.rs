@@ -1,0 +1,963 @@
+//! The `Store`: one SQLite connection plus the blob directory of one home directory.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use sha2::{Digest, Sha256};
+
+use crate::blobs::{BlobHash, Blobs, hex};
+use crate::labels::LabelMap;
+use crate::migrations::{self, MIGRATIONS, Migration};
+use crate::time::now_ms;
+use crate::{Error, Result, io, sqlite};
+
+/// The id of a registered app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AppId(pub i64);
+
+/// The id of a stored example (unique across apps, increasing in insertion order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExampleId(pub i64);
+
+/// The id of a training run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunId(pub i64);
+
+/// How hard the store works to keep acknowledged writes across failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// SQLite `synchronous=NORMAL` in WAL mode and blob files not fsynced: every acknowledged batch
+    /// survives a crash or kill of the process; the last batches may be lost on power loss.
+    #[default]
+    Process,
+    /// SQLite `synchronous=FULL` and every blob file fsynced before its batch commits: acknowledged
+    /// batches also survive power loss. Slower.
+    Full,
+}
+
+/// How to open a store.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// See [`Durability`].
+    pub durability: Durability,
+}
+
+/// An app to register.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewApp {
+    /// The app's name (unique in the store).
+    pub name: String,
+    /// The manifest, as JSON text.
+    pub manifest: String,
+    /// The canonical system data type.
+    pub system_type: String,
+    /// D when the output is exactly one `[D]` tensor (then examples may carry labels), else `None`.
+    pub label_capacity: Option<u64>,
+    /// The labels declared by the program, in order (their count is D).
+    pub declared_labels: Option<Vec<String>>,
+}
+
+/// A registered app.
+#[derive(Debug, Clone, PartialEq)]
+pub struct App {
+    /// Its id.
+    pub id: AppId,
+    /// Its name.
+    pub name: String,
+    /// Its manifest, JSON text.
+    pub manifest: String,
+    /// Its canonical system data type.
+    pub system_type: String,
+    /// D, when examples may carry labels.
+    pub label_capacity: Option<u64>,
+    /// Whether the labels were declared by the program.
+    pub labels_declared: bool,
+    /// The data version: bumped by every stored batch and every toggle that changes a flag.
+    pub data_version: u64,
+    /// When it was registered, ms since the epoch.
+    pub created_ms: i64,
+}
+
+/// The bytes of a blob to store with a batch: in memory, or already written with
+/// [`Store::put_blob`] (large feeds write as they go to bound their memory; should the batch fail,
+/// such blobs stay unreferenced until [`Store::collect_garbage`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Blob {
+    /// Bytes to write.
+    Bytes(Vec<u8>),
+    /// A blob already in the store.
+    Stored(BlobHash),
+}
+
+/// The output of an example to store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NewOutput {
+    /// An encoded output object.
+    Blob(Blob),
+    /// A class label, mapped to its index by the app's label map.
+    Label(String),
+}
+
+/// An example to store: the encoded input and the output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewExample {
+    /// The encoded input object (`easeml_example::codec`).
+    pub input: Blob,
+    /// The output.
+    pub output: NewOutput,
+}
+
+/// What a stored batch did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InsertReport {
+    /// The new examples' ids, in the batch's order.
+    pub ids: Vec<ExampleId>,
+    /// The app's data version after the batch.
+    pub data_version: u64,
+    /// Labels first seen in this batch, with their indices.
+    pub new_labels: Vec<(String, u32)>,
+}
+
+/// A stored example's output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredOutput {
+    /// An output blob.
+    Blob(BlobHash),
+    /// A label.
+    Label {
+        /// Its index.
+        index: u32,
+        /// Its name.
+        name: String,
+    },
+}
+
+/// A stored example.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExampleRecord {
+    /// Its id.
+    pub id: ExampleId,
+    /// The input blob.
+    pub input: BlobHash,
+    /// The output.
+    pub output: StoredOutput,
+    /// Whether training uses it.
+    pub enabled: bool,
+    /// The app's data version that added it.
+    pub data_version: u64,
+    /// When it was stored, ms since the epoch.
+    pub created_ms: i64,
+}
+
+/// Which page of examples to list: those with ids above `after`, at most `limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRequest {
+    /// List examples with ids greater than this (the previous page's `next`); `None` from the start.
+    pub after: Option<ExampleId>,
+    /// At most this many (clamped to 1..=10,000).
+    pub limit: u32,
+}
+
+impl Default for PageRequest {
+    fn default() -> Self {
+        PageRequest {
+            after: None,
+            limit: 100,
+        }
+    }
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    /// The items, in id order.
+    pub items: Vec<T>,
+    /// The request for the next page, when there may be more.
+    pub next: Option<PageRequest>,
+    /// How many items the whole listing has.
+    pub total: u64,
+}
+
+/// A training run's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    /// Waiting for a device.
+    Queued,
+    /// Training now.
+    Running,
+    /// Finished with a quality.
+    Done,
+    /// Failed with an error.
+    Failed,
+}
+
+impl RunState {
+    /// The name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::Done => "done",
+            RunState::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> RunState {
+        match text {
+            "queued" => RunState::Queued,
+            "running" => RunState::Running,
+            "done" => RunState::Done,
+            _ => RunState::Failed,
+        }
+    }
+}
+
+/// A training run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    /// Its id.
+    pub id: RunId,
+    /// The app.
+    pub app: AppId,
+    /// The candidate id, e.g. `resnet18+norm_k2`.
+    pub candidate: String,
+    /// Its state.
+    pub state: RunState,
+    /// The app's data version it trains on.
+    pub data_version: u64,
+    /// The quality in [0, 1], when done.
+    pub quality: Option<f64>,
+    /// The cost in seconds, when done or failed.
+    pub cost_seconds: Option<f64>,
+    /// The checkpoint blob, when done.
+    pub checkpoint: Option<BlobHash>,
+    /// When it was queued, ms since the epoch.
+    pub queued_ms: i64,
+    /// When it started.
+    pub started_ms: Option<i64>,
+    /// When it finished or failed.
+    pub finished_ms: Option<i64>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// One store: `easeml.sqlite3` and `blobs/` under a home directory.
+#[derive(Debug)]
+pub struct Store {
+    home: PathBuf,
+    connection: Connection,
+    blobs: Blobs,
+}
+
+const DATABASE_FILE: &str = "easeml.sqlite3";
+const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_index, l.label, e.enabled, e.data_version, e.created_ms";
+const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error";
+
+impl Store {
+    /// Opens (creating when needed) the store under `home` and brings its schema up to date.
+    pub fn open(home: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(home, &StoreOptions::default())
+    }
+
+    /// [`Store::open`] with options.
+    pub fn open_with(home: impl AsRef<Path>, options: &StoreOptions) -> Result<Store> {
+        Store::open_migrated(home.as_ref(), options, MIGRATIONS)
+    }
+
+    /// Opens the store applying only `migrations` (tests of upgrades use a prefix of [`MIGRATIONS`]).
+    pub fn open_migrated(
+        home: &Path,
+        options: &StoreOptions,
+        migrations: &[Migration],
+    ) -> Result<Store> {
+        fs::create_dir_all(home).map_err(io(home, "creating the store directory"))?;
+        let path = home.join(DATABASE_FILE);
+        let mut connection =
+            Connection::open(&path).map_err(sqlite(format!("opening {}", path.display())))?;
+        connection
+            .busy_timeout(Duration::from_secs(10))
+            .map_err(sqlite("setting the busy timeout"))?;
+        let journal_mode: String = connection
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(sqlite("switching to WAL mode"))?;
+        if !journal_mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::Sqlite {
+                context: format!(
+                    "switching to WAL mode (the database stays in {journal_mode} mode)"
+                ),
+                source: rusqlite::Error::InvalidQuery,
+            });
+        }
+        let synchronous = match options.durability {
+            Durability::Process => "NORMAL",
+            Durability::Full => "FULL",
+        };
+        connection
+            .execute_batch(&format!(
+                "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
+            ))
+            .map_err(sqlite("setting pragmas"))?;
+        migrations::migrate(&mut connection, migrations, &path)?;
+        let blobs = Blobs::open(home.join("blobs"), options.durability == Durability::Full)?;
+        Ok(Store {
+            home: home.to_owned(),
+            connection,
+            blobs,
+        })
+    }
+
+    /// The home directory.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// The schema version of the database (the last applied migration).
+    pub fn schema_version(&self) -> Result<u32> {
+        migrations::current_version(&self.connection)
+    }
+
+    /// Runs `PRAGMA integrity_check`; `Ok(())` when SQLite answers `ok`, else its findings.
+    pub fn integrity_check(&self) -> Result<std::result::Result<(), Vec<String>>> {
+        let mut statement = self
+            .connection
+            .prepare("PRAGMA integrity_check")
+            .map_err(sqlite("running the integrity check"))?;
+        let findings: Vec<String> = statement
+            .query_map([], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .map_err(sqlite("running the integrity check"))?;
+        if findings == ["ok"] {
+            Ok(Ok(()))
+        } else {
+            Ok(Err(findings))
+        }
+    }
+
+    // ----- apps -----
+
+    /// Registers an app; returns it and its token (shown once: only its sha256 is stored).
+    pub fn register_app(&mut self, new_app: &NewApp) -> Result<(App, String)> {
+        let mut token_bytes = [0u8; 32];
+        getrandom::fill(&mut token_bytes).map_err(|error| Error::Random(error.to_string()))?;
+        let token = hex(&token_bytes);
+        let context = format!("registering app `{}`", new_app.name);
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sqlite(context.clone()))?;
+        let exists: Option<i64> = transaction
+            .query_row(
+                "SELECT id FROM apps WHERE name = ?1",
+                [&new_app.name],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sqlite(context.clone()))?;
+        if exists.is_some() {
+            return Err(Error::AppExists(new_app.name.clone()));
+        }
+        transaction
+            .execute(
+                "INSERT INTO apps (name, manifest, system_type, token_sha256, label_capacity, labels_declared, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    new_app.name,
+                    new_app.manifest,
+                    new_app.system_type,
+                    token_hash(&token),
+                    new_app.label_capacity.map(|capacity| capacity as i64),
+                    new_app.declared_labels.is_some(),
+                    now_ms()
+                ],
+            )
+            .map_err(sqlite(context.clone()))?;
+        let id = AppId(transaction.last_insert_rowid());
+        if let Some(labels) = &new_app.declared_labels {
+            for (index, label) in labels.iter().enumerate() {
+                transaction
+                    .execute(
+                        "INSERT INTO label_maps (app, label, label_index) VALUES (?1, ?2, ?3)",
+                        params![id.0, label, index as i64],
+                    )
+                    .map_err(sqlite(context.clone()))?;
+            }
+        }
+        transaction.commit().map_err(sqlite(context))?;
+        Ok((self.app(id)?, token))
+    }
+
+    /// The app with this id.
+    pub fn app(&self, id: AppId) -> Result<App> {
+        self.query_app("id = ?1", id.0)?
+            .ok_or(Error::NoSuchAppId(id.0))
+    }
+
+    /// The app with this name, if registered.
+    pub fn app_by_name(&self, name: &str) -> Result<Option<App>> {
+        self.query_app("name = ?1", name)
+    }
+
+    /// Every app, by id.
+    pub fn apps(&self) -> Result<Vec<App>> {
+        let mut statement = self
+            .connection
+            .prepare(&format!("SELECT {APP_COLUMNS} FROM apps ORDER BY id"))
+            .map_err(sqlite("listing apps"))?;
+        statement
+            .query_map([], app_from_row)
+            .and_then(Iterator::collect)
+            .map_err(sqlite("listing apps"))
+    }
+
+    /// Removes an app with all its examples, labels and runs (blob files stay until collected).
+    pub fn remove_app(&mut self, id: AppId) -> Result<()> {
+        let removed = self
+            .connection
+            .execute("DELETE FROM apps WHERE id = ?1", [id.0])
+            .map_err(sqlite(format!("removing app {}", id.0)))?;
+        if removed == 0 {
+            return Err(Error::NoSuchAppId(id.0));
+        }
+        Ok(())
+    }
+
+    /// Whether `token` is the app's token (compared in constant time, as hashes).
+    pub fn verify_token(&self, id: AppId, token: &str) -> Result<bool> {
+        let stored: String = self
+            .connection
+            .query_row(
+                "SELECT token_sha256 FROM apps WHERE id = ?1",
+                [id.0],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sqlite("reading an app token"))?
+            .ok_or(Error::NoSuchAppId(id.0))?;
+        let given = token_hash(token);
+        let difference = stored
+            .bytes()
+            .zip(given.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        Ok(difference == 0 && stored.len() == given.len())
+    }
+
+    fn query_app<P: rusqlite::ToSql>(&self, condition: &str, value: P) -> Result<Option<App>> {
+        self.connection
+            .query_row(
+                &format!("SELECT {APP_COLUMNS} FROM apps WHERE {condition}"),
+                [value],
+                app_from_row,
+            )
+            .optional()
+            .map_err(sqlite("reading an app"))
+    }
+
+    /// The app's label map (empty labels when no label was seen yet), or `None` when its output
+    /// takes no labels.
+    pub fn label_map(&self, id: AppId) -> Result<Option<LabelMap>> {
+        let app = self.app(id)?;
+        read_label_map(&self.connection, &app)
+    }
+
+    // ----- blobs -----
+
+    /// Stores bytes as a blob (a no-op when the same bytes are stored); returns its hash.
+    pub fn put_blob(&self, bytes: &[u8]) -> Result<BlobHash> {
+        self.blobs.put(bytes)
+    }
+
+    /// Reads a blob, checking its hash.
+    pub fn blob(&self, hash: &BlobHash) -> Result<Vec<u8>> {
+        self.blobs.get(hash)
+    }
+
+    /// Where a blob's file is (for readers that stream large checkpoints).
+    pub fn blob_path(&self, hash: &BlobHash) -> PathBuf {
+        self.blobs.path(hash)
+    }
+
+    /// Removes blob files that no example or run refers to (left by failed batches, removed apps,
+    /// crashes) and that are older than `min_age` (so that blobs of a batch being stored right now
+    /// are kept; storing a blob that exists refreshes its age). Use a `min_age` well above the
+    /// longest feed. Returns (files removed, bytes freed).
+    pub fn collect_garbage(&self, min_age: Duration) -> Result<(usize, u64)> {
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT input_sha256 FROM examples
+                 UNION SELECT output_sha256 FROM examples WHERE output_sha256 IS NOT NULL
+                 UNION SELECT checkpoint_sha256 FROM runs WHERE checkpoint_sha256 IS NOT NULL",
+            )
+            .map_err(sqlite("listing referenced blobs"))?;
+        let referenced: std::collections::HashSet<String> = statement
+            .query_map([], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .map_err(sqlite("listing referenced blobs"))?;
+        self.blobs.collect_garbage(&referenced, min_age)
+    }
+
+    // ----- examples -----
+
+    /// Stores a batch of examples atomically: every example or none. Blobs are written first, then
+    /// one transaction maps labels (first-seen order, up to D), inserts the rows and bumps the data
+    /// version. An empty batch changes nothing.
+    pub fn insert_examples(&mut self, id: AppId, examples: &[NewExample]) -> Result<InsertReport> {
+        let app = self.app(id)?;
+        if examples.is_empty() {
+            return Ok(InsertReport {
+                ids: Vec::new(),
+                data_version: app.data_version,
+                new_labels: Vec::new(),
+            });
+        }
+        let mut hashes = Vec::with_capacity(examples.len());
+        for example in examples {
+            let input = self.blobs.put_or_check(&example.input)?;
+            let output = match &example.output {
+                NewOutput::Blob(blob) => Some(self.blobs.put_or_check(blob)?),
+                NewOutput::Label(_) => None,
+            };
+            hashes.push((input, output));
+        }
+        let context = format!(
+            "storing {} example(s) of app `{}`",
+            examples.len(),
+            app.name
+        );
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sqlite(context.clone()))?;
+        // Re-read inside the transaction: another writer may have changed them.
+        let app = query_app_in(&transaction, id)?;
+        let mut label_map = read_label_map(&transaction, &app)?;
+        let known_before = label_map.as_ref().map_or(0, |map| map.labels.len());
+        let data_version = app.data_version + 1;
+        let created = now_ms();
+        let mut ids = Vec::with_capacity(examples.len());
+        {
+            let mut insert = transaction
+                .prepare(
+                    "INSERT INTO examples (app, input_sha256, output_sha256, label_index, enabled, data_version, created_ms)
+                     VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6)",
+                )
+                .map_err(sqlite(context.clone()))?;
+            for (example, (input, output)) in examples.iter().zip(&hashes) {
+                let label_index = match &example.output {
+                    NewOutput::Blob(_) => None,
+                    NewOutput::Label(label) => {
+                        let Some(map) = label_map.as_mut() else {
+                            return Err(Error::NoLabels(app.name.clone()));
+                        };
+                        Some(map.resolve(label).map_err(|source| Error::Label {
+                            app: app.name.clone(),
+                            source,
+                        })?)
+                    }
+                };
+                insert
+                    .execute(params![
+                        id.0,
+                        input.as_str(),
+                        output.as_ref().map(BlobHash::as_str),
+                        label_index,
+                        data_version as i64,
+                        created
+                    ])
+                    .map_err(sqlite(context.clone()))?;
+                ids.push(ExampleId(transaction.last_insert_rowid()));
+            }
+        }
+        let mut new_labels = Vec::new();
+        if let Some(map) = &label_map {
+            for (index, label) in map.labels.iter().enumerate().skip(known_before) {
+                transaction
+                    .execute(
+                        "INSERT INTO label_maps (app, label, label_index) VALUES (?1, ?2, ?3)",
+                        params![id.0, label, index as i64],
+                    )
+                    .map_err(sqlite(context.clone()))?;
+                new_labels.push((label.clone(), index as u32));
+            }
+        }
+        transaction
+            .execute(
+                "UPDATE apps SET data_version = ?1 WHERE id = ?2",
+                params![data_version as i64, id.0],
+            )
+            .map_err(sqlite(context.clone()))?;
+        transaction.commit().map_err(sqlite(context))?;
+        Ok(InsertReport {
+            ids,
+            data_version,
+            new_labels,
+        })
+    }
+
+    /// One page of the app's examples, in id order.
+    pub fn examples(&self, id: AppId, request: PageRequest) -> Result<Page<ExampleRecord>> {
+        let app = self.app(id)?;
+        let limit = request.limit.clamp(1, 10_000);
+        let context = format!("listing examples of app `{}`", app.name);
+        let mut statement = self
+            .connection
+            .prepare_cached(&format!(
+                "SELECT {EXAMPLE_COLUMNS} FROM examples e
+                 LEFT JOIN label_maps l ON l.app = e.app AND l.label_index = e.label_index
+                 WHERE e.app = ?1 AND e.id > ?2 ORDER BY e.id LIMIT ?3"
+            ))
+            .map_err(sqlite(context.clone()))?;
+        let items: Vec<ExampleRecord> = statement
+            .query_map(
+                params![
+                    id.0,
+                    request.after.map_or(i64::MIN, |after| after.0),
+                    limit + 1
+                ],
+                example_from_row,
+            )
+            .and_then(Iterator::collect)
+            .map_err(sqlite(context.clone()))?;
+        let mut items = items;
+        let more = items.len() > limit as usize;
+        items.truncate(limit as usize);
+        let total: i64 = self
+            .connection
+            .query_row(
+                "SELECT COUNT(*) FROM examples WHERE app = ?1",
+                [id.0],
+                |row| row.get(0),
+            )
+            .map_err(sqlite(context))?;
+        let next = match items.last() {
+            Some(last) if more => Some(PageRequest {
+                after: Some(last.id),
+                limit,
+            }),
+            _ => None,
+        };
+        Ok(Page {
+            items,
+            next,
+            total: total as u64,
+        })
+    }
+
+    /// One example of the app.
+    pub fn example(&self, id: AppId, example: ExampleId) -> Result<ExampleRecord> {
+        let app = self.app(id)?;
+        self.connection
+            .query_row(
+                &format!(
+                    "SELECT {EXAMPLE_COLUMNS} FROM examples e
+                     LEFT JOIN label_maps l ON l.app = e.app AND l.label_index = e.label_index
+                     WHERE e.app = ?1 AND e.id = ?2"
+                ),
+                params![id.0, example.0],
+                example_from_row,
+            )
+            .optional()
+            .map_err(sqlite(format!(
+                "reading example {} of app `{}`",
+                example.0, app.name
+            )))?
+            .ok_or(Error::NoSuchExample {
+                app: app.name,
+                id: example.0,
+            })
+    }
+
+    /// The number of the app's examples: (all, enabled).
+    pub fn example_counts(&self, id: AppId) -> Result<(u64, u64)> {
+        self.connection
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(enabled), 0) FROM examples WHERE app = ?1",
+                [id.0],
+                |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, i64>(1)? as u64)),
+            )
+            .map_err(sqlite("counting examples"))
+    }
+
+    /// Turns an example on or off for training. When the flag changes the app's data version is
+    /// bumped; setting the flag it already has changes nothing. Returns the data version.
+    pub fn set_enabled(&mut self, id: AppId, example: ExampleId, enabled: bool) -> Result<u64> {
+        let app = self.app(id)?;
+        let context = format!("toggling example {} of app `{}`", example.0, app.name);
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sqlite(context.clone()))?;
+        let current: Option<bool> = transaction
+            .query_row(
+                "SELECT enabled FROM examples WHERE app = ?1 AND id = ?2",
+                params![id.0, example.0],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sqlite(context.clone()))?;
+        let Some(current) = current else {
+            return Err(Error::NoSuchExample {
+                app: app.name,
+                id: example.0,
+            });
+        };
+        let app = query_app_in(&transaction, id)?;
+        if current == enabled {
+            return Ok(app.data_version);
+        }
+        let data_version = app.data_version + 1;
+        transaction
+            .execute(
+                "UPDATE examples SET enabled = ?1 WHERE id = ?2",
+                params![enabled, example.0],
+            )
+            .map_err(sqlite(context.clone()))?;
+        transaction
+            .execute(
+                "UPDATE apps SET data_version = ?1 WHERE id = ?2",
+                params![data_version as i64, id.0],
+            )
+            .map_err(sqlite(context.clone()))?;
+        transaction.commit().map_err(sqlite(context))?;
+        Ok(data_version)
+    }
+
+    // ----- runs -----
+
+    /// Queues a run of `candidate` on the app's current data version.
+    pub fn queue_run(&mut self, id: AppId, candidate: &str) -> Result<RunId> {
+        let app = self.app(id)?;
+        self.connection
+            .execute(
+                "INSERT INTO runs (app, candidate, state, data_version, queued_ms) VALUES (?1, ?2, 'queued', ?3, ?4)",
+                params![id.0, candidate, app.data_version as i64, now_ms()],
+            )
+            .map_err(sqlite(format!("queueing a run of `{candidate}` for app `{}`", app.name)))?;
+        Ok(RunId(self.connection.last_insert_rowid()))
+    }
+
+    /// Marks a queued run as running.
+    pub fn start_run(&mut self, run: RunId) -> Result<()> {
+        self.transition(run, RunState::Queued, "started", |connection| {
+            connection.execute(
+                "UPDATE runs SET state = 'running', started_ms = ?1 WHERE id = ?2",
+                params![now_ms(), run.0],
+            )
+        })
+    }
+
+    /// Marks a running run as done with its quality in [0, 1], cost and checkpoint.
+    pub fn finish_run(
+        &mut self,
+        run: RunId,
+        quality: f64,
+        cost_seconds: f64,
+        checkpoint: Option<&BlobHash>,
+    ) -> Result<()> {
+        if !(0.0..=1.0).contains(&quality) {
+            return Err(Error::RunValue {
+                id: run.0,
+                what: format!("quality {quality} is outside [0, 1]"),
+            });
+        }
+        if !(cost_seconds.is_finite() && cost_seconds >= 0.0) {
+            return Err(Error::RunValue {
+                id: run.0,
+                what: format!("cost {cost_seconds} s is not a non-negative number"),
+            });
+        }
+        self.transition(run, RunState::Running, "finished", |connection| {
+            connection.execute(
+                "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4 WHERE id = ?5",
+                params![quality, cost_seconds, checkpoint.map(BlobHash::as_str), now_ms(), run.0],
+            )
+        })
+    }
+
+    /// Marks a queued or running run as failed.
+    pub fn fail_run(&mut self, run: RunId, error: &str, cost_seconds: Option<f64>) -> Result<()> {
+        let state = self.run(run)?.state;
+        let from = if state == RunState::Queued {
+            RunState::Queued
+        } else {
+            RunState::Running
+        };
+        self.transition(run, from, "failed", |connection| {
+            connection.execute(
+                "UPDATE runs SET state = 'failed', error = ?1, cost_seconds = ?2, finished_ms = ?3 WHERE id = ?4",
+                params![error, cost_seconds, now_ms(), run.0],
+            )
+        })
+    }
+
+    /// Puts every running run back in the queue (after a crash); returns how many.
+    pub fn requeue_interrupted(&mut self) -> Result<usize> {
+        self.connection
+            .execute(
+                "UPDATE runs SET state = 'queued', started_ms = NULL WHERE state = 'running'",
+                [],
+            )
+            .map_err(sqlite("re-queueing interrupted runs"))
+    }
+
+    /// One run.
+    pub fn run(&self, run: RunId) -> Result<RunRecord> {
+        self.connection
+            .query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+                [run.0],
+                run_from_row,
+            )
+            .optional()
+            .map_err(sqlite(format!("reading run {}", run.0)))?
+            .ok_or(Error::NoSuchRun(run.0))
+    }
+
+    /// Every run of the app, by id.
+    pub fn runs(&self, id: AppId) -> Result<Vec<RunRecord>> {
+        let app = self.app(id)?;
+        let context = format!("listing runs of app `{}`", app.name);
+        let mut statement = self
+            .connection
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE app = ?1 ORDER BY id"
+            ))
+            .map_err(sqlite(context.clone()))?;
+        statement
+            .query_map([id.0], run_from_row)
+            .and_then(Iterator::collect)
+            .map_err(sqlite(context))
+    }
+
+    fn transition(
+        &mut self,
+        run: RunId,
+        from: RunState,
+        wanted: &'static str,
+        update: impl FnOnce(&Connection) -> rusqlite::Result<usize>,
+    ) -> Result<()> {
+        let context = format!("marking run {} {wanted}", run.0);
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sqlite(context.clone()))?;
+        let state: Option<String> = transaction
+            .query_row("SELECT state FROM runs WHERE id = ?1", [run.0], |row| {
+                row.get(0)
+            })
+            .optional()
+            .map_err(sqlite(context.clone()))?;
+        let Some(state) = state else {
+            return Err(Error::NoSuchRun(run.0));
+        };
+        if RunState::parse(&state) != from {
+            return Err(Error::RunState {
+                id: run.0,
+                state,
+                wanted,
+            });
+        }
+        update(&transaction).map_err(sqlite(context.clone()))?;
+        transaction.commit().map_err(sqlite(context))
+    }
+}
+
+const APP_COLUMNS: &str =
+    "id, name, manifest, system_type, label_capacity, labels_declared, data_version, created_ms";
+
+fn app_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<App> {
+    Ok(App {
+        id: AppId(row.get(0)?),
+        name: row.get(1)?,
+        manifest: row.get(2)?,
+        system_type: row.get(3)?,
+        label_capacity: row
+            .get::<_, Option<i64>>(4)?
+            .map(|capacity| capacity as u64),
+        labels_declared: row.get(5)?,
+        data_version: row.get::<_, i64>(6)? as u64,
+        created_ms: row.get(7)?,
+    })
+}
+
+fn query_app_in(connection: &Connection, id: AppId) -> Result<App> {
+    connection
+        .query_row(
+            &format!("SELECT {APP_COLUMNS} FROM apps WHERE id = ?1"),
+            [id.0],
+            app_from_row,
+        )
+        .optional()
+        .map_err(sqlite("reading an app"))?
+        .ok_or(Error::NoSuchAppId(id.0))
+}
+
+fn read_label_map(connection: &Connection, app: &App) -> Result<Option<LabelMap>> {
+    let Some(capacity) = app.label_capacity else {
+        return Ok(None);
+    };
+    let context = format!("reading the label map of app `{}`", app.name);
+    let mut statement = connection
+        .prepare_cached("SELECT label FROM label_maps WHERE app = ?1 ORDER BY label_index")
+        .map_err(sqlite(context.clone()))?;
+    let labels: Vec<String> = statement
+        .query_map([app.id.0], |row| row.get(0))
+        .and_then(Iterator::collect)
+        .map_err(sqlite(context))?;
+    Ok(Some(LabelMap {
+        labels,
+        capacity,
+        declared: app.labels_declared,
+    }))
+}
+
+fn example_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ExampleRecord> {
+    let input: String = row.get(1)?;
+    let output_hash: Option<String> = row.get(2)?;
+    let label_index: Option<i64> = row.get(3)?;
+    let label: Option<String> = row.get(4)?;
+    let output = match (output_hash, label_index) {
+        (Some(hash), _) => StoredOutput::Blob(trusted_hash(hash)),
+        (None, index) => StoredOutput::Label {
+            index: index.unwrap_or_default() as u32,
+            name: label.unwrap_or_default(),
+        },
+    };
+    Ok(ExampleRecord {
+        id: ExampleId(row.get(0)?),
+        input: trusted_hash(input),
+        output,
+        enabled: row.get(5)?,
+        data_version: row.get::<_, i64>(6)? as u64,
+        created_ms: row.get(7)?,
+    })
+}
+
+fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+    Ok(RunRecord {
+        id: RunId(row.get(0)?),
+        app: AppId(row.get(1)?),
+        candidate: row.get(2)?,
+        state: RunState::parse(&row.get::<_, String>(3)?),
+        data_version: row.get::<_, i64>(4)? as u64,
+        quality: row.get(5)?,
+        cost_seconds: row.get(6)?,
+        checkpoint: row.get::<_, Option<String>>(7)?.map(trusted_hash),
+        queued_ms: row.get(8)?,
+        started_ms: row.get(9)?,
+        finished_ms: row.get(10)?,
+        error: row.get(11)?,
+    })
+}
+
+/// A hash read back from the database, which only ever stores hashes the store computed (a damaged
+/// one fails when its blob is read).
+fn trusted_hash(text: String) -> BlobHash {
+    BlobHash::from_database(text)
+}
+
+fn token_hash(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}

@@ -1,0 +1,413 @@
+//! The store's contract: migrations, atomic batches, label maps, data versions, paging, runs, blobs.
+
+use easeml_store::{
+    AppId, Blob, Error, ExampleId, MIGRATIONS, NewApp, NewExample, NewOutput, PageRequest,
+    RunState, Store, StoreOptions, StoredOutput,
+};
+
+fn new_app(name: &str, label_capacity: Option<u64>, declared: Option<&[&str]>) -> NewApp {
+    NewApp {
+        name: name.to_owned(),
+        manifest: format!("{{\"app\": \"{name}\"}}"),
+        system_type: "{input: {[Tensor[2]], []}, output: {[Tensor[3]], []}}".to_owned(),
+        label_capacity,
+        declared_labels: declared.map(|labels| labels.iter().map(|l| l.to_string()).collect()),
+    }
+}
+
+fn labelled(input: u8, label: &str) -> NewExample {
+    NewExample {
+        input: Blob::Bytes(vec![b'E', b'M', b'X', b'1', input]),
+        output: NewOutput::Label(label.to_owned()),
+    }
+}
+
+fn open() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("home")).unwrap();
+    (dir, store)
+}
+
+fn total(store: &Store, app: AppId) -> u64 {
+    store.examples(app, PageRequest::default()).unwrap().total
+}
+
+#[test]
+fn a_fresh_store_is_migrated_in_wal_mode_and_sound() {
+    let (dir, store) = open();
+    assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+    assert!(dir.path().join("home/easeml.sqlite3").exists());
+    assert!(dir.path().join("home/easeml.sqlite3-wal").exists());
+    assert!(dir.path().join("home/blobs/tmp").is_dir());
+    // Opening again applies nothing and keeps the version.
+    drop(store);
+    let store = Store::open(dir.path().join("home")).unwrap();
+    assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
+}
+
+#[test]
+fn an_existing_store_is_upgraded_and_keeps_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut old =
+        Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..1]).unwrap();
+    assert_eq!(old.schema_version().unwrap(), 1);
+    let (app, _) = old.register_app(&new_app("old", Some(3), None)).unwrap();
+    old.insert_examples(app.id, &[labelled(1, "cat"), labelled(2, "dog")])
+        .unwrap();
+    drop(old);
+
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(total(&store, app.id), 2);
+    assert_eq!(store.app(app.id).unwrap().data_version, 1);
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn a_store_from_a_newer_build_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path()).unwrap());
+    let migrated = migrate_to_version_99(dir.path());
+    let error = Store::open(dir.path()).unwrap_err().to_string();
+    assert!(
+        error.contains(&format!(
+            "has schema version 99, newer than this build's {}; upgrade easeml",
+            MIGRATIONS.len()
+        )),
+        "{error} / {migrated}"
+    );
+}
+
+/// Marks the store as migrated to version 99 through a store of a "newer build": a migration list
+/// whose last entry is 99.
+fn migrate_to_version_99(home: &std::path::Path) -> String {
+    let mut newer: Vec<easeml_store::Migration> = MIGRATIONS.to_vec();
+    newer.push(easeml_store::Migration {
+        version: 99,
+        name: "from the future",
+        sql: "CREATE TABLE future (x INTEGER);",
+    });
+    let store = Store::open_migrated(home, &StoreOptions::default(), &newer).unwrap();
+    format!("version {}", store.schema_version().unwrap())
+}
+
+#[test]
+fn a_batch_is_stored_whole_or_not_at_all() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    // The third distinct label does not fit an output [2]: the whole batch is refused.
+    let batch = [
+        labelled(1, "cat"),
+        labelled(2, "dog"),
+        labelled(3, "bird"),
+        labelled(4, "cat"),
+    ];
+    let error = store.insert_examples(app.id, &batch).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "app `pets`: label `bird` would be label number 3, but the output [2] holds at most 2; the labels so far are: cat, dog"
+    );
+    assert_eq!(total(&store, app.id), 0);
+    assert_eq!(store.app(app.id).unwrap().data_version, 0);
+    assert_eq!(
+        store.label_map(app.id).unwrap().unwrap().labels,
+        Vec::<String>::new()
+    );
+
+    let report = store
+        .insert_examples(
+            app.id,
+            &[labelled(1, "dog"), labelled(2, "cat"), labelled(3, "dog")],
+        )
+        .unwrap();
+    assert_eq!(report.ids.len(), 3);
+    assert_eq!(report.data_version, 1);
+    assert_eq!(
+        report.new_labels,
+        vec![("dog".to_owned(), 0), ("cat".to_owned(), 1)]
+    );
+    let page = store.examples(app.id, PageRequest::default()).unwrap();
+    let labels: Vec<(u32, &str)> = page
+        .items
+        .iter()
+        .map(|item| match &item.output {
+            StoredOutput::Label { index, name } => (*index, name.as_str()),
+            StoredOutput::Blob(_) => panic!("a label was expected"),
+        })
+        .collect();
+    assert_eq!(labels, [(0, "dog"), (1, "cat"), (0, "dog")]);
+    // A later batch keeps the first-seen order and the limit.
+    let error = store
+        .insert_examples(app.id, &[labelled(9, "fish")])
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("label `fish` would be label number 3")
+    );
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn declared_labels_are_fixed_and_ordered() {
+    let (_dir, mut store) = open();
+    let (app, _) = store
+        .register_app(&new_app("zoo", Some(3), Some(&["dog", "cat", "sea lion"])))
+        .unwrap();
+    let report = store
+        .insert_examples(app.id, &[labelled(1, "sea lion")])
+        .unwrap();
+    assert!(report.new_labels.is_empty());
+    assert_eq!(
+        store.example(app.id, report.ids[0]).unwrap().output,
+        StoredOutput::Label {
+            index: 2,
+            name: "sea lion".to_owned()
+        }
+    );
+    let error = store
+        .insert_examples(app.id, &[labelled(1, "horse")])
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "app `zoo`: unknown label `horse`; the declared labels are: dog, cat, sea lion"
+    );
+}
+
+#[test]
+fn labels_need_a_label_map() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("reg", None, None)).unwrap();
+    let error = store
+        .insert_examples(app.id, &[labelled(1, "x")])
+        .unwrap_err();
+    assert!(matches!(error, Error::NoLabels(_)), "{error}");
+}
+
+#[test]
+fn toggling_bumps_the_data_version_only_on_change() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let (other, _) = store
+        .register_app(&new_app("other", Some(2), None))
+        .unwrap();
+    let ids = store
+        .insert_examples(app.id, &[labelled(1, "cat"), labelled(2, "dog")])
+        .unwrap()
+        .ids;
+    assert_eq!(store.app(app.id).unwrap().data_version, 1);
+    assert_eq!(store.set_enabled(app.id, ids[0], false).unwrap(), 2);
+    assert_eq!(store.set_enabled(app.id, ids[0], false).unwrap(), 2);
+    assert_eq!(store.set_enabled(app.id, ids[0], true).unwrap(), 3);
+    assert_eq!(store.example_counts(app.id).unwrap(), (2, 2));
+    store.set_enabled(app.id, ids[1], false).unwrap();
+    assert_eq!(store.example_counts(app.id).unwrap(), (2, 1));
+    assert!(!store.example(app.id, ids[1]).unwrap().enabled);
+    // Another app cannot see or toggle these examples.
+    let error = store.set_enabled(other.id, ids[0], false).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("app `other` has no example {}", ids[0].0)
+    );
+    assert_eq!(store.app(other.id).unwrap().data_version, 0);
+    let error = store
+        .set_enabled(app.id, ExampleId(999_999), true)
+        .unwrap_err();
+    assert_eq!(error.to_string(), "app `pets` has no example 999999");
+}
+
+#[test]
+fn examples_are_listed_page_by_page() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let (other, _) = store
+        .register_app(&new_app("other", Some(2), None))
+        .unwrap();
+    let batch: Vec<NewExample> = (0..25).map(|i| labelled(i, "cat")).collect();
+    store.insert_examples(other.id, &batch[..3]).unwrap();
+    let ids = store.insert_examples(app.id, &batch).unwrap().ids;
+    let mut request = PageRequest {
+        after: None,
+        limit: 10,
+    };
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = store.examples(app.id, request).unwrap();
+        assert_eq!(page.total, 25);
+        pages += 1;
+        seen.extend(page.items.iter().map(|item| item.id));
+        match page.next {
+            Some(next) => request = next,
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, ids);
+    // Identical inputs share one blob file.
+    let page = store
+        .examples(
+            app.id,
+            PageRequest {
+                after: None,
+                limit: 1,
+            },
+        )
+        .unwrap();
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(
+        Blob::Bytes(store.blob(&page.items[0].input).unwrap()),
+        batch[0].input
+    );
+}
+
+#[test]
+fn runs_move_through_their_states() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let run = store.queue_run(app.id, "resnet18").unwrap();
+    let error = store.finish_run(run, 0.5, 1.0, None).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("run {} is queued, so it cannot be finished", run.0)
+    );
+    store.start_run(run).unwrap();
+    let error = store.finish_run(run, 1.5, 1.0, None).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("run {}: quality 1.5 is outside [0, 1]", run.0)
+    );
+    let checkpoint = store.put_blob(b"weights").unwrap();
+    store
+        .finish_run(run, 0.75, 12.5, Some(&checkpoint))
+        .unwrap();
+    let record = store.run(run).unwrap();
+    assert_eq!(record.state, RunState::Done);
+    assert_eq!(record.quality, Some(0.75));
+    assert_eq!(record.checkpoint, Some(checkpoint));
+    assert!(record.finished_ms.is_some());
+
+    let interrupted = store.queue_run(app.id, "vgg16").unwrap();
+    store.start_run(interrupted).unwrap();
+    assert_eq!(store.requeue_interrupted().unwrap(), 1);
+    assert_eq!(store.run(interrupted).unwrap().state, RunState::Queued);
+    store.fail_run(interrupted, "out of memory", None).unwrap();
+    assert_eq!(store.runs(app.id).unwrap().len(), 2);
+}
+
+#[test]
+fn tokens_are_checked_by_hash() {
+    let (_dir, mut store) = open();
+    let (app, token) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let (other, other_token) = store
+        .register_app(&new_app("other", Some(2), None))
+        .unwrap();
+    assert_eq!(token.len(), 64);
+    assert!(store.verify_token(app.id, &token).unwrap());
+    assert!(!store.verify_token(app.id, &other_token).unwrap());
+    assert!(!store.verify_token(other.id, &token).unwrap());
+    assert!(!store.verify_token(app.id, "").unwrap());
+    let error = store
+        .register_app(&new_app("pets", None, None))
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "an app named `pets` is already registered"
+    );
+}
+
+#[test]
+fn corrupt_blobs_are_detected() {
+    let (_dir, store) = open();
+    let hash = store.put_blob(b"some tensor bytes").unwrap();
+    assert_eq!(store.put_blob(b"some tensor bytes").unwrap(), hash);
+    std::fs::write(store.blob_path(&hash), b"other bytes").unwrap();
+    let error = store.blob(&hash).unwrap_err().to_string();
+    assert!(
+        error.starts_with(&format!("blob {hash} is corrupt: its bytes hash to ")),
+        "{error}"
+    );
+}
+
+#[test]
+fn removing_an_app_removes_its_rows() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    store
+        .insert_examples(app.id, &[labelled(1, "cat")])
+        .unwrap();
+    store.queue_run(app.id, "resnet18").unwrap();
+    store.remove_app(app.id).unwrap();
+    assert!(store.app_by_name("pets").unwrap().is_none());
+    assert_eq!(store.apps().unwrap().len(), 0);
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn full_durability_stores_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        durability: easeml_store::Durability::Full,
+    };
+    let mut store = Store::open_with(dir.path(), &options).unwrap();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let report = store
+        .insert_examples(app.id, &[labelled(1, "cat"), labelled(2, "dog")])
+        .unwrap();
+    assert_eq!(report.ids.len(), 2);
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn garbage_collection_keeps_referenced_and_young_blobs() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    store
+        .insert_examples(app.id, &[labelled(1, "cat")])
+        .unwrap();
+    let run = store.queue_run(app.id, "resnet18").unwrap();
+    store.start_run(run).unwrap();
+    let checkpoint = store.put_blob(b"weights").unwrap();
+    store.finish_run(run, 0.5, 1.0, Some(&checkpoint)).unwrap();
+    let orphan = store.put_blob(b"left by a failed batch").unwrap();
+    // Young blobs are kept.
+    assert_eq!(
+        store
+            .collect_garbage(std::time::Duration::from_secs(3600))
+            .unwrap(),
+        (0, 0)
+    );
+    assert_eq!(
+        store.collect_garbage(std::time::Duration::ZERO).unwrap(),
+        (1, b"left by a failed batch".len() as u64)
+    );
+    assert!(store.blob(&orphan).is_err());
+    assert_eq!(store.blob(&checkpoint).unwrap(), b"weights");
+    let page = store.examples(app.id, PageRequest::default()).unwrap();
+    assert!(store.blob(&page.items[0].input).is_ok());
+}
+
+#[test]
+fn a_batch_may_name_blobs_written_before() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let written = store.put_blob(b"EMX1 early").unwrap();
+    let example = NewExample {
+        input: Blob::Stored(written.clone()),
+        output: NewOutput::Label("cat".to_owned()),
+    };
+    let ids = store.insert_examples(app.id, &[example]).unwrap().ids;
+    assert_eq!(store.example(app.id, ids[0]).unwrap().input, written);
+    let missing = easeml_store::BlobHash::of(b"never written");
+    let example = NewExample {
+        input: Blob::Stored(missing.clone()),
+        output: NewOutput::Label("cat".to_owned()),
+    };
+    let error = store.insert_examples(app.id, &[example]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("blob {missing} is not in the store")
+    );
+    assert_eq!(total(&store, app.id), 1);
+}
