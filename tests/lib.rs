@@ -46,6 +46,26 @@ pub fn examples() -> Vec<(String, String)> {
     examples
 }
 
+/// The files easemlc generates for an example (formatted with rustfmt, as `easemlc build` writes
+/// them), with `runtime_path` in the crate's Cargo.toml.
+pub fn generate_crate(
+    stem: &str,
+    source: &str,
+    runtime_path: &str,
+) -> std::collections::BTreeMap<String, String> {
+    use easeml_compiler::codegen::{CrateOptions, crate_files, rustfmt_files};
+    let compiled = compile(source, stem, &Registry::builtin())
+        .unwrap_or_else(|diagnostics| panic!("{stem}: {diagnostics:#?}"));
+    let options = CrateOptions {
+        runtime_path: runtime_path.to_owned(),
+        server: None,
+    };
+    let mut files =
+        crate_files(&compiled, &options).unwrap_or_else(|error| panic!("{stem}: {error}"));
+    rustfmt_files(&mut files);
+    files
+}
+
 /// What a fixture says it must produce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expectation {

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use easeml_compiler::codegen::{CrateOptions, crate_files, rustfmt_files};
 use easeml_compiler::diagnostic::{self, JsonDiagnostic};
 use easeml_compiler::explain::Explanation;
 use easeml_compiler::{Code, Compiled, Diagnostic, Registry, Span, compile};
@@ -27,7 +28,7 @@ use easeml_compiler::{Code, Compiled, Diagnostic, Registry, Span, compile};
         easemlc checks it, prints its canonical system type, and picks the candidate models that \
         fit it from the template registry.",
     after_help = "Exit codes: 0 = valid, 1 = the program has errors, 2 = the command failed.\n\
-        Examples:\n  easemlc check examples/*.eml\n  easemlc explain examples/image_classification.eml --json"
+        Examples:\n  easemlc check examples/*.eml\n  easemlc explain examples/galaxy_morphology.eml --json\n  easemlc examples/galaxy_morphology.eml -o galaxy"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,6 +42,24 @@ enum Command {
         /// The `.eml` files to check (`-` reads standard input).
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        options: CommonOptions,
+    },
+    /// Generate the app's client crate (also: `easemlc FILE.eml`): typed Input/Output, a Client, and
+    /// the binaries `<app>`, `<app>-feed`, `<app>-refine`.
+    Build {
+        /// The `.eml` file to compile.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Where to write the crate (default: `./<app>/`).
+        #[arg(short = 'o', long = "out", value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Bake a server URL into the binaries (EASEML_SERVER still overrides it).
+        #[arg(long, value_name = "URL")]
+        server: Option<String>,
+        /// The path the crate's Cargo.toml uses for easeml-runtime (default: this checkout's).
+        #[arg(long, value_name = "PATH")]
+        runtime_path: Option<String>,
         #[command(flatten)]
         options: CommonOptions,
     },
@@ -79,7 +98,15 @@ enum Color {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `easemlc FILE.eml ...` is `easemlc build FILE.eml ...`.
+    let mut arguments: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(first) = arguments.get(1).and_then(|first| first.to_str())
+        && !first.starts_with('-')
+        && !["check", "explain", "build", "help"].contains(&first)
+    {
+        arguments.insert(1, "build".into());
+    }
+    let cli = Cli::parse_from(arguments);
     match run(cli) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
@@ -127,6 +154,48 @@ fn run(cli: Cli) -> Result<bool> {
             }
             Ok(all_valid)
         }
+        Command::Build {
+            file,
+            out,
+            server,
+            runtime_path,
+            options,
+        } => {
+            let registry = load_registry(&options)?;
+            let input = Input::read(&file)?;
+            let compiled = match input.compile(&registry) {
+                Ok(compiled) => compiled,
+                Err(diagnostics) => {
+                    if options.json {
+                        print_json(&input.json(&diagnostics))?;
+                    } else {
+                        input.print(&diagnostics, options.color);
+                    }
+                    return Ok(false);
+                }
+            };
+            let runtime_path = runtime_path.unwrap_or_else(default_runtime_path);
+            let mut files = crate_files(
+                &compiled,
+                &CrateOptions {
+                    runtime_path,
+                    server,
+                },
+            )?;
+            rustfmt_files(&mut files);
+            let out = out.unwrap_or_else(|| PathBuf::from(&compiled.schema.app));
+            let written = write_crate(&out, &files)?;
+            eprintln!(
+                "easemlc: {} ({} -> {}, {} candidates): {written} of {} files written",
+                compiled.schema.app,
+                compiled.schema.system_type(),
+                compiled.workload(),
+                compiled.candidates.len(),
+                files.len()
+            );
+            println!("{}", out.display());
+            Ok(true)
+        }
         Command::Explain { file, options } => {
             let registry = load_registry(&options)?;
             let input = Input::read(&file)?;
@@ -151,6 +220,55 @@ fn run(cli: Cli) -> Result<bool> {
             }
         }
     }
+}
+
+/// This checkout's `runtime/core`, where easemlc was built from.
+fn default_runtime_path() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/core");
+    std::fs::canonicalize(&path)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Writes the crate's files under `out`, only those whose content changed; returns how many.
+/// Refuses a folder that exists, is not empty, and was not generated by easemlc.
+fn write_crate(out: &Path, files: &std::collections::BTreeMap<String, String>) -> Result<usize> {
+    if out.exists() {
+        if !out.is_dir() {
+            anyhow::bail!(
+                "`{}` exists and is not a folder; pass another `-o DIR`",
+                out.display()
+            );
+        }
+        let empty = std::fs::read_dir(out)
+            .with_context(|| format!("cannot read the folder `{}`", out.display()))?
+            .next()
+            .is_none();
+        let generated = std::fs::read_to_string(out.join("easeml.json"))
+            .is_ok_and(|text| text.contains(easeml_compiler::codegen::GENERATED_HEADER));
+        if !empty && !generated {
+            anyhow::bail!(
+                "`{}` exists and was not generated by easemlc; pass another `-o DIR` or remove it",
+                out.display()
+            );
+        }
+    }
+    let mut written = 0;
+    for (relative, content) in files {
+        let path = out.join(relative);
+        if std::fs::read_to_string(&path).ok().as_deref() == Some(content.as_str()) {
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create the folder `{}`", parent.display()))?;
+        }
+        std::fs::write(&path, content)
+            .with_context(|| format!("cannot write `{}`", path.display()))?;
+        written += 1;
+    }
+    Ok(written)
 }
 
 fn load_registry(options: &CommonOptions) -> Result<Registry> {

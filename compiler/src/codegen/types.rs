@@ -10,7 +10,8 @@ use crate::schema::{DataType, FieldKind, Schema};
 
 use super::labels::label_variants;
 
-/// The items of an app's types. Generated code names only `::easeml_runtime::__private` paths.
+/// The items of an app's types. Generated code reaches the runtime only through
+/// `::easeml_runtime::__private` (imported as `easeml`).
 pub fn rust_types(schema: &Schema) -> TokenStream {
     let app = &schema.app;
     let system_type = schema.system_type();
@@ -22,6 +23,8 @@ pub fn rust_types(schema: &Schema) -> TokenStream {
         .map(label_items)
         .unwrap_or_default();
     quote! {
+        use ::easeml_runtime::__private as easeml;
+
         /// The app's name.
         pub const APP: &str = #app;
         /// The app's canonical system data type.
@@ -55,7 +58,7 @@ fn field_ident(name: &str) -> (Ident, bool) {
 }
 
 fn data_type_items(data_type: &DataType, type_name: &str, app: &str) -> TokenStream {
-    let private = quote!(::easeml_runtime::__private);
+    let private = quote!(easeml);
     let name = Ident::new(type_name, Span::call_site());
     let doc = format!(
         " The {} of `{app}`: `{data_type}`.",
@@ -115,7 +118,7 @@ fn data_type_items(data_type: &DataType, type_name: &str, app: &str) -> TokenStr
     quote! {
         #[doc = #doc]
         #[derive(Debug, Clone, PartialEq, #private::serde::Serialize, #private::serde::Deserialize)]
-        #[serde(crate = "::easeml_runtime::__private::serde", deny_unknown_fields)]
+        #[serde(crate = "easeml::serde", deny_unknown_fields)]
         pub struct #name {
             #(#fields)*
         }
@@ -134,7 +137,7 @@ fn data_type_items(data_type: &DataType, type_name: &str, app: &str) -> TokenStr
 }
 
 fn label_items(labels: &[String]) -> TokenStream {
-    let private = quote!(::easeml_runtime::__private);
+    let private = quote!(easeml);
     let variants: Vec<Ident> = label_variants(labels)
         .iter()
         .map(|variant| Ident::new(variant, Span::call_site()))

@@ -13,6 +13,7 @@
 //! The loaders of the `feed` formats (DESIGN.md section 2) live in [`feed`]; the checked object model
 //! and its binary encoding in the `easeml-example` crate; the storage in `easeml-store`.
 
+pub mod app_cli;
 mod client;
 mod connection;
 pub mod feed;

@@ -1,0 +1,137 @@
+//! Every golden app crate builds (with one shared target dir, so the runtime is built once) and its
+//! binaries answer `--help`; one app then runs end to end in embedded mode through its real binaries:
+//! feed (good and bad lines), refine, status.
+//!
+//! The crates are generated into the test's temporary folder with an absolute runtime path (the
+//! committed golden crates, byte-compared in `golden_files.rs`, differ only in that path), and use
+//! the workspace's Cargo.lock so they build the same dependency versions.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use easeml_tests::{examples, generate_crate};
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn write_crate(stem: &str, source: &str, root: &Path) -> PathBuf {
+    let runtime = std::fs::canonicalize(workspace_root().join("runtime/core")).unwrap();
+    let folder = root.join(stem);
+    for (relative, text) in generate_crate(stem, source, &runtime.display().to_string()) {
+        let path = folder.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        folder.join("Cargo.lock"),
+    )
+    .unwrap();
+    folder
+}
+
+fn run(binary: &Path, arguments: &[&str], home: &Path, stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new(binary)
+        .args(arguments)
+        .env("EASEML_HOME", home)
+        .env_remove("EASEML_SERVER")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{}: {error}", binary.display()));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_golden_crate_builds_and_its_binaries_run() {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("golden-crates");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("golden-target");
+    let home = root.join("home");
+    let _ = std::fs::remove_dir_all(&home);
+    for (stem, source) in examples() {
+        let folder = write_crate(&stem, &source, &root);
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--offline", "--manifest-path"])
+            .arg(folder.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", &target)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "{stem}: the generated crate does not build"
+        );
+        for binary in [
+            stem.clone(),
+            format!("{stem}-feed"),
+            format!("{stem}-refine"),
+        ] {
+            let (code, stdout, stderr) =
+                run(&target.join("debug").join(&binary), &["--help"], &home, "");
+            assert_eq!(code, 0, "{binary} --help: {stderr}");
+            assert!(stdout.contains("Usage:"), "{binary}: {stdout}");
+        }
+        let (_, feed_help, _) = run(
+            &target.join("debug").join(&stem),
+            &["feed", "--help"],
+            &home,
+            "",
+        );
+        assert!(feed_help.contains("Line formats:"), "{stem}: {feed_help}");
+    }
+
+    // The paper's walkthrough, in embedded mode, through the real binaries of one app.
+    let app = target.join("debug/breast_cancer");
+    let feed = target.join("debug/breast_cancer-feed");
+    let row = |value: f32| format!("[{}]", vec![value.to_string(); 30].join(", "));
+    let lines = format!(
+        "{} malignant\n{} benign\n{} benign\n",
+        row(0.1),
+        row(0.9),
+        row(0.8)
+    );
+    let (code, stdout, stderr) = run(&feed, &[], &home, &lines);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "breast_cancer: 3 examples added\n");
+    let (code, _, stderr) = run(
+        &app,
+        &["feed"],
+        &home,
+        &format!("{} malignant\n[1, 2] benign\n", row(0.2)),
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("line 2") && stderr.contains("expected shape [30]"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was stored"), "{stderr}");
+    let (code, stdout, _) = run(&app, &["refine", "--list"], &home, "");
+    assert_eq!(code, 0);
+    assert_eq!(
+        stdout.lines().count(),
+        3,
+        "the bad batch stored nothing: {stdout}"
+    );
+    let (code, stdout, stderr) = run(&app, &["refine", "--disable", "2"], &home, "");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("example 2 disabled"), "{stdout}");
+    let (code, _, stderr) = run(&app, &["refine", "--disable", "999"], &home, "");
+    assert_eq!(code, 1, "an unknown example is an error");
+    assert!(!stderr.is_empty());
+    let (code, stdout, _) = run(&app, &[], &home, "");
+    assert_eq!(code, 0);
+    assert!(stdout.contains("3 examples (2 enabled)"), "{stdout}");
+}
