@@ -46,7 +46,10 @@ fn main() -> Result<()> {
         Task::Test => test(),
         Task::Demo => demo(&root),
         Task::Fuzz { seconds } => fuzz(seconds),
-        Task::Bench => run_step("criterion benchmarks", cargo(&["bench", "-p", "easeml-compiler"])),
+        Task::Bench => run_step(
+            "criterion benchmarks",
+            cargo(&["bench", "-p", "easeml-compiler"]),
+        ),
     }
 }
 
@@ -108,7 +111,14 @@ fn test() -> Result<()> {
 fn demo(root: &Path) -> Result<()> {
     run_step(
         "build easemlc",
-        cargo(&["build", "--quiet", "-p", "easeml-compiler", "--bin", "easemlc"]),
+        cargo(&[
+            "build",
+            "--quiet",
+            "-p",
+            "easeml-compiler",
+            "--bin",
+            "easemlc",
+        ]),
     )?;
     let easemlc = root.join("target/debug/easemlc");
     let mut examples: Vec<PathBuf> = std::fs::read_dir(root.join("examples"))?
