@@ -58,6 +58,13 @@ pub struct SchedulerBenchArgs {
     /// Worker threads (results do not depend on it). Default: available cores.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// delta of GP-UCB's beta_t = log(K t^2 / delta).
+    #[arg(long, default_value_t = 0.1, value_name = "D")]
+    delta: f64,
+    /// Per-user amplitude estimate of the GPs, as pseudo-observations at the shared amplitude
+    /// (0 turns it off).
+    #[arg(long, default_value_t = 0.0, value_name = "C")]
+    amplitude_prior: f64,
 }
 
 /// The kernel choices on the command line.
@@ -191,6 +198,8 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
         kernel_user_fraction: args.kernel_fraction,
         hybrid_patience: args.hybrid_patience,
         threads,
+        ucb_delta: args.delta,
+        amplitude_prior_strength: (args.amplitude_prior > 0.0).then_some(args.amplitude_prior),
     };
     let progress = ProgressBar::new(args.repeats as u64);
     progress.set_style(

@@ -28,6 +28,8 @@ pub struct UserGp {
     observed_candidates: Vec<usize>,
     posterior_mean: Vec<f64>,
     posterior_variance: Vec<f64>,
+    /// Pseudo-observations of the per-user amplitude estimate (`None`: amplitude fixed at 1).
+    amplitude_prior_strength: Option<f64>,
 }
 
 impl UserGp {
@@ -48,6 +50,31 @@ impl UserGp {
             whitened_targets: Vec::new(),
             observed_candidates: Vec::new(),
             posterior_variance,
+            amplitude_prior_strength: None,
+        }
+    }
+
+    /// Turns on the per-user amplitude: the user's kernel is `a^2 K` with `a^2` estimated from its
+    /// own observations, `a^2 = (c + |z|^2) / (c + t)` (`z` the whitened residuals, `t` their number,
+    /// `c` = `prior_strength` pseudo-observations at amplitude 1). Users whose qualities deviate
+    /// from the history more than the kernel expects get wider bounds, users that follow it get
+    /// narrower ones. The posterior mean does not change; [`UserGp::standard_deviation`] scales.
+    pub fn with_amplitude_estimate(mut self, prior_strength: f64) -> Self {
+        self.amplitude_prior_strength =
+            (prior_strength.is_finite() && prior_strength > 0.0).then_some(prior_strength);
+        self
+    }
+
+    /// The user's amplitude factor `a` (1 when the estimate is off).
+    pub fn amplitude(&self) -> f64 {
+        match self.amplitude_prior_strength {
+            None => 1.0,
+            Some(strength) => {
+                let squared: f64 = self.whitened_targets.iter().map(|z| z * z).sum();
+                let estimate =
+                    ((strength + squared) / (strength + self.whitened_targets.len() as f64)).sqrt();
+                if estimate.is_finite() { estimate } else { 1.0 }
+            }
         }
     }
 
@@ -71,9 +98,9 @@ impl UserGp {
         &self.posterior_variance
     }
 
-    /// Posterior standard deviation of one candidate.
+    /// Posterior standard deviation of one candidate, times the user's amplitude (what decisions use).
     pub fn standard_deviation(&self, candidate: usize) -> f64 {
-        self.posterior_variance[candidate].max(0.0).sqrt()
+        self.posterior_variance[candidate].max(0.0).sqrt() * self.amplitude()
     }
 
     /// Conditions on one observation `quality` of `candidate` (a rank-one Cholesky extension).

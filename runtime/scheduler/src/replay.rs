@@ -19,10 +19,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
-use crate::acquisition::CandidatePolicy;
+use crate::acquisition::{BetaForm, CandidatePolicy};
 use crate::dataset::Dataset;
 use crate::error::{Result, SchedulerError};
-use crate::kernel::{HyperparameterChoice, KernelKind, KernelModel, QualityHistory};
+use crate::kernel::{
+    HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel, QualityHistory,
+};
 use crate::picker::UserPickerKind;
 use crate::scheduler::{CandidateSpec, Scheduler, SchedulerConfig};
 
@@ -122,6 +124,10 @@ pub struct ReplayConfig {
     pub hybrid_patience: usize,
     /// Worker threads (repetitions run in parallel; results do not depend on it).
     pub threads: usize,
+    /// `delta` of GP-UCB's `beta_t`.
+    pub ucb_delta: f64,
+    /// Per-user amplitude estimate of the GP policies (pseudo-observations; `None`: off).
+    pub amplitude_prior_strength: Option<f64>,
 }
 
 impl Default for ReplayConfig {
@@ -141,6 +147,8 @@ impl Default for ReplayConfig {
             kernel_user_fraction: 1.0,
             hybrid_patience: 10,
             threads: 1,
+            ucb_delta: 0.1,
+            amplitude_prior_strength: None,
         }
     }
 }
@@ -192,6 +200,8 @@ pub struct ReplayOutcome {
     pub budgets: Vec<f64>,
     /// Seconds spent fitting kernels (all repetitions).
     pub kernel_fit_seconds: f64,
+    /// The fitted hyperparameters of every repetition (GP-UCB kernel).
+    pub hyperparameters: Vec<KernelHyperparameters>,
     /// Total wall-clock seconds.
     pub wall_seconds: f64,
 }
@@ -201,6 +211,7 @@ struct Repetition {
     seconds: Vec<f64>,
     budget: f64,
     kernel_fit_seconds: f64,
+    hyperparameters: KernelHyperparameters,
 }
 
 /// The first grid cost at which `curve` is at or below `level`.
@@ -240,13 +251,19 @@ fn repetition_rng(seed: u64, repetition: usize) -> ChaCha8Rng {
 
 fn policy_config(
     policy: PolicyName,
-    cost_aware: bool,
-    patience: usize,
+    config: &ReplayConfig,
     cited_order: &[String],
     recent_order: &[String],
     seed: u64,
 ) -> SchedulerConfig {
-    let ucb = CandidatePolicy::ucb(cost_aware);
+    let cost_aware = config.cost_aware;
+    let patience = config.hybrid_patience;
+    let ucb_with = |cost_aware: bool| CandidatePolicy::Ucb {
+        cost_aware,
+        beta_form: BetaForm::Practical,
+        delta: config.ucb_delta,
+    };
+    let ucb = ucb_with(cost_aware);
     let (candidate_policy, user_picker) = match policy {
         PolicyName::Fcfs => (ucb, UserPickerKind::Fcfs),
         PolicyName::RoundRobin => (ucb, UserPickerKind::RoundRobin),
@@ -280,6 +297,7 @@ fn policy_config(
         candidate_policy,
         user_picker,
         seed,
+        amplitude_prior_strength: config.amplitude_prior_strength,
     }
 }
 
@@ -391,14 +409,7 @@ fn run_repetition(
         };
         let mut scheduler = Scheduler::new(
             policy_kernel,
-            policy_config(
-                policy,
-                config.cost_aware,
-                config.hybrid_patience,
-                &cited_order,
-                &recent_order,
-                scheduler_seed,
-            ),
+            policy_config(policy, config, &cited_order, &recent_order, scheduler_seed),
         );
         let user_ids: Vec<String> = test_users
             .iter()
@@ -451,6 +462,7 @@ fn run_repetition(
         seconds,
         budget,
         kernel_fit_seconds,
+        hyperparameters: kernel.hyperparameters(),
     })
 }
 
@@ -557,6 +569,7 @@ pub fn run_replay(
         curves,
         budgets: repetitions.iter().map(|r| r.budget).collect(),
         kernel_fit_seconds: repetitions.iter().map(|r| r.kernel_fit_seconds).sum(),
+        hyperparameters: repetitions.iter().map(|r| r.hyperparameters).collect(),
         wall_seconds: started.elapsed().as_secs_f64(),
         config,
     })
@@ -642,8 +655,11 @@ impl ReplayOutcome {
             "kernel": self.config.kernel,
             "kernel_user_fraction": self.config.kernel_user_fraction,
             "hybrid_patience": self.config.hybrid_patience,
+            "ucb_delta": self.config.ucb_delta,
+            "amplitude_prior_strength": self.config.amplitude_prior_strength,
             "mean_budget": mean_budget,
             "kernel_fit_seconds": self.kernel_fit_seconds,
+            "hyperparameters_first_repetition": self.hyperparameters.first(),
             "wall_seconds": self.wall_seconds,
             "policies": policies,
         })

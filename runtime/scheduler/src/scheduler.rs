@@ -36,6 +36,9 @@ pub struct SchedulerConfig {
     pub user_picker: UserPickerKind,
     /// Seed of the scheduler's random generator (used by the Random picker).
     pub seed: u64,
+    /// Per-user amplitude estimate with this many pseudo-observations (see
+    /// [`UserGp::with_amplitude_estimate`]); `None` keeps the shared amplitude.
+    pub amplitude_prior_strength: Option<f64>,
 }
 
 impl Default for SchedulerConfig {
@@ -45,6 +48,7 @@ impl Default for SchedulerConfig {
             candidate_policy: CandidatePolicy::ucb(true),
             user_picker: UserPickerKind::default(),
             seed: 0,
+            amplitude_prior_strength: None,
         }
     }
 }
@@ -143,6 +147,7 @@ pub struct Scheduler {
     rng: ChaCha8Rng,
     users: Vec<UserState>,
     next_registration_sequence: u64,
+    amplitude_prior_strength: Option<f64>,
 }
 
 fn validate_cost(user: &str, model: &str, cost: f64) -> Result<()> {
@@ -176,6 +181,7 @@ impl Scheduler {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             users: Vec::new(),
             next_registration_sequence: 0,
+            amplitude_prior_strength: config.amplitude_prior_strength,
         }
     }
 
@@ -193,11 +199,15 @@ impl Scheduler {
 
     fn fresh_gp(&self, model_ids: &[String]) -> UserGp {
         let (mean, covariance) = self.kernel.prior_over(model_ids);
-        UserGp::new(
+        let gp = UserGp::new(
             mean,
             covariance,
             self.kernel.hyperparameters().noise_variance,
-        )
+        );
+        match self.amplitude_prior_strength {
+            Some(strength) => gp.with_amplitude_estimate(strength),
+            None => gp,
+        }
     }
 
     /// Registers a user with its candidates and optional prior history (observations of some of
