@@ -36,7 +36,8 @@ pub struct SchedulerBenchArgs {
     #[arg(long, default_value_t = 0, value_name = "S")]
     seed: u64,
     /// Comma-separated policies: fcfs, round_robin, random, greedy, hybrid, most_cited,
-    /// most_recent, spearmint, hybrid_cost_oblivious (lesion). Default: all but the lesion.
+    /// most_recent, spearmint, hybrid_cost_oblivious (lesion), oracle_user (diagnostic: serves the
+    /// user with the largest true loss). Default: all but the lesion and the diagnostic.
     #[arg(long, value_delimiter = ',', value_name = "a,b,...")]
     policies: Option<Vec<String>>,
     /// Output folder (created if missing).
@@ -171,7 +172,7 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             .collect::<Result<Vec<_>, _>>()?,
         None => PolicyName::ALL
             .into_iter()
-            .filter(|p| *p != PolicyName::HybridCostOblivious)
+            .filter(|p| !matches!(p, PolicyName::HybridCostOblivious | PolicyName::OracleUser))
             .collect(),
     };
     if !(args.kernel_fraction > 0.0 && args.kernel_fraction <= 1.0) {

@@ -52,11 +52,15 @@ pub enum PolicyName {
     MostRecent,
     /// Spearmint*: GP-EI (per second when cost-aware) with an RBF kernel + round robin.
     Spearmint,
+    /// Diagnostic, not a policy: (cost-aware) GP-UCB inside each user, and the user with the
+    /// largest *true* remaining loss served next (it reads the answers). An upper bound on what
+    /// any user picker can gain over round robin with the same single-user policy.
+    OracleUser,
 }
 
 impl PolicyName {
     /// Every policy implemented in Rust, in report order.
-    pub const ALL: [PolicyName; 9] = [
+    pub const ALL: [PolicyName; 10] = [
         PolicyName::Hybrid,
         PolicyName::Greedy,
         PolicyName::RoundRobin,
@@ -66,6 +70,7 @@ impl PolicyName {
         PolicyName::MostRecent,
         PolicyName::Spearmint,
         PolicyName::HybridCostOblivious,
+        PolicyName::OracleUser,
     ];
 
     /// The name used on the command line and in outputs.
@@ -80,6 +85,7 @@ impl PolicyName {
             PolicyName::MostCited => "most_cited",
             PolicyName::MostRecent => "most_recent",
             PolicyName::Spearmint => "spearmint",
+            PolicyName::OracleUser => "oracle_user",
         }
     }
 
@@ -270,6 +276,7 @@ fn policy_config(
         PolicyName::Random => (ucb, UserPickerKind::Random),
         PolicyName::Greedy => (ucb, UserPickerKind::Greedy),
         PolicyName::Hybrid => (ucb, UserPickerKind::Hybrid { patience }),
+        PolicyName::OracleUser => (ucb, UserPickerKind::RoundRobin),
         PolicyName::HybridCostOblivious => (
             CandidatePolicy::ucb(false),
             UserPickerKind::Hybrid { patience },
@@ -431,7 +438,24 @@ fn run_repetition(
         let mut points = vec![(0.0, loss)];
         let mut decisions = Vec::new();
         while spent < budget - 1e-12 {
-            let Some(decision) = scheduler.next_decision() else {
+            let next = if policy == PolicyName::OracleUser {
+                let mut order: Vec<usize> = (0..test_users.len()).collect();
+                order.sort_by(|&a, &b| {
+                    (best_possible[b] - best_so_far[b])
+                        .total_cmp(&(best_possible[a] - best_so_far[a]))
+                });
+                let mut found = None;
+                for t in order {
+                    if let Some(decision) = scheduler.next_decision_for_user(&user_ids[t])? {
+                        found = Some(decision);
+                        break;
+                    }
+                }
+                found
+            } else {
+                scheduler.next_decision()
+            };
+            let Some(decision) = next else {
                 break;
             };
             let t = user_ids

@@ -517,10 +517,11 @@ impl Scheduler {
                 .iter()
                 .map(|&(_, score)| score)
                 .fold(f64::NEG_INFINITY, f64::max);
+            let best_quality = user.best_current.as_ref().map(|best| best.quality);
             summaries.push(UserSummary {
                 registration_sequence: user.registration_sequence,
                 n_observations: user.gp.n_observations(),
-                best_quality: user.best_current.as_ref().map(|best| best.quality),
+                best_quality,
                 largest_upper_confidence_bound: largest,
                 empirical_gap: user.empirical_gap,
             });
@@ -535,7 +536,28 @@ impl Scheduler {
             .filter(|&picked| picked < summaries.len())
             .unwrap_or(0);
         let (user_index, bounds) = &bounds_by_summary[picked];
-        let user = &self.users[*user_index];
+        Some(self.decide_for(*user_index, bounds, cost_scale))
+    }
+
+    /// The next candidate of one given user (bypassing the user picker: for an operator's
+    /// priority, or for oracle experiments); `None` when that user has nothing left to train.
+    pub fn next_decision_for_user(&mut self, user_id: &str) -> Result<Option<Decision>> {
+        let index = self.user_index(user_id)?;
+        let cost_scale = self.cost_scale();
+        let bounds = self.upper_confidence_bounds(&self.users[index], cost_scale);
+        if bounds.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.decide_for(index, &bounds, cost_scale)))
+    }
+
+    fn decide_for(
+        &mut self,
+        user_index: usize,
+        bounds: &[(usize, f64)],
+        cost_scale: f64,
+    ) -> Decision {
+        let user = &self.users[user_index];
         let candidate = self
             .pick_candidate(user, bounds, cost_scale)
             .unwrap_or(bounds[0].0);
@@ -543,15 +565,15 @@ impl Scheduler {
             .iter()
             .find(|&&(k, _)| k == candidate)
             .map(|&(_, score)| score);
-        let user = &mut self.users[*user_index];
+        let user = &mut self.users[user_index];
         let state = &mut user.candidates[candidate];
         state.status = CandidateStatus::InFlight;
         state.upper_confidence_bound_at_pick = bound_at_pick;
-        Some(Decision {
+        Decision {
             user_id: user.user_id.clone(),
             model_id: state.model_id.clone(),
             data_version: user.data_version,
-        })
+        }
     }
 
     /// Gives a decision back without a result (the run failed or was cancelled): the candidate is
