@@ -164,7 +164,7 @@ pub fn load_dataset(spec: &str, data_dir: Option<&Path>, seed: u64) -> anyhow::R
 /// Runs the benchmark and writes its outputs.
 pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
     let dataset = load_dataset(&args.dataset, args.data_dir.as_deref(), args.seed)?;
-    let policies = match &args.policies {
+    let all_policies = match &args.policies {
         Some(names) => names
             .iter()
             .filter(|name| !name.trim().is_empty())
@@ -175,6 +175,11 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             .filter(|p| !matches!(p, PolicyName::HybridCostOblivious | PolicyName::OracleUser))
             .collect(),
     };
+    let (external, policies): (Vec<PolicyName>, Vec<PolicyName>) =
+        all_policies.into_iter().partition(|p| p.is_external());
+    if policies.is_empty() {
+        bail!("--policies needs at least one easeml policy next to the peers (e.g. round_robin)");
+    }
     if !(args.kernel_fraction > 0.0 && args.kernel_fraction <= 1.0) {
         bail!(
             "--kernel-fraction must be in (0, 1], got {}",
@@ -209,11 +214,18 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             .progress_chars("=> "),
     );
     progress.set_prefix(dataset.name.clone());
-    let outcome = run_replay(&dataset, &config, &|| progress.inc(1))?;
+    let mut outcome = run_replay(&dataset, &config, &|| progress.inc(1))?;
     progress.finish_and_clear();
 
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create `{}`", args.out.display()))?;
+    write(
+        &args.out.join("splits.json"),
+        &serde_json::to_string(&outcome.splits)?,
+    )?;
+    if !external.is_empty() {
+        crate::peers::run_peers(&mut outcome, &external, &args.out)?;
+    }
     let summary = outcome.summary();
     write(&args.out.join("curves.csv"), &outcome.curves_csv())?;
     write(

@@ -2,6 +2,7 @@
 //! the service subcommands come with the runtime issues.
 
 mod bench_scheduler;
+mod peers;
 mod plot;
 
 use clap::{Parser, Subcommand};

@@ -120,3 +120,41 @@ fn unknown_policies_and_missing_data_are_clear_errors() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("does not exist"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn optuna_peers_run_over_the_same_splits_when_a_peer_python_is_set() {
+    let Some(python) = std::env::var_os("EASEML_PEER_PYTHON") else {
+        eprintln!("skipping: EASEML_PEER_PYTHON is not set (a Python with optuna)");
+        return;
+    };
+    let dir = scratch_dir("peers");
+    let rows: Vec<String> = (0..6)
+        .map(|user| {
+            let row: Vec<String> = (0..6)
+                .map(|model| format!("{:.2}", 0.4 + ((user * 5 + model * 7) % 11) as f64 / 20.0))
+                .collect();
+            row.join(" ")
+        })
+        .collect();
+    std::fs::write(dir.join("quality.txt"), rows.join("\n")).unwrap();
+    let spec = format!("matrix:{}", dir.join("quality.txt").display());
+    let output = easeml()
+        .env("EASEML_PEER_PYTHON", python)
+        .args(["bench", "scheduler", "--dataset", &spec])
+        .args(["--repeats", "2", "--test-users", "3"])
+        .args(["--policies", "round_robin,optuna_tpe"])
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/summary.json")).unwrap())
+            .unwrap();
+    assert!(summary["policies"]["optuna_tpe"]["final_mean_loss"].is_number());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -52,6 +52,10 @@ pub enum PolicyName {
     MostRecent,
     /// Spearmint*: GP-EI (per second when cost-aware) with an RBF kernel + round robin.
     Spearmint,
+    /// Optuna's GP sampler, one study per test user, round robin (run by `bench/peers/`).
+    OptunaGp,
+    /// Optuna's TPE sampler, one study per test user, round robin (run by `bench/peers/`).
+    OptunaTpe,
     /// Diagnostic, not a policy: (cost-aware) GP-UCB inside each user, and the user with the
     /// largest *true* remaining loss served next (it reads the answers). An upper bound on what
     /// any user picker can gain over round robin with the same single-user policy.
@@ -73,6 +77,14 @@ impl PolicyName {
         PolicyName::OracleUser,
     ];
 
+    /// The peers run outside this crate (by the Python harness under `bench/peers/`).
+    pub const EXTERNAL: [PolicyName; 2] = [PolicyName::OptunaGp, PolicyName::OptunaTpe];
+
+    /// Whether the policy is run by the external peer harness.
+    pub fn is_external(self) -> bool {
+        PolicyName::EXTERNAL.contains(&self)
+    }
+
     /// The name used on the command line and in outputs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -86,6 +98,8 @@ impl PolicyName {
             PolicyName::MostRecent => "most_recent",
             PolicyName::Spearmint => "spearmint",
             PolicyName::OracleUser => "oracle_user",
+            PolicyName::OptunaGp => "optuna_gp",
+            PolicyName::OptunaTpe => "optuna_tpe",
         }
     }
 
@@ -93,16 +107,16 @@ impl PolicyName {
     pub fn parse(name: &str) -> Result<Self> {
         PolicyName::ALL
             .into_iter()
+            .chain(PolicyName::EXTERNAL)
             .find(|policy| policy.as_str() == name.trim())
             .ok_or_else(|| {
-                let known: Vec<&str> = PolicyName::ALL.iter().map(|p| p.as_str()).collect();
-                let peer = if name.starts_with("optuna") {
-                    " (the Optuna peers run from bench/peers/, not from this binary)"
-                } else {
-                    ""
-                };
+                let known: Vec<&str> = PolicyName::ALL
+                    .iter()
+                    .chain(&PolicyName::EXTERNAL)
+                    .map(|p| p.as_str())
+                    .collect();
                 SchedulerError::Config(format!(
-                    "unknown policy `{name}`{peer}; known: {}",
+                    "unknown policy `{name}`; known: {}",
                     known.join(", ")
                 ))
             })
@@ -208,11 +222,50 @@ pub struct ReplayOutcome {
     pub kernel_fit_seconds: f64,
     /// The fitted hyperparameters of every repetition (GP-UCB kernel).
     pub hyperparameters: Vec<KernelHyperparameters>,
+    /// What every repetition replayed (for the peers).
+    pub splits: Vec<ReplaySplit>,
     /// Total wall-clock seconds.
     pub wall_seconds: f64,
 }
 
+/// One candidate of a test user in a split.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SplitCandidate {
+    /// The model id.
+    pub model_id: String,
+    /// Its quality for this user.
+    pub quality: f64,
+    /// Its cost for this user in this repetition (1 when cost-oblivious).
+    pub cost: f64,
+}
+
+/// One test user of a split.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SplitUser {
+    /// The user id.
+    pub user_id: String,
+    /// The best quality among its candidates.
+    pub best_possible: f64,
+    /// Its candidates (models with a known quality).
+    pub candidates: Vec<SplitCandidate>,
+}
+
+/// What one repetition replays: the test users with their candidates, and the budget. Exported
+/// (`splits.json`) so that peers run over exactly the same splits.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ReplaySplit {
+    /// The repetition index.
+    pub repetition: usize,
+    /// A seed derived from the run's seed for this repetition (for the peers' samplers).
+    pub seed: u64,
+    /// The budget (runs or summed cost).
+    pub budget: f64,
+    /// The test users, in registration (round-robin) order.
+    pub users: Vec<SplitUser>,
+}
+
 struct Repetition {
+    split: ReplaySplit,
     traces: Vec<Trace>,
     seconds: Vec<f64>,
     budget: f64,
@@ -276,7 +329,10 @@ fn policy_config(
         PolicyName::Random => (ucb, UserPickerKind::Random),
         PolicyName::Greedy => (ucb, UserPickerKind::Greedy),
         PolicyName::Hybrid => (ucb, UserPickerKind::Hybrid { patience }),
-        PolicyName::OracleUser => (ucb, UserPickerKind::RoundRobin),
+        // The peers never reach here (run_replay refuses them); the oracle picks users itself.
+        PolicyName::OracleUser | PolicyName::OptunaGp | PolicyName::OptunaTpe => {
+            (ucb, UserPickerKind::RoundRobin)
+        }
         PolicyName::HybridCostOblivious => (
             CandidatePolicy::ucb(false),
             UserPickerKind::Hybrid { patience },
@@ -481,7 +537,29 @@ fn run_repetition(
         seconds.push(started.elapsed().as_secs_f64());
         traces.push(Trace { points, decisions });
     }
+    let split = ReplaySplit {
+        repetition,
+        seed: rng.r#gen::<u64>(),
+        budget,
+        users: candidates_of
+            .iter()
+            .enumerate()
+            .map(|(t, models)| SplitUser {
+                user_id: dataset.user_ids[test_users[t]].clone(),
+                best_possible: best_possible[t],
+                candidates: models
+                    .iter()
+                    .map(|&m| SplitCandidate {
+                        model_id: dataset.model_ids[m].clone(),
+                        quality: dataset.quality[test_users[t]][m].unwrap_or(0.0),
+                        cost: cost[t][m],
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
     Ok(Repetition {
+        split,
         traces,
         seconds,
         budget,
@@ -498,6 +576,12 @@ pub fn run_replay(
 ) -> Result<ReplayOutcome> {
     if config.policies.is_empty() {
         return Err(SchedulerError::Config("no policy to run".into()));
+    }
+    if let Some(peer) = config.policies.iter().find(|p| p.is_external()) {
+        return Err(SchedulerError::Config(format!(
+            "`{}` is run by the peer harness (bench/peers/), not by run_replay",
+            peer.as_str()
+        )));
     }
     if config.repeats == 0 {
         return Err(SchedulerError::Config(
@@ -594,6 +678,7 @@ pub fn run_replay(
         budgets: repetitions.iter().map(|r| r.budget).collect(),
         kernel_fit_seconds: repetitions.iter().map(|r| r.kernel_fit_seconds).sum(),
         hyperparameters: repetitions.iter().map(|r| r.hyperparameters).collect(),
+        splits: repetitions.iter().map(|r| r.split.clone()).collect(),
         wall_seconds: started.elapsed().as_secs_f64(),
         config,
     })
@@ -615,6 +700,42 @@ fn level_key(level: f64) -> String {
 }
 
 impl ReplayOutcome {
+    /// Adds a policy run elsewhere (the peers) from one trace per repetition, aggregated on the
+    /// same grid as the others.
+    pub fn add_external_policy(
+        &mut self,
+        policy: PolicyName,
+        traces: &[Trace],
+        scheduling_seconds: f64,
+    ) -> Result<()> {
+        if traces.len() != self.splits.len() || traces.iter().any(|t| t.points.is_empty()) {
+            return Err(SchedulerError::Config(format!(
+                "`{}`: expected {} non-empty traces, got {}",
+                policy.as_str(),
+                self.splits.len(),
+                traces.len()
+            )));
+        }
+        let mut mean_loss = vec![0.0; self.grid.len()];
+        let mut worst_loss = vec![0.0f64; self.grid.len()];
+        for trace in traces {
+            for (g, &cost) in self.grid.iter().enumerate() {
+                let loss = trace.loss_at(cost);
+                mean_loss[g] += loss / traces.len() as f64;
+                worst_loss[g] = worst_loss[g].max(loss);
+            }
+        }
+        self.curves.push(PolicyCurves {
+            policy,
+            mean_loss,
+            worst_loss,
+            scheduling_seconds,
+            n_decisions: traces.iter().map(|t| t.points.len() - 1).sum(),
+        });
+        self.config.policies.push(policy);
+        Ok(())
+    }
+
     /// `summary.json`: dataset, mode, repeats, and per policy the cost to reach each loss level
     /// (mean and worst case; null when never reached), final losses, speed-ups against every other
     /// policy (`other's cost / this policy's cost` per level), and timings.
