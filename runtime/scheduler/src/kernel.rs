@@ -222,6 +222,33 @@ fn latent_covariance(
     })
 }
 
+/// Log marginal likelihood per history row (the value of
+/// [`log_marginal_likelihood_with_gradient`] without the O(n^3) inverse the gradient needs).
+pub fn log_marginal_likelihood(
+    kind: KernelKind,
+    hyperparameters: &KernelHyperparameters,
+    squared_distances: &DMatrix<f64>,
+    residuals: &DMatrix<f64>,
+) -> Result<f64> {
+    let n = squared_distances.nrows();
+    let n_rows = residuals.ncols().max(1) as f64;
+    let mut kernel = latent_covariance(kind, hyperparameters, squared_distances);
+    for i in 0..n {
+        kernel[(i, i)] += hyperparameters.noise_variance;
+    }
+    let cholesky = kernel
+        .cholesky()
+        .ok_or_else(|| SchedulerError::Kernel("kernel matrix is not positive definite".into()))?;
+    let alpha = cholesky.solve(residuals);
+    let data_fit: f64 = residuals.component_mul(&alpha).sum() / n_rows;
+    let log_determinant: f64 = 2.0 * cholesky.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
+    Ok(
+        -0.5 * data_fit
+            - 0.5 * log_determinant
+            - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln(),
+    )
+}
+
 /// Log marginal likelihood per history row, and its gradient with respect to the log parameters
 /// `[log signal_variance, log length_scale, log noise_variance, log offset_variance]`.
 ///
@@ -329,8 +356,18 @@ fn fit_hyperparameters(kind: KernelKind, prepared: &PreparedHistory) -> KernelHy
         .ok()
         .filter(|(value, gradient)| value.is_finite() && gradient.iter().all(|g| g.is_finite()))
     };
-    // Grid start.
-    let mut best: Option<([f64; 4], f64, [f64; 4])> = None;
+    let evaluate_value = |log_parameters: [f64; 4]| {
+        log_marginal_likelihood(
+            kind,
+            &KernelHyperparameters::from_log(log_parameters),
+            &prepared.squared_distances,
+            &prepared.residuals,
+        )
+        .ok()
+        .filter(|value| value.is_finite())
+    };
+    // Grid start (values only).
+    let mut best: Option<([f64; 4], f64)> = None;
     for length_factor in [0.25, 0.5, 1.0, 2.0] {
         for noise_factor in [0.02, 0.2] {
             let start = bounds.clamp(
@@ -342,23 +379,27 @@ fn fit_hyperparameters(kind: KernelKind, prepared: &PreparedHistory) -> KernelHy
                 }
                 .to_log(),
             );
-            if let Some((value, gradient)) = evaluate(start)
+            if let Some(value) = evaluate_value(start)
                 && best
                     .as_ref()
-                    .is_none_or(|(_, best_value, _)| value > *best_value)
+                    .is_none_or(|(_, best_value)| value > *best_value)
             {
-                best = Some((start, value, gradient));
+                best = Some((start, value));
             }
         }
     }
-    let Some((mut point, mut value, mut gradient)) = best else {
+    let Some((mut point, _)) = best else {
         return KernelHyperparameters::default();
     };
-    // Gradient ascent in log space with an adaptive step (accept and grow, or halve).
+    let Some((mut value, mut gradient)) = evaluate(point) else {
+        return KernelHyperparameters::from_log(point);
+    };
+    // Gradient ascent in log space with an adaptive step (accept and grow, or halve); a rejected
+    // step costs one value, an accepted one value + gradient.
     let mut step = 0.5;
-    for _ in 0..40 {
+    for _ in 0..30 {
         let gradient_norm = gradient.iter().map(|g| g * g).sum::<f64>().sqrt();
-        if gradient_norm < 1e-6 || step < 1e-4 {
+        if gradient_norm < 1e-6 || step < 1e-3 {
             break;
         }
         let mut candidate = point;
@@ -366,13 +407,16 @@ fn fit_hyperparameters(kind: KernelKind, prepared: &PreparedHistory) -> KernelHy
             candidate[index] += step * gradient[index] / gradient_norm;
         }
         let candidate = bounds.clamp(candidate);
-        match evaluate(candidate) {
-            Some((candidate_value, candidate_gradient)) if candidate_value > value => {
-                point = candidate;
-                value = candidate_value;
-                gradient = candidate_gradient;
-                step *= 1.5;
-            }
+        match evaluate_value(candidate) {
+            Some(candidate_value) if candidate_value > value => match evaluate(candidate) {
+                Some((candidate_value, candidate_gradient)) => {
+                    point = candidate;
+                    value = candidate_value;
+                    gradient = candidate_gradient;
+                    step *= 1.5;
+                }
+                None => step *= 0.5,
+            },
             _ => step *= 0.5,
         }
     }
