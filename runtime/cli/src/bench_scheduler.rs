@@ -62,6 +62,9 @@ pub struct SchedulerBenchArgs {
     /// delta of GP-UCB's beta_t = log(K t^2 / delta).
     #[arg(long, default_value_t = 0.1, value_name = "D")]
     delta: f64,
+    /// Multiplier of beta_t (1 = the paper's exploration; Srinivas et al. use 0.2 in practice).
+    #[arg(long, default_value_t = 1.0, value_name = "F")]
+    beta_scale: f64,
     /// Per-user amplitude estimate of the GPs, as pseudo-observations at the shared amplitude
     /// (0 turns it off).
     #[arg(long, default_value_t = 0.0, value_name = "C")]
@@ -205,6 +208,7 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
         hybrid_patience: args.hybrid_patience,
         threads,
         ucb_delta: args.delta,
+        beta_scale: args.beta_scale,
         amplitude_prior_strength: (args.amplitude_prior > 0.0).then_some(args.amplitude_prior),
     };
     let progress = ProgressBar::new(args.repeats as u64);

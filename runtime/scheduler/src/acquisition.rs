@@ -31,6 +31,8 @@ pub enum CandidatePolicy {
         beta_form: BetaForm,
         /// The confidence parameter `delta` in (0, 1).
         delta: f64,
+        /// Multiplies `beta_t` (1 = the paper; Srinivas et al. scale it by 1/5 in their experiments).
+        beta_scale: f64,
     },
     /// GP expected improvement, optionally per unit of (normalised) cost ("EI per second").
     ExpectedImprovement {
@@ -51,6 +53,7 @@ impl CandidatePolicy {
             cost_aware,
             beta_form: BetaForm::Practical,
             delta: 0.1,
+            beta_scale: 1.0,
         }
     }
 }

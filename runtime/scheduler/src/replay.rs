@@ -146,6 +146,8 @@ pub struct ReplayConfig {
     pub threads: usize,
     /// `delta` of GP-UCB's `beta_t`.
     pub ucb_delta: f64,
+    /// Multiplier of GP-UCB's `beta_t` (1 = the paper).
+    pub beta_scale: f64,
     /// Per-user amplitude estimate of the GP policies (pseudo-observations; `None`: off).
     pub amplitude_prior_strength: Option<f64>,
 }
@@ -168,6 +170,7 @@ impl Default for ReplayConfig {
             hybrid_patience: 10,
             threads: 1,
             ucb_delta: 0.1,
+            beta_scale: 1.0,
             amplitude_prior_strength: None,
         }
     }
@@ -321,6 +324,7 @@ fn policy_config(
         cost_aware,
         beta_form: BetaForm::Practical,
         delta: config.ucb_delta,
+        beta_scale: config.beta_scale,
     };
     let ucb = ucb_with(cost_aware);
     let (candidate_policy, user_picker) = match policy {
@@ -801,6 +805,7 @@ impl ReplayOutcome {
             "kernel_user_fraction": self.config.kernel_user_fraction,
             "hybrid_patience": self.config.hybrid_patience,
             "ucb_delta": self.config.ucb_delta,
+            "beta_scale": self.config.beta_scale,
             "amplitude_prior_strength": self.config.amplitude_prior_strength,
             "mean_budget": mean_budget,
             "kernel_fit_seconds": self.kernel_fit_seconds,

@@ -412,21 +412,28 @@ impl Scheduler {
 
     /// UCB scores of a user's eligible candidates: `(candidate index, score)`.
     fn upper_confidence_bounds(&self, user: &UserState, cost_scale: f64) -> Vec<(usize, f64)> {
-        let (cost_aware, beta_form, delta) = match &self.candidate_policy {
+        let (cost_aware, beta_form, delta, beta_scale) = match &self.candidate_policy {
             CandidatePolicy::Ucb {
                 cost_aware,
                 beta_form,
                 delta,
-            } => (*cost_aware, *beta_form, *delta),
-            _ => (false, BetaForm::Practical, 0.1),
+                beta_scale,
+            } => (*cost_aware, *beta_form, *delta, *beta_scale),
+            _ => (false, BetaForm::Practical, 0.1, 1.0),
         };
-        let beta_t = beta(
-            beta_form,
-            user.candidates.len(),
-            user.gp.n_observations() + 1,
-            delta,
-            1.0,
-        );
+        let beta_scale = if beta_scale.is_finite() && beta_scale > 0.0 {
+            beta_scale
+        } else {
+            1.0
+        };
+        let beta_t = beta_scale
+            * beta(
+                beta_form,
+                user.candidates.len(),
+                user.gp.n_observations() + 1,
+                delta,
+                1.0,
+            );
         user.candidates
             .iter()
             .enumerate()
