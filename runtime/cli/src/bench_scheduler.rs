@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use easeml_scheduler::KernelKind;
+use easeml_scheduler::acquisition::BetaForm;
 use easeml_scheduler::dataset::{self, Dataset, SyntheticSpec};
 use easeml_scheduler::replay::{PolicyName, ReplayConfig, run_replay};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -62,6 +63,10 @@ pub struct SchedulerBenchArgs {
     /// delta of GP-UCB's beta_t = log(K t^2 / delta).
     #[arg(long, default_value_t = 0.1, value_name = "D")]
     delta: f64,
+    /// Form of GP-UCB's beta_t: practical = log(K t^2 / delta) (Algorithm 1), theorem =
+    /// 2 c* log(pi^2 K t^2 / (6 delta)) (Theorem 1, c* = 1 after normalising costs).
+    #[arg(long, value_enum, default_value_t = BetaArg::Practical)]
+    beta_form: BetaArg,
     /// Multiplier of beta_t (1 = the paper's exploration; Srinivas et al. use 0.2 in practice).
     #[arg(long, default_value_t = 1.0, value_name = "F")]
     beta_scale: f64,
@@ -69,6 +74,15 @@ pub struct SchedulerBenchArgs {
     /// (0 turns it off).
     #[arg(long, default_value_t = 0.0, value_name = "C")]
     amplitude_prior: f64,
+}
+
+/// The beta forms on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BetaArg {
+    /// log(K t^2 / delta).
+    Practical,
+    /// 2 c* log(pi^2 K t^2 / (6 delta)).
+    Theorem,
 }
 
 /// The kernel choices on the command line.
@@ -209,6 +223,10 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
         threads,
         ucb_delta: args.delta,
         beta_scale: args.beta_scale,
+        beta_form: match args.beta_form {
+            BetaArg::Practical => BetaForm::Practical,
+            BetaArg::Theorem => BetaForm::Theorem,
+        },
         amplitude_prior_strength: (args.amplitude_prior > 0.0).then_some(args.amplitude_prior),
     };
     let progress = ProgressBar::new(args.repeats as u64);

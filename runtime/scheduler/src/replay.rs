@@ -148,6 +148,8 @@ pub struct ReplayConfig {
     pub ucb_delta: f64,
     /// Multiplier of GP-UCB's `beta_t` (1 = the paper).
     pub beta_scale: f64,
+    /// The form of GP-UCB's `beta_t`.
+    pub beta_form: BetaForm,
     /// Per-user amplitude estimate of the GP policies (pseudo-observations; `None`: off).
     pub amplitude_prior_strength: Option<f64>,
 }
@@ -171,6 +173,7 @@ impl Default for ReplayConfig {
             threads: 1,
             ucb_delta: 0.1,
             beta_scale: 1.0,
+            beta_form: BetaForm::Practical,
             amplitude_prior_strength: None,
         }
     }
@@ -322,7 +325,7 @@ fn policy_config(
     let patience = config.hybrid_patience;
     let ucb_with = |cost_aware: bool| CandidatePolicy::Ucb {
         cost_aware,
-        beta_form: BetaForm::Practical,
+        beta_form: config.beta_form,
         delta: config.ucb_delta,
         beta_scale: config.beta_scale,
     };
@@ -806,6 +809,7 @@ impl ReplayOutcome {
             "hybrid_patience": self.config.hybrid_patience,
             "ucb_delta": self.config.ucb_delta,
             "beta_scale": self.config.beta_scale,
+            "beta_form": self.config.beta_form,
             "amplitude_prior_strength": self.config.amplitude_prior_strength,
             "mean_budget": mean_budget,
             "kernel_fit_seconds": self.kernel_fit_seconds,
