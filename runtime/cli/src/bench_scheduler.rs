@@ -1,0 +1,305 @@
+//! `easeml bench scheduler`: parse the dataset spec, run the replay with a progress bar, write the
+//! outputs (`curves.csv`, `summary.json`, `loss.svg`, `loss.png`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use easeml_scheduler::KernelKind;
+use easeml_scheduler::acquisition::BetaForm;
+use easeml_scheduler::dataset::{self, Dataset, SyntheticSpec};
+use easeml_scheduler::replay::{PolicyName, ReplayConfig, run_replay};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// The environment variable that points at the shared data tables.
+pub const DATA_DIR_ENV: &str = "EASEML_SHARED_DATA";
+
+/// Arguments of `easeml bench scheduler`.
+#[derive(Debug, Args)]
+pub struct SchedulerBenchArgs {
+    /// The table to replay: `synthetic:SIGMA_M,ALPHA` (200 users x 100 models), `delgado179`,
+    /// `easeml-dl`, or `matrix:QUALITY_FILE[,COST_FILE]` (rows = users, columns = models; CSV or
+    /// whitespace; header row and index column detected; values above 1 are read as percent).
+    #[arg(long, value_name = "SPEC")]
+    dataset: String,
+    /// Cost-aware mode: cost-aware GP-UCB, budget = 10% of the test users' total cost, x-axis in
+    /// summed cost (real costs where the table has them, else U(0,1)). Default: cost-oblivious
+    /// (budget = 50% of the test users' models, x-axis in runs).
+    #[arg(long)]
+    cost_aware: bool,
+    /// Repetitions (random splits into test users and kernel users).
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    repeats: usize,
+    /// Test users per repetition (clamped to what the table allows).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    test_users: usize,
+    /// Seed of every random choice (splits, synthetic costs, Random's picks, synthetic data).
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    seed: u64,
+    /// Comma-separated policies: fcfs, round_robin, random, greedy, hybrid, most_cited,
+    /// most_recent, spearmint, hybrid_cost_oblivious (lesion), oracle_user (diagnostic: serves the
+    /// user with the largest true loss). Default: all but the lesion and the diagnostic.
+    #[arg(long, value_delimiter = ',', value_name = "a,b,...")]
+    policies: Option<Vec<String>>,
+    /// Output folder (created if missing).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Folder of the shared tables (default: $EASEML_SHARED_DATA, else ../shared/data from the
+    /// repository root).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Kernel of the GP-UCB policies (Spearmint* always uses RBF).
+    #[arg(long, value_enum, default_value_t = KernelArg::Matern52)]
+    kernel: KernelArg,
+    /// Fraction of the non-test users used to build the kernel (lesion of figure 14).
+    #[arg(long, default_value_t = 1.0, value_name = "F")]
+    kernel_fraction: f64,
+    /// Hybrid's s: frozen steps before switching to round robin.
+    #[arg(long, default_value_t = 10, value_name = "S")]
+    hybrid_patience: usize,
+    /// Worker threads (results do not depend on it). Default: available cores.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// delta of GP-UCB's beta_t = log(K t^2 / delta).
+    #[arg(long, default_value_t = 0.1, value_name = "D")]
+    delta: f64,
+    /// Form of GP-UCB's beta_t: practical = log(K t^2 / delta) (Algorithm 1), theorem =
+    /// 2 c* log(pi^2 K t^2 / (6 delta)) (Theorem 1, c* = 1 after normalising costs).
+    #[arg(long, value_enum, default_value_t = BetaArg::Practical)]
+    beta_form: BetaArg,
+    /// Multiplier of beta_t (1 = the paper's exploration; Srinivas et al. use 0.2 in practice).
+    #[arg(long, default_value_t = 1.0, value_name = "F")]
+    beta_scale: f64,
+    /// Per-user amplitude estimate of the GPs, as pseudo-observations at the shared amplitude
+    /// (0 turns it off).
+    #[arg(long, default_value_t = 0.0, value_name = "C")]
+    amplitude_prior: f64,
+}
+
+/// The beta forms on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BetaArg {
+    /// log(K t^2 / delta).
+    Practical,
+    /// 2 c* log(pi^2 K t^2 / (6 delta)).
+    Theorem,
+}
+
+/// The kernel choices on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KernelArg {
+    /// Matern-5/2.
+    Matern52,
+    /// Squared exponential.
+    Rbf,
+}
+
+/// The data folder: the flag, else the environment variable, else `../shared/data` next to the
+/// repository (found from the build's manifest dir and from the current dir).
+fn resolve_data_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = flag {
+        return Ok(dir.to_path_buf());
+    }
+    if let Some(dir) = std::env::var_os(DATA_DIR_ENV) {
+        return Ok(PathBuf::from(dir));
+    }
+    let repository_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let candidates = [
+        repository_root.join("../shared/data"),
+        PathBuf::from("../shared/data"),
+    ];
+    candidates
+        .iter()
+        .find(|dir| dir.is_dir())
+        .cloned()
+        .with_context(|| {
+            format!(
+                "the shared data tables are not found: looked for `../shared/data` relative to the \
+                 repository root ({}) and the current directory; pass --data-dir DIR or set {DATA_DIR_ENV}",
+                repository_root.display()
+            )
+        })
+}
+
+fn require_dir(dir: &Path, what: &str) -> anyhow::Result<()> {
+    if !dir.is_dir() {
+        bail!(
+            "{what}: folder `{}` does not exist (pass --data-dir DIR or set {DATA_DIR_ENV})",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Loads the table a dataset spec names.
+pub fn load_dataset(spec: &str, data_dir: Option<&Path>, seed: u64) -> anyhow::Result<Dataset> {
+    if let Some(parameters) = spec.strip_prefix("synthetic:") {
+        let parts: Vec<&str> = parameters.split(',').collect();
+        let [sigma_m, alpha] = parts.as_slice() else {
+            bail!("`{spec}`: expected synthetic:SIGMA_M,ALPHA, e.g. synthetic:0.5,0.1");
+        };
+        let sigma_m: f64 = sigma_m
+            .trim()
+            .parse()
+            .with_context(|| format!("SIGMA_M in `{spec}`"))?;
+        let alpha: f64 = alpha
+            .trim()
+            .parse()
+            .with_context(|| format!("ALPHA in `{spec}`"))?;
+        return Ok(dataset::generate_synthetic(
+            SyntheticSpec::paper(sigma_m, alpha),
+            seed,
+        )?);
+    }
+    if let Some(files) = spec.strip_prefix("matrix:") {
+        let mut parts = files.splitn(2, ',');
+        let quality = parts
+            .next()
+            .filter(|p| !p.is_empty())
+            .with_context(|| format!("`{spec}`: expected matrix:QUALITY_FILE[,COST_FILE]"))?;
+        let cost = parts.next().map(Path::new);
+        return Ok(dataset::load_matrix(Path::new(quality), cost)?);
+    }
+    match spec {
+        "delgado179" => {
+            let dir = resolve_data_dir(data_dir)?;
+            require_dir(&dir.join("delgado179"), "delgado179")?;
+            Ok(dataset::load_delgado179(&dir)?)
+        }
+        "easeml-dl" => {
+            let dir = resolve_data_dir(data_dir)?;
+            require_dir(&dir.join("easeml-deeplearning"), "easeml-dl")?;
+            Ok(dataset::load_easeml_deeplearning(&dir)?)
+        }
+        _ => bail!(
+            "unknown dataset `{spec}`: use synthetic:SIGMA_M,ALPHA, delgado179, easeml-dl or \
+             matrix:QUALITY_FILE[,COST_FILE]"
+        ),
+    }
+}
+
+/// Runs the benchmark and writes its outputs.
+pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
+    let dataset = load_dataset(&args.dataset, args.data_dir.as_deref(), args.seed)?;
+    let all_policies = match &args.policies {
+        Some(names) => names
+            .iter()
+            .filter(|name| !name.trim().is_empty())
+            .map(|name| PolicyName::parse(name))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => PolicyName::ALL
+            .into_iter()
+            .filter(|p| !matches!(p, PolicyName::HybridCostOblivious | PolicyName::OracleUser))
+            .collect(),
+    };
+    let (external, policies): (Vec<PolicyName>, Vec<PolicyName>) =
+        all_policies.into_iter().partition(|p| p.is_external());
+    if policies.is_empty() {
+        bail!("--policies needs at least one easeml policy next to the peers (e.g. round_robin)");
+    }
+    if !(args.kernel_fraction > 0.0 && args.kernel_fraction <= 1.0) {
+        bail!(
+            "--kernel-fraction must be in (0, 1], got {}",
+            args.kernel_fraction
+        );
+    }
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let config = ReplayConfig {
+        cost_aware: args.cost_aware,
+        repeats: args.repeats,
+        test_users: args.test_users,
+        seed: args.seed,
+        policies,
+        kernel: match args.kernel {
+            KernelArg::Matern52 => KernelKind::Matern52,
+            KernelArg::Rbf => KernelKind::Rbf,
+        },
+        kernel_user_fraction: args.kernel_fraction,
+        hybrid_patience: args.hybrid_patience,
+        threads,
+        ucb_delta: args.delta,
+        beta_scale: args.beta_scale,
+        beta_form: match args.beta_form {
+            BetaArg::Practical => BetaForm::Practical,
+            BetaArg::Theorem => BetaForm::Theorem,
+        },
+        amplitude_prior_strength: (args.amplitude_prior > 0.0).then_some(args.amplitude_prior),
+    };
+    let progress = ProgressBar::new(args.repeats as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} repetitions ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    progress.set_prefix(dataset.name.clone());
+    let mut outcome = run_replay(&dataset, &config, &|| progress.inc(1))?;
+    progress.finish_and_clear();
+
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create `{}`", args.out.display()))?;
+    write(
+        &args.out.join("splits.json"),
+        &serde_json::to_string(&outcome.splits)?,
+    )?;
+    if !external.is_empty() {
+        crate::peers::run_peers(&mut outcome, &external, &args.out)?;
+    }
+    let summary = outcome.summary();
+    write(&args.out.join("curves.csv"), &outcome.curves_csv())?;
+    write(
+        &args.out.join("summary.json"),
+        &(serde_json::to_string_pretty(&summary)? + "\n"),
+    )?;
+    let plot_notes = crate::plot::write_plots(&outcome, &args.out)?;
+    print_report(&summary, &args.out);
+    for note in plot_notes {
+        eprintln!("note: {note}");
+    }
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
+}
+
+fn print_report(summary: &serde_json::Value, out: &Path) {
+    let unit = summary["cost_unit"].as_str().unwrap_or("cost");
+    println!(
+        "{} ({}), {} repetitions x {} test users, {:.1}s",
+        summary["dataset"].as_str().unwrap_or(""),
+        summary["mode"].as_str().unwrap_or(""),
+        summary["repeats"],
+        summary["test_users"],
+        summary["wall_seconds"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "{:<22} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}   ({unit} to reach mean loss)",
+        "policy", "0.1", "0.05", "0.02", "0.01", "final mean", "final worst"
+    );
+    if let Some(policies) = summary["policies"].as_object() {
+        for (name, entry) in policies {
+            let level = |key: &str| match entry["cost_to_mean_loss"][key].as_f64() {
+                Some(value) => format!("{value:.2}"),
+                None => "-".to_owned(),
+            };
+            println!(
+                "{:<22} {:>10} {:>10} {:>10} {:>10} {:>11.4} {:>11.4}",
+                name,
+                level("0.1"),
+                level("0.05"),
+                level("0.02"),
+                level("0.01"),
+                entry["final_mean_loss"].as_f64().unwrap_or(f64::NAN),
+                entry["final_worst_loss"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
+    }
+    println!(
+        "wrote {}/{{curves.csv, summary.json, loss.svg, loss.png}}",
+        out.display()
+    );
+}

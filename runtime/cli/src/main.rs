@@ -1,0 +1,41 @@
+//! `easeml`, the runtime binary. Today: `easeml bench scheduler` (the ease.ml replay benchmark);
+//! the service subcommands come with the runtime issues.
+
+mod bench_scheduler;
+mod peers;
+mod plot;
+
+use clap::{Parser, Subcommand};
+
+/// easeml: a declarative machine-learning service (runtime binary).
+#[derive(Debug, Parser)]
+#[command(name = "easeml", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Benchmarks of the runtime's components.
+    Bench {
+        #[command(subcommand)]
+        bench: BenchCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Replay multi-tenant model selection over a quality (and cost) table, as in the ease.ml paper
+    /// (figures 9-11): writes curves.csv, summary.json and loss.svg / loss.png to --out.
+    Scheduler(bench_scheduler::SchedulerBenchArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench {
+            bench: BenchCommand::Scheduler(args),
+        } => bench_scheduler::run(&args),
+    }
+}

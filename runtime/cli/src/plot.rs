@@ -1,0 +1,155 @@
+//! Plots of the replay (plotters): mean and worst-case accuracy loss against cost, one line per
+//! policy, as `loss.svg` and `loss.png`. Text needs a TrueType font: the first of the usual system
+//! fonts (or `$EASEML_FONT`) is used; without one the plots are drawn without text and a note says so.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::Context;
+use easeml_scheduler::replay::ReplayOutcome;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+const WIDTH: u32 = 1200;
+const HEIGHT: u32 = 500;
+
+fn find_font_file() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("EASEML_FONT") {
+        return Some(PathBuf::from(path));
+    }
+    let known = [
+        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/TTF/DejaVuSans.ttf",
+        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+        "/Library/Fonts/Arial.ttf",
+        "C:\\Windows\\Fonts\\arial.ttf",
+    ];
+    known.iter().map(PathBuf::from).find(|path| path.is_file())
+}
+
+/// Registers a font once; returns whether text can be drawn.
+fn font_available() -> bool {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    *REGISTERED.get_or_init(|| {
+        let Some(bytes) = find_font_file().and_then(|path| std::fs::read(path).ok()) else {
+            return false;
+        };
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok()
+    })
+}
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    outcome: &ReplayOutcome,
+    with_text: bool,
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let panels = root.split_evenly((1, 2));
+    let x_max = outcome.grid.last().copied().unwrap_or(1.0).max(1e-9);
+    let x_label = if outcome.config.cost_aware {
+        "cost (summed)"
+    } else {
+        "runs"
+    };
+    for (panel_index, panel) in panels.iter().enumerate() {
+        let worst = panel_index == 1;
+        let y_max = outcome
+            .curves
+            .iter()
+            .flat_map(|c| if worst { &c.worst_loss } else { &c.mean_loss }.iter())
+            .copied()
+            .fold(0.0, f64::max)
+            .max(1e-6)
+            * 1.05;
+        let mut builder = ChartBuilder::on(panel);
+        builder.margin(15);
+        if with_text {
+            let title = format!(
+                "{} ({}): {} accuracy loss",
+                outcome.dataset,
+                if outcome.config.cost_aware {
+                    "cost-aware"
+                } else {
+                    "cost-oblivious"
+                },
+                if worst { "worst-case" } else { "mean" }
+            );
+            builder
+                .caption(title, ("sans-serif", 18))
+                .x_label_area_size(40)
+                .y_label_area_size(55);
+        }
+        let mut chart = builder
+            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut mesh = chart.configure_mesh();
+        if with_text {
+            mesh.x_desc(x_label).y_desc("accuracy loss");
+        } else {
+            mesh.disable_x_mesh().disable_y_mesh();
+        }
+        mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+        for (index, curves) in outcome.curves.iter().enumerate() {
+            let color = Palette99::pick(index).to_rgba();
+            let values = if worst {
+                &curves.worst_loss
+            } else {
+                &curves.mean_loss
+            };
+            let series = chart
+                .draw_series(LineSeries::new(
+                    outcome.grid.iter().copied().zip(values.iter().copied()),
+                    color.stroke_width(2),
+                ))
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            if with_text {
+                series.label(curves.policy.as_str()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            }
+        }
+        if with_text {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+    }
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Writes `loss.svg` and `loss.png` into `out`; returns notes for the user (e.g. no font found).
+pub fn write_plots(outcome: &ReplayOutcome, out: &Path) -> anyhow::Result<Vec<String>> {
+    let with_text = font_available();
+    let mut notes = Vec::new();
+    if !with_text {
+        notes.push(
+            "no TrueType font found (set EASEML_FONT=/path/to/font.ttf): plots have no text"
+                .to_owned(),
+        );
+    }
+    let svg_path = out.join("loss.svg");
+    draw(
+        SVGBackend::new(&svg_path, (WIDTH, HEIGHT)).into_drawing_area(),
+        outcome,
+        with_text,
+    )
+    .with_context(|| format!("cannot draw `{}`", svg_path.display()))?;
+    let png_path = out.join("loss.png");
+    draw(
+        BitMapBackend::new(&png_path, (WIDTH, HEIGHT)).into_drawing_area(),
+        outcome,
+        with_text,
+    )
+    .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
+    Ok(notes)
+}

@@ -1,0 +1,160 @@
+//! `easeml bench scheduler` end to end on a small matrix written by the test.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("easeml-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn easeml() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_easeml"))
+}
+
+#[test]
+fn help_documents_the_interface() {
+    let output = easeml()
+        .args(["bench", "scheduler", "--help"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--dataset",
+        "--cost-aware",
+        "--repeats",
+        "--test-users",
+        "--seed",
+        "--policies",
+        "--out",
+        "synthetic:SIGMA_M,ALPHA",
+        "matrix:QUALITY_FILE[,COST_FILE]",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
+    }
+}
+
+#[test]
+fn a_matrix_with_costs_produces_every_output() {
+    let dir = scratch_dir("matrix");
+    let mut quality = String::from("user,a,b,c,d,e\n");
+    let mut cost = String::new();
+    for user in 0..8 {
+        let row: Vec<String> = (0..5)
+            .map(|model| format!("{:.2}", 0.5 + ((user * 7 + model * 3) % 10) as f64 / 25.0))
+            .collect();
+        quality.push_str(&format!("u{user},{}\n", row.join(",")));
+        let costs: Vec<String> = (0..5)
+            .map(|model| format!("{}", 1 + (model + user) % 4))
+            .collect();
+        cost.push_str(&format!("{}\n", costs.join(" ")));
+    }
+    std::fs::write(dir.join("quality.csv"), quality).unwrap();
+    std::fs::write(dir.join("cost.txt"), cost).unwrap();
+    let out = dir.join("out");
+    let spec = format!(
+        "matrix:{},{}",
+        dir.join("quality.csv").display(),
+        dir.join("cost.txt").display()
+    );
+    let output = easeml()
+        .args(["bench", "scheduler", "--dataset", &spec, "--cost-aware"])
+        .args(["--repeats", "3", "--test-users", "3", "--seed", "4"])
+        .args([
+            "--policies",
+            "hybrid,round_robin,random,spearmint,most_cited",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for file in ["curves.csv", "summary.json", "loss.svg", "loss.png"] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["mode"], "cost_aware");
+    assert_eq!(summary["repeats"], 3);
+    let hybrid = &summary["policies"]["hybrid"];
+    assert!(hybrid["cost_to_mean_loss"].get("0.1").is_some());
+    assert!(hybrid["final_mean_loss"].is_number());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unknown_policies_and_missing_data_are_clear_errors() {
+    let dir = scratch_dir("errors");
+    let output = easeml()
+        .args(["bench", "scheduler", "--dataset", "synthetic:0.5,0.1"])
+        .args(["--policies", "hybrid,nonsense", "--repeats", "1"])
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown policy `nonsense`"));
+    let output = easeml()
+        .args([
+            "bench",
+            "scheduler",
+            "--dataset",
+            "delgado179",
+            "--repeats",
+            "1",
+        ])
+        .arg("--data-dir")
+        .arg(dir.join("absent"))
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("does not exist"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn optuna_peers_run_over_the_same_splits_when_a_peer_python_is_set() {
+    let Some(python) = std::env::var_os("EASEML_PEER_PYTHON") else {
+        eprintln!("skipping: EASEML_PEER_PYTHON is not set (a Python with optuna)");
+        return;
+    };
+    let dir = scratch_dir("peers");
+    let rows: Vec<String> = (0..6)
+        .map(|user| {
+            let row: Vec<String> = (0..6)
+                .map(|model| format!("{:.2}", 0.4 + ((user * 5 + model * 7) % 11) as f64 / 20.0))
+                .collect();
+            row.join(" ")
+        })
+        .collect();
+    std::fs::write(dir.join("quality.txt"), rows.join("\n")).unwrap();
+    let spec = format!("matrix:{}", dir.join("quality.txt").display());
+    let output = easeml()
+        .env("EASEML_PEER_PYTHON", python)
+        .args(["bench", "scheduler", "--dataset", &spec])
+        .args(["--repeats", "2", "--test-users", "3"])
+        .args(["--policies", "round_robin,optuna_tpe"])
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/summary.json")).unwrap())
+            .unwrap();
+    assert!(summary["policies"]["optuna_tpe"]["final_mean_loss"].is_number());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,122 @@
+//! Criterion: one scheduling decision (and one posterior update) for a user with K = 179
+//! candidates after t observations, t up to 179 (the delgado179 shape), with synthetic features.
+
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use easeml_scheduler::dataset::{SyntheticSpec, generate_synthetic};
+use easeml_scheduler::gp::UserGp;
+use easeml_scheduler::{
+    CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory, Scheduler,
+    SchedulerConfig,
+};
+
+const N_MODELS: usize = 179;
+
+fn scheduler_after(observations: usize) -> (Scheduler, Vec<Option<f64>>) {
+    let spec = SyntheticSpec {
+        n_users: 110,
+        n_models: N_MODELS,
+        ..SyntheticSpec::paper(0.5, 0.1)
+    };
+    let data = generate_synthetic(spec, 7).unwrap();
+    let history = QualityHistory {
+        model_ids: data.model_ids.clone(),
+        rows: data.quality[1..].to_vec(),
+    };
+    let kernel = KernelModel::from_history(
+        &history,
+        KernelKind::Matern52,
+        HyperparameterChoice::FitMarginalLikelihood,
+    )
+    .unwrap();
+    let mut scheduler = Scheduler::new(Arc::new(kernel), SchedulerConfig::default());
+    let candidates = data
+        .model_ids
+        .iter()
+        .enumerate()
+        .map(|(m, id)| CandidateSpec {
+            model_id: id.clone(),
+            expected_cost: 0.1 + (m % 10) as f64 / 10.0,
+        })
+        .collect();
+    scheduler.register_user("user", candidates, &[]).unwrap();
+    for _ in 0..observations {
+        let decision = scheduler.next_decision().unwrap();
+        let m: usize = decision.model_id[1..].parse().unwrap();
+        scheduler
+            .report(&decision, data.quality[0][m].unwrap(), 1.0)
+            .unwrap();
+    }
+    (scheduler, data.quality[0].clone())
+}
+
+fn decision(c: &mut Criterion) {
+    let mut group = c.benchmark_group("k179");
+    for observations in [0usize, 50, 178] {
+        let (mut scheduler, _) = scheduler_after(observations);
+        // One decision: `next_decision` (both pickers' summaries, UCB over all eligible candidates), then
+        // `cancel` so that every iteration sees the same state.
+        group.bench_with_input(
+            BenchmarkId::new("decision", observations),
+            &observations,
+            |b, _| {
+                b.iter(|| {
+                    let decision = scheduler.next_decision().unwrap();
+                    scheduler.cancel(&decision).unwrap();
+                    black_box(decision)
+                })
+            },
+        );
+    }
+    // One posterior update (rank-one Cholesky extension) at t = 0, 50, 178.
+    let spec = SyntheticSpec {
+        n_users: 110,
+        n_models: N_MODELS,
+        ..SyntheticSpec::paper(0.5, 0.1)
+    };
+    let data = generate_synthetic(spec, 7).unwrap();
+    let history = QualityHistory {
+        model_ids: data.model_ids.clone(),
+        rows: data.quality[1..].to_vec(),
+    };
+    let kernel = KernelModel::from_history(
+        &history,
+        KernelKind::Matern52,
+        HyperparameterChoice::FitMarginalLikelihood,
+    )
+    .unwrap();
+    let (mean, covariance) = kernel.prior_over(&data.model_ids);
+    for observations in [0usize, 50, 178] {
+        let mut gp = UserGp::new(
+            mean.clone(),
+            covariance.clone(),
+            kernel.hyperparameters().noise_variance,
+        );
+        for m in 0..observations {
+            gp.add_observation(m, data.quality[0][m].unwrap());
+        }
+        group.bench_with_input(
+            BenchmarkId::new("gp_update", observations),
+            &observations,
+            |b, _| {
+                b.iter_batched(
+                    || gp.clone(),
+                    |mut gp| {
+                        gp.add_observation(N_MODELS - 1, 0.5);
+                        black_box(gp)
+                    },
+                    criterion::BatchSize::LargeInput,
+                )
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decision);
+criterion_main!(benches);

@@ -1,0 +1,197 @@
+//! Single-user policies: which candidate of one user to train next.
+//!
+//! GP-UCB (Algorithm 1) picks `argmax_k mean(k) + sqrt(beta_t) sd(k)`; cost-aware GP-UCB
+//! (section 3.2) picks `argmax_k mean(k) + sqrt(beta_t / c_k) sd(k)` with `c_k` the candidate's cost
+//! normalised over all users (so the most expensive candidate of all has cost 1). `beta_t` is
+//! `log(K t^2 / delta)` (the practical form) or `2 c* log(pi^2 K t^2 / (6 delta))` (Theorem 1), with
+//! `t` the user's own step (observations + 1). GP-EI and GP-EI per second (Spearmint's criterion)
+//! use the expected improvement over the best quality observed so far. A fixed order (MostCited,
+//! MostRecent) trains candidates by rank. Scores are sanitised: a non-finite score never wins.
+
+use serde::{Deserialize, Serialize};
+
+/// Which form of `beta_t` GP-UCB uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BetaForm {
+    /// `log(K t^2 / delta)` (Algorithm 1 and 2 of the paper; the default).
+    Practical,
+    /// `2 c* log(pi^2 K t^2 / (6 delta))` (Theorem 1), `c*` the largest normalised cost.
+    Theorem,
+}
+
+/// How one user's next candidate is chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CandidatePolicy {
+    /// GP-UCB, optionally cost-aware.
+    Ucb {
+        /// Divide `beta_t` by the candidate's normalised cost.
+        cost_aware: bool,
+        /// The form of `beta_t`.
+        beta_form: BetaForm,
+        /// The confidence parameter `delta` in (0, 1).
+        delta: f64,
+        /// Multiplies `beta_t` (1 = the paper; Srinivas et al. scale it by 1/5 in their experiments).
+        beta_scale: f64,
+    },
+    /// GP expected improvement, optionally per unit of (normalised) cost ("EI per second").
+    ExpectedImprovement {
+        /// Divide the expected improvement by the candidate's normalised cost.
+        per_cost: bool,
+    },
+    /// Train candidates in a fixed order of model ids (ids not listed come last, in order).
+    FixedOrder {
+        /// Model ids, first trained first.
+        model_order: Vec<String>,
+    },
+}
+
+impl CandidatePolicy {
+    /// GP-UCB with the practical beta and delta = 0.1.
+    pub fn ucb(cost_aware: bool) -> Self {
+        CandidatePolicy::Ucb {
+            cost_aware,
+            beta_form: BetaForm::Practical,
+            delta: 0.1,
+            beta_scale: 1.0,
+        }
+    }
+}
+
+/// `beta_t` for a user with `n_candidates` candidates at its own step `step` (1-based).
+pub fn beta(
+    form: BetaForm,
+    n_candidates: usize,
+    step: usize,
+    delta: f64,
+    largest_normalised_cost: f64,
+) -> f64 {
+    let k = n_candidates.max(1) as f64;
+    let t = step.max(1) as f64;
+    let delta = if delta > 0.0 && delta < 1.0 {
+        delta
+    } else {
+        0.1
+    };
+    let value = match form {
+        BetaForm::Practical => (k * t * t / delta).ln(),
+        BetaForm::Theorem => {
+            2.0 * largest_normalised_cost.max(1e-12)
+                * (std::f64::consts::PI.powi(2) * k * t * t / (6.0 * delta)).ln()
+        }
+    };
+    value.max(0.0)
+}
+
+/// The (cost-aware when `normalised_cost` is not 1) upper confidence bound of one candidate.
+pub fn upper_confidence_bound(
+    mean: f64,
+    standard_deviation: f64,
+    beta_t: f64,
+    normalised_cost: f64,
+) -> f64 {
+    let cost = if normalised_cost.is_finite() && normalised_cost > 0.0 {
+        normalised_cost
+    } else {
+        1.0
+    };
+    sanitise(mean + (beta_t / cost).sqrt() * standard_deviation)
+}
+
+/// The expected improvement of a candidate over `best_quality` (maximisation).
+pub fn expected_improvement(mean: f64, standard_deviation: f64, best_quality: f64) -> f64 {
+    if standard_deviation <= 1e-12 || !standard_deviation.is_finite() {
+        return sanitise((mean - best_quality).max(0.0));
+    }
+    let z = (mean - best_quality) / standard_deviation;
+    sanitise((mean - best_quality) * normal_cdf(z) + standard_deviation * normal_pdf(z))
+}
+
+/// Maps NaN to negative infinity (it never wins) and +infinity to `f64::MAX` (finite).
+fn sanitise(score: f64) -> f64 {
+    if score.is_nan() {
+        f64::NEG_INFINITY
+    } else if score == f64::INFINITY {
+        f64::MAX
+    } else {
+        score
+    }
+}
+
+/// The standard normal density.
+pub fn normal_pdf(z: f64) -> f64 {
+    (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
+}
+
+/// The standard normal distribution function (via a Chebyshev-fitted `erfc`, |error| < 1.2e-7).
+pub fn normal_cdf(z: f64) -> f64 {
+    0.5 * complementary_error_function(-z / std::f64::consts::SQRT_2)
+}
+
+/// `erfc(x)` (Numerical Recipes' `erfcc`), relative error below 1.2e-7 everywhere.
+fn complementary_error_function(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let polynomial = -z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let value = t * polynomial.exp();
+    if x >= 0.0 { value } else { 2.0 - value }
+}
+
+/// Index of the largest score among `eligible` indices (ties: the lowest index); `None` if empty.
+pub fn argmax_eligible(scores: impl Iterator<Item = (usize, f64)>) -> Option<(usize, f64)> {
+    let mut best: Option<(usize, f64)> = None;
+    for (index, score) in scores {
+        let score = sanitise(score);
+        if best.is_none_or(|(_, best_score)| score > best_score) {
+            best = Some((index, score));
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normal_cdf_matches_known_values() {
+        assert!((normal_cdf(0.0) - 0.5).abs() < 1e-7);
+        assert!((normal_cdf(1.959_963_985) - 0.975).abs() < 1e-6);
+        assert!((normal_cdf(-1.0) - 0.158_655_254).abs() < 1e-6);
+    }
+
+    #[test]
+    fn beta_forms() {
+        let practical = beta(BetaForm::Practical, 10, 2, 0.1, 1.0);
+        assert!((practical - (10.0f64 * 4.0 / 0.1).ln()).abs() < 1e-12);
+        let theorem = beta(BetaForm::Theorem, 10, 2, 0.1, 0.5);
+        let expected = 2.0 * 0.5 * (std::f64::consts::PI.powi(2) * 40.0 / 0.6).ln();
+        assert!((theorem - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn cheaper_candidates_get_a_wider_bound() {
+        let cheap = upper_confidence_bound(0.5, 0.1, 4.0, 0.25);
+        let expensive = upper_confidence_bound(0.5, 0.1, 4.0, 1.0);
+        assert!((cheap - 0.9).abs() < 1e-12);
+        assert!((expensive - 0.7).abs() < 1e-12);
+    }
+
+    #[test]
+    fn expected_improvement_is_positive_and_nan_free() {
+        let value = expected_improvement(0.5, 0.1, 0.5);
+        assert!((value - 0.1 * normal_pdf(0.0)).abs() < 1e-12);
+        assert_eq!(expected_improvement(0.3, 0.0, 0.5), 0.0);
+        assert_eq!(
+            argmax_eligible([(0, f64::NAN), (1, 0.2), (2, 0.2)].into_iter()),
+            Some((1, 0.2))
+        );
+    }
+}

@@ -1,0 +1,438 @@
+//! Quality (and cost) tables for the replay benchmark: the shared data sets, any user matrix, and
+//! the synthetic generator of the paper (section 5.1 / appendix B).
+//!
+//! A [`Dataset`] is `quality[user][model]` in [0, 1] (`None` where unknown) and, optionally, real
+//! costs for some users. Matrix files are CSV or whitespace separated; a header row and an index
+//! column are detected (a first row / first column that does not parse as numbers); `--`, `NA`,
+//! `nan`, `?` and empty cells are missing; a table with any value above 1 is read as percent.
+
+use std::path::Path;
+
+use nalgebra::DMatrix;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::error::{Result, SchedulerError};
+
+/// A replay table.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// A short name for reports.
+    pub name: String,
+    /// One id per user (row).
+    pub user_ids: Vec<String>,
+    /// One id per model (column).
+    pub model_ids: Vec<String>,
+    /// `quality[user][model]` in [0, 1].
+    pub quality: Vec<Vec<Option<f64>>>,
+    /// Real costs per user where known (`None` for a user without costs). Users with a cost row are
+    /// the only possible test users in cost-aware mode when any cost row exists; with no cost row
+    /// at all, costs are drawn from U(0, 1) per repetition as in the paper.
+    pub cost: Vec<Option<Vec<Option<f64>>>>,
+}
+
+impl Dataset {
+    /// Whether the table has any real cost.
+    pub fn has_real_costs(&self) -> bool {
+        self.cost.iter().any(Option::is_some)
+    }
+
+    fn check(self) -> Result<Self> {
+        if self.quality.is_empty() || self.model_ids.is_empty() {
+            return Err(SchedulerError::Dataset(format!(
+                "`{}` has no users or no models",
+                self.name
+            )));
+        }
+        for (user, row) in self.quality.iter().enumerate() {
+            if row.len() != self.model_ids.len() {
+                return Err(SchedulerError::Dataset(format!(
+                    "`{}`: user row {user} has {} values, expected {}",
+                    self.name,
+                    row.len(),
+                    self.model_ids.len()
+                )));
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// A parsed text matrix.
+#[derive(Debug, Clone)]
+pub struct TextMatrix {
+    /// Column names (from the header, or `m0, m1, ...`).
+    pub column_names: Vec<String>,
+    /// Row names (from the index column, or `u0, u1, ...`).
+    pub row_names: Vec<String>,
+    /// The values.
+    pub values: Vec<Vec<Option<f64>>>,
+}
+
+fn parse_cell(cell: &str) -> std::result::Result<Option<f64>, ()> {
+    let cell = cell.trim().trim_matches('"');
+    match cell {
+        "" | "--" | "NA" | "na" | "nan" | "NaN" | "?" => Ok(None),
+        _ => cell.parse::<f64>().map(Some).map_err(|_| ()),
+    }
+}
+
+/// Parses CSV or whitespace-separated text; `stop_at_dash_line` ends the table at a `-----` line.
+pub fn parse_text_matrix(text: &str, stop_at_dash_line: bool) -> Result<TextMatrix> {
+    let comma = text.lines().take(3).any(|line| line.contains(','));
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if stop_at_dash_line && trimmed.starts_with("---") {
+            break;
+        }
+        let cells: Vec<String> = if comma {
+            trimmed.split(',').map(|c| c.trim().to_owned()).collect()
+        } else {
+            trimmed.split_whitespace().map(str::to_owned).collect()
+        };
+        rows.push(cells);
+    }
+    if rows.is_empty() {
+        return Err(SchedulerError::Dataset("empty matrix".into()));
+    }
+    let numeric_from =
+        |row: &[String], start: usize| row.iter().skip(start).all(|cell| parse_cell(cell).is_ok());
+    // Index column: the first cell of data rows does not parse (check the last row).
+    let last = rows.last().cloned().unwrap_or_default();
+    let has_index = !last.is_empty() && parse_cell(&last[0]).is_err();
+    let start = usize::from(has_index);
+    let has_header = !numeric_from(&rows[0], start)
+        || (has_index && rows.len() > 1 && {
+            // A header row with one name fewer than data cells (no name over the index column).
+            !numeric_from(&rows[0], 0) && rows[0].len() + 1 == rows[1].len()
+        });
+    let (header, data) = if has_header {
+        (Some(rows[0].clone()), &rows[1..])
+    } else {
+        (None, &rows[..])
+    };
+    let n_values = data
+        .iter()
+        .map(|row| row.len().saturating_sub(start))
+        .max()
+        .unwrap_or(0);
+    let column_names = match header {
+        Some(header) => {
+            let names: Vec<String> = if header.len() == n_values + start {
+                header[start..].to_vec()
+            } else {
+                header.clone()
+            };
+            (0..n_values)
+                .map(|c| names.get(c).cloned().unwrap_or_else(|| format!("m{c}")))
+                .collect()
+        }
+        None => (0..n_values).map(|c| format!("m{c}")).collect(),
+    };
+    let mut row_names = Vec::new();
+    let mut values = Vec::new();
+    for (row_index, row) in data.iter().enumerate() {
+        row_names.push(if has_index {
+            row[0].clone()
+        } else {
+            format!("u{row_index}")
+        });
+        let mut parsed = Vec::with_capacity(n_values);
+        for column in 0..n_values {
+            let cell = row.get(column + start).map(String::as_str).unwrap_or("");
+            parsed.push(parse_cell(cell).map_err(|_| {
+                SchedulerError::Dataset(format!(
+                    "row {} column {}: `{cell}` is not a number",
+                    row_index + 1 + usize::from(has_header),
+                    column + 1 + start
+                ))
+            })?);
+        }
+        values.push(parsed);
+    }
+    Ok(TextMatrix {
+        column_names,
+        row_names,
+        values,
+    })
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| SchedulerError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn percent_to_fraction(values: &mut [Vec<Option<f64>>]) {
+    let is_percent = values.iter().flatten().flatten().any(|&v| v > 1.0);
+    if is_percent {
+        for value in values.iter_mut().flatten().flatten() {
+            *value /= 100.0;
+        }
+    }
+}
+
+/// `delgado179`: `DATA_DIR/delgado179/results.txt` (121 UCI data sets x 179 classifiers, percent,
+/// summary columns `min max mean std` and the rows after the `-----` line dropped).
+pub fn load_delgado179(data_dir: &Path) -> Result<Dataset> {
+    let path = data_dir.join("delgado179").join("results.txt");
+    let mut matrix = parse_text_matrix(&read(&path)?, true)?;
+    let keep: Vec<usize> = (0..matrix.column_names.len())
+        .filter(|&c| !["min", "max", "mean", "std"].contains(&matrix.column_names[c].as_str()))
+        .collect();
+    let model_ids = keep
+        .iter()
+        .map(|&c| matrix.column_names[c].clone())
+        .collect();
+    let mut quality: Vec<Vec<Option<f64>>> = matrix
+        .values
+        .iter_mut()
+        .map(|row| keep.iter().map(|&c| row[c]).collect())
+        .collect();
+    percent_to_fraction(&mut quality);
+    let n_users = quality.len();
+    Dataset {
+        name: "delgado179".into(),
+        user_ids: matrix.row_names,
+        model_ids,
+        quality,
+        cost: vec![None; n_users],
+    }
+    .check()
+}
+
+/// `easeml-dl`: `DATA_DIR/easeml-deeplearning/` — `prior.txt` (10 users, kernel only: no costs)
+/// and `test.txt` with `test_time.txt` (8 users with real runtimes), 9 CNN models (column 1 is
+/// GoogLeNet; the other names are not published).
+pub fn load_easeml_deeplearning(data_dir: &Path) -> Result<Dataset> {
+    let folder = data_dir.join("easeml-deeplearning");
+    let prior = parse_text_matrix(&read(&folder.join("prior.txt"))?, false)?;
+    let test = parse_text_matrix(&read(&folder.join("test.txt"))?, false)?;
+    let time = parse_text_matrix(&read(&folder.join("test_time.txt"))?, false)?;
+    if prior.column_names.len() != test.column_names.len()
+        || time.column_names.len() != test.column_names.len()
+        || time.values.len() != test.values.len()
+    {
+        return Err(SchedulerError::Dataset(
+            "easeml-deeplearning: prior/test/test_time shapes differ".into(),
+        ));
+    }
+    let n_models = test.column_names.len();
+    let model_ids = (0..n_models)
+        .map(|c| {
+            if c == 1 {
+                "m1_googlenet".to_owned()
+            } else {
+                format!("m{c}")
+            }
+        })
+        .collect();
+    let mut user_ids = Vec::new();
+    let mut quality = Vec::new();
+    let mut cost = Vec::new();
+    for (row, values) in prior.values.iter().enumerate() {
+        user_ids.push(format!("prior{row}"));
+        quality.push(values.clone());
+        cost.push(None);
+    }
+    for (row, values) in test.values.iter().enumerate() {
+        user_ids.push(format!("test{row}"));
+        quality.push(values.clone());
+        cost.push(Some(time.values[row].clone()));
+    }
+    Dataset {
+        name: "easeml-dl".into(),
+        user_ids,
+        model_ids,
+        quality,
+        cost,
+    }
+    .check()
+}
+
+/// `matrix:QUALITY_FILE[,COST_FILE]`: any table, rows = users, columns = models.
+pub fn load_matrix(quality_path: &Path, cost_path: Option<&Path>) -> Result<Dataset> {
+    let mut matrix = parse_text_matrix(&read(quality_path)?, false)?;
+    percent_to_fraction(&mut matrix.values);
+    let n_users = matrix.values.len();
+    let cost = match cost_path {
+        None => vec![None; n_users],
+        Some(path) => {
+            let costs = parse_text_matrix(&read(path)?, false)?;
+            if costs.values.len() != n_users
+                || costs.column_names.len() != matrix.column_names.len()
+            {
+                return Err(SchedulerError::Dataset(format!(
+                    "cost matrix `{}` is {}x{}, quality matrix is {}x{}",
+                    path.display(),
+                    costs.values.len(),
+                    costs.column_names.len(),
+                    n_users,
+                    matrix.column_names.len()
+                )));
+            }
+            costs.values.into_iter().map(Some).collect()
+        }
+    };
+    Dataset {
+        name: quality_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "matrix".into()),
+        user_ids: matrix.row_names,
+        model_ids: matrix.column_names,
+        quality: matrix.values,
+        cost,
+    }
+    .check()
+}
+
+/// A standard normal draw (Box-Muller).
+pub fn standard_normal(rng: &mut ChaCha8Rng) -> f64 {
+    let u1: f64 = rng.r#gen::<f64>().max(f64::MIN_POSITIVE);
+    let u2: f64 = rng.r#gen::<f64>();
+    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+}
+
+/// Parameters of the synthetic generator `SYN(sigma_M, alpha)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SyntheticSpec {
+    /// Correlation length of models' hidden features (0.01: nearly independent, 0.5: strong).
+    pub sigma_m: f64,
+    /// Weight of the model term.
+    pub alpha: f64,
+    /// Users (the paper: 200, half in an easy and half in a hard baseline group).
+    pub n_users: usize,
+    /// Models (the paper: 100).
+    pub n_models: usize,
+    /// Spread of the users' baseline quality within a group (not given by the paper; 0.1 here).
+    pub sigma_b: f64,
+}
+
+impl SyntheticSpec {
+    /// The paper's shape: 200 users x 100 models, sigma_B = 0.1.
+    pub fn paper(sigma_m: f64, alpha: f64) -> Self {
+        SyntheticSpec {
+            sigma_m,
+            alpha,
+            n_users: 200,
+            n_models: 100,
+            sigma_b: 0.1,
+        }
+    }
+}
+
+/// The generator of section 5.1: `x_ij = clip(b_i + alpha m_ij, 0, 1)` with `b_i ~ N(0.75, sigma_B^2)`
+/// for the first half of the users and `N(0.25, sigma_B^2)` for the second, hidden model features
+/// `f(j) ~ U(0, 1)`, and per user `m_i ~ N(0, Sigma_M)`, `Sigma_M[j,j'] = exp(-(f(j)-f(j'))^2 / sigma_M^2)`.
+pub fn generate_synthetic(spec: SyntheticSpec, seed: u64) -> Result<Dataset> {
+    if spec.n_users < 3
+        || spec.n_models < 1
+        || spec.sigma_m.is_nan()
+        || spec.sigma_m <= 0.0
+        || !spec.alpha.is_finite()
+    {
+        return Err(SchedulerError::Config(format!(
+            "synthetic: need sigma_M > 0, a finite alpha, >= 3 users and >= 1 model; got {spec:?}"
+        )));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let features: Vec<f64> = (0..spec.n_models).map(|_| rng.r#gen::<f64>()).collect();
+    let mut covariance = DMatrix::from_fn(spec.n_models, spec.n_models, |a, b| {
+        (-(features[a] - features[b]).powi(2) / (spec.sigma_m * spec.sigma_m)).exp()
+    });
+    let mut jitter = 1e-10;
+    let factor = loop {
+        let attempt = covariance.clone().cholesky();
+        if let Some(cholesky) = attempt {
+            break cholesky.l();
+        }
+        for i in 0..spec.n_models {
+            covariance[(i, i)] += jitter;
+        }
+        jitter *= 10.0;
+        if jitter > 1.0 {
+            return Err(SchedulerError::Dataset(
+                "synthetic covariance is not usable".into(),
+            ));
+        }
+    };
+    let mut quality = Vec::with_capacity(spec.n_users);
+    for user in 0..spec.n_users {
+        let group_mean = if user < spec.n_users / 2 { 0.75 } else { 0.25 };
+        let baseline = group_mean + spec.sigma_b * standard_normal(&mut rng);
+        let white: nalgebra::DVector<f64> =
+            nalgebra::DVector::from_fn(spec.n_models, |_, _| standard_normal(&mut rng));
+        let model_terms = &factor * white;
+        quality.push(
+            model_terms
+                .iter()
+                .map(|m| Some((baseline + spec.alpha * m).clamp(0.0, 1.0)))
+                .collect(),
+        );
+    }
+    Dataset {
+        name: format!("synthetic:{},{}", spec.sigma_m, spec.alpha),
+        user_ids: (0..spec.n_users).map(|u| format!("u{u}")).collect(),
+        model_ids: (0..spec.n_models).map(|m| format!("m{m}")).collect(),
+        quality,
+        cost: vec![None; spec.n_users],
+    }
+    .check()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_header_index_column_and_missing_cells() {
+        let text = "name,a,b,c\nx,0.5,--,0.7\ny,0.1,0.2,\n";
+        let matrix = parse_text_matrix(text, false).unwrap();
+        assert_eq!(matrix.column_names, vec!["a", "b", "c"]);
+        assert_eq!(matrix.row_names, vec!["x", "y"]);
+        assert_eq!(matrix.values[0], vec![Some(0.5), None, Some(0.7)]);
+        assert_eq!(matrix.values[1], vec![Some(0.1), Some(0.2), None]);
+    }
+
+    #[test]
+    fn whitespace_without_header_or_index() {
+        let matrix = parse_text_matrix("0.1 0.2\t0.3\n0.4   0.5 0.6\n", false).unwrap();
+        assert_eq!(matrix.column_names, vec!["m0", "m1", "m2"]);
+        assert_eq!(matrix.row_names, vec!["u0", "u1"]);
+        assert_eq!(matrix.values[1][2], Some(0.6));
+    }
+
+    #[test]
+    fn header_without_a_name_over_the_index_column() {
+        let text = "   a   b\nx  50  60\ny  70  80\n-----\nmean 60 70\n";
+        let matrix = parse_text_matrix(text, true).unwrap();
+        assert_eq!(matrix.column_names, vec!["a", "b"]);
+        assert_eq!(matrix.row_names, vec!["x", "y"]);
+        assert_eq!(matrix.values.len(), 2);
+    }
+
+    #[test]
+    fn synthetic_is_deterministic_and_in_range() {
+        let spec = SyntheticSpec {
+            n_users: 6,
+            n_models: 5,
+            ..SyntheticSpec::paper(0.5, 0.1)
+        };
+        let a = generate_synthetic(spec, 3).unwrap();
+        let b = generate_synthetic(spec, 3).unwrap();
+        assert_eq!(a.quality, b.quality);
+        assert!(
+            a.quality
+                .iter()
+                .flatten()
+                .flatten()
+                .all(|q| (0.0..=1.0).contains(q))
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! The Gaussian process over one user's candidate models, with incremental posterior updates.
+//!
+//! State after `t` observations at candidates `o_1..o_t` with values `y`:
+//! `L` is the Cholesky factor of `K_oo + noise I`, `V = L^-1 K_o*` (t x K, one row per observation),
+//! `z = L^-1 (y - m_o)`. Then for every candidate `k`: `mean(k) = m(k) + V[:,k]' z` and
+//! `variance(k) = K(k,k) - |V[:,k]|^2`. Adding one observation appends one row to `L`, `V` and `z`
+//! (a rank-one extension of the Cholesky factor): O(t K) work, never a fresh O(t^3) solve. The new
+//! diagonal entry of `L` is floored by a relative jitter so that duplicate or near-duplicate
+//! observations never produce NaN; variances are clamped at zero.
+
+use nalgebra::{DMatrix, DVector};
+
+/// Smallest squared pivot of the Cholesky extension, relative to the prior variance of the point.
+const RELATIVE_JITTER: f64 = 1e-9;
+
+/// The posterior over one user's candidates.
+#[derive(Debug, Clone)]
+pub struct UserGp {
+    prior_mean: Vec<f64>,
+    prior_covariance: DMatrix<f64>,
+    noise_variance: f64,
+    /// Lower-triangular rows of the Cholesky factor of `K_oo + noise I`.
+    cholesky_rows: Vec<Vec<f64>>,
+    /// `V = L^-1 K_o*`, one row (of length K) per observation.
+    projected_rows: Vec<Vec<f64>>,
+    /// `z = L^-1 (y - m_o)`.
+    whitened_targets: Vec<f64>,
+    observed_candidates: Vec<usize>,
+    posterior_mean: Vec<f64>,
+    posterior_variance: Vec<f64>,
+    /// Pseudo-observations of the per-user amplitude estimate (`None`: amplitude fixed at 1).
+    amplitude_prior_strength: Option<f64>,
+}
+
+impl UserGp {
+    /// A GP with the given prior (mean vector, latent covariance) and observation noise.
+    pub fn new(
+        prior_mean: DVector<f64>,
+        prior_covariance: DMatrix<f64>,
+        noise_variance: f64,
+    ) -> Self {
+        let posterior_variance = prior_covariance.diagonal().iter().copied().collect();
+        UserGp {
+            posterior_mean: prior_mean.iter().copied().collect(),
+            prior_mean: prior_mean.iter().copied().collect(),
+            prior_covariance,
+            noise_variance: noise_variance.max(0.0),
+            cholesky_rows: Vec::new(),
+            projected_rows: Vec::new(),
+            whitened_targets: Vec::new(),
+            observed_candidates: Vec::new(),
+            posterior_variance,
+            amplitude_prior_strength: None,
+        }
+    }
+
+    /// Turns on the per-user amplitude: the user's kernel is `a^2 K` with `a^2` estimated from its
+    /// own observations, `a^2 = (c + |z|^2) / (c + t)` (`z` the whitened residuals, `t` their number,
+    /// `c` = `prior_strength` pseudo-observations at amplitude 1). Users whose qualities deviate
+    /// from the history more than the kernel expects get wider bounds, users that follow it get
+    /// narrower ones. The posterior mean does not change; [`UserGp::standard_deviation`] scales.
+    pub fn with_amplitude_estimate(mut self, prior_strength: f64) -> Self {
+        self.amplitude_prior_strength =
+            (prior_strength.is_finite() && prior_strength > 0.0).then_some(prior_strength);
+        self
+    }
+
+    /// The user's amplitude factor `a` (1 when the estimate is off).
+    pub fn amplitude(&self) -> f64 {
+        match self.amplitude_prior_strength {
+            None => 1.0,
+            Some(strength) => {
+                let squared: f64 = self.whitened_targets.iter().map(|z| z * z).sum();
+                let estimate =
+                    ((strength + squared) / (strength + self.whitened_targets.len() as f64)).sqrt();
+                if estimate.is_finite() { estimate } else { 1.0 }
+            }
+        }
+    }
+
+    /// Number of candidates.
+    pub fn n_candidates(&self) -> usize {
+        self.prior_mean.len()
+    }
+
+    /// Number of observations conditioned on.
+    pub fn n_observations(&self) -> usize {
+        self.observed_candidates.len()
+    }
+
+    /// Posterior mean of every candidate.
+    pub fn mean(&self) -> &[f64] {
+        &self.posterior_mean
+    }
+
+    /// Posterior variance of every candidate (never negative, never NaN).
+    pub fn variance(&self) -> &[f64] {
+        &self.posterior_variance
+    }
+
+    /// Posterior standard deviation of one candidate, times the user's amplitude (what decisions use).
+    pub fn standard_deviation(&self, candidate: usize) -> f64 {
+        self.posterior_variance[candidate].max(0.0).sqrt() * self.amplitude()
+    }
+
+    /// Conditions on one observation `quality` of `candidate` (a rank-one Cholesky extension).
+    /// A non-finite quality is ignored (callers validate before).
+    pub fn add_observation(&mut self, candidate: usize, quality: f64) {
+        if !quality.is_finite() || candidate >= self.n_candidates() {
+            return;
+        }
+        let n_candidates = self.n_candidates();
+        let projected_column: Vec<f64> = self
+            .projected_rows
+            .iter()
+            .map(|row| row[candidate])
+            .collect();
+        let prior_variance = self.prior_covariance[(candidate, candidate)] + self.noise_variance;
+        let squared_pivot = prior_variance - projected_column.iter().map(|v| v * v).sum::<f64>();
+        let pivot = squared_pivot
+            .max(RELATIVE_JITTER * prior_variance.abs().max(1e-12))
+            .sqrt();
+        let mut new_row = vec![0.0; n_candidates];
+        for (other, value) in new_row.iter_mut().enumerate() {
+            let mut sum = self.prior_covariance[(candidate, other)];
+            for (row, weight) in self.projected_rows.iter().zip(&projected_column) {
+                sum -= weight * row[other];
+            }
+            *value = sum / pivot;
+        }
+        let explained: f64 = projected_column
+            .iter()
+            .zip(&self.whitened_targets)
+            .map(|(a, b)| a * b)
+            .sum();
+        let whitened = (quality - self.prior_mean[candidate] - explained) / pivot;
+        for (other, &projected) in new_row.iter().enumerate() {
+            let mean = self.posterior_mean[other] + projected * whitened;
+            let variance = self.posterior_variance[other] - projected * projected;
+            self.posterior_mean[other] = if mean.is_finite() {
+                mean
+            } else {
+                self.prior_mean[other]
+            };
+            self.posterior_variance[other] = if variance.is_finite() {
+                variance.max(0.0)
+            } else {
+                0.0
+            };
+        }
+        let mut cholesky_row = projected_column;
+        cholesky_row.push(pivot);
+        self.cholesky_rows.push(cholesky_row);
+        self.projected_rows.push(new_row);
+        self.whitened_targets.push(whitened);
+        self.observed_candidates.push(candidate);
+    }
+
+    /// Adds a candidate with the given prior mean, prior variance and prior covariance with every
+    /// existing candidate (in order). Its posterior is computed by one forward substitution.
+    pub fn add_candidate(&mut self, prior_mean: f64, prior_variance: f64, covariances: &[f64]) {
+        let n_old = self.n_candidates();
+        let mut grown = DMatrix::<f64>::zeros(n_old + 1, n_old + 1);
+        grown
+            .view_mut((0, 0), (n_old, n_old))
+            .copy_from(&self.prior_covariance);
+        for (other, &value) in covariances.iter().enumerate().take(n_old) {
+            grown[(n_old, other)] = value;
+            grown[(other, n_old)] = value;
+        }
+        grown[(n_old, n_old)] = prior_variance;
+        self.prior_covariance = grown;
+        self.prior_mean.push(prior_mean);
+        // New column of V: forward substitution L v = k_o(new).
+        let mut column: Vec<f64> = Vec::with_capacity(self.n_observations());
+        for (row_index, &observed) in self.observed_candidates.iter().enumerate() {
+            let mut sum = self.prior_covariance[(observed, n_old)];
+            for (previous, value) in column.iter().enumerate() {
+                sum -= self.cholesky_rows[row_index][previous] * value;
+            }
+            column.push(sum / self.cholesky_rows[row_index][row_index]);
+        }
+        let mut mean = prior_mean;
+        let mut variance = prior_variance;
+        for (row_index, value) in column.iter().enumerate() {
+            self.projected_rows[row_index].push(*value);
+            mean += value * self.whitened_targets[row_index];
+            variance -= value * value;
+        }
+        self.posterior_mean
+            .push(if mean.is_finite() { mean } else { prior_mean });
+        self.posterior_variance.push(if variance.is_finite() {
+            variance.max(0.0)
+        } else {
+            0.0
+        });
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)]
+mod tests {
+    use super::*;
+
+    /// The textbook posterior by a direct solve.
+    fn direct_posterior(
+        prior_mean: &DVector<f64>,
+        covariance: &DMatrix<f64>,
+        noise: f64,
+        observed: &[(usize, f64)],
+    ) -> (Vec<f64>, Vec<f64>) {
+        let t = observed.len();
+        let n = prior_mean.len();
+        let k_oo = DMatrix::from_fn(t, t, |a, b| {
+            covariance[(observed[a].0, observed[b].0)] + if a == b { noise } else { 0.0 }
+        });
+        let residual = DVector::from_fn(t, |a, _| observed[a].1 - prior_mean[observed[a].0]);
+        let inverse = k_oo.try_inverse().unwrap();
+        let mut mean = Vec::new();
+        let mut variance = Vec::new();
+        for k in 0..n {
+            let k_o = DVector::from_fn(t, |a, _| covariance[(observed[a].0, k)]);
+            mean.push(prior_mean[k] + (k_o.transpose() * &inverse * &residual)[(0, 0)]);
+            variance.push(covariance[(k, k)] - (k_o.transpose() * &inverse * &k_o)[(0, 0)]);
+        }
+        (mean, variance)
+    }
+
+    fn example() -> (DVector<f64>, DMatrix<f64>) {
+        let mean = DVector::from_vec(vec![0.5, 0.6, 0.4, 0.55]);
+        let covariance = DMatrix::from_row_slice(
+            4,
+            4,
+            &[
+                1.0, 0.8, 0.3, 0.1, //
+                0.8, 1.0, 0.5, 0.2, //
+                0.3, 0.5, 1.0, 0.6, //
+                0.1, 0.2, 0.6, 1.0,
+            ],
+        );
+        (mean, covariance)
+    }
+
+    #[test]
+    fn one_observation_matches_the_closed_form() {
+        let (mean, covariance) = example();
+        let mut gp = UserGp::new(mean.clone(), covariance.clone(), 0.5);
+        gp.add_observation(0, 1.5);
+        // mean(k) = m(k) + K(k,0) (y - m(0)) / (K(0,0) + noise); variance = K(k,k) - K(k,0)^2 / 1.5
+        for k in 0..4 {
+            let expected_mean = mean[k] + covariance[(k, 0)] * (1.5 - 0.5) / 1.5;
+            let expected_variance = covariance[(k, k)] - covariance[(k, 0)].powi(2) / 1.5;
+            assert!((gp.mean()[k] - expected_mean).abs() < 1e-12);
+            assert!((gp.variance()[k] - expected_variance).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn incremental_updates_match_a_direct_solve() {
+        let (mean, covariance) = example();
+        let observations = [(2, 0.9), (0, 0.3), (3, 0.7)];
+        let mut gp = UserGp::new(mean.clone(), covariance.clone(), 0.01);
+        for (index, &(candidate, quality)) in observations.iter().enumerate() {
+            gp.add_observation(candidate, quality);
+            let (expected_mean, expected_variance) =
+                direct_posterior(&mean, &covariance, 0.01, &observations[..=index]);
+            for k in 0..4 {
+                assert!((gp.mean()[k] - expected_mean[k]).abs() < 1e-10);
+                assert!((gp.variance()[k] - expected_variance[k]).abs() < 1e-10);
+            }
+        }
+    }
+
+    #[test]
+    fn duplicate_observations_on_a_singular_kernel_stay_finite() {
+        // Rank-one kernel and no noise: every extension after the first is singular.
+        let mean = DVector::from_vec(vec![0.0, 0.0, 0.0]);
+        let covariance = DMatrix::from_element(3, 3, 1.0);
+        let mut gp = UserGp::new(mean, covariance, 0.0);
+        for quality in [0.5, 0.5, 0.7, 0.2] {
+            gp.add_observation(1, quality);
+            assert!(gp.mean().iter().all(|m| m.is_finite()));
+            assert!(gp.variance().iter().all(|v| v.is_finite() && *v >= 0.0));
+        }
+    }
+
+    #[test]
+    fn an_added_candidate_gets_the_posterior_of_a_full_rebuild() {
+        let (mean, covariance) = example();
+        let small_mean = DVector::from_vec(vec![mean[0], mean[1], mean[2]]);
+        let small_covariance = covariance.view((0, 0), (3, 3)).into_owned();
+        let mut gp = UserGp::new(small_mean, small_covariance, 0.05);
+        gp.add_observation(0, 0.2);
+        gp.add_observation(2, 0.8);
+        gp.add_candidate(
+            mean[3],
+            covariance[(3, 3)],
+            &[covariance[(3, 0)], covariance[(3, 1)], covariance[(3, 2)]],
+        );
+        let (expected_mean, expected_variance) =
+            direct_posterior(&mean, &covariance, 0.05, &[(0, 0.2), (2, 0.8)]);
+        for k in 0..4 {
+            assert!((gp.mean()[k] - expected_mean[k]).abs() < 1e-10);
+            assert!((gp.variance()[k] - expected_variance[k]).abs() < 1e-10);
+        }
+        gp.add_observation(3, 0.9);
+        let (expected_mean, _) =
+            direct_posterior(&mean, &covariance, 0.05, &[(0, 0.2), (2, 0.8), (3, 0.9)]);
+        for k in 0..4 {
+            assert!((gp.mean()[k] - expected_mean[k]).abs() < 1e-10);
+        }
+    }
+}

@@ -1,0 +1,634 @@
+//! The covariance between candidate models (appendix A of the ease.ml paper).
+//!
+//! A model is represented by its quality vector: its accuracy on every *other* user's data (the
+//! "training users" of the replay, the prior history of the runtime). Two models whose quality
+//! vectors are close are expected to behave alike on a new user too. The kernel is
+//!
+//! `k(a, b) = offset_variance + signal_variance * base(|x_a - x_b| / length_scale)`
+//!
+//! with `base` the squared exponential (RBF) or Matern-5/2 shape, and observations carry
+//! `noise_variance`. The constant `offset_variance` term models the user's own difficulty: observing
+//! one model of a hard data set lowers the expectation of every other model of that user.
+//!
+//! The prior mean of a model is its mean quality over the history users. **Prior for a model with
+//! no history** (a model id that no history user has a quality for): prior mean = the mean of all
+//! known models' prior means, prior variance = `offset_variance + signal_variance`, and its
+//! covariance with every other model is `offset_variance` only (it shares the user's offset but
+//! nothing else). Hyperparameters are fitted by maximising the log marginal likelihood of the
+//! history rows (each history user is one draw of the GP over the models), with analytic gradients.
+
+use std::collections::HashMap;
+
+use nalgebra::{DMatrix, DVector};
+
+use crate::error::{Result, SchedulerError};
+
+/// The shape of the stationary part of the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelKind {
+    /// Squared exponential: `exp(-r^2 / 2)`.
+    Rbf,
+    /// Matern with smoothness 5/2: `(1 + sqrt5 r + 5/3 r^2) exp(-sqrt5 r)`.
+    Matern52,
+}
+
+impl KernelKind {
+    /// The kernel shape at scaled distance `r = distance / length_scale`.
+    pub fn shape(self, scaled_distance: f64) -> f64 {
+        match self {
+            KernelKind::Rbf => (-0.5 * scaled_distance * scaled_distance).exp(),
+            KernelKind::Matern52 => {
+                let sqrt5_r = 5f64.sqrt() * scaled_distance;
+                (1.0 + sqrt5_r + 5.0 / 3.0 * scaled_distance * scaled_distance) * (-sqrt5_r).exp()
+            }
+        }
+    }
+
+    /// The derivative of [`KernelKind::shape`] with respect to `log(length_scale)`.
+    pub fn shape_derivative_log_length_scale(self, scaled_distance: f64) -> f64 {
+        let r = scaled_distance;
+        match self {
+            KernelKind::Rbf => r * r * (-0.5 * r * r).exp(),
+            KernelKind::Matern52 => {
+                let sqrt5_r = 5f64.sqrt() * r;
+                5.0 / 3.0 * r * r * (1.0 + sqrt5_r) * (-sqrt5_r).exp()
+            }
+        }
+    }
+}
+
+/// The hyperparameters of the kernel (all variances in quality units squared).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KernelHyperparameters {
+    /// Variance of the stationary (model-similarity) part.
+    pub signal_variance: f64,
+    /// Length-scale on quality-vector distances.
+    pub length_scale: f64,
+    /// Observation noise variance.
+    pub noise_variance: f64,
+    /// Variance of the constant part (the user's own offset).
+    pub offset_variance: f64,
+}
+
+impl Default for KernelHyperparameters {
+    /// Used when there is no history to fit on: a 0.1 spread of qualities, a 0.1 user offset.
+    fn default() -> Self {
+        KernelHyperparameters {
+            signal_variance: 0.01,
+            length_scale: 1.0,
+            noise_variance: 1e-4,
+            offset_variance: 0.01,
+        }
+    }
+}
+
+impl KernelHyperparameters {
+    fn to_log(self) -> [f64; 4] {
+        [
+            self.signal_variance.ln(),
+            self.length_scale.ln(),
+            self.noise_variance.ln(),
+            self.offset_variance.ln(),
+        ]
+    }
+
+    fn from_log(log_parameters: [f64; 4]) -> Self {
+        KernelHyperparameters {
+            signal_variance: log_parameters[0].exp(),
+            length_scale: log_parameters[1].exp(),
+            noise_variance: log_parameters[2].exp(),
+            offset_variance: log_parameters[3].exp(),
+        }
+    }
+}
+
+/// Qualities of models on the data of history users: `rows[user][model]`, `None` where unknown.
+#[derive(Debug, Clone, Default)]
+pub struct QualityHistory {
+    /// The model ids, one per column.
+    pub model_ids: Vec<String>,
+    /// One row per history user, one entry per model id.
+    pub rows: Vec<Vec<Option<f64>>>,
+}
+
+/// How hyperparameters are chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HyperparameterChoice {
+    /// Fit by maximising the log marginal likelihood of the history (grid start + gradient ascent).
+    FitMarginalLikelihood,
+    /// Use these values as given.
+    Fixed(KernelHyperparameters),
+}
+
+/// The prior over all models known to the history: features, prior means, covariance.
+#[derive(Debug, Clone)]
+pub struct KernelModel {
+    kind: KernelKind,
+    hyperparameters: KernelHyperparameters,
+    model_index_by_id: HashMap<String, usize>,
+    prior_mean_by_model: Vec<f64>,
+    /// Latent covariance (no noise) between the known models.
+    covariance: DMatrix<f64>,
+    default_prior_mean: f64,
+}
+
+/// Squared Euclidean distances between quality vectors, the residual rows, and the prior means.
+struct PreparedHistory {
+    model_ids: Vec<String>,
+    prior_mean_by_model: Vec<f64>,
+    squared_distances: DMatrix<f64>,
+    /// models x users residuals (quality - prior mean), imputed entries are 0.
+    residuals: DMatrix<f64>,
+}
+
+fn prepare_history(history: &QualityHistory) -> Result<PreparedHistory> {
+    let n_models = history.model_ids.len();
+    for (row_index, row) in history.rows.iter().enumerate() {
+        if row.len() != n_models {
+            return Err(SchedulerError::Kernel(format!(
+                "history row {row_index} has {} entries, expected {n_models}",
+                row.len()
+            )));
+        }
+        if row.iter().flatten().any(|quality| !quality.is_finite()) {
+            return Err(SchedulerError::Kernel(format!(
+                "history row {row_index} has a non-finite quality"
+            )));
+        }
+    }
+    // Only models with at least one known quality count as "with history".
+    let known_models: Vec<usize> = (0..n_models)
+        .filter(|&model| history.rows.iter().any(|row| row[model].is_some()))
+        .collect();
+    let model_ids = known_models
+        .iter()
+        .map(|&model| history.model_ids[model].clone())
+        .collect::<Vec<_>>();
+    let n_known = known_models.len();
+    let n_users = history.rows.len();
+    let mut prior_mean_by_model = Vec::with_capacity(n_known);
+    for &model in &known_models {
+        let known: Vec<f64> = history.rows.iter().filter_map(|row| row[model]).collect();
+        prior_mean_by_model.push(known.iter().sum::<f64>() / known.len() as f64);
+    }
+    // Features: quality vectors, a missing cell imputed with that user's mean quality.
+    let mut features = DMatrix::<f64>::zeros(n_known, n_users);
+    let mut residuals = DMatrix::<f64>::zeros(n_known, n_users);
+    for (user, row) in history.rows.iter().enumerate() {
+        let known: Vec<f64> = row.iter().flatten().copied().collect();
+        let user_mean = if known.is_empty() {
+            0.0
+        } else {
+            known.iter().sum::<f64>() / known.len() as f64
+        };
+        for (known_index, &model) in known_models.iter().enumerate() {
+            features[(known_index, user)] = row[model].unwrap_or(user_mean);
+            residuals[(known_index, user)] = row[model]
+                .map(|quality| quality - prior_mean_by_model[known_index])
+                .unwrap_or(0.0);
+        }
+    }
+    let mut squared_distances = DMatrix::<f64>::zeros(n_known, n_known);
+    for a in 0..n_known {
+        for b in (a + 1)..n_known {
+            let mut sum = 0.0;
+            for user in 0..n_users {
+                let difference = features[(a, user)] - features[(b, user)];
+                sum += difference * difference;
+            }
+            squared_distances[(a, b)] = sum;
+            squared_distances[(b, a)] = sum;
+        }
+    }
+    Ok(PreparedHistory {
+        model_ids,
+        prior_mean_by_model,
+        squared_distances,
+        residuals,
+    })
+}
+
+/// The latent covariance matrix (no noise) for the given squared distances.
+fn latent_covariance(
+    kind: KernelKind,
+    hyperparameters: &KernelHyperparameters,
+    squared_distances: &DMatrix<f64>,
+) -> DMatrix<f64> {
+    let n = squared_distances.nrows();
+    DMatrix::from_fn(n, n, |a, b| {
+        let scaled = squared_distances[(a, b)].sqrt() / hyperparameters.length_scale;
+        hyperparameters.offset_variance + hyperparameters.signal_variance * kind.shape(scaled)
+    })
+}
+
+/// Log marginal likelihood per history row (the value of
+/// [`log_marginal_likelihood_with_gradient`] without the O(n^3) inverse the gradient needs).
+pub fn log_marginal_likelihood(
+    kind: KernelKind,
+    hyperparameters: &KernelHyperparameters,
+    squared_distances: &DMatrix<f64>,
+    residuals: &DMatrix<f64>,
+) -> Result<f64> {
+    let n = squared_distances.nrows();
+    let n_rows = residuals.ncols().max(1) as f64;
+    let mut kernel = latent_covariance(kind, hyperparameters, squared_distances);
+    for i in 0..n {
+        kernel[(i, i)] += hyperparameters.noise_variance;
+    }
+    let cholesky = kernel
+        .cholesky()
+        .ok_or_else(|| SchedulerError::Kernel("kernel matrix is not positive definite".into()))?;
+    let alpha = cholesky.solve(residuals);
+    let data_fit: f64 = residuals.component_mul(&alpha).sum() / n_rows;
+    let log_determinant: f64 = 2.0 * cholesky.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
+    Ok(
+        -0.5 * data_fit
+            - 0.5 * log_determinant
+            - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln(),
+    )
+}
+
+/// Log marginal likelihood per history row, and its gradient with respect to the log parameters
+/// `[log signal_variance, log length_scale, log noise_variance, log offset_variance]`.
+///
+/// With `R` rows `y_r` (columns of `residuals`) and `K` the kernel matrix plus noise:
+/// `L = -1/(2R) sum_r y_r' K^-1 y_r - 1/2 log|K| - n/2 log(2 pi)` and
+/// `dL/dtheta = 1/2 tr((A A'/R - K^-1) dK/dtheta)` with `A = K^-1 Y`.
+pub fn log_marginal_likelihood_with_gradient(
+    kind: KernelKind,
+    hyperparameters: &KernelHyperparameters,
+    squared_distances: &DMatrix<f64>,
+    residuals: &DMatrix<f64>,
+) -> Result<(f64, [f64; 4])> {
+    let n = squared_distances.nrows();
+    let n_rows = residuals.ncols().max(1) as f64;
+    let mut kernel = latent_covariance(kind, hyperparameters, squared_distances);
+    for i in 0..n {
+        kernel[(i, i)] += hyperparameters.noise_variance;
+    }
+    let cholesky = kernel
+        .cholesky()
+        .ok_or_else(|| SchedulerError::Kernel("kernel matrix is not positive definite".into()))?;
+    let alpha = cholesky.solve(residuals);
+    let data_fit: f64 = residuals.component_mul(&alpha).sum() / n_rows;
+    let log_determinant: f64 = 2.0 * cholesky.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
+    let value = -0.5 * data_fit
+        - 0.5 * log_determinant
+        - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
+    let inverse = cholesky.inverse();
+    let weight = &alpha * alpha.transpose() / n_rows - inverse;
+    let mut gradient = [0.0; 4];
+    for a in 0..n {
+        for b in 0..n {
+            let w = weight[(a, b)];
+            let scaled = squared_distances[(a, b)].sqrt() / hyperparameters.length_scale;
+            gradient[0] += w * hyperparameters.signal_variance * kind.shape(scaled);
+            gradient[1] += w
+                * hyperparameters.signal_variance
+                * kind.shape_derivative_log_length_scale(scaled);
+            gradient[3] += w * hyperparameters.offset_variance;
+        }
+        gradient[2] += weight[(a, a)] * hyperparameters.noise_variance;
+    }
+    for component in &mut gradient {
+        *component *= 0.5;
+    }
+    Ok((value, gradient))
+}
+
+/// Bounds in log space, relative to the data: keeps the optimiser away from degenerate kernels.
+struct LogBounds {
+    lower: [f64; 4],
+    upper: [f64; 4],
+}
+
+impl LogBounds {
+    fn clamp(&self, mut log_parameters: [f64; 4]) -> [f64; 4] {
+        for (index, value) in log_parameters.iter_mut().enumerate() {
+            *value = value.clamp(self.lower[index], self.upper[index]);
+        }
+        log_parameters
+    }
+}
+
+fn fit_hyperparameters(kind: KernelKind, prepared: &PreparedHistory) -> KernelHyperparameters {
+    let n_models = prepared.squared_distances.nrows();
+    if n_models < 2 || prepared.residuals.ncols() < 2 {
+        return KernelHyperparameters::default();
+    }
+    let residual_variance =
+        (prepared.residuals.norm_squared() / (prepared.residuals.len() as f64)).max(1e-6);
+    let mut distances: Vec<f64> = Vec::new();
+    for a in 0..n_models {
+        for b in (a + 1)..n_models {
+            let distance = prepared.squared_distances[(a, b)].sqrt();
+            if distance > 0.0 {
+                distances.push(distance);
+            }
+        }
+    }
+    distances.sort_by(f64::total_cmp);
+    let median_distance = distances.get(distances.len() / 2).copied().unwrap_or(1.0);
+    let min_distance = distances.first().copied().unwrap_or(1.0).max(1e-6);
+    let max_distance = distances.last().copied().unwrap_or(1.0).max(1e-6);
+    let bounds = LogBounds {
+        lower: [
+            (residual_variance * 1e-3).ln(),
+            (min_distance * 0.1).ln(),
+            (residual_variance * 1e-4).max(1e-8).ln(),
+            (residual_variance * 1e-4).ln(),
+        ],
+        upper: [
+            (residual_variance * 10.0).ln(),
+            (max_distance * 10.0).ln(),
+            (residual_variance * 2.0).ln(),
+            (residual_variance * 10.0).ln(),
+        ],
+    };
+    let evaluate = |log_parameters: [f64; 4]| {
+        log_marginal_likelihood_with_gradient(
+            kind,
+            &KernelHyperparameters::from_log(log_parameters),
+            &prepared.squared_distances,
+            &prepared.residuals,
+        )
+        .ok()
+        .filter(|(value, gradient)| value.is_finite() && gradient.iter().all(|g| g.is_finite()))
+    };
+    let evaluate_value = |log_parameters: [f64; 4]| {
+        log_marginal_likelihood(
+            kind,
+            &KernelHyperparameters::from_log(log_parameters),
+            &prepared.squared_distances,
+            &prepared.residuals,
+        )
+        .ok()
+        .filter(|value| value.is_finite())
+    };
+    // Grid start (values only).
+    let mut best: Option<([f64; 4], f64)> = None;
+    for length_factor in [0.25, 0.5, 1.0, 2.0] {
+        for noise_factor in [0.02, 0.2] {
+            let start = bounds.clamp(
+                KernelHyperparameters {
+                    signal_variance: residual_variance * 0.7,
+                    length_scale: median_distance * length_factor,
+                    noise_variance: residual_variance * noise_factor,
+                    offset_variance: residual_variance * 0.3,
+                }
+                .to_log(),
+            );
+            if let Some(value) = evaluate_value(start)
+                && best
+                    .as_ref()
+                    .is_none_or(|(_, best_value)| value > *best_value)
+            {
+                best = Some((start, value));
+            }
+        }
+    }
+    let Some((mut point, _)) = best else {
+        return KernelHyperparameters::default();
+    };
+    let Some((mut value, mut gradient)) = evaluate(point) else {
+        return KernelHyperparameters::from_log(point);
+    };
+    // Gradient ascent in log space with an adaptive step (accept and grow, or halve); a rejected
+    // step costs one value, an accepted one value + gradient.
+    let mut step = 0.5;
+    for _ in 0..30 {
+        let gradient_norm = gradient.iter().map(|g| g * g).sum::<f64>().sqrt();
+        if gradient_norm < 1e-6 || step < 1e-3 {
+            break;
+        }
+        let mut candidate = point;
+        for index in 0..4 {
+            candidate[index] += step * gradient[index] / gradient_norm;
+        }
+        let candidate = bounds.clamp(candidate);
+        match evaluate_value(candidate) {
+            Some(candidate_value) if candidate_value > value => match evaluate(candidate) {
+                Some((candidate_value, candidate_gradient)) => {
+                    point = candidate;
+                    value = candidate_value;
+                    gradient = candidate_gradient;
+                    step *= 1.5;
+                }
+                None => step *= 0.5,
+            },
+            _ => step *= 0.5,
+        }
+    }
+    KernelHyperparameters::from_log(point)
+}
+
+impl KernelModel {
+    /// Builds the prior over the models of `history`, fitting or fixing the hyperparameters.
+    pub fn from_history(
+        history: &QualityHistory,
+        kind: KernelKind,
+        choice: HyperparameterChoice,
+    ) -> Result<Self> {
+        let prepared = prepare_history(history)?;
+        let hyperparameters = match choice {
+            HyperparameterChoice::FitMarginalLikelihood => fit_hyperparameters(kind, &prepared),
+            HyperparameterChoice::Fixed(hyperparameters) => hyperparameters,
+        };
+        for value in hyperparameters.to_log() {
+            if !value.is_finite() {
+                return Err(SchedulerError::Kernel(format!(
+                    "hyperparameters must be positive and finite: {hyperparameters:?}"
+                )));
+            }
+        }
+        let covariance = latent_covariance(kind, &hyperparameters, &prepared.squared_distances);
+        let default_prior_mean = if prepared.prior_mean_by_model.is_empty() {
+            0.5
+        } else {
+            prepared.prior_mean_by_model.iter().sum::<f64>()
+                / prepared.prior_mean_by_model.len() as f64
+        };
+        Ok(KernelModel {
+            kind,
+            hyperparameters,
+            model_index_by_id: prepared
+                .model_ids
+                .iter()
+                .enumerate()
+                .map(|(index, id)| (id.clone(), index))
+                .collect(),
+            prior_mean_by_model: prepared.prior_mean_by_model,
+            covariance,
+            default_prior_mean,
+        })
+    }
+
+    /// A prior with no history at all: every model gets the no-history prior.
+    pub fn without_history(kind: KernelKind, hyperparameters: KernelHyperparameters) -> Self {
+        KernelModel {
+            kind,
+            hyperparameters,
+            model_index_by_id: HashMap::new(),
+            prior_mean_by_model: Vec::new(),
+            covariance: DMatrix::zeros(0, 0),
+            default_prior_mean: 0.5,
+        }
+    }
+
+    /// The kernel shape.
+    pub fn kind(&self) -> KernelKind {
+        self.kind
+    }
+
+    /// The hyperparameters in use (fitted or fixed).
+    pub fn hyperparameters(&self) -> KernelHyperparameters {
+        self.hyperparameters
+    }
+
+    /// The prior mean quality of a model (the no-history prior for an unknown id).
+    pub fn prior_mean(&self, model_id: &str) -> f64 {
+        self.model_index_by_id
+            .get(model_id)
+            .map(|&index| self.prior_mean_by_model[index])
+            .unwrap_or(self.default_prior_mean)
+    }
+
+    /// The latent prior covariance between two models (ids unknown to the history get the
+    /// no-history prior described in the module documentation).
+    pub fn covariance(&self, model_a: &str, model_b: &str) -> f64 {
+        match (
+            self.model_index_by_id.get(model_a),
+            self.model_index_by_id.get(model_b),
+        ) {
+            (Some(&a), Some(&b)) => self.covariance[(a, b)],
+            _ if model_a == model_b => {
+                self.hyperparameters.offset_variance + self.hyperparameters.signal_variance
+            }
+            _ => self.hyperparameters.offset_variance,
+        }
+    }
+
+    /// The prior mean vector and latent covariance matrix over the given model ids, in order.
+    pub fn prior_over(&self, model_ids: &[String]) -> (DVector<f64>, DMatrix<f64>) {
+        let indices: Vec<Option<usize>> = model_ids
+            .iter()
+            .map(|id| self.model_index_by_id.get(id).copied())
+            .collect();
+        let n = model_ids.len();
+        let mean = DVector::from_iterator(n, model_ids.iter().map(|id| self.prior_mean(id)));
+        let covariance = DMatrix::from_fn(n, n, |a, b| match (indices[a], indices[b]) {
+            (Some(index_a), Some(index_b)) => self.covariance[(index_a, index_b)],
+            _ if a == b => {
+                self.hyperparameters.offset_variance + self.hyperparameters.signal_variance
+            }
+            _ => self.hyperparameters.offset_variance,
+        });
+        (mean, covariance)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small_history() -> QualityHistory {
+        QualityHistory {
+            model_ids: vec!["a".into(), "b".into(), "c".into(), "d".into()],
+            rows: vec![
+                vec![Some(0.9), Some(0.85), Some(0.5), Some(0.6)],
+                vec![Some(0.7), Some(0.72), Some(0.4), None],
+                vec![Some(0.95), Some(0.9), Some(0.8), Some(0.7)],
+                vec![Some(0.6), Some(0.55), Some(0.3), Some(0.35)],
+                vec![Some(0.8), Some(0.81), Some(0.62), Some(0.5)],
+            ],
+        }
+    }
+
+    #[test]
+    fn gradient_matches_finite_differences_for_both_kernels() {
+        let prepared = prepare_history(&small_history()).unwrap();
+        for kind in [KernelKind::Rbf, KernelKind::Matern52] {
+            let base = KernelHyperparameters {
+                signal_variance: 0.02,
+                length_scale: 0.3,
+                noise_variance: 0.001,
+                offset_variance: 0.01,
+            };
+            let (_, gradient) = log_marginal_likelihood_with_gradient(
+                kind,
+                &base,
+                &prepared.squared_distances,
+                &prepared.residuals,
+            )
+            .unwrap();
+            for index in 0..4 {
+                let step = 1e-5;
+                let mut plus = base.to_log();
+                plus[index] += step;
+                let mut minus = base.to_log();
+                minus[index] -= step;
+                let value_at = |log_parameters: [f64; 4]| {
+                    log_marginal_likelihood_with_gradient(
+                        kind,
+                        &KernelHyperparameters::from_log(log_parameters),
+                        &prepared.squared_distances,
+                        &prepared.residuals,
+                    )
+                    .unwrap()
+                    .0
+                };
+                let numeric = (value_at(plus) - value_at(minus)) / (2.0 * step);
+                assert!(
+                    (numeric - gradient[index]).abs() <= 1e-5 * (1.0 + numeric.abs()),
+                    "{kind:?} parameter {index}: analytic {} numeric {numeric}",
+                    gradient[index]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fitting_does_not_lower_the_likelihood_of_the_grid_start() {
+        let history = small_history();
+        let prepared = prepare_history(&history).unwrap();
+        let fitted = fit_hyperparameters(KernelKind::Matern52, &prepared);
+        let fitted_value = log_marginal_likelihood_with_gradient(
+            KernelKind::Matern52,
+            &fitted,
+            &prepared.squared_distances,
+            &prepared.residuals,
+        )
+        .unwrap()
+        .0;
+        let default_value = log_marginal_likelihood_with_gradient(
+            KernelKind::Matern52,
+            &KernelHyperparameters::default(),
+            &prepared.squared_distances,
+            &prepared.residuals,
+        )
+        .unwrap()
+        .0;
+        assert!(fitted_value >= default_value);
+    }
+
+    #[test]
+    fn unknown_models_get_the_documented_prior() {
+        let model = KernelModel::from_history(
+            &small_history(),
+            KernelKind::Rbf,
+            HyperparameterChoice::FitMarginalLikelihood,
+        )
+        .unwrap();
+        let hyper = model.hyperparameters();
+        assert_eq!(
+            model.covariance("new", "new"),
+            hyper.offset_variance + hyper.signal_variance
+        );
+        assert_eq!(model.covariance("new", "a"), hyper.offset_variance);
+        let known_means = ["a", "b", "c", "d"].map(|id| model.prior_mean(id));
+        let expected = known_means.iter().sum::<f64>() / 4.0;
+        assert!((model.prior_mean("new") - expected).abs() < 1e-12);
+        assert!((model.prior_mean("d") - (0.6 + 0.7 + 0.35 + 0.5) / 4.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,26 @@
+//! easeml-scheduler: multi-tenant, cost-aware model selection after the ease.ml paper.
+//!
+//! Layers, bottom up: [`kernel`] (the prior over models from their quality vectors on other users'
+//! data, hyperparameters by maximum marginal likelihood), [`gp`] (one user's posterior with
+//! rank-one Cholesky updates), [`acquisition`] (single-user policies: GP-UCB, cost-aware GP-UCB,
+//! GP-EI, EI per second, fixed orders), [`picker`] (multi-user policies: FCFS, RoundRobin, Random,
+//! Greedy, Hybrid), [`scheduler`] (the online API the runtime drives), and the replay benchmark
+//! ([`dataset`], [`replay`]). Pure Rust + nalgebra: no tch, HTTP or SQL here.
+
+pub mod acquisition;
+pub mod dataset;
+pub mod error;
+pub mod gp;
+pub mod kernel;
+pub mod picker;
+pub mod replay;
+pub mod scheduler;
+
+pub use error::{Result, SchedulerError};
+pub use kernel::{
+    HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel, QualityHistory,
+};
+pub use picker::{UserPicker, UserPickerKind, UserSummary};
+pub use scheduler::{
+    BestModel, CandidateSpec, Decision, PriorObservation, Scheduler, SchedulerConfig,
+};

@@ -1,0 +1,370 @@
+//! Multi-user policies: which user to serve next (section 4 of the ease.ml paper).
+//!
+//! Every policy is a [`UserPicker`]: it sees one [`UserSummary`] per user that still has an
+//! eligible candidate (finished users are never shown, so never picked) and returns an index into
+//! that slice. FCFS serves the earliest user until it has nothing left to train; RoundRobin cycles
+//! in registration order; Random draws uniformly (from the scheduler's seeded generator); Greedy
+//! is Algorithm 2; Hybrid is Greedy that switches to round robin once frozen (section 4.4).
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// What a user picker knows about one user that can still be served.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserSummary {
+    /// Order of registration (smaller joined earlier); unique and stable.
+    pub registration_sequence: u64,
+    /// Observations in the user's current data version.
+    pub n_observations: usize,
+    /// Best quality observed so far in the current data version.
+    pub best_quality: Option<f64>,
+    /// The largest (cost-aware, if configured) upper confidence bound over eligible candidates.
+    pub largest_upper_confidence_bound: f64,
+    /// Algorithm 2, line 6: `sigma~ = min(B(a_t), min_{t'<t} y_t' + sigma~_t') - y_t`, the empirical
+    /// confidence gap after the user's latest observation (`None` before the first one).
+    pub empirical_gap: Option<f64>,
+}
+
+/// A multi-user policy.
+pub trait UserPicker: Send + std::fmt::Debug {
+    /// The policy's name as the benchmark spells it.
+    fn name(&self) -> &'static str;
+    /// Chooses one of `users` (never empty when called); returns its index in the slice.
+    fn pick_user(&mut self, users: &[UserSummary], rng: &mut ChaCha8Rng) -> Option<usize>;
+}
+
+/// The user-picking policies by name, with their parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserPickerKind {
+    /// First come, first served: the earliest user until it has no candidate left.
+    Fcfs,
+    /// Cycle over users in registration order.
+    RoundRobin,
+    /// A uniformly random user.
+    Random,
+    /// Algorithm 2 with the "Strategy for Line 8" pick rule.
+    Greedy,
+    /// Greedy, switching to round robin once frozen for `patience` steps (the paper's s = 10).
+    Hybrid {
+        /// Steps with an unchanged candidate set and no drop of the estimated regret.
+        patience: usize,
+    },
+}
+
+impl UserPickerKind {
+    /// A fresh picker of this kind.
+    pub fn build(self) -> Box<dyn UserPicker> {
+        match self {
+            UserPickerKind::Fcfs => Box::new(FcfsPicker),
+            UserPickerKind::RoundRobin => Box::new(RoundRobinPicker::default()),
+            UserPickerKind::Random => Box::new(RandomPicker),
+            UserPickerKind::Greedy => Box::new(GreedyPicker),
+            UserPickerKind::Hybrid { patience } => Box::new(HybridPicker::new(patience)),
+        }
+    }
+}
+
+impl Default for UserPickerKind {
+    /// Hybrid with s = 10, the paper's (and easeml's) default.
+    fn default() -> Self {
+        UserPickerKind::Hybrid { patience: 10 }
+    }
+}
+
+/// First come, first served.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FcfsPicker;
+
+impl UserPicker for FcfsPicker {
+    fn name(&self) -> &'static str {
+        "fcfs"
+    }
+
+    fn pick_user(&mut self, users: &[UserSummary], _rng: &mut ChaCha8Rng) -> Option<usize> {
+        users
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, user)| user.registration_sequence)
+            .map(|(index, _)| index)
+    }
+}
+
+/// Round robin in registration order; users that join later take their place in the cycle.
+#[derive(Debug, Clone, Default)]
+pub struct RoundRobinPicker {
+    last_served_sequence: Option<u64>,
+}
+
+impl UserPicker for RoundRobinPicker {
+    fn name(&self) -> &'static str {
+        "round_robin"
+    }
+
+    fn pick_user(&mut self, users: &[UserSummary], _rng: &mut ChaCha8Rng) -> Option<usize> {
+        let after_last = |user: &&UserSummary| {
+            self.last_served_sequence
+                .is_none_or(|last| user.registration_sequence > last)
+        };
+        let next = users
+            .iter()
+            .filter(after_last)
+            .min_by_key(|user| user.registration_sequence)
+            .or_else(|| users.iter().min_by_key(|user| user.registration_sequence))?;
+        self.last_served_sequence = Some(next.registration_sequence);
+        users
+            .iter()
+            .position(|user| user.registration_sequence == next.registration_sequence)
+    }
+}
+
+/// A uniformly random user.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RandomPicker;
+
+impl UserPicker for RandomPicker {
+    fn name(&self) -> &'static str {
+        "random"
+    }
+
+    fn pick_user(&mut self, users: &[UserSummary], rng: &mut ChaCha8Rng) -> Option<usize> {
+        if users.is_empty() {
+            None
+        } else {
+            Some(rng.gen_range(0..users.len()))
+        }
+    }
+}
+
+/// One greedy decision with what Hybrid needs to detect freezing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GreedyDecision {
+    /// Index of the picked user in the slice.
+    pub picked: usize,
+    /// Registration sequences of the candidate set `V_t` (sorted); empty in the initial phase.
+    pub candidate_set: Vec<u64>,
+    /// The estimated total regret: the sum of every user's empirical gap.
+    pub estimated_regret: f64,
+    /// True while some user has no observation yet (lines 1-4 of Algorithm 2).
+    pub initial_phase: bool,
+}
+
+/// Algorithm 2: users without an observation first (lines 1-4, in registration order); then the
+/// candidate set `V_t` of users whose empirical gap is at least the mean gap (line 7), and from it
+/// the user with the largest gap between its highest upper confidence bound and its best quality
+/// so far (line 8, "Strategy for Line 8"). Ties go to the earlier user.
+pub fn greedy_decision(users: &[UserSummary]) -> Option<GreedyDecision> {
+    if users.is_empty() {
+        return None;
+    }
+    if let Some((picked, _)) = users
+        .iter()
+        .enumerate()
+        .filter(|(_, user)| user.n_observations == 0 || user.empirical_gap.is_none())
+        .min_by_key(|(_, user)| user.registration_sequence)
+    {
+        return Some(GreedyDecision {
+            picked,
+            candidate_set: Vec::new(),
+            estimated_regret: f64::INFINITY,
+            initial_phase: true,
+        });
+    }
+    let gaps: Vec<f64> = users
+        .iter()
+        .map(|user| finite_or_zero(user.empirical_gap.unwrap_or(0.0)))
+        .collect();
+    let estimated_regret: f64 = gaps.iter().sum();
+    let mean_gap = estimated_regret / users.len() as f64;
+    let mut candidate_indices: Vec<usize> = (0..users.len())
+        .filter(|&index| gaps[index] >= mean_gap - 1e-12 * mean_gap.abs())
+        .collect();
+    if candidate_indices.is_empty() {
+        candidate_indices = (0..users.len()).collect();
+    }
+    let potential = |index: usize| {
+        let user = &users[index];
+        finite_or_zero(user.largest_upper_confidence_bound - user.best_quality.unwrap_or(0.0))
+    };
+    let picked = candidate_indices
+        .iter()
+        .copied()
+        .fold(None, |best, index| match best {
+            None => Some(index),
+            Some(best_index) => {
+                let better = potential(index) > potential(best_index)
+                    || (potential(index) == potential(best_index)
+                        && users[index].registration_sequence
+                            < users[best_index].registration_sequence);
+                Some(if better { index } else { best_index })
+            }
+        })?;
+    let mut candidate_set: Vec<u64> = candidate_indices
+        .iter()
+        .map(|&index| users[index].registration_sequence)
+        .collect();
+    candidate_set.sort_unstable();
+    Some(GreedyDecision {
+        picked,
+        candidate_set,
+        estimated_regret,
+        initial_phase: false,
+    })
+}
+
+fn finite_or_zero(value: f64) -> f64 {
+    if value.is_finite() { value } else { 0.0 }
+}
+
+/// Algorithm 2 (Greedy).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GreedyPicker;
+
+impl UserPicker for GreedyPicker {
+    fn name(&self) -> &'static str {
+        "greedy"
+    }
+
+    fn pick_user(&mut self, users: &[UserSummary], _rng: &mut ChaCha8Rng) -> Option<usize> {
+        greedy_decision(users).map(|decision| decision.picked)
+    }
+}
+
+/// Greedy until frozen, then round robin (section 4.4). Frozen: the candidate set `V_t` stayed
+/// the same and the estimated regret did not drop below its lowest value since the set last
+/// changed, for `patience` consecutive steps. A user without observations (one that joined, or
+/// whose data changed) ends the round-robin phase: the picker starts over as Greedy.
+#[derive(Debug, Clone)]
+pub struct HybridPicker {
+    patience: usize,
+    round_robin: RoundRobinPicker,
+    previous_candidate_set: Option<Vec<u64>>,
+    lowest_estimated_regret: f64,
+    stale_steps: usize,
+    switched_to_round_robin: bool,
+}
+
+impl HybridPicker {
+    /// A hybrid picker that switches after `patience` frozen steps.
+    pub fn new(patience: usize) -> Self {
+        HybridPicker {
+            patience,
+            round_robin: RoundRobinPicker::default(),
+            previous_candidate_set: None,
+            lowest_estimated_regret: f64::INFINITY,
+            stale_steps: 0,
+            switched_to_round_robin: false,
+        }
+    }
+
+    /// Whether the picker has switched to round robin.
+    pub fn is_round_robin(&self) -> bool {
+        self.switched_to_round_robin
+    }
+}
+
+impl UserPicker for HybridPicker {
+    fn name(&self) -> &'static str {
+        "hybrid"
+    }
+
+    fn pick_user(&mut self, users: &[UserSummary], rng: &mut ChaCha8Rng) -> Option<usize> {
+        let decision = greedy_decision(users)?;
+        if decision.initial_phase {
+            self.switched_to_round_robin = false;
+            self.previous_candidate_set = None;
+            self.lowest_estimated_regret = f64::INFINITY;
+            self.stale_steps = 0;
+            return Some(decision.picked);
+        }
+        if self.switched_to_round_robin {
+            return self.round_robin.pick_user(users, rng);
+        }
+        let same_set = self.previous_candidate_set.as_ref() == Some(&decision.candidate_set);
+        if same_set && decision.estimated_regret >= self.lowest_estimated_regret {
+            self.stale_steps += 1;
+        } else {
+            self.stale_steps = 0;
+        }
+        if same_set {
+            self.lowest_estimated_regret =
+                self.lowest_estimated_regret.min(decision.estimated_regret);
+        } else {
+            self.lowest_estimated_regret = decision.estimated_regret;
+        }
+        self.previous_candidate_set = Some(decision.candidate_set);
+        if self.stale_steps >= self.patience {
+            self.switched_to_round_robin = true;
+            return self.round_robin.pick_user(users, rng);
+        }
+        Some(decision.picked)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    fn user(sequence: u64, observations: usize, best: f64, ucb: f64, gap: f64) -> UserSummary {
+        UserSummary {
+            registration_sequence: sequence,
+            n_observations: observations,
+            best_quality: (observations > 0).then_some(best),
+            largest_upper_confidence_bound: ucb,
+            empirical_gap: (observations > 0).then_some(gap),
+        }
+    }
+
+    #[test]
+    fn round_robin_cycles_and_skips_absent_users() {
+        let mut picker = RoundRobinPicker::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let users = vec![
+            user(0, 1, 0.5, 1.0, 0.1),
+            user(3, 1, 0.5, 1.0, 0.1),
+            user(5, 1, 0.5, 1.0, 0.1),
+        ];
+        let picks: Vec<usize> = (0..4)
+            .map(|_| picker.pick_user(&users, &mut rng).unwrap())
+            .collect();
+        assert_eq!(picks, vec![0, 1, 2, 0]);
+        // User 3 finished (not shown any more): the cycle goes on with 5.
+        let remaining = vec![users[0].clone(), users[2].clone()];
+        assert_eq!(picker.pick_user(&remaining, &mut rng), Some(1));
+    }
+
+    #[test]
+    fn greedy_serves_unobserved_users_first_then_the_largest_potential_above_the_mean() {
+        let users = vec![user(0, 2, 0.9, 0.95, 0.05), user(1, 0, 0.0, 1.0, 0.0)];
+        assert_eq!(greedy_decision(&users).unwrap().picked, 1);
+        // Gaps 0.05, 0.3, 0.25: mean 0.2, V = {1, 2}; potentials 0.2 and 0.35 -> user 2.
+        let users = vec![
+            user(0, 2, 0.9, 0.95, 0.05),
+            user(1, 2, 0.6, 0.8, 0.3),
+            user(2, 2, 0.5, 0.85, 0.25),
+        ];
+        let decision = greedy_decision(&users).unwrap();
+        assert_eq!(decision.picked, 2);
+        assert_eq!(decision.candidate_set, vec![1, 2]);
+        assert!((decision.estimated_regret - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn hybrid_switches_to_round_robin_after_patience_frozen_steps() {
+        let mut picker = HybridPicker::new(3);
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let users = vec![user(0, 1, 0.9, 0.95, 0.01), user(1, 1, 0.5, 0.9, 0.4)];
+        let mut picks = Vec::new();
+        for _ in 0..7 {
+            picks.push(picker.pick_user(&users, &mut rng).unwrap());
+        }
+        // Greedy keeps picking user 1; after 3 frozen steps (the 4th decision) round robin takes over.
+        assert_eq!(picks, vec![1, 1, 1, 0, 1, 0, 1]);
+        assert!(picker.is_round_robin());
+        // A user with new data (no observations) brings Greedy back.
+        let users = vec![user(0, 0, 0.0, 0.95, 0.0), user(1, 1, 0.5, 0.9, 0.4)];
+        assert_eq!(picker.pick_user(&users, &mut rng), Some(0));
+        assert!(!picker.is_round_robin());
+    }
+}

@@ -1,0 +1,843 @@
+//! The paper's replay benchmark (section 5 and appendix A): policies replayed over a quality table.
+//!
+//! Each repetition splits the users at random into test users and the rest; the rest (optionally a
+//! fraction of them, the lesion of figure 14) only build the kernel. Every policy then drives an
+//! online [`Scheduler`] over the test users until the budget is spent (50% of the test users'
+//! candidates when cost-oblivious, 10% of their total cost when cost-aware) and after each run the
+//! mean accuracy loss `l = mean_i (best possible_i - best so far_i)` is recorded (a user without a
+//! model has loss = its best possible quality). Curves are averaged over repetitions (mean) and
+//! maximised over them (worst case) on a common cost grid. Repetitions are independent and seeded
+//! from `(seed, repetition)`, so results do not depend on the number of threads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Value, json};
+
+use crate::acquisition::{BetaForm, CandidatePolicy};
+use crate::dataset::Dataset;
+use crate::error::{Result, SchedulerError};
+use crate::kernel::{
+    HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel, QualityHistory,
+};
+use crate::picker::UserPickerKind;
+use crate::scheduler::{CandidateSpec, Scheduler, SchedulerConfig};
+
+/// The loss levels of `summary.json`'s `cost_to_mean_loss`.
+pub const LOSS_LEVELS: [f64; 4] = [0.1, 0.05, 0.02, 0.01];
+
+/// A policy of the benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PolicyName {
+    /// FCFS over (cost-aware) GP-UCB.
+    Fcfs,
+    /// RoundRobin over (cost-aware) GP-UCB.
+    RoundRobin,
+    /// Random over (cost-aware) GP-UCB.
+    Random,
+    /// Greedy (Algorithm 2) over (cost-aware) GP-UCB.
+    Greedy,
+    /// Hybrid over (cost-aware) GP-UCB: ease.ml.
+    Hybrid,
+    /// Hybrid over cost-oblivious GP-UCB even in cost-aware mode (the lesion of figure 13).
+    HybridCostOblivious,
+    /// Fixed "most cited" order + round robin.
+    MostCited,
+    /// Fixed "most recent" order + round robin.
+    MostRecent,
+    /// Spearmint*: GP-EI (per second when cost-aware) with an RBF kernel + round robin.
+    Spearmint,
+    /// Optuna's GP sampler, one study per test user, round robin (run by `bench/peers/`).
+    OptunaGp,
+    /// Optuna's TPE sampler, one study per test user, round robin (run by `bench/peers/`).
+    OptunaTpe,
+    /// Diagnostic, not a policy: (cost-aware) GP-UCB inside each user, and the user with the
+    /// largest *true* remaining loss served next (it reads the answers). An upper bound on what
+    /// any user picker can gain over round robin with the same single-user policy.
+    OracleUser,
+}
+
+impl PolicyName {
+    /// Every policy implemented in Rust, in report order.
+    pub const ALL: [PolicyName; 10] = [
+        PolicyName::Hybrid,
+        PolicyName::Greedy,
+        PolicyName::RoundRobin,
+        PolicyName::Random,
+        PolicyName::Fcfs,
+        PolicyName::MostCited,
+        PolicyName::MostRecent,
+        PolicyName::Spearmint,
+        PolicyName::HybridCostOblivious,
+        PolicyName::OracleUser,
+    ];
+
+    /// The peers run outside this crate (by the Python harness under `bench/peers/`).
+    pub const EXTERNAL: [PolicyName; 2] = [PolicyName::OptunaGp, PolicyName::OptunaTpe];
+
+    /// Whether the policy is run by the external peer harness.
+    pub fn is_external(self) -> bool {
+        PolicyName::EXTERNAL.contains(&self)
+    }
+
+    /// The name used on the command line and in outputs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyName::Fcfs => "fcfs",
+            PolicyName::RoundRobin => "round_robin",
+            PolicyName::Random => "random",
+            PolicyName::Greedy => "greedy",
+            PolicyName::Hybrid => "hybrid",
+            PolicyName::HybridCostOblivious => "hybrid_cost_oblivious",
+            PolicyName::MostCited => "most_cited",
+            PolicyName::MostRecent => "most_recent",
+            PolicyName::Spearmint => "spearmint",
+            PolicyName::OracleUser => "oracle_user",
+            PolicyName::OptunaGp => "optuna_gp",
+            PolicyName::OptunaTpe => "optuna_tpe",
+        }
+    }
+
+    /// Parses a policy name.
+    pub fn parse(name: &str) -> Result<Self> {
+        PolicyName::ALL
+            .into_iter()
+            .chain(PolicyName::EXTERNAL)
+            .find(|policy| policy.as_str() == name.trim())
+            .ok_or_else(|| {
+                let known: Vec<&str> = PolicyName::ALL
+                    .iter()
+                    .chain(&PolicyName::EXTERNAL)
+                    .map(|p| p.as_str())
+                    .collect();
+                SchedulerError::Config(format!(
+                    "unknown policy `{name}`; known: {}",
+                    known.join(", ")
+                ))
+            })
+    }
+}
+
+/// The benchmark's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayConfig {
+    /// Cost-aware mode (budget and x-axis in cost; cost-aware GP-UCB) or cost-oblivious (runs).
+    pub cost_aware: bool,
+    /// Repetitions (random splits).
+    pub repeats: usize,
+    /// Test users per repetition (clamped to what the table allows).
+    pub test_users: usize,
+    /// Seed of everything random.
+    pub seed: u64,
+    /// The policies to compare.
+    pub policies: Vec<PolicyName>,
+    /// Kernel shape of the GP-UCB policies (Spearmint* always uses RBF).
+    pub kernel: KernelKind,
+    /// Fraction of the non-test users that build the kernel (figure 14's lesion; 1.0 = all).
+    pub kernel_user_fraction: f64,
+    /// Hybrid's `s`.
+    pub hybrid_patience: usize,
+    /// Worker threads (repetitions run in parallel; results do not depend on it).
+    pub threads: usize,
+    /// `delta` of GP-UCB's `beta_t`.
+    pub ucb_delta: f64,
+    /// Multiplier of GP-UCB's `beta_t` (1 = the paper).
+    pub beta_scale: f64,
+    /// The form of GP-UCB's `beta_t`.
+    pub beta_form: BetaForm,
+    /// Per-user amplitude estimate of the GP policies (pseudo-observations; `None`: off).
+    pub amplitude_prior_strength: Option<f64>,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig {
+            cost_aware: false,
+            repeats: 50,
+            test_users: 10,
+            seed: 0,
+            policies: vec![
+                PolicyName::Hybrid,
+                PolicyName::Greedy,
+                PolicyName::RoundRobin,
+                PolicyName::Random,
+            ],
+            kernel: KernelKind::Matern52,
+            kernel_user_fraction: 1.0,
+            hybrid_patience: 10,
+            threads: 1,
+            ucb_delta: 0.1,
+            beta_scale: 1.0,
+            beta_form: BetaForm::Practical,
+            amplitude_prior_strength: None,
+        }
+    }
+}
+
+/// One repetition's trace of one policy: `(cumulative cost, mean loss)` after each run, from 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// Points in cost order, the first at cost 0.
+    pub points: Vec<(f64, f64)>,
+    /// The decisions taken, `(test user index, model index)`, in order.
+    pub decisions: Vec<(usize, usize)>,
+}
+
+impl Trace {
+    /// The loss after everything that finished at or before `cost`.
+    pub fn loss_at(&self, cost: f64) -> f64 {
+        let position = self.points.partition_point(|&(c, _)| c <= cost + 1e-12);
+        self.points[position.saturating_sub(1)].1
+    }
+}
+
+/// The aggregated curves of one policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyCurves {
+    /// The policy.
+    pub policy: PolicyName,
+    /// Mean loss over repetitions at every grid point.
+    pub mean_loss: Vec<f64>,
+    /// Worst (largest) loss over repetitions at every grid point.
+    pub worst_loss: Vec<f64>,
+    /// Wall-clock seconds spent in this policy's scheduling (all repetitions, all threads).
+    pub scheduling_seconds: f64,
+    /// Decisions taken (all repetitions).
+    pub n_decisions: usize,
+}
+
+/// Everything a benchmark run produced.
+#[derive(Debug, Clone)]
+pub struct ReplayOutcome {
+    /// The data set name.
+    pub dataset: String,
+    /// The configuration used (after clamping).
+    pub config: ReplayConfig,
+    /// Cost grid (runs when cost-oblivious).
+    pub grid: Vec<f64>,
+    /// One entry per policy, in the configured order.
+    pub curves: Vec<PolicyCurves>,
+    /// The per-repetition budgets.
+    pub budgets: Vec<f64>,
+    /// Seconds spent fitting kernels (all repetitions).
+    pub kernel_fit_seconds: f64,
+    /// The fitted hyperparameters of every repetition (GP-UCB kernel).
+    pub hyperparameters: Vec<KernelHyperparameters>,
+    /// What every repetition replayed (for the peers).
+    pub splits: Vec<ReplaySplit>,
+    /// Total wall-clock seconds.
+    pub wall_seconds: f64,
+}
+
+/// One candidate of a test user in a split.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SplitCandidate {
+    /// The model id.
+    pub model_id: String,
+    /// Its quality for this user.
+    pub quality: f64,
+    /// Its cost for this user in this repetition (1 when cost-oblivious).
+    pub cost: f64,
+}
+
+/// One test user of a split.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SplitUser {
+    /// The user id.
+    pub user_id: String,
+    /// The best quality among its candidates.
+    pub best_possible: f64,
+    /// Its candidates (models with a known quality).
+    pub candidates: Vec<SplitCandidate>,
+}
+
+/// What one repetition replays: the test users with their candidates, and the budget. Exported
+/// (`splits.json`) so that peers run over exactly the same splits.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ReplaySplit {
+    /// The repetition index.
+    pub repetition: usize,
+    /// A seed derived from the run's seed for this repetition (for the peers' samplers).
+    pub seed: u64,
+    /// The budget (runs or summed cost).
+    pub budget: f64,
+    /// The test users, in registration (round-robin) order.
+    pub users: Vec<SplitUser>,
+}
+
+struct Repetition {
+    split: ReplaySplit,
+    traces: Vec<Trace>,
+    seconds: Vec<f64>,
+    budget: f64,
+    kernel_fit_seconds: f64,
+    hyperparameters: KernelHyperparameters,
+}
+
+/// The first grid cost at which `curve` is at or below `level`.
+pub fn cost_to_reach(grid: &[f64], curve: &[f64], level: f64) -> Option<f64> {
+    grid.iter()
+        .zip(curve)
+        .find(|&(_, &loss)| loss <= level + 1e-12)
+        .map(|(&cost, _)| cost)
+}
+
+fn test_pool(dataset: &Dataset, cost_aware: bool) -> Vec<usize> {
+    if cost_aware && dataset.has_real_costs() {
+        (0..dataset.quality.len())
+            .filter(|&u| dataset.cost[u].is_some())
+            .collect()
+    } else {
+        (0..dataset.quality.len()).collect()
+    }
+}
+
+/// Clamps the number of test users to what the table allows (at least two users left for the kernel
+/// when test users come from the whole table).
+pub fn effective_test_users(dataset: &Dataset, config: &ReplayConfig) -> usize {
+    let pool = test_pool(dataset, config.cost_aware).len();
+    let n_users = dataset.quality.len();
+    let limit = if pool == n_users {
+        n_users.saturating_sub(2)
+    } else {
+        pool
+    };
+    config.test_users.min(limit).max(1)
+}
+
+fn repetition_rng(seed: u64, repetition: usize) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ (repetition as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+fn policy_config(
+    policy: PolicyName,
+    config: &ReplayConfig,
+    cited_order: &[String],
+    recent_order: &[String],
+    seed: u64,
+) -> SchedulerConfig {
+    let cost_aware = config.cost_aware;
+    let patience = config.hybrid_patience;
+    let ucb_with = |cost_aware: bool| CandidatePolicy::Ucb {
+        cost_aware,
+        beta_form: config.beta_form,
+        delta: config.ucb_delta,
+        beta_scale: config.beta_scale,
+    };
+    let ucb = ucb_with(cost_aware);
+    let (candidate_policy, user_picker) = match policy {
+        PolicyName::Fcfs => (ucb, UserPickerKind::Fcfs),
+        PolicyName::RoundRobin => (ucb, UserPickerKind::RoundRobin),
+        PolicyName::Random => (ucb, UserPickerKind::Random),
+        PolicyName::Greedy => (ucb, UserPickerKind::Greedy),
+        PolicyName::Hybrid => (ucb, UserPickerKind::Hybrid { patience }),
+        // The peers never reach here (run_replay refuses them); the oracle picks users itself.
+        PolicyName::OracleUser | PolicyName::OptunaGp | PolicyName::OptunaTpe => {
+            (ucb, UserPickerKind::RoundRobin)
+        }
+        PolicyName::HybridCostOblivious => (
+            CandidatePolicy::ucb(false),
+            UserPickerKind::Hybrid { patience },
+        ),
+        PolicyName::MostCited => (
+            CandidatePolicy::FixedOrder {
+                model_order: cited_order.to_vec(),
+            },
+            UserPickerKind::RoundRobin,
+        ),
+        PolicyName::MostRecent => (
+            CandidatePolicy::FixedOrder {
+                model_order: recent_order.to_vec(),
+            },
+            UserPickerKind::RoundRobin,
+        ),
+        PolicyName::Spearmint => (
+            CandidatePolicy::ExpectedImprovement {
+                per_cost: cost_aware,
+            },
+            UserPickerKind::RoundRobin,
+        ),
+    };
+    SchedulerConfig {
+        candidate_policy,
+        user_picker,
+        seed,
+        amplitude_prior_strength: config.amplitude_prior_strength,
+    }
+}
+
+fn run_repetition(
+    dataset: &Dataset,
+    config: &ReplayConfig,
+    repetition: usize,
+) -> Result<Repetition> {
+    let mut rng = repetition_rng(config.seed, repetition);
+    let n_test = effective_test_users(dataset, config);
+    let mut pool = test_pool(dataset, config.cost_aware);
+    pool.shuffle(&mut rng);
+    let test_users: Vec<usize> = pool.into_iter().take(n_test).collect();
+    let mut kernel_users: Vec<usize> = (0..dataset.quality.len())
+        .filter(|u| !test_users.contains(u))
+        .collect();
+    kernel_users.shuffle(&mut rng);
+    let n_kernel =
+        ((kernel_users.len() as f64 * config.kernel_user_fraction.clamp(0.0, 1.0)).ceil() as usize)
+            .clamp(1.min(kernel_users.len()), kernel_users.len());
+    kernel_users.truncate(n_kernel);
+    kernel_users.sort_unstable();
+    // Costs of the test users: real, else U(0, 1) (cost-aware), or 1 per run (cost-oblivious).
+    let n_models = dataset.model_ids.len();
+    let mut cost = vec![vec![1.0; n_models]; test_users.len()];
+    for (test_index, &user) in test_users.iter().enumerate() {
+        for model in 0..n_models {
+            let drawn: f64 = rng.r#gen::<f64>().max(1e-6);
+            if config.cost_aware {
+                cost[test_index][model] = match &dataset.cost[user] {
+                    Some(row) => row[model].filter(|c| *c > 0.0).unwrap_or(drawn),
+                    None if dataset.has_real_costs() => 1.0,
+                    None => drawn,
+                };
+            }
+        }
+    }
+    let history = QualityHistory {
+        model_ids: dataset.model_ids.clone(),
+        rows: kernel_users
+            .iter()
+            .map(|&u| dataset.quality[u].clone())
+            .collect(),
+    };
+    let fit_start = Instant::now();
+    let kernel = Arc::new(KernelModel::from_history(
+        &history,
+        config.kernel,
+        HyperparameterChoice::FitMarginalLikelihood,
+    )?);
+    let rbf_kernel =
+        if config.policies.contains(&PolicyName::Spearmint) && config.kernel != KernelKind::Rbf {
+            Arc::new(KernelModel::from_history(
+                &history,
+                KernelKind::Rbf,
+                HyperparameterChoice::FitMarginalLikelihood,
+            )?)
+        } else {
+            Arc::clone(&kernel)
+        };
+    let kernel_fit_seconds = fit_start.elapsed().as_secs_f64();
+    // Fixed orders: "most cited" proxy = descending mean quality over the kernel users (the
+    // tables name no citations); "most recent" proxy = the table's columns from last to first.
+    let mut cited_order: Vec<String> = dataset.model_ids.clone();
+    cited_order.sort_by(|a, b| kernel.prior_mean(b).total_cmp(&kernel.prior_mean(a)));
+    let recent_order: Vec<String> = dataset.model_ids.iter().rev().cloned().collect();
+    let candidates_of: Vec<Vec<usize>> = test_users
+        .iter()
+        .map(|&u| {
+            (0..n_models)
+                .filter(|&m| dataset.quality[u][m].is_some())
+                .collect()
+        })
+        .collect();
+    let best_possible: Vec<f64> = test_users
+        .iter()
+        .map(|&u| {
+            dataset.quality[u]
+                .iter()
+                .flatten()
+                .copied()
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    let budget = if config.cost_aware {
+        0.1 * candidates_of
+            .iter()
+            .enumerate()
+            .map(|(t, models)| models.iter().map(|&m| cost[t][m]).sum::<f64>())
+            .sum::<f64>()
+    } else {
+        (0.5 * candidates_of.iter().map(Vec::len).sum::<usize>() as f64).ceil()
+    };
+    let model_index: std::collections::HashMap<&str, usize> = dataset
+        .model_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    let mut traces = Vec::new();
+    let mut seconds = Vec::new();
+    for &policy in &config.policies {
+        let scheduler_seed = rng.r#gen::<u64>();
+        let started = Instant::now();
+        let policy_kernel = if policy == PolicyName::Spearmint {
+            Arc::clone(&rbf_kernel)
+        } else {
+            Arc::clone(&kernel)
+        };
+        let mut scheduler = Scheduler::new(
+            policy_kernel,
+            policy_config(policy, config, &cited_order, &recent_order, scheduler_seed),
+        );
+        let user_ids: Vec<String> = test_users
+            .iter()
+            .map(|&u| dataset.user_ids[u].clone())
+            .collect();
+        for (t, models) in candidates_of.iter().enumerate() {
+            let specs = models
+                .iter()
+                .map(|&m| CandidateSpec {
+                    model_id: dataset.model_ids[m].clone(),
+                    expected_cost: cost[t][m],
+                })
+                .collect();
+            scheduler.register_user(&user_ids[t], specs, &[])?;
+        }
+        let mut best_so_far = vec![0.0f64; test_users.len()];
+        let mut loss: f64 = best_possible.iter().sum::<f64>() / test_users.len() as f64;
+        let mut spent = 0.0;
+        let mut points = vec![(0.0, loss)];
+        let mut decisions = Vec::new();
+        while spent < budget - 1e-12 {
+            let next = if policy == PolicyName::OracleUser {
+                let mut order: Vec<usize> = (0..test_users.len()).collect();
+                order.sort_by(|&a, &b| {
+                    (best_possible[b] - best_so_far[b])
+                        .total_cmp(&(best_possible[a] - best_so_far[a]))
+                });
+                let mut found = None;
+                for t in order {
+                    if let Some(decision) = scheduler.next_decision_for_user(&user_ids[t])? {
+                        found = Some(decision);
+                        break;
+                    }
+                }
+                found
+            } else {
+                scheduler.next_decision()
+            };
+            let Some(decision) = next else {
+                break;
+            };
+            let t = user_ids
+                .iter()
+                .position(|id| *id == decision.user_id)
+                .unwrap_or(0);
+            let m = model_index[decision.model_id.as_str()];
+            let quality = dataset.quality[test_users[t]][m].unwrap_or(0.0);
+            scheduler.report(&decision, quality, cost[t][m])?;
+            spent += cost[t][m];
+            if quality > best_so_far[t] {
+                best_so_far[t] = quality;
+            }
+            loss = best_possible
+                .iter()
+                .zip(&best_so_far)
+                .map(|(best, so_far)| (best - so_far).max(0.0))
+                .sum::<f64>()
+                / test_users.len() as f64;
+            points.push((spent, loss));
+            decisions.push((t, m));
+        }
+        seconds.push(started.elapsed().as_secs_f64());
+        traces.push(Trace { points, decisions });
+    }
+    let split = ReplaySplit {
+        repetition,
+        seed: rng.r#gen::<u64>(),
+        budget,
+        users: candidates_of
+            .iter()
+            .enumerate()
+            .map(|(t, models)| SplitUser {
+                user_id: dataset.user_ids[test_users[t]].clone(),
+                best_possible: best_possible[t],
+                candidates: models
+                    .iter()
+                    .map(|&m| SplitCandidate {
+                        model_id: dataset.model_ids[m].clone(),
+                        quality: dataset.quality[test_users[t]][m].unwrap_or(0.0),
+                        cost: cost[t][m],
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    Ok(Repetition {
+        split,
+        traces,
+        seconds,
+        budget,
+        kernel_fit_seconds,
+        hyperparameters: kernel.hyperparameters(),
+    })
+}
+
+/// Runs the benchmark; `on_repetition_done` is called once per finished repetition (any thread).
+pub fn run_replay(
+    dataset: &Dataset,
+    config: &ReplayConfig,
+    on_repetition_done: &(dyn Fn() + Sync),
+) -> Result<ReplayOutcome> {
+    if config.policies.is_empty() {
+        return Err(SchedulerError::Config("no policy to run".into()));
+    }
+    if let Some(peer) = config.policies.iter().find(|p| p.is_external()) {
+        return Err(SchedulerError::Config(format!(
+            "`{}` is run by the peer harness (bench/peers/), not by run_replay",
+            peer.as_str()
+        )));
+    }
+    if config.repeats == 0 {
+        return Err(SchedulerError::Config(
+            "--repeats must be at least 1".into(),
+        ));
+    }
+    if dataset.quality.len() < 3 {
+        return Err(SchedulerError::Dataset(format!(
+            "`{}` has {} users; the replay needs at least 3",
+            dataset.name,
+            dataset.quality.len()
+        )));
+    }
+    let started = Instant::now();
+    let mut config = config.clone();
+    config.test_users = effective_test_users(dataset, &config);
+    let next_repetition = AtomicUsize::new(0);
+    let threads = config.threads.clamp(1, config.repeats);
+    let mut results: Vec<Option<Result<Repetition>>> = (0..config.repeats).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut finished = Vec::new();
+                    loop {
+                        let repetition = next_repetition.fetch_add(1, Ordering::Relaxed);
+                        if repetition >= config.repeats {
+                            break;
+                        }
+                        finished.push((repetition, run_repetition(dataset, &config, repetition)));
+                        on_repetition_done();
+                    }
+                    finished
+                })
+            })
+            .collect();
+        for handle in handles {
+            if let Ok(finished) = handle.join() {
+                for (repetition, result) in finished {
+                    results[repetition] = Some(result);
+                }
+            }
+        }
+    });
+    let mut repetitions = Vec::with_capacity(config.repeats);
+    for result in results {
+        match result {
+            Some(Ok(repetition)) => repetitions.push(repetition),
+            Some(Err(error)) => return Err(error),
+            None => return Err(SchedulerError::Config("a replay worker panicked".into())),
+        }
+    }
+    let max_budget = repetitions.iter().map(|r| r.budget).fold(0.0, f64::max);
+    let grid: Vec<f64> = if config.cost_aware {
+        let steps = 1000;
+        (0..=steps)
+            .map(|i| max_budget * i as f64 / steps as f64)
+            .collect()
+    } else {
+        (0..=(max_budget.round() as usize))
+            .map(|i| i as f64)
+            .collect()
+    };
+    let curves = config
+        .policies
+        .iter()
+        .enumerate()
+        .map(|(p, &policy)| {
+            let mut mean_loss = vec![0.0; grid.len()];
+            let mut worst_loss = vec![0.0f64; grid.len()];
+            for repetition in &repetitions {
+                for (g, &cost) in grid.iter().enumerate() {
+                    let loss = repetition.traces[p].loss_at(cost);
+                    mean_loss[g] += loss / repetitions.len() as f64;
+                    worst_loss[g] = worst_loss[g].max(loss);
+                }
+            }
+            PolicyCurves {
+                policy,
+                mean_loss,
+                worst_loss,
+                scheduling_seconds: repetitions.iter().map(|r| r.seconds[p]).sum(),
+                n_decisions: repetitions
+                    .iter()
+                    .map(|r| r.traces[p].decisions.len())
+                    .sum(),
+            }
+        })
+        .collect();
+    Ok(ReplayOutcome {
+        dataset: dataset.name.clone(),
+        grid,
+        curves,
+        budgets: repetitions.iter().map(|r| r.budget).collect(),
+        kernel_fit_seconds: repetitions.iter().map(|r| r.kernel_fit_seconds).sum(),
+        hyperparameters: repetitions.iter().map(|r| r.hyperparameters).collect(),
+        splits: repetitions.iter().map(|r| r.split.clone()).collect(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        config,
+    })
+}
+
+/// Runs one repetition and returns each policy's trace (for tests and debugging).
+pub fn replay_traces(
+    dataset: &Dataset,
+    config: &ReplayConfig,
+    repetition: usize,
+) -> Result<Vec<Trace>> {
+    let mut config = config.clone();
+    config.test_users = effective_test_users(dataset, &config);
+    Ok(run_repetition(dataset, &config, repetition)?.traces)
+}
+
+fn level_key(level: f64) -> String {
+    format!("{level}")
+}
+
+impl ReplayOutcome {
+    /// Adds a policy run elsewhere (the peers) from one trace per repetition, aggregated on the
+    /// same grid as the others.
+    pub fn add_external_policy(
+        &mut self,
+        policy: PolicyName,
+        traces: &[Trace],
+        scheduling_seconds: f64,
+    ) -> Result<()> {
+        if traces.len() != self.splits.len() || traces.iter().any(|t| t.points.is_empty()) {
+            return Err(SchedulerError::Config(format!(
+                "`{}`: expected {} non-empty traces, got {}",
+                policy.as_str(),
+                self.splits.len(),
+                traces.len()
+            )));
+        }
+        let mut mean_loss = vec![0.0; self.grid.len()];
+        let mut worst_loss = vec![0.0f64; self.grid.len()];
+        for trace in traces {
+            for (g, &cost) in self.grid.iter().enumerate() {
+                let loss = trace.loss_at(cost);
+                mean_loss[g] += loss / traces.len() as f64;
+                worst_loss[g] = worst_loss[g].max(loss);
+            }
+        }
+        self.curves.push(PolicyCurves {
+            policy,
+            mean_loss,
+            worst_loss,
+            scheduling_seconds,
+            n_decisions: traces.iter().map(|t| t.points.len() - 1).sum(),
+        });
+        self.config.policies.push(policy);
+        Ok(())
+    }
+
+    /// `summary.json`: dataset, mode, repeats, and per policy the cost to reach each loss level
+    /// (mean and worst case; null when never reached), final losses, speed-ups against every other
+    /// policy (`other's cost / this policy's cost` per level), and timings.
+    pub fn summary(&self) -> Value {
+        let mut policies = serde_json::Map::new();
+        for curves in &self.curves {
+            let mut to_mean = serde_json::Map::new();
+            let mut to_worst = serde_json::Map::new();
+            for level in LOSS_LEVELS {
+                to_mean.insert(
+                    level_key(level),
+                    json!(cost_to_reach(&self.grid, &curves.mean_loss, level)),
+                );
+                to_worst.insert(
+                    level_key(level),
+                    json!(cost_to_reach(&self.grid, &curves.worst_loss, level)),
+                );
+            }
+            let mut speedups = serde_json::Map::new();
+            for other in &self.curves {
+                if other.policy == curves.policy {
+                    continue;
+                }
+                let mut by_level = serde_json::Map::new();
+                for level in LOSS_LEVELS {
+                    let mine = cost_to_reach(&self.grid, &curves.mean_loss, level);
+                    let theirs = cost_to_reach(&self.grid, &other.mean_loss, level);
+                    let ratio = match (mine, theirs) {
+                        (Some(mine), Some(theirs)) if mine > 0.0 => Some(theirs / mine),
+                        _ => None,
+                    };
+                    by_level.insert(level_key(level), json!(ratio));
+                }
+                speedups.insert(other.policy.as_str().to_owned(), Value::Object(by_level));
+            }
+            policies.insert(
+                curves.policy.as_str().to_owned(),
+                json!({
+                    "cost_to_mean_loss": to_mean,
+                    "cost_to_worst_loss": to_worst,
+                    "final_mean_loss": curves.mean_loss.last(),
+                    "final_worst_loss": curves.worst_loss.last(),
+                    "speedup_vs": speedups,
+                    "scheduling_seconds": curves.scheduling_seconds,
+                    "decisions": curves.n_decisions,
+                    "microseconds_per_decision": if curves.n_decisions > 0 {
+                        Some(curves.scheduling_seconds * 1e6 / curves.n_decisions as f64)
+                    } else {
+                        None
+                    },
+                }),
+            );
+        }
+        let mean_budget = self.budgets.iter().sum::<f64>() / self.budgets.len().max(1) as f64;
+        json!({
+            "dataset": self.dataset,
+            "mode": if self.config.cost_aware { "cost_aware" } else { "cost_oblivious" },
+            "cost_unit": if self.config.cost_aware { "summed cost" } else { "runs" },
+            "repeats": self.config.repeats,
+            "test_users": self.config.test_users,
+            "seed": self.config.seed,
+            "kernel": self.config.kernel,
+            "kernel_user_fraction": self.config.kernel_user_fraction,
+            "hybrid_patience": self.config.hybrid_patience,
+            "ucb_delta": self.config.ucb_delta,
+            "beta_scale": self.config.beta_scale,
+            "beta_form": self.config.beta_form,
+            "amplitude_prior_strength": self.config.amplitude_prior_strength,
+            "mean_budget": mean_budget,
+            "kernel_fit_seconds": self.kernel_fit_seconds,
+            "hyperparameters_first_repetition": self.hyperparameters.first(),
+            "wall_seconds": self.wall_seconds,
+            "policies": policies,
+        })
+    }
+
+    /// `curves.csv`: `policy,cost,mean_loss,worst_loss`, one row per policy and grid point.
+    pub fn curves_csv(&self) -> String {
+        let mut out = String::from("policy,cost,mean_loss,worst_loss\n");
+        for curves in &self.curves {
+            for (g, cost) in self.grid.iter().enumerate() {
+                out.push_str(&format!(
+                    "{},{},{},{}\n",
+                    curves.policy.as_str(),
+                    cost,
+                    curves.mean_loss[g],
+                    curves.worst_loss[g]
+                ));
+            }
+        }
+        out
+    }
+
+    /// Per-policy curves keyed by name (for plotting).
+    pub fn curves_by_name(&self) -> BTreeMap<&'static str, &PolicyCurves> {
+        self.curves.iter().map(|c| (c.policy.as_str(), c)).collect()
+    }
+}

@@ -1,0 +1,658 @@
+//! The online scheduler the runtime drives: which (user, candidate) to train next.
+//!
+//! Users register with their candidates (model ids with an expected cost) and optionally their
+//! prior history; [`Scheduler::next_decision`] returns the next [`Decision`] (the user picker chooses the
+//! user, the candidate policy chooses the candidate); [`Scheduler::report`] feeds back the observed
+//! quality and cost. Users and candidates may join and leave at any time, and
+//! [`Scheduler::data_changed`] starts a new data version for a user: its GP forgets the old
+//! observations and all its candidates become eligible again.
+//!
+//! Invariants: `next_decision` never returns a user without an eligible candidate ("finished"), a candidate
+//! already trained in the current data version, one in flight, or one removed. Costs are
+//! normalised over all registered users (the most expensive candidate has cost 1). All randomness
+//! comes from one generator seeded at construction, so a run is reproducible.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::acquisition::{
+    BetaForm, CandidatePolicy, argmax_eligible, beta, expected_improvement, upper_confidence_bound,
+};
+use crate::error::{Result, SchedulerError};
+use crate::gp::UserGp;
+use crate::kernel::KernelModel;
+use crate::picker::{UserPicker, UserPickerKind, UserSummary};
+
+/// How a scheduler decides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerConfig {
+    /// The single-user policy.
+    pub candidate_policy: CandidatePolicy,
+    /// The multi-user policy.
+    pub user_picker: UserPickerKind,
+    /// Seed of the scheduler's random generator (used by the Random picker).
+    pub seed: u64,
+    /// Per-user amplitude estimate with this many pseudo-observations (see
+    /// [`UserGp::with_amplitude_estimate`]); `None` keeps the shared amplitude.
+    pub amplitude_prior_strength: Option<f64>,
+}
+
+impl Default for SchedulerConfig {
+    /// Hybrid (s = 10) over cost-aware GP-UCB.
+    fn default() -> Self {
+        SchedulerConfig {
+            candidate_policy: CandidatePolicy::ucb(true),
+            user_picker: UserPickerKind::default(),
+            seed: 0,
+            amplitude_prior_strength: None,
+        }
+    }
+}
+
+/// A candidate model offered to a user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CandidateSpec {
+    /// The model id (the kernel model knows its history by this id).
+    pub model_id: String,
+    /// The expected cost of training it (any positive unit; 1.0 when unknown).
+    pub expected_cost: f64,
+}
+
+impl CandidateSpec {
+    /// A candidate with cost 1.
+    pub fn new(model_id: impl Into<String>) -> Self {
+        CandidateSpec {
+            model_id: model_id.into(),
+            expected_cost: 1.0,
+        }
+    }
+}
+
+/// One past observation of a user (prior history at registration).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriorObservation {
+    /// The model id.
+    pub model_id: String,
+    /// The observed quality.
+    pub quality: f64,
+    /// The observed cost.
+    pub cost: f64,
+}
+
+/// What to train next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    /// The user.
+    pub user_id: String,
+    /// The candidate model.
+    pub model_id: String,
+    /// The user's data version the decision was made for.
+    pub data_version: u64,
+}
+
+/// A user's best model so far.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BestModel {
+    /// The model id.
+    pub model_id: String,
+    /// Its observed quality.
+    pub quality: f64,
+    /// Its observed cost.
+    pub cost: f64,
+    /// The data version it was trained on.
+    pub data_version: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CandidateStatus {
+    Eligible,
+    InFlight,
+    Trained,
+    Removed,
+}
+
+#[derive(Debug, Clone)]
+struct CandidateState {
+    model_id: String,
+    expected_cost: f64,
+    status: CandidateStatus,
+    upper_confidence_bound_at_pick: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+struct UserState {
+    user_id: String,
+    registration_sequence: u64,
+    data_version: u64,
+    candidates: Vec<CandidateState>,
+    candidate_index_by_model: HashMap<String, usize>,
+    gp: UserGp,
+    best_current: Option<BestModel>,
+    best_previous: Option<BestModel>,
+    empirical_bound: Option<f64>,
+    empirical_gap: Option<f64>,
+}
+
+/// The multi-tenant scheduler.
+#[derive(Debug)]
+pub struct Scheduler {
+    kernel: Arc<KernelModel>,
+    candidate_policy: CandidatePolicy,
+    fixed_rank_by_model: HashMap<String, usize>,
+    picker: Box<dyn UserPicker>,
+    rng: ChaCha8Rng,
+    users: Vec<UserState>,
+    next_registration_sequence: u64,
+    amplitude_prior_strength: Option<f64>,
+}
+
+fn validate_cost(user: &str, model: &str, cost: f64) -> Result<()> {
+    if cost.is_finite() && cost > 0.0 {
+        Ok(())
+    } else {
+        Err(SchedulerError::InvalidObservation {
+            user: user.to_owned(),
+            candidate: model.to_owned(),
+            reason: format!("cost must be a positive finite number, got {cost}"),
+        })
+    }
+}
+
+impl Scheduler {
+    /// A scheduler with no users, over the given prior.
+    pub fn new(kernel: Arc<KernelModel>, config: SchedulerConfig) -> Self {
+        let fixed_rank_by_model = match &config.candidate_policy {
+            CandidatePolicy::FixedOrder { model_order } => model_order
+                .iter()
+                .enumerate()
+                .map(|(rank, id)| (id.clone(), rank))
+                .collect(),
+            _ => HashMap::new(),
+        };
+        Scheduler {
+            kernel,
+            candidate_policy: config.candidate_policy,
+            fixed_rank_by_model,
+            picker: config.user_picker.build(),
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            users: Vec::new(),
+            next_registration_sequence: 0,
+            amplitude_prior_strength: config.amplitude_prior_strength,
+        }
+    }
+
+    /// The name of the user picker.
+    pub fn picker_name(&self) -> &'static str {
+        self.picker.name()
+    }
+
+    fn user_index(&self, user_id: &str) -> Result<usize> {
+        self.users
+            .iter()
+            .position(|user| user.user_id == user_id)
+            .ok_or_else(|| SchedulerError::UnknownUser(user_id.to_owned()))
+    }
+
+    fn fresh_gp(&self, model_ids: &[String]) -> UserGp {
+        let (mean, covariance) = self.kernel.prior_over(model_ids);
+        let gp = UserGp::new(
+            mean,
+            covariance,
+            self.kernel.hyperparameters().noise_variance,
+        );
+        match self.amplitude_prior_strength {
+            Some(strength) => gp.with_amplitude_estimate(strength),
+            None => gp,
+        }
+    }
+
+    /// Registers a user with its candidates and optional prior history (observations of some of
+    /// those candidates on the user's current data; they count as trained).
+    pub fn register_user(
+        &mut self,
+        user_id: &str,
+        candidates: Vec<CandidateSpec>,
+        prior_history: &[PriorObservation],
+    ) -> Result<()> {
+        if self.users.iter().any(|user| user.user_id == user_id) {
+            return Err(SchedulerError::DuplicateUser(user_id.to_owned()));
+        }
+        let mut candidate_index_by_model = HashMap::new();
+        let mut states = Vec::with_capacity(candidates.len());
+        for spec in candidates {
+            validate_cost(user_id, &spec.model_id, spec.expected_cost)?;
+            if candidate_index_by_model
+                .insert(spec.model_id.clone(), states.len())
+                .is_some()
+            {
+                return Err(SchedulerError::DuplicateCandidate {
+                    user: user_id.to_owned(),
+                    candidate: spec.model_id,
+                });
+            }
+            states.push(CandidateState {
+                model_id: spec.model_id,
+                expected_cost: spec.expected_cost,
+                status: CandidateStatus::Eligible,
+                upper_confidence_bound_at_pick: None,
+            });
+        }
+        let model_ids: Vec<String> = states.iter().map(|c| c.model_id.clone()).collect();
+        let gp = self.fresh_gp(&model_ids);
+        self.users.push(UserState {
+            user_id: user_id.to_owned(),
+            registration_sequence: self.next_registration_sequence,
+            data_version: 0,
+            candidates: states,
+            candidate_index_by_model,
+            gp,
+            best_current: None,
+            best_previous: None,
+            empirical_bound: None,
+            empirical_gap: None,
+        });
+        self.next_registration_sequence += 1;
+        for observation in prior_history {
+            let decision = Decision {
+                user_id: user_id.to_owned(),
+                model_id: observation.model_id.clone(),
+                data_version: 0,
+            };
+            if let Err(error) = self.report(&decision, observation.quality, observation.cost) {
+                self.users.pop();
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a user and everything the scheduler knows about it.
+    pub fn remove_user(&mut self, user_id: &str) -> Result<()> {
+        let index = self.user_index(user_id)?;
+        self.users.remove(index);
+        Ok(())
+    }
+
+    /// Offers a new candidate to a registered user.
+    pub fn add_candidate(&mut self, user_id: &str, spec: CandidateSpec) -> Result<()> {
+        validate_cost(user_id, &spec.model_id, spec.expected_cost)?;
+        let index = self.user_index(user_id)?;
+        let kernel = Arc::clone(&self.kernel);
+        let user = &mut self.users[index];
+        if let Some(&existing) = user.candidate_index_by_model.get(&spec.model_id) {
+            let candidate = &mut user.candidates[existing];
+            if candidate.status != CandidateStatus::Removed {
+                return Err(SchedulerError::DuplicateCandidate {
+                    user: user_id.to_owned(),
+                    candidate: spec.model_id,
+                });
+            }
+            candidate.status = CandidateStatus::Eligible;
+            candidate.expected_cost = spec.expected_cost;
+            return Ok(());
+        }
+        let covariances: Vec<f64> = user
+            .candidates
+            .iter()
+            .map(|other| kernel.covariance(&spec.model_id, &other.model_id))
+            .collect();
+        user.gp.add_candidate(
+            kernel.prior_mean(&spec.model_id),
+            kernel.covariance(&spec.model_id, &spec.model_id),
+            &covariances,
+        );
+        user.candidate_index_by_model
+            .insert(spec.model_id.clone(), user.candidates.len());
+        user.candidates.push(CandidateState {
+            model_id: spec.model_id,
+            expected_cost: spec.expected_cost,
+            status: CandidateStatus::Eligible,
+            upper_confidence_bound_at_pick: None,
+        });
+        Ok(())
+    }
+
+    /// Withdraws a candidate: it is never picked again (its past observations still inform the GP).
+    pub fn remove_candidate(&mut self, user_id: &str, model_id: &str) -> Result<()> {
+        let index = self.user_index(user_id)?;
+        let user = &mut self.users[index];
+        let candidate = *user.candidate_index_by_model.get(model_id).ok_or_else(|| {
+            SchedulerError::UnknownCandidate {
+                user: user_id.to_owned(),
+                candidate: model_id.to_owned(),
+            }
+        })?;
+        user.candidates[candidate].status = CandidateStatus::Removed;
+        Ok(())
+    }
+
+    /// The user's data changed (feed, refine): a new data version starts, the GP forgets the old
+    /// observations and every candidate that was not removed is eligible again. The best model of
+    /// the old version is still reported by [`Scheduler::best_so_far`] until the new version has one.
+    pub fn data_changed(&mut self, user_id: &str) -> Result<()> {
+        let index = self.user_index(user_id)?;
+        let model_ids: Vec<String> = self.users[index]
+            .candidates
+            .iter()
+            .map(|c| c.model_id.clone())
+            .collect();
+        let gp = self.fresh_gp(&model_ids);
+        let user = &mut self.users[index];
+        user.gp = gp;
+        user.data_version += 1;
+        if let Some(best) = user.best_current.take() {
+            user.best_previous = Some(best);
+        }
+        user.empirical_bound = None;
+        user.empirical_gap = None;
+        for candidate in &mut user.candidates {
+            if candidate.status != CandidateStatus::Removed {
+                candidate.status = CandidateStatus::Eligible;
+                candidate.upper_confidence_bound_at_pick = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a user has nothing left to train (no eligible candidate).
+    pub fn is_finished(&self, user_id: &str) -> Result<bool> {
+        let index = self.user_index(user_id)?;
+        Ok(!self.users[index]
+            .candidates
+            .iter()
+            .any(|c| c.status == CandidateStatus::Eligible))
+    }
+
+    /// The registered user ids, in registration order.
+    pub fn user_ids(&self) -> Vec<String> {
+        self.users.iter().map(|u| u.user_id.clone()).collect()
+    }
+
+    /// The user's best model so far (current data version first, else the previous version's).
+    pub fn best_so_far(&self, user_id: &str) -> Result<Option<BestModel>> {
+        let index = self.user_index(user_id)?;
+        let user = &self.users[index];
+        Ok(user
+            .best_current
+            .clone()
+            .or_else(|| user.best_previous.clone()))
+    }
+
+    /// The posterior mean and standard deviation of every candidate of a user (model id order of
+    /// registration): what the scheduler currently believes.
+    pub fn posterior(&self, user_id: &str) -> Result<Vec<(String, f64, f64)>> {
+        let index = self.user_index(user_id)?;
+        let user = &self.users[index];
+        Ok(user
+            .candidates
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                (
+                    c.model_id.clone(),
+                    user.gp.mean()[k],
+                    user.gp.standard_deviation(k),
+                )
+            })
+            .collect())
+    }
+
+    fn cost_scale(&self) -> f64 {
+        self.users
+            .iter()
+            .flat_map(|user| user.candidates.iter())
+            .map(|c| c.expected_cost)
+            .fold(0.0, f64::max)
+            .max(1e-300)
+    }
+
+    /// UCB scores of a user's eligible candidates: `(candidate index, score)`.
+    fn upper_confidence_bounds(&self, user: &UserState, cost_scale: f64) -> Vec<(usize, f64)> {
+        let (cost_aware, beta_form, delta, beta_scale) = match &self.candidate_policy {
+            CandidatePolicy::Ucb {
+                cost_aware,
+                beta_form,
+                delta,
+                beta_scale,
+            } => (*cost_aware, *beta_form, *delta, *beta_scale),
+            _ => (false, BetaForm::Practical, 0.1, 1.0),
+        };
+        let beta_scale = if beta_scale.is_finite() && beta_scale > 0.0 {
+            beta_scale
+        } else {
+            1.0
+        };
+        let beta_t = beta_scale
+            * beta(
+                beta_form,
+                user.candidates.len(),
+                user.gp.n_observations() + 1,
+                delta,
+                1.0,
+            );
+        user.candidates
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.status == CandidateStatus::Eligible)
+            .map(|(k, c)| {
+                let normalised_cost = if cost_aware {
+                    c.expected_cost / cost_scale
+                } else {
+                    1.0
+                };
+                (
+                    k,
+                    upper_confidence_bound(
+                        user.gp.mean()[k],
+                        user.gp.standard_deviation(k),
+                        beta_t,
+                        normalised_cost,
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    fn pick_candidate(
+        &self,
+        user: &UserState,
+        upper_confidence_bounds: &[(usize, f64)],
+        cost_scale: f64,
+    ) -> Option<usize> {
+        match &self.candidate_policy {
+            CandidatePolicy::Ucb { .. } => {
+                argmax_eligible(upper_confidence_bounds.iter().copied()).map(|(k, _)| k)
+            }
+            CandidatePolicy::ExpectedImprovement { per_cost } => {
+                let eligible = upper_confidence_bounds.iter().map(|&(k, _)| k);
+                let best_quality = user
+                    .best_current
+                    .as_ref()
+                    .map(|best| best.quality)
+                    .unwrap_or_else(|| {
+                        eligible
+                            .clone()
+                            .map(|k| user.gp.mean()[k])
+                            .fold(f64::NEG_INFINITY, f64::max)
+                    });
+                argmax_eligible(eligible.map(|k| {
+                    let improvement = expected_improvement(
+                        user.gp.mean()[k],
+                        user.gp.standard_deviation(k),
+                        best_quality,
+                    );
+                    let cost = if *per_cost {
+                        (user.candidates[k].expected_cost / cost_scale).max(1e-12)
+                    } else {
+                        1.0
+                    };
+                    (k, improvement / cost)
+                }))
+                .map(|(k, _)| k)
+            }
+            CandidatePolicy::FixedOrder { .. } => upper_confidence_bounds
+                .iter()
+                .map(|&(k, _)| k)
+                .min_by_key(|&k| {
+                    (
+                        self.fixed_rank_by_model
+                            .get(&user.candidates[k].model_id)
+                            .copied()
+                            .unwrap_or(usize::MAX),
+                        k,
+                    )
+                }),
+        }
+    }
+
+    /// The next (user, candidate) to train, or `None` when no user has an eligible candidate.
+    /// The candidate is marked in flight until [`Scheduler::report`] is called for it.
+    pub fn next_decision(&mut self) -> Option<Decision> {
+        let cost_scale = self.cost_scale();
+        let mut summaries = Vec::new();
+        let mut bounds_by_summary = Vec::new();
+        for (index, user) in self.users.iter().enumerate() {
+            let bounds = self.upper_confidence_bounds(user, cost_scale);
+            if bounds.is_empty() {
+                continue;
+            }
+            let largest = bounds
+                .iter()
+                .map(|&(_, score)| score)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let best_quality = user.best_current.as_ref().map(|best| best.quality);
+            summaries.push(UserSummary {
+                registration_sequence: user.registration_sequence,
+                n_observations: user.gp.n_observations(),
+                best_quality,
+                largest_upper_confidence_bound: largest,
+                empirical_gap: user.empirical_gap,
+            });
+            bounds_by_summary.push((index, bounds));
+        }
+        if summaries.is_empty() {
+            return None;
+        }
+        let picked = self
+            .picker
+            .pick_user(&summaries, &mut self.rng)
+            .filter(|&picked| picked < summaries.len())
+            .unwrap_or(0);
+        let (user_index, bounds) = &bounds_by_summary[picked];
+        Some(self.decide_for(*user_index, bounds, cost_scale))
+    }
+
+    /// The next candidate of one given user (bypassing the user picker: for an operator's
+    /// priority, or for oracle experiments); `None` when that user has nothing left to train.
+    pub fn next_decision_for_user(&mut self, user_id: &str) -> Result<Option<Decision>> {
+        let index = self.user_index(user_id)?;
+        let cost_scale = self.cost_scale();
+        let bounds = self.upper_confidence_bounds(&self.users[index], cost_scale);
+        if bounds.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.decide_for(index, &bounds, cost_scale)))
+    }
+
+    fn decide_for(
+        &mut self,
+        user_index: usize,
+        bounds: &[(usize, f64)],
+        cost_scale: f64,
+    ) -> Decision {
+        let user = &self.users[user_index];
+        let candidate = self
+            .pick_candidate(user, bounds, cost_scale)
+            .unwrap_or(bounds[0].0);
+        let bound_at_pick = bounds
+            .iter()
+            .find(|&&(k, _)| k == candidate)
+            .map(|&(_, score)| score);
+        let user = &mut self.users[user_index];
+        let state = &mut user.candidates[candidate];
+        state.status = CandidateStatus::InFlight;
+        state.upper_confidence_bound_at_pick = bound_at_pick;
+        Decision {
+            user_id: user.user_id.clone(),
+            model_id: state.model_id.clone(),
+            data_version: user.data_version,
+        }
+    }
+
+    /// Gives a decision back without a result (the run failed or was cancelled): the candidate is
+    /// eligible again.
+    pub fn cancel(&mut self, decision: &Decision) -> Result<()> {
+        let index = self.user_index(&decision.user_id)?;
+        let user = &mut self.users[index];
+        if let Some(&k) = user.candidate_index_by_model.get(&decision.model_id)
+            && user.candidates[k].status == CandidateStatus::InFlight
+        {
+            user.candidates[k].status = CandidateStatus::Eligible;
+        }
+        Ok(())
+    }
+
+    /// Reports the observed quality and cost of a decided (or prior) run. A report for an older
+    /// data version only updates the old version's best model.
+    pub fn report(&mut self, decision: &Decision, quality: f64, cost: f64) -> Result<()> {
+        let index = self.user_index(&decision.user_id)?;
+        let user = &mut self.users[index];
+        let candidate = *user
+            .candidate_index_by_model
+            .get(&decision.model_id)
+            .ok_or_else(|| SchedulerError::UnknownCandidate {
+                user: decision.user_id.clone(),
+                candidate: decision.model_id.clone(),
+            })?;
+        if !quality.is_finite() {
+            return Err(SchedulerError::InvalidObservation {
+                user: decision.user_id.clone(),
+                candidate: decision.model_id.clone(),
+                reason: format!("quality must be finite, got {quality}"),
+            });
+        }
+        validate_cost(&decision.user_id, &decision.model_id, cost)?;
+        let observed = BestModel {
+            model_id: decision.model_id.clone(),
+            quality,
+            cost,
+            data_version: decision.data_version,
+        };
+        if decision.data_version != user.data_version {
+            if user
+                .best_previous
+                .as_ref()
+                .is_none_or(|best| quality > best.quality)
+            {
+                user.best_previous = Some(observed);
+            }
+            return Ok(());
+        }
+        let state = &mut user.candidates[candidate];
+        if state.status != CandidateStatus::Removed {
+            state.status = CandidateStatus::Trained;
+        }
+        state.expected_cost = cost;
+        let bound_at_pick = state.upper_confidence_bound_at_pick.take();
+        user.gp.add_observation(candidate, quality);
+        // Algorithm 2, line 6: the empirical confidence bound is the running minimum of the UCBs
+        // of the picked arms; the gap is that bound minus the latest observation.
+        if let Some(bound) = bound_at_pick.filter(|b| b.is_finite()) {
+            let empirical_bound = user.empirical_bound.map_or(bound, |e| e.min(bound));
+            user.empirical_bound = Some(empirical_bound);
+            user.empirical_gap = Some((empirical_bound - quality).max(0.0));
+        }
+        if user
+            .best_current
+            .as_ref()
+            .is_none_or(|best| quality > best.quality)
+        {
+            user.best_current = Some(observed);
+        }
+        Ok(())
+    }
+}

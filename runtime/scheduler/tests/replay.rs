@@ -1,0 +1,176 @@
+//! The replay benchmark on small synthetic tables, and on the shared tables when present.
+
+use std::path::PathBuf;
+
+use easeml_scheduler::dataset::{
+    SyntheticSpec, generate_synthetic, load_delgado179, load_easeml_deeplearning,
+};
+use easeml_scheduler::replay::{PolicyName, ReplayConfig, replay_traces, run_replay};
+
+fn small_config(cost_aware: bool) -> ReplayConfig {
+    ReplayConfig {
+        cost_aware,
+        repeats: 3,
+        test_users: 4,
+        seed: 9,
+        policies: PolicyName::ALL.to_vec(),
+        threads: 1,
+        ..ReplayConfig::default()
+    }
+}
+
+fn small_synthetic() -> easeml_scheduler::dataset::Dataset {
+    let spec = SyntheticSpec {
+        n_users: 16,
+        n_models: 12,
+        ..SyntheticSpec::paper(0.5, 0.1)
+    };
+    generate_synthetic(spec, 1).unwrap()
+}
+
+#[test]
+fn replay_is_deterministic_and_independent_of_threads() {
+    let data = small_synthetic();
+    for cost_aware in [false, true] {
+        let one = run_replay(&data, &small_config(cost_aware), &|| {}).unwrap();
+        let two = run_replay(
+            &data,
+            &ReplayConfig {
+                threads: 2,
+                ..small_config(cost_aware)
+            },
+            &|| {},
+        )
+        .unwrap();
+        assert_eq!(one.grid, two.grid);
+        for (a, b) in one.curves.iter().zip(&two.curves) {
+            assert_eq!(a.mean_loss, b.mean_loss, "{:?}", a.policy);
+            assert_eq!(a.worst_loss, b.worst_loss);
+        }
+    }
+}
+
+#[test]
+fn every_policy_respects_the_budget_and_never_repeats_a_run() {
+    let data = small_synthetic();
+    for cost_aware in [false, true] {
+        let config = small_config(cost_aware);
+        let traces = replay_traces(&data, &config, 0).unwrap();
+        for (policy, trace) in config.policies.iter().zip(&traces) {
+            let mut seen = std::collections::HashSet::new();
+            for decision in &trace.decisions {
+                assert!(seen.insert(*decision), "{policy:?} repeated {decision:?}");
+            }
+            // Loss never increases and starts at the mean best possible quality.
+            for pair in trace.points.windows(2) {
+                assert!(pair[1].1 <= pair[0].1 + 1e-12);
+                assert!(pair[1].0 >= pair[0].0);
+            }
+            if !cost_aware {
+                // 4 test users x 12 models: budget 24 runs.
+                assert_eq!(trace.decisions.len(), 24, "{policy:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn summary_has_the_documented_keys() {
+    let data = small_synthetic();
+    let outcome = run_replay(&data, &small_config(false), &|| {}).unwrap();
+    let summary = outcome.summary();
+    assert_eq!(summary["mode"], "cost_oblivious");
+    assert_eq!(summary["repeats"], 3);
+    for policy in PolicyName::ALL {
+        let entry = &summary["policies"][policy.as_str()];
+        for level in ["0.1", "0.05", "0.02", "0.01"] {
+            assert!(
+                entry["cost_to_mean_loss"].get(level).is_some(),
+                "{policy:?} {level}"
+            );
+        }
+        assert!(entry["final_mean_loss"].is_number());
+        assert!(entry["final_worst_loss"].is_number());
+    }
+    assert!(
+        outcome
+            .curves_csv()
+            .starts_with("policy,cost,mean_loss,worst_loss\n")
+    );
+}
+
+fn shared_data_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("EASEML_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "skipping: shared data tables not found at {} (set EASEML_SHARED_DATA)",
+            dir.display()
+        );
+        None
+    }
+}
+
+#[test]
+fn shared_tables_parse_as_provenance_describes() {
+    let Some(dir) = shared_data_dir() else {
+        return;
+    };
+    let delgado = load_delgado179(&dir).unwrap();
+    assert_eq!(delgado.quality.len(), 121);
+    assert_eq!(delgado.model_ids.len(), 179);
+    let missing = delgado
+        .quality
+        .iter()
+        .flatten()
+        .filter(|q| q.is_none())
+        .count();
+    assert_eq!(missing, 449);
+    assert!(
+        delgado
+            .quality
+            .iter()
+            .flatten()
+            .flatten()
+            .all(|q| (0.0..=1.0).contains(q))
+    );
+    assert_eq!(delgado.user_ids[0], "abalone");
+    let deep = load_easeml_deeplearning(&dir).unwrap();
+    assert_eq!(deep.quality.len(), 18);
+    assert_eq!(deep.model_ids.len(), 9);
+    assert_eq!(deep.cost.iter().filter(|c| c.is_some()).count(), 8);
+}
+
+#[test]
+fn shared_tables_replay_quickly() {
+    let Some(dir) = shared_data_dir() else {
+        return;
+    };
+    let deep = load_easeml_deeplearning(&dir).unwrap();
+    let config = ReplayConfig {
+        cost_aware: true,
+        repeats: 2,
+        ..small_config(true)
+    };
+    let outcome = run_replay(&deep, &config, &|| {}).unwrap();
+    assert_eq!(outcome.config.test_users, 4);
+    // The first 30 classifiers only: the full 179 x 179 fit is a benchmark, not a debug-build test.
+    let mut delgado = load_delgado179(&dir).unwrap();
+    delgado.model_ids.truncate(30);
+    for row in &mut delgado.quality {
+        row.truncate(30);
+    }
+    let config = ReplayConfig {
+        repeats: 1,
+        test_users: 3,
+        policies: vec![PolicyName::Hybrid, PolicyName::RoundRobin],
+        ..small_config(false)
+    };
+    let outcome = run_replay(&delgado, &config, &|| {}).unwrap();
+    for curves in &outcome.curves {
+        assert!(curves.mean_loss.last().unwrap() < &0.1);
+    }
+}

@@ -1,0 +1,282 @@
+//! The online scheduler through its public API: the paper's FCFS example, invariants under joins,
+//! leaves and data changes, determinism under a seed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use easeml_scheduler::acquisition::CandidatePolicy;
+use easeml_scheduler::{
+    CandidateSpec, KernelHyperparameters, KernelKind, KernelModel, PriorObservation, Scheduler,
+    SchedulerConfig, UserPickerKind,
+};
+
+fn no_history_kernel() -> Arc<KernelModel> {
+    Arc::new(KernelModel::without_history(
+        KernelKind::Rbf,
+        KernelHyperparameters::default(),
+    ))
+}
+
+fn scheduler(picker: UserPickerKind, seed: u64) -> Scheduler {
+    Scheduler::new(
+        no_history_kernel(),
+        SchedulerConfig {
+            candidate_policy: CandidatePolicy::ucb(false),
+            user_picker: picker,
+            seed,
+            amplitude_prior_strength: None,
+        },
+    )
+}
+
+/// Section 4.1: U1 = {M1: 90, M2: 95, M3: 100}, U2 = {M1: 70, M2: 95, M3: 100}. With no history
+/// every candidate looks alike and ties go to M1, as the paper assumes. FCFS serves U1 twice
+/// (regret 110 + 105 = 215 after two rounds); RoundRobin and Greedy serve U2 second (110 + 40 = 150).
+#[test]
+fn the_papers_fcfs_example() {
+    let quality: HashMap<(&str, &str), f64> = [
+        (("u1", "m1"), 90.0),
+        (("u1", "m2"), 95.0),
+        (("u1", "m3"), 100.0),
+        (("u2", "m1"), 70.0),
+        (("u2", "m2"), 95.0),
+        (("u2", "m3"), 100.0),
+    ]
+    .into_iter()
+    .collect();
+    let cumulative_regret_after_two_rounds = |picker: UserPickerKind| {
+        let mut scheduler = scheduler(picker, 0);
+        for user in ["u1", "u2"] {
+            let candidates = ["m1", "m2", "m3"].map(CandidateSpec::new).to_vec();
+            scheduler.register_user(user, candidates, &[]).unwrap();
+        }
+        let mut best: HashMap<&str, f64> = HashMap::new();
+        let mut regret = 0.0;
+        let mut served = Vec::new();
+        for _ in 0..2 {
+            let decision = scheduler.next_decision().unwrap();
+            let user = if decision.user_id == "u1" { "u1" } else { "u2" };
+            let q = quality[&(user, decision.model_id.as_str())];
+            scheduler.report(&decision, q / 100.0, 1.0).unwrap();
+            let entry = best.entry(user).or_insert(0.0);
+            *entry = entry.max(q);
+            regret += ["u1", "u2"]
+                .iter()
+                .map(|u| 100.0 - best.get(u).copied().unwrap_or(0.0))
+                .sum::<f64>();
+            served.push((decision.user_id, decision.model_id));
+        }
+        (regret, served)
+    };
+    let (fcfs_regret, fcfs_served) = cumulative_regret_after_two_rounds(UserPickerKind::Fcfs);
+    assert_eq!(fcfs_served[0], ("u1".to_owned(), "m1".to_owned()));
+    assert_eq!(fcfs_served[1].0, "u1");
+    assert_eq!(fcfs_regret, 215.0);
+    for picker in [
+        UserPickerKind::RoundRobin,
+        UserPickerKind::Greedy,
+        UserPickerKind::Hybrid { patience: 10 },
+    ] {
+        let (regret, served) = cumulative_regret_after_two_rounds(picker);
+        assert_eq!(served[1], ("u2".to_owned(), "m1".to_owned()), "{picker:?}");
+        assert_eq!(regret, 150.0, "{picker:?}");
+    }
+}
+
+fn all_pickers() -> Vec<UserPickerKind> {
+    vec![
+        UserPickerKind::Fcfs,
+        UserPickerKind::RoundRobin,
+        UserPickerKind::Random,
+        UserPickerKind::Greedy,
+        UserPickerKind::Hybrid { patience: 3 },
+    ]
+}
+
+fn all_candidate_policies() -> Vec<CandidatePolicy> {
+    vec![
+        CandidatePolicy::ucb(false),
+        CandidatePolicy::ucb(true),
+        CandidatePolicy::ExpectedImprovement { per_cost: true },
+        CandidatePolicy::FixedOrder {
+            model_order: vec!["m3".into(), "m0".into()],
+        },
+    ]
+}
+
+/// A deterministic pseudo-quality for (user, model).
+fn quality_of(user: &str, model: &str) -> f64 {
+    let hash = user
+        .bytes()
+        .chain(model.bytes())
+        .fold(17u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    0.3 + (hash % 700) as f64 / 1000.0
+}
+
+#[test]
+fn never_picks_a_finished_user_or_a_trained_candidate() {
+    for picker in all_pickers() {
+        for policy in all_candidate_policies() {
+            let mut scheduler = Scheduler::new(
+                no_history_kernel(),
+                SchedulerConfig {
+                    candidate_policy: policy.clone(),
+                    user_picker: picker,
+                    seed: 11,
+                    amplitude_prior_strength: Some(2.0),
+                },
+            );
+            let mut remaining: HashMap<String, HashSet<String>> = HashMap::new();
+            for (user, n_models) in [("a", 4usize), ("b", 2), ("c", 5)] {
+                let models: Vec<String> = (0..n_models).map(|m| format!("m{m}")).collect();
+                let specs = models
+                    .iter()
+                    .enumerate()
+                    .map(|(m, id)| CandidateSpec {
+                        model_id: id.clone(),
+                        expected_cost: 1.0 + m as f64,
+                    })
+                    .collect();
+                scheduler.register_user(user, specs, &[]).unwrap();
+                remaining.insert(user.to_owned(), models.into_iter().collect());
+            }
+            let mut steps = 0;
+            while let Some(decision) = scheduler.next_decision() {
+                steps += 1;
+                let left = remaining.get_mut(&decision.user_id).unwrap();
+                assert!(
+                    left.remove(&decision.model_id),
+                    "{picker:?}/{policy:?} picked {decision:?} twice or after it was removed"
+                );
+                let quality = quality_of(&decision.user_id, &decision.model_id);
+                scheduler.report(&decision, quality, 1.0).unwrap();
+                // Joins and leaves mid-run.
+                if steps == 3 {
+                    scheduler
+                        .register_user("d", vec![CandidateSpec::new("m9")], &[])
+                        .unwrap();
+                    remaining.insert("d".into(), ["m9".to_owned()].into_iter().collect());
+                    scheduler
+                        .add_candidate("a", CandidateSpec::new("m7"))
+                        .unwrap();
+                    remaining.get_mut("a").unwrap().insert("m7".into());
+                }
+                if steps == 4 {
+                    scheduler.remove_candidate("c", "m4").ok();
+                    remaining.get_mut("c").unwrap().remove("m4");
+                }
+                for (user, left) in &remaining {
+                    assert_eq!(scheduler.is_finished(user).unwrap(), left.is_empty());
+                }
+                assert!(steps < 100);
+            }
+            assert!(
+                remaining.values().all(HashSet::is_empty),
+                "{picker:?}/{policy:?} stopped early: {remaining:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn in_flight_candidates_are_not_handed_out_twice() {
+    let mut scheduler = scheduler(UserPickerKind::RoundRobin, 0);
+    scheduler
+        .register_user("a", ["m0", "m1"].map(CandidateSpec::new).to_vec(), &[])
+        .unwrap();
+    let first = scheduler.next_decision().unwrap();
+    let second = scheduler.next_decision().unwrap();
+    assert_ne!(first.model_id, second.model_id);
+    assert!(scheduler.next_decision().is_none());
+    scheduler.cancel(&first).unwrap();
+    assert_eq!(scheduler.next_decision().unwrap(), first);
+}
+
+#[test]
+fn new_data_makes_candidates_eligible_again_and_keeps_serving_the_old_best() {
+    let mut scheduler = scheduler(UserPickerKind::Hybrid { patience: 10 }, 0);
+    let prior = [PriorObservation {
+        model_id: "m0".into(),
+        quality: 0.8,
+        cost: 2.0,
+    }];
+    scheduler
+        .register_user("a", ["m0", "m1"].map(CandidateSpec::new).to_vec(), &prior)
+        .unwrap();
+    assert_eq!(scheduler.best_so_far("a").unwrap().unwrap().quality, 0.8);
+    let decision = scheduler.next_decision().unwrap();
+    assert_eq!(decision.model_id, "m1");
+    scheduler.report(&decision, 0.6, 1.0).unwrap();
+    assert!(scheduler.is_finished("a").unwrap());
+    scheduler.data_changed("a").unwrap();
+    assert!(!scheduler.is_finished("a").unwrap());
+    let best = scheduler.best_so_far("a").unwrap().unwrap();
+    assert_eq!((best.model_id.as_str(), best.data_version), ("m0", 0));
+    let mut seen = Vec::new();
+    while let Some(decision) = scheduler.next_decision() {
+        assert_eq!(decision.data_version, 1);
+        seen.push(decision.model_id.clone());
+        scheduler.report(&decision, 0.5, 1.0).unwrap();
+    }
+    seen.sort();
+    assert_eq!(seen, vec!["m0", "m1"]);
+    // The new version's best replaces the old one even when lower.
+    let best = scheduler.best_so_far("a").unwrap().unwrap();
+    assert_eq!((best.quality, best.data_version), (0.5, 1));
+}
+
+#[test]
+fn bad_reports_are_refused_and_nothing_becomes_nan() {
+    let mut scheduler = scheduler(UserPickerKind::Greedy, 0);
+    scheduler
+        .register_user(
+            "a",
+            ["m0", "m1", "m2"].map(CandidateSpec::new).to_vec(),
+            &[],
+        )
+        .unwrap();
+    let decision = scheduler.next_decision().unwrap();
+    assert!(scheduler.report(&decision, f64::NAN, 1.0).is_err());
+    assert!(scheduler.report(&decision, 0.5, 0.0).is_err());
+    assert!(scheduler.report(&decision, 0.5, f64::INFINITY).is_err());
+    assert!(
+        scheduler
+            .register_user("a", vec![CandidateSpec::new("x")], &[])
+            .is_err()
+    );
+    assert!(
+        scheduler
+            .register_user(
+                "b",
+                vec![CandidateSpec::new("x"), CandidateSpec::new("x")],
+                &[]
+            )
+            .is_err()
+    );
+    scheduler.report(&decision, 0.5, 1.0).unwrap();
+    for (_, mean, sd) in scheduler.posterior("a").unwrap() {
+        assert!(mean.is_finite() && sd.is_finite());
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_decisions() {
+    let run = |seed: u64| {
+        let mut scheduler = scheduler(UserPickerKind::Random, seed);
+        for user in ["a", "b", "c", "d"] {
+            let specs = (0..5)
+                .map(|m| CandidateSpec::new(format!("m{m}")))
+                .collect();
+            scheduler.register_user(user, specs, &[]).unwrap();
+        }
+        let mut decisions = Vec::new();
+        while let Some(decision) = scheduler.next_decision() {
+            let quality = quality_of(&decision.user_id, &decision.model_id);
+            scheduler.report(&decision, quality, 1.0).unwrap();
+            decisions.push(decision);
+        }
+        decisions
+    };
+    assert_eq!(run(5), run(5));
+    assert_ne!(run(5), run(6));
+}
