@@ -169,22 +169,42 @@ pub fn build(
 
 thread_local! {
     static FLOP_COUNTER: Cell<Option<u64>> = const { Cell::new(None) };
+    static ACTIVATION_COUNTER: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
-/// Adds to the FLOP counter when counting is on (see [`count_flops`]).
-pub(crate) fn add_flops(flops: u64) {
-    FLOP_COUNTER.with(|counter| {
+fn add_to(counter: &'static std::thread::LocalKey<Cell<Option<u64>>>, amount: u64) {
+    counter.with(|counter| {
         if let Some(total) = counter.get() {
-            counter.set(Some(total.saturating_add(flops)));
+            counter.set(Some(total.saturating_add(amount)));
         }
     });
 }
 
-/// Runs `f` with FLOP counting on and returns the FLOPs the layers reported.
+/// Adds to the FLOP counter when counting is on (see [`count_flops`]).
+pub(crate) fn add_flops(flops: u64) {
+    add_to(&FLOP_COUNTER, flops);
+}
+
+/// Adds the bytes of a layer output to the activation counter when counting is on.
+pub(crate) fn add_activation(tensor: &Tensor) {
+    add_to(&ACTIVATION_COUNTER, 4 * tensor.numel() as u64);
+}
+
+/// Runs `f` with counting on and returns the FLOPs the layers reported.
 pub(crate) fn count_flops(f: impl FnOnce()) -> u64 {
+    forward_footprint(f).0
+}
+
+/// Runs `f` (a forward pass) with counting on; returns its FLOPs and the bytes of the outputs of its
+/// convolution and dense layers (a lower bound of the activations a backward pass keeps).
+pub fn forward_footprint(f: impl FnOnce()) -> (u64, u64) {
     FLOP_COUNTER.with(|counter| counter.set(Some(0)));
+    ACTIVATION_COUNTER.with(|counter| counter.set(Some(0)));
     f();
-    FLOP_COUNTER.with(|counter| counter.replace(None).unwrap_or(0))
+    (
+        FLOP_COUNTER.with(|counter| counter.replace(None).unwrap_or(0)),
+        ACTIVATION_COUNTER.with(|counter| counter.replace(None).unwrap_or(0)),
+    )
 }
 
 /// A 2-D convolution that reports its FLOPs.
@@ -199,6 +219,7 @@ pub(crate) struct Conv {
 impl nn::Module for Conv {
     fn forward(&self, xs: &Tensor) -> Tensor {
         let ys = xs.apply(&self.conv);
+        add_activation(&ys);
         let out = ys.numel() as u64;
         add_flops(2 * out * (self.in_channels / self.groups * self.kernel * self.kernel) as u64);
         ys
@@ -260,7 +281,9 @@ impl nn::Module for Linear {
     fn forward(&self, xs: &Tensor) -> Tensor {
         let rows = (xs.numel() as i64 / self.in_features.max(1)) as u64;
         add_flops(2 * rows * (self.in_features * self.out_features) as u64);
-        xs.apply(&self.linear)
+        let ys = xs.apply(&self.linear);
+        add_activation(&ys);
+        ys
     }
 }
 
