@@ -82,6 +82,24 @@ impl Sequences {
         })
     }
 
+    /// The number of sequences, after checking that the offsets match the values.
+    pub fn checked_len(&self) -> Result<usize> {
+        if self.step < 1 {
+            return Err(Error::BadExamples(
+                "sequence steps must have at least one value".into(),
+            ));
+        }
+        let offsets_ok = self.offsets.first() == Some(&0)
+            && self.offsets.windows(2).all(|pair| pair[0] <= pair[1])
+            && self.offsets.last().copied().unwrap_or(0) * self.step as usize == self.values.len();
+        if !offsets_ok {
+            return Err(Error::BadExamples(
+                "sequence offsets do not match the values".into(),
+            ));
+        }
+        Ok(self.len())
+    }
+
     /// The number of sequences.
     pub fn len(&self) -> usize {
         self.offsets.len().saturating_sub(1)
@@ -150,6 +168,39 @@ pub enum Inputs {
     Bytes(Vec<Vec<u8>>),
 }
 
+impl Inputs {
+    /// The number of inputs, after checking that shapes and buffers agree (every tree node has the
+    /// declared size, dense buffers hold whole inputs, sequence offsets are in range).
+    pub fn checked_len(&self) -> Result<usize> {
+        let bad = |message: String| Err(Error::BadExamples(message));
+        Ok(match self {
+            Inputs::Dense { shape, values } => {
+                if shape.is_empty() || shape.iter().any(|&dim| dim < 1) {
+                    return bad(format!("input shape {shape:?} has a dimension below 1"));
+                }
+                if values.len() % numel(shape) != 0 {
+                    return bad("the dense input values are not a whole number of inputs".into());
+                }
+                values.len() / numel(shape)
+            }
+            Inputs::Sequences(sequences) => sequences.checked_len()?,
+            Inputs::Trees { node, trees } => {
+                if *node < 1 {
+                    return bad("tree nodes must have at least one value".into());
+                }
+                if let Some(tree) = trees.iter().find(|tree| !tree_values_have(tree, *node)) {
+                    return bad(format!(
+                        "a tree node does not have {node} values (in the tree rooted at {:?})",
+                        tree.value
+                    ));
+                }
+                trees.len()
+            }
+            Inputs::Bytes(bytes) => bytes.len(),
+        })
+    }
+}
+
 /// The targets of all examples.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Targets {
@@ -212,36 +263,7 @@ impl Examples {
         if n == 0 {
             return bad("no examples".into());
         }
-        let n_inputs = match &self.inputs {
-            Inputs::Dense { shape, values } => {
-                if shape.is_empty() || shape.iter().any(|&dim| dim < 1) {
-                    return bad(format!("input shape {shape:?} has a dimension below 1"));
-                }
-                if values.len() % numel(shape) != 0 {
-                    return bad("the dense input values are not a whole number of inputs".into());
-                }
-                values.len() / numel(shape)
-            }
-            Inputs::Sequences(sequences) => {
-                if sequences.step < 1 {
-                    return bad("sequence steps must have at least one value".into());
-                }
-                sequences.len()
-            }
-            Inputs::Trees { node, trees } => {
-                if *node < 1 {
-                    return bad("tree nodes must have at least one value".into());
-                }
-                if let Some(tree) = trees.iter().find(|tree| !tree_values_have(tree, *node)) {
-                    return bad(format!(
-                        "a tree node does not have {node} values: {:?}",
-                        tree.value
-                    ));
-                }
-                trees.len()
-            }
-            Inputs::Bytes(bytes) => bytes.len(),
-        };
+        let n_inputs = self.inputs.checked_len()?;
         if n_inputs != n {
             return bad(format!("{n} ids but {n_inputs} inputs"));
         }
@@ -267,7 +289,7 @@ impl Examples {
                 }
                 values.len() / numel(shape)
             }
-            Targets::Sequences(sequences) => sequences.len(),
+            Targets::Sequences(sequences) => Inputs::Sequences(sequences.clone()).checked_len()?,
             Targets::ReconstructBytes => {
                 if !matches!(self.inputs, Inputs::Bytes(_)) {
                     return bad("byte reconstruction needs byte inputs".into());

@@ -89,6 +89,7 @@ impl Predictor {
     }
 
     fn check_inputs(&self, inputs: &Inputs) -> Result<usize> {
+        inputs.checked_len()?;
         let mismatch = |what: &str| Err(Error::BadCheckpoint(format!("the inputs {what}")));
         match (inputs, &self.task) {
             (

@@ -290,6 +290,30 @@ fn predictions_of_every_kind() {
     let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
     let wrong = synthetic::tabular_sign(3, 5, 25);
     assert!(predictor.predict(&wrong.inputs).is_err());
+    // So are malformed trees and sequences.
+    let run = train(&Candidate::parse("tree_rnn").unwrap(), &trees, &budget(1)).unwrap();
+    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+    let malformed = Inputs::Trees {
+        node: 2,
+        trees: vec![easeml_trainer::Tree::node(
+            vec![0.0, 1.0],
+            vec![easeml_trainer::Tree::leaf(vec![0.5])],
+        )],
+    };
+    assert!(predictor.predict(&malformed).is_err());
+    let run = train(
+        &Candidate::parse("gru").unwrap(),
+        &synthetic::sequence_sign(20, 2, 26),
+        &budget(1),
+    )
+    .unwrap();
+    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+    let malformed = Inputs::Sequences(easeml_trainer::data::Sequences {
+        step: 2,
+        values: vec![0.0; 3],
+        offsets: vec![0, 2],
+    });
+    assert!(predictor.predict(&malformed).is_err());
 }
 
 /// The test binary itself links the trainer: it must carry an rpath to libtorch and, when the install
