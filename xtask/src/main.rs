@@ -1,8 +1,12 @@
 //! `cargo xtask`: the project's automation, in Rust instead of shell scripts (rust-analyzer's xtask
 //! pattern), so the README's commands are the same on every machine.
 //!
+//! - `cargo xtask setup`: libtorch for the trainer (PyPI's `torch` in a venv under the user's cache
+//!   dir), idempotent and quick when already done.
+//! - `cargo xtask env`: the shell exports that let plain `cargo` build the trainer
+//!   (`eval "$(cargo xtask env)"`).
 //! - `cargo xtask test`: everything CI checks (fmt, clippy, docs, the whole test suite), with the
-//!   time each step took.
+//!   time each step took; runs `setup` first.
 //! - `cargo xtask demo`: the main job on the embedded default, as far as the pipeline exists today.
 //! - `cargo xtask fuzz [--seconds N]`: the cargo-fuzz target over parse + check + explain.
 //! - `cargo xtask bench`: the criterion benchmarks.
@@ -15,6 +19,10 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
+mod torch;
+
+use torch::{TorchEnv, setup};
+
 /// Project automation for easeml.
 #[derive(Parser)]
 #[command(name = "cargo xtask", version, about)]
@@ -25,6 +33,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
+    /// Install libtorch (PyPI `torch` in a virtual environment under the user's cache dir); a quick
+    /// no-op when already done.
+    Setup,
+    /// Print the shell exports that let plain `cargo` build and run the trainer:
+    /// `eval "$(cargo xtask env)"`.
+    Env,
     /// Run every check CI runs: rustfmt, clippy (-D warnings), rustdoc (-D warnings), all tests.
     Test,
     /// Run the main job end to end on the embedded default (today: compile and explain every example).
@@ -46,6 +60,12 @@ fn main() -> Result<()> {
     let root = project_root();
     std::env::set_current_dir(&root)?;
     match cli.command {
+        Task::Setup => setup().map(drop),
+        Task::Env => {
+            let torch = TorchEnv::locate()?;
+            print!("{}", torch.shell_exports());
+            Ok(())
+        }
         Task::Test => test(),
         Task::Demo => demo(&root),
         Task::Fuzz { seconds } => fuzz(seconds),
@@ -68,9 +88,17 @@ fn project_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// A cargo command with the libtorch environment of `torch::TorchEnv` applied when it is installed,
+/// so that every step builds `torch-sys` against the same install (and never rebuilds it because an
+/// environment variable changed between steps).
 fn cargo(args: &[&str]) -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.args(args);
+    if let Ok(torch) = TorchEnv::locate()
+        && torch.is_installed()
+    {
+        torch.apply(&mut command);
+    }
     command
 }
 
@@ -91,6 +119,7 @@ fn run_step(name: &str, mut command: Command) -> Result<()> {
 
 fn test() -> Result<()> {
     let started = Instant::now();
+    setup()?;
     run_step("rustfmt", cargo(&["fmt", "--all", "--check"]))?;
     run_step(
         "clippy",

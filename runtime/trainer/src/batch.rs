@@ -1,0 +1,278 @@
+//! Assembling batches from example indices: inputs (for training and inference) and targets, and the
+//! losses and validation quality over them.
+
+use tch::{Device, Kind, Reduction, Tensor};
+
+use crate::data::{Examples, Inputs, Sequences, Targets, dense_batch, label_batch};
+use crate::models::tree::FlatTrees;
+use crate::models::{BatchInput, ModelConfig};
+use crate::task::Task;
+
+/// The targets of one batch.
+#[derive(Debug)]
+pub(crate) enum TargetBatch {
+    /// Class indices `[B]`.
+    Classes(Tensor),
+    /// Real values `[B, dims...]` (recovery: `[B,D,E,F]`).
+    Dense(Tensor),
+    /// Bits `[B, 8 * max_bytes]` (the bit-level auto-encoder; outputs are logits).
+    Bits(Tensor),
+    /// Translation: padded values `[B,T,B']`, a mask `[B,T]` of real steps, and the continue flags.
+    Sequences {
+        values: Tensor,
+        mask: Tensor,
+        continues: Tensor,
+    },
+}
+
+/// The bits of each byte string, cut or zero-padded to `max_bytes` bytes: `[B, 8 * max_bytes]`.
+fn bits_dense(bytes: &[Vec<u8>], indices: &[usize], max_bytes: i64, device: Device) -> Tensor {
+    let width = max_bytes.max(1) as usize * 8;
+    let mut buffer = vec![0f32; indices.len() * width];
+    for (row, &index) in indices.iter().enumerate() {
+        for (position, byte) in bytes[index].iter().take(width / 8).enumerate() {
+            for bit in 0..8 {
+                buffer[row * width + position * 8 + bit] = f32::from((byte >> bit) & 1);
+            }
+        }
+    }
+    Tensor::from_slice(&buffer)
+        .view([indices.len() as i64, width as i64])
+        .to_device(device)
+}
+
+/// The bits of each byte string as a sequence of 8-value steps (at least one step).
+fn bits_sequences(bytes: &[Vec<u8>], indices: &[usize]) -> Sequences {
+    let mut values = Vec::new();
+    let mut offsets = vec![0];
+    for &index in indices {
+        let string = &bytes[index];
+        for byte in string {
+            for bit in 0..8 {
+                values.push(f32::from((byte >> bit) & 1));
+            }
+        }
+        if string.is_empty() {
+            values.extend_from_slice(&[0.0; 8]);
+        }
+        offsets.push(values.len() / 8);
+    }
+    Sequences {
+        step: 8,
+        values,
+        offsets,
+    }
+}
+
+/// The model input for the examples at `indices`; `output_steps` is the number of translation steps
+/// to produce.
+pub(crate) fn input_batch(
+    inputs: &Inputs,
+    task: &Task,
+    config: &ModelConfig,
+    indices: &[usize],
+    output_steps: i64,
+    device: Device,
+) -> BatchInput {
+    match inputs {
+        Inputs::Dense { shape, values } => {
+            let shape = match task {
+                Task::ImageClassification { input, .. } | Task::ImageRecovery { input, .. } => {
+                    input.clone()
+                }
+                _ => shape.clone(),
+            };
+            BatchInput::Dense(dense_batch(values, &shape, indices, device))
+        }
+        Inputs::Sequences(sequences) => {
+            let (values, lengths) = sequences.padded_batch(indices, device);
+            BatchInput::Sequences {
+                values,
+                lengths,
+                output_steps,
+            }
+        }
+        Inputs::Trees { node, trees } => {
+            let batch: Vec<_> = indices.iter().map(|&index| &trees[index]).collect();
+            BatchInput::Trees(FlatTrees::new(&batch, *node, device))
+        }
+        Inputs::Bytes(bytes) => match task {
+            Task::BytesAutoencoder => {
+                BatchInput::Dense(bits_dense(bytes, indices, config.max_bytes, device))
+            }
+            _ => {
+                let sequences = bits_sequences(bytes, indices);
+                let all: Vec<usize> = (0..indices.len()).collect();
+                let (values, lengths) = sequences.padded_batch(&all, device);
+                BatchInput::Sequences {
+                    values,
+                    lengths,
+                    output_steps,
+                }
+            }
+        },
+    }
+}
+
+/// The number of output steps a translation batch must produce (its longest target).
+pub(crate) fn target_steps(examples: &Examples, indices: &[usize]) -> i64 {
+    match &examples.targets {
+        Targets::Sequences(sequences) => indices
+            .iter()
+            .map(|&index| sequences.length(index) as i64)
+            .max()
+            .unwrap_or(1)
+            .max(1),
+        _ => 1,
+    }
+}
+
+/// The targets of the examples at `indices`.
+pub(crate) fn target_batch(
+    examples: &Examples,
+    task: &Task,
+    config: &ModelConfig,
+    indices: &[usize],
+    device: Device,
+) -> TargetBatch {
+    match &examples.targets {
+        Targets::Classes { labels, .. } => {
+            TargetBatch::Classes(label_batch(labels, indices, device))
+        }
+        Targets::Dense { shape, values } => {
+            let shape = match task {
+                Task::ImageRecovery { output, .. } => output.clone(),
+                _ => shape.clone(),
+            };
+            TargetBatch::Dense(dense_batch(values, &shape, indices, device))
+        }
+        Targets::Sequences(sequences) => {
+            let (values, lengths) = sequences.padded_batch(indices, device);
+            let steps = values.size()[1];
+            let positions = Tensor::arange(steps, (Kind::Int64, device)).unsqueeze(0);
+            let lengths = Tensor::from_slice(&lengths).to_device(device).unsqueeze(1);
+            let mask = positions.lt_tensor(&lengths).to_kind(Kind::Float);
+            let continues = positions.lt_tensor(&(lengths - 1)).to_kind(Kind::Float);
+            TargetBatch::Sequences {
+                values,
+                mask,
+                continues,
+            }
+        }
+        Targets::ReconstructBytes => match &examples.inputs {
+            Inputs::Bytes(bytes) => {
+                TargetBatch::Bits(bits_dense(bytes, indices, config.max_bytes, device))
+            }
+            _ => TargetBatch::Bits(Tensor::zeros(
+                [indices.len() as i64, 8],
+                (Kind::Float, device),
+            )),
+        },
+    }
+}
+
+/// The training loss of raw outputs against targets.
+pub(crate) fn loss(outputs: &Tensor, targets: &TargetBatch) -> Tensor {
+    let outputs = outputs.to_kind(Kind::Float);
+    match targets {
+        TargetBatch::Classes(labels) => outputs.cross_entropy_for_logits(labels),
+        TargetBatch::Dense(values) => outputs.mse_loss(values, Reduction::Mean),
+        TargetBatch::Bits(bits) => {
+            outputs.binary_cross_entropy_with_logits::<Tensor>(bits, None, None, Reduction::Mean)
+        }
+        TargetBatch::Sequences {
+            values,
+            mask,
+            continues,
+        } => {
+            let width = values.size()[2];
+            let predicted = outputs.narrow(2, 0, width);
+            let squared = (predicted - values)
+                .square()
+                .sum_dim_intlist(2, false, Kind::Float);
+            let value_loss =
+                (squared * mask).sum(Kind::Float) / mask.sum(Kind::Float).clamp_min(1.0);
+            let stop_loss = outputs
+                .select(2, width)
+                .binary_cross_entropy_with_logits::<Tensor>(continues, None, None, Reduction::Mean);
+            value_loss + stop_loss
+        }
+    }
+}
+
+/// Running sums for the validation quality: accuracy or clipped R^2.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct QualityAccumulator {
+    correct: f64,
+    count: f64,
+    squared_error: f64,
+    sum: f64,
+    sum_squares: f64,
+    non_finite: bool,
+}
+
+impl QualityAccumulator {
+    /// Adds one batch.
+    pub(crate) fn add(&mut self, outputs: &Tensor, targets: &TargetBatch) {
+        let outputs = outputs.to_kind(Kind::Float);
+        if outputs
+            .isfinite()
+            .logical_not()
+            .any()
+            .to_kind(Kind::Int64)
+            .int64_value(&[])
+            != 0
+        {
+            self.non_finite = true;
+            return;
+        }
+        let (predicted, actual, mask) = match targets {
+            TargetBatch::Classes(labels) => {
+                let hits = outputs.argmax(-1, false).eq_tensor(labels);
+                self.correct += hits.sum(Kind::Float).double_value(&[]);
+                self.count += labels.size()[0] as f64;
+                return;
+            }
+            TargetBatch::Dense(values) => (outputs, values.shallow_clone(), None),
+            TargetBatch::Bits(bits) => (outputs.sigmoid(), bits.shallow_clone(), None),
+            TargetBatch::Sequences { values, mask, .. } => {
+                let width = values.size()[2];
+                let mask = mask.unsqueeze(2).expand_as(values);
+                (
+                    outputs.narrow(2, 0, width),
+                    values.shallow_clone(),
+                    Some(mask),
+                )
+            }
+        };
+        let mask = mask.unwrap_or_else(|| actual.ones_like());
+        let error = (&predicted - &actual).square() * &mask;
+        self.squared_error += error.sum(Kind::Double).double_value(&[]);
+        self.sum += (&actual * &mask).sum(Kind::Double).double_value(&[]);
+        self.sum_squares += (actual.square() * &mask)
+            .sum(Kind::Double)
+            .double_value(&[]);
+        self.count += mask.sum(Kind::Double).double_value(&[]);
+    }
+
+    /// True when some output was NaN or infinite.
+    pub(crate) fn saw_non_finite(&self) -> bool {
+        self.non_finite
+    }
+
+    /// Accuracy (classification) or `clamp(1 - SSE/SST, 0, 1)`.
+    pub(crate) fn quality(&self, classification: bool) -> f64 {
+        if self.count == 0.0 {
+            return 0.0;
+        }
+        if classification {
+            return self.correct / self.count;
+        }
+        let mean = self.sum / self.count;
+        let total = (self.sum_squares - self.count * mean * mean).max(0.0);
+        if total <= 1e-12 {
+            return if self.squared_error <= 1e-9 { 1.0 } else { 0.0 };
+        }
+        (1.0 - self.squared_error / total).clamp(0.0, 1.0)
+    }
+}

@@ -1,0 +1,228 @@
+//! Candidate model ids: `model` or `model+norm_kK` (LANGUAGE.md sections 4-5).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::task::Task;
+
+/// Every candidate model of the template registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ModelKind {
+    /// AlexNet (Krizhevsky et al. 2012).
+    AlexNet,
+    /// AlexNet with batch normalization after every convolution.
+    BnAlexNet,
+    /// ResNet-18 (basic blocks `[2,2,2,2]`).
+    ResNet18,
+    /// ResNet-50 (bottleneck blocks `[3,4,6,3]`).
+    ResNet50,
+    /// GoogLeNet (Inception v1, nine inception modules).
+    GoogLeNet,
+    /// SqueezeNet 1.1 (fire modules).
+    SqueezeNet,
+    /// VGG-16 (configuration D, 13 convolutions + 3 dense layers).
+    Vgg16,
+    /// Network in Network (mlpconv blocks, global average pooling).
+    Nin,
+    /// Convolutional auto-encoder (image recovery).
+    Autoencoder,
+    /// Convolutional generator trained against a discriminator (image recovery).
+    Gan,
+    /// pix2pix: U-Net generator + patch discriminator (image recovery).
+    Pix2Pix,
+    /// Elman RNN (tanh).
+    Rnn,
+    /// LSTM.
+    Lstm,
+    /// Bidirectional LSTM.
+    BiLstm,
+    /// GRU.
+    Gru,
+    /// GRU encoder-decoder (time-series translation).
+    Seq2Seq,
+    /// Child-sum recursive network over the tree.
+    TreeRnn,
+    /// Support vector machine with a tree kernel.
+    TreeKernelSvm,
+    /// Multi-layer perceptron, small (one hidden layer).
+    MlpSmall,
+    /// Multi-layer perceptron, large (three hidden layers).
+    MlpLarge,
+    /// Logistic regression (tabular classification).
+    Logistic,
+    /// Linear regression (tabular regression).
+    Linear,
+    /// GRU over the bits of the serialized input (general classification).
+    BitRnn,
+    /// Auto-encoder over the bits of the serialized input (general auto-encoder).
+    BitAutoencoder,
+}
+
+/// Every model kind with its id, in registry order.
+pub const ALL_MODELS: [(ModelKind, &str); 24] = [
+    (ModelKind::AlexNet, "alexnet"),
+    (ModelKind::BnAlexNet, "bn_alexnet"),
+    (ModelKind::ResNet18, "resnet18"),
+    (ModelKind::ResNet50, "resnet50"),
+    (ModelKind::GoogLeNet, "googlenet"),
+    (ModelKind::SqueezeNet, "squeezenet"),
+    (ModelKind::Vgg16, "vgg16"),
+    (ModelKind::Nin, "nin"),
+    (ModelKind::Autoencoder, "autoencoder"),
+    (ModelKind::Gan, "gan"),
+    (ModelKind::Pix2Pix, "pix2pix"),
+    (ModelKind::Rnn, "rnn"),
+    (ModelKind::Lstm, "lstm"),
+    (ModelKind::BiLstm, "bilstm"),
+    (ModelKind::Gru, "gru"),
+    (ModelKind::Seq2Seq, "seq2seq"),
+    (ModelKind::TreeRnn, "tree_rnn"),
+    (ModelKind::TreeKernelSvm, "tree_kernel_svm"),
+    (ModelKind::MlpSmall, "mlp_small"),
+    (ModelKind::MlpLarge, "mlp_large"),
+    (ModelKind::Logistic, "logistic"),
+    (ModelKind::Linear, "linear"),
+    (ModelKind::BitRnn, "bit_rnn"),
+    (ModelKind::BitAutoencoder, "bit_autoencoder"),
+];
+
+impl ModelKind {
+    /// The stable id (`resnet18`).
+    pub fn id(self) -> &'static str {
+        ALL_MODELS
+            .iter()
+            .find(|(kind, _)| *kind == self)
+            .map(|(_, id)| *id)
+            .unwrap_or("unknown")
+    }
+
+    /// The kind of an id.
+    pub fn from_id(id: &str) -> Option<Self> {
+        ALL_MODELS
+            .iter()
+            .find(|(_, model_id)| *model_id == id)
+            .map(|(kind, _)| *kind)
+    }
+
+    /// True when the model fits the task.
+    pub fn fits(self, task: &Task) -> bool {
+        use ModelKind::*;
+        match task {
+            Task::ImageClassification { .. } => matches!(
+                self,
+                AlexNet | BnAlexNet | ResNet18 | ResNet50 | GoogLeNet | SqueezeNet | Vgg16 | Nin
+            ),
+            Task::ImageRecovery { .. } => matches!(self, Autoencoder | Gan | Pix2Pix),
+            Task::TabularClassification { .. } => matches!(self, MlpSmall | MlpLarge | Logistic),
+            Task::TabularRegression { .. } => matches!(self, MlpSmall | MlpLarge | Linear),
+            Task::SequenceClassification { .. } => matches!(self, Rnn | Lstm | BiLstm | Gru),
+            Task::SequenceTranslation { .. } => self == Seq2Seq,
+            Task::TreeClassification { .. } => matches!(self, TreeRnn | TreeKernelSvm),
+            Task::BytesClassification { .. } => self == BitRnn,
+            Task::BytesAutoencoder => self == BitAutoencoder,
+        }
+    }
+}
+
+/// A candidate: a model and an optional f_k input normalization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Candidate {
+    /// The model.
+    pub model: ModelKind,
+    /// `Some(k)` for `+norm_kK`: inputs min-max scaled per channel, then `f_k(x) = -x^(2k) + x^k`.
+    pub norm_k: Option<u32>,
+}
+
+impl Candidate {
+    /// A candidate without normalization.
+    pub fn new(model: ModelKind) -> Self {
+        Self {
+            model,
+            norm_k: None,
+        }
+    }
+
+    /// Parses `resnet18` or `resnet18+norm_k2`.
+    pub fn parse(id: &str) -> Result<Self> {
+        let unknown = || Error::UnknownCandidate(id.to_owned());
+        let (model_id, norm) = match id.split_once('+') {
+            Some((model_id, norm)) => (model_id, Some(norm)),
+            None => (id, None),
+        };
+        let model = ModelKind::from_id(model_id).ok_or_else(unknown)?;
+        let norm_k = match norm {
+            None => None,
+            Some(norm) => {
+                let k: u32 = norm
+                    .strip_prefix("norm_k")
+                    .and_then(|k| k.parse().ok())
+                    .ok_or_else(unknown)?;
+                if k == 0 {
+                    return Err(unknown());
+                }
+                Some(k)
+            }
+        };
+        Ok(Self { model, norm_k })
+    }
+
+    /// The stable id.
+    pub fn id(&self) -> String {
+        self.to_string()
+    }
+
+    /// Checks that the candidate fits the task (normalization needs dense inputs).
+    pub fn check_fits(&self, task: &Task) -> Result<()> {
+        let dense_input = matches!(
+            task,
+            Task::ImageClassification { .. }
+                | Task::ImageRecovery { .. }
+                | Task::TabularClassification { .. }
+                | Task::TabularRegression { .. }
+        );
+        if !self.model.fits(task) || (self.norm_k.is_some() && !dense_input) {
+            return Err(Error::CandidateDoesNotFit {
+                candidate: self.id(),
+                task: task.name().to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Candidate {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.model.id())?;
+        if let Some(k) = self.norm_k {
+            write!(formatter, "+norm_k{k}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip() {
+        for (kind, id) in ALL_MODELS {
+            assert_eq!(Candidate::parse(id).unwrap(), Candidate::new(kind));
+            assert_eq!(Candidate::new(kind).id(), id);
+        }
+        let candidate = Candidate::parse("resnet18+norm_k2").unwrap();
+        assert_eq!(candidate.norm_k, Some(2));
+        assert_eq!(candidate.id(), "resnet18+norm_k2");
+        for bad in [
+            "resnet19",
+            "resnet18+norm_k0",
+            "resnet18+norm",
+            "resnet18+k2",
+            "",
+        ] {
+            assert!(Candidate::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! Inference from a checkpoint: the model is built and loaded once, inputs are batched, and outputs
+//! come back per example (class index + probabilities for classification).
+
+use tch::{Device, Kind, Tensor, nn};
+
+use crate::batch::input_batch;
+use crate::candidate::{Candidate, ModelKind};
+use crate::checkpoint::Checkpoint;
+use crate::data::{Inputs, numel};
+use crate::error::{Error, Result};
+use crate::models::{self, Model};
+use crate::task::Task;
+use crate::train::load_into;
+use crate::tree_kernel::TreeKernelSvm;
+
+/// The output for one example.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prediction {
+    /// Classification: the most likely class and every class's probability.
+    Class {
+        /// The class index.
+        index: i64,
+        /// Softmax probabilities, one per class.
+        probabilities: Vec<f32>,
+    },
+    /// Regression or recovery: values of the declared output shape.
+    Values {
+        /// The output shape.
+        shape: Vec<i64>,
+        /// The values, row-major.
+        values: Vec<f32>,
+    },
+    /// Translation: the output steps.
+    Sequence(Vec<Vec<f32>>),
+    /// The general auto-encoder: the reconstructed bytes.
+    Bytes(Vec<u8>),
+}
+
+/// A loaded model.
+#[derive(Debug)]
+enum Loaded {
+    Torch { _store: nn::VarStore, model: Model },
+    Svm(TreeKernelSvm),
+}
+
+/// A model loaded from a checkpoint, ready to predict.
+#[derive(Debug)]
+pub struct Predictor {
+    task: Task,
+    config: models::ModelConfig,
+    loaded: Loaded,
+    device: Device,
+    /// Examples per forward pass.
+    pub batch_size: usize,
+}
+
+impl Predictor {
+    /// Builds the model of the checkpoint on `device` and loads its weights.
+    pub fn new(checkpoint: &Checkpoint, device: Device) -> Result<Self> {
+        let meta = &checkpoint.meta;
+        let candidate = Candidate::parse(&meta.candidate)?;
+        let loaded = if candidate.model == ModelKind::TreeKernelSvm {
+            let extra = meta
+                .extra
+                .clone()
+                .ok_or_else(|| Error::BadCheckpoint("the SVM state is missing".into()))?;
+            Loaded::Svm(serde_json::from_value(extra)?)
+        } else {
+            let mut store = nn::VarStore::new(device);
+            let model = models::build(&store.root(), &candidate, &meta.task, &meta.config)?;
+            load_into(&mut store, checkpoint.tensors()?)?;
+            Loaded::Torch {
+                _store: store,
+                model,
+            }
+        };
+        Ok(Self {
+            task: meta.task.clone(),
+            config: meta.config,
+            loaded,
+            device,
+            batch_size: 256,
+        })
+    }
+
+    /// The task the model was trained for.
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    fn check_inputs(&self, inputs: &Inputs) -> Result<usize> {
+        inputs.checked_len()?;
+        let mismatch = |what: &str| Err(Error::BadCheckpoint(format!("the inputs {what}")));
+        match (inputs, &self.task) {
+            (
+                Inputs::Dense { shape, values },
+                Task::ImageClassification { input, .. } | Task::ImageRecovery { input, .. },
+            ) => {
+                if numel(shape) != numel(input) || !input.starts_with(&shape[..2.min(shape.len())])
+                {
+                    return mismatch(&format!("have shape {shape:?}, the model takes {input:?}"));
+                }
+                Ok(values.len() / numel(shape).max(1))
+            }
+            (
+                Inputs::Dense { shape, values },
+                Task::TabularClassification { features, .. }
+                | Task::TabularRegression { features, .. },
+            ) => {
+                if shape.as_slice() != [*features] {
+                    return mismatch(&format!(
+                        "have shape {shape:?}, the model takes [{features}]"
+                    ));
+                }
+                Ok(values.len() / numel(shape).max(1))
+            }
+            (Inputs::Sequences(sequences), Task::SequenceClassification { step, .. })
+            | (
+                Inputs::Sequences(sequences),
+                Task::SequenceTranslation {
+                    input_step: step, ..
+                },
+            ) => {
+                if sequences.step != *step {
+                    return mismatch(&format!(
+                        "have steps of {}, the model takes {step}",
+                        sequences.step
+                    ));
+                }
+                Ok(sequences.len())
+            }
+            (Inputs::Trees { node, trees }, Task::TreeClassification { node: expected, .. }) => {
+                if node != expected {
+                    return mismatch(&format!("have nodes of {node}, the model takes {expected}"));
+                }
+                Ok(trees.len())
+            }
+            (Inputs::Bytes(bytes), Task::BytesClassification { .. } | Task::BytesAutoencoder) => {
+                Ok(bytes.len())
+            }
+            _ => mismatch(&format!("do not fit a {} model", self.task.name())),
+        }
+    }
+
+    /// The raw outputs (logits or values) for every input, concatenated on the first dimension, on
+    /// the CPU. For translation, `max_output_steps` steps are produced.
+    pub fn raw_outputs(&self, inputs: &Inputs, max_output_steps: i64) -> Result<Tensor> {
+        let n = self.check_inputs(inputs)?;
+        let Loaded::Torch { model, .. } = &self.loaded else {
+            return Err(Error::BadCheckpoint(
+                "the tree-kernel SVM has no tensor outputs".into(),
+            ));
+        };
+        let _guard = tch::no_grad_guard();
+        let rows: Vec<usize> = (0..n).collect();
+        let mut outputs = Vec::new();
+        for chunk in rows.chunks(self.batch_size.max(1)) {
+            let batch = input_batch(
+                inputs,
+                &self.task,
+                &self.config,
+                chunk,
+                max_output_steps,
+                self.device,
+            );
+            outputs.push(
+                model
+                    .forward(&batch, false)
+                    .to_kind(Kind::Float)
+                    .to_device(Device::Cpu),
+            );
+        }
+        Ok(Tensor::cat(&outputs, 0))
+    }
+
+    /// One prediction per input.
+    pub fn predict(&self, inputs: &Inputs) -> Result<Vec<Prediction>> {
+        if let Loaded::Svm(svm) = &self.loaded {
+            self.check_inputs(inputs)?;
+            let Inputs::Trees { trees, .. } = inputs else {
+                return Err(Error::BadCheckpoint(
+                    "the tree-kernel SVM takes trees".into(),
+                ));
+            };
+            return Ok(trees.iter().map(|tree| svm.predict(tree)).collect());
+        }
+        let max_steps = match inputs {
+            Inputs::Sequences(sequences) => {
+                let longest = (0..sequences.len())
+                    .map(|index| sequences.length(index))
+                    .max();
+                2 * longest.unwrap_or(1) as i64 + 4
+            }
+            _ => 1,
+        };
+        let outputs = self.raw_outputs(inputs, max_steps)?;
+        let n = outputs.size()[0];
+        let mut predictions = Vec::with_capacity(n as usize);
+        match &self.task {
+            task if task.is_classification() => {
+                let probabilities = outputs.softmax(-1, Kind::Float);
+                for row in 0..n {
+                    let row_probabilities: Vec<f32> = Vec::try_from(probabilities.get(row))?;
+                    let index = probabilities.get(row).argmax(0, false).int64_value(&[]);
+                    predictions.push(Prediction::Class {
+                        index,
+                        probabilities: row_probabilities,
+                    });
+                }
+            }
+            Task::SequenceTranslation { output_step, .. } => {
+                for row in 0..n {
+                    let steps = outputs.get(row);
+                    let mut sequence = Vec::new();
+                    for step in 0..steps.size()[0] {
+                        let values: Vec<f32> = Vec::try_from(steps.get(step))?;
+                        let continues = values[*output_step as usize] >= 0.0;
+                        sequence.push(values[..*output_step as usize].to_vec());
+                        if !continues {
+                            break;
+                        }
+                    }
+                    predictions.push(Prediction::Sequence(sequence));
+                }
+            }
+            Task::BytesAutoencoder => {
+                for row in 0..n {
+                    let bits: Vec<f32> = Vec::try_from(outputs.get(row))?;
+                    let bytes = bits
+                        .chunks(8)
+                        .map(|bits| {
+                            bits.iter()
+                                .enumerate()
+                                .map(|(bit, &logit)| u8::from(logit > 0.0) << bit)
+                                .sum()
+                        })
+                        .collect();
+                    predictions.push(Prediction::Bytes(bytes));
+                }
+            }
+            _ => {
+                let shape = outputs.size()[1..].to_vec();
+                for row in 0..n {
+                    predictions.push(Prediction::Values {
+                        shape: shape.clone(),
+                        values: Vec::try_from(outputs.get(row).flatten(0, -1))?,
+                    });
+                }
+            }
+        }
+        Ok(predictions)
+    }
+}

@@ -1,0 +1,36 @@
+//! The easeml trainer: turns a candidate model into a trained model with a measured quality and cost.
+//!
+//! Built on tch (libtorch); it knows nothing of HTTP, SQL or the scheduler. The entry points:
+//! - [`Examples`]: the training data (dense tensors, sequences, trees or bytes, each stored in one
+//!   contiguous buffer and batched on the fly);
+//! - [`Candidate`]: a candidate model id such as `resnet18` or `resnet18+norm_k2` (LANGUAGE.md
+//!   sections 4-5);
+//! - [`train()`]: one training run (Adam over the learning-rate grid, early stopping, deterministic
+//!   split) returning a [`TrainedRun`] with the [`Checkpoint`], the validation quality in `[0,1]`, the
+//!   measured cost and the learning curve; [`estimate_cost`] predicts that cost beforehand;
+//! - [`Predictor`]: inference from a checkpoint;
+//! - [`device::choose_device`]: CUDA when available, else CPU, `EASEML_DEVICE` overrides.
+
+mod batch;
+pub mod candidate;
+pub mod checkpoint;
+pub mod cost;
+pub mod data;
+pub mod device;
+pub mod error;
+pub mod infer;
+pub mod models;
+pub mod normalize;
+pub mod synthetic;
+pub mod task;
+pub mod train;
+pub mod tree_kernel;
+
+pub use candidate::{Candidate, ModelKind};
+pub use checkpoint::Checkpoint;
+pub use cost::{CostEstimate, estimate_cost};
+pub use data::{Examples, Inputs, Targets, Tree};
+pub use error::{Error, Result};
+pub use infer::{Prediction, Predictor};
+pub use task::Task;
+pub use train::{Budget, CurvePoint, LearningRateTrial, RunOutcome, TrainedRun, train};

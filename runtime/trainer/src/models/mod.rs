@@ -1,0 +1,354 @@
+//! The candidate models as tch modules, and what they share: the batch input, the network trait, the
+//! layer helpers (which count FLOPs for the cost estimate) and the builder from a candidate.
+//!
+//! Every model adapts to the declared shapes: image models take any `[H,W,C]` (convolutions are
+//! padded by `k/2` and pooling falls back to adaptive pooling on small maps, so `[1,1,1]` works) and
+//! end in adaptive pooling; sequence models take any step size and length. Widths (channels and hidden
+//! sizes) are multiplied by [`ModelConfig::width`], which defaults to 1 on CUDA and 1/4 on CPU; the
+//! architectures (depth, block structure) are always the named ones.
+
+pub mod image;
+pub mod recovery;
+pub mod sequence;
+pub mod tabular;
+pub mod tree;
+
+use std::cell::Cell;
+
+use serde::{Deserialize, Serialize};
+use tch::{Device, Tensor, nn};
+
+use crate::candidate::{Candidate, ModelKind};
+use crate::error::{Error, Result};
+use crate::normalize::Normalizer;
+use crate::task::Task;
+
+/// Settings that shape a model beyond its task; stored in the checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    /// Channel and hidden-size multiplier (1 = the published widths).
+    pub width: f64,
+    /// Bytes read by the bit-level auto-encoder (longer inputs are cut, shorter ones padded).
+    pub max_bytes: i64,
+}
+
+impl ModelConfig {
+    /// The default for a device: full width on CUDA, a quarter on CPU.
+    pub fn for_device(device: Device) -> Self {
+        Self {
+            width: if device.is_cuda() { 1.0 } else { 0.25 },
+            max_bytes: 64,
+        }
+    }
+
+    /// `channels * width`, at least 8.
+    pub fn scale(&self, channels: i64) -> i64 {
+        ((channels as f64 * self.width).round() as i64).max(8)
+    }
+}
+
+/// One batch of inputs, already on the model's device.
+#[derive(Debug)]
+pub enum BatchInput {
+    /// `[B, dims...]` for dense inputs (images as `[B,H,W,C]`).
+    Dense(Tensor),
+    /// Zero-padded sequences `[B, T, A]`, their lengths and, for translation, the number of output
+    /// steps to produce.
+    Sequences {
+        /// `[B, T, A]`.
+        values: Tensor,
+        /// The true length of each sequence.
+        lengths: Vec<i64>,
+        /// Output steps to produce (translation only).
+        output_steps: i64,
+    },
+    /// A batch of trees, flattened level by level.
+    Trees(tree::FlatTrees),
+}
+
+/// A network: a batch in, the raw outputs out (logits `[B,D]` for classification, values for
+/// regression and recovery, `[B,T,B'+1]` for translation).
+pub trait Network: std::fmt::Debug {
+    /// The forward pass.
+    fn forward(&self, input: &BatchInput, train: bool) -> Tensor;
+}
+
+/// A candidate's network with its optional input normalization.
+#[derive(Debug)]
+pub struct Model {
+    /// The network.
+    pub network: Box<dyn Network>,
+    /// The f_k normalization, applied to dense inputs first.
+    pub normalizer: Option<Normalizer>,
+}
+
+impl Model {
+    /// Normalizes (when the candidate asks for it), then runs the network.
+    pub fn forward(&self, input: &BatchInput, train: bool) -> Tensor {
+        match (&self.normalizer, input) {
+            (Some(normalizer), BatchInput::Dense(xs)) => self
+                .network
+                .forward(&BatchInput::Dense(normalizer.apply(xs)), train),
+            _ => self.network.forward(input, train),
+        }
+    }
+}
+
+/// Builds the candidate's model under `path` for the task.
+pub fn build(
+    path: &nn::Path<'_>,
+    candidate: &Candidate,
+    task: &Task,
+    config: &ModelConfig,
+) -> Result<Model> {
+    candidate.check_fits(task)?;
+    let network: Box<dyn Network> = match (candidate.model, task) {
+        (model, Task::ImageClassification { input, n_classes }) => {
+            image::build(path, model, input[2], *n_classes, config)
+        }
+        (model, Task::ImageRecovery { input, output }) => {
+            recovery::build(path, model, input, output, config)
+        }
+        (
+            model,
+            Task::TabularClassification {
+                features,
+                n_classes,
+            },
+        ) => tabular::build(path, model, *features, *n_classes),
+        (model, Task::TabularRegression { features, outputs }) => {
+            tabular::build(path, model, *features, *outputs)
+        }
+        (model, Task::SequenceClassification { step, n_classes }) => {
+            sequence::build_classifier(path, model, *step, *n_classes, config)
+        }
+        (ModelKind::BitRnn, Task::BytesClassification { n_classes }) => {
+            sequence::build_classifier(path, ModelKind::Gru, 8, *n_classes, config)
+        }
+        (
+            _,
+            Task::SequenceTranslation {
+                input_step,
+                output_step,
+            },
+        ) => Box::new(sequence::Seq2Seq::new(
+            path,
+            *input_step,
+            *output_step,
+            config,
+        )),
+        (ModelKind::TreeRnn, Task::TreeClassification { node, n_classes }) => {
+            Box::new(tree::TreeRnn::new(path, *node, *n_classes, config))
+        }
+        (ModelKind::BitAutoencoder, Task::BytesAutoencoder) => {
+            let bits = config.max_bytes * 8;
+            tabular::build_autoencoder(path, bits, config)
+        }
+        _ => {
+            return Err(Error::CandidateDoesNotFit {
+                candidate: candidate.id(),
+                task: format!("{} (not a tch model)", task.name()),
+            });
+        }
+    };
+    let normalizer = match (candidate.norm_k, task) {
+        (Some(k), Task::ImageClassification { input, .. } | Task::ImageRecovery { input, .. }) => {
+            Some(Normalizer::new(path, k, input[2]))
+        }
+        (Some(k), Task::TabularClassification { features, .. })
+        | (Some(k), Task::TabularRegression { features, .. }) => {
+            Some(Normalizer::new(path, k, *features))
+        }
+        _ => None,
+    };
+    Ok(Model {
+        network,
+        normalizer,
+    })
+}
+
+thread_local! {
+    static FLOP_COUNTER: Cell<Option<u64>> = const { Cell::new(None) };
+    static ACTIVATION_COUNTER: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+fn add_to(counter: &'static std::thread::LocalKey<Cell<Option<u64>>>, amount: u64) {
+    counter.with(|counter| {
+        if let Some(total) = counter.get() {
+            counter.set(Some(total.saturating_add(amount)));
+        }
+    });
+}
+
+/// Adds to the FLOP counter when counting is on (see [`count_flops`]).
+pub(crate) fn add_flops(flops: u64) {
+    add_to(&FLOP_COUNTER, flops);
+}
+
+/// Adds the bytes of a layer output to the activation counter when counting is on.
+pub(crate) fn add_activation(tensor: &Tensor) {
+    add_to(&ACTIVATION_COUNTER, 4 * tensor.numel() as u64);
+}
+
+/// Runs `f` with counting on and returns the FLOPs the layers reported.
+pub(crate) fn count_flops(f: impl FnOnce()) -> u64 {
+    forward_footprint(f).0
+}
+
+/// Runs `f` (a forward pass) with counting on; returns its FLOPs and the bytes of the outputs of its
+/// convolution and dense layers (a lower bound of the activations a backward pass keeps).
+pub fn forward_footprint(f: impl FnOnce()) -> (u64, u64) {
+    FLOP_COUNTER.with(|counter| counter.set(Some(0)));
+    ACTIVATION_COUNTER.with(|counter| counter.set(Some(0)));
+    f();
+    (
+        FLOP_COUNTER.with(|counter| counter.replace(None).unwrap_or(0)),
+        ACTIVATION_COUNTER.with(|counter| counter.replace(None).unwrap_or(0)),
+    )
+}
+
+/// A 2-D convolution that reports its FLOPs.
+#[derive(Debug)]
+pub(crate) struct Conv {
+    conv: nn::Conv2D,
+    in_channels: i64,
+    kernel: i64,
+    groups: i64,
+}
+
+impl nn::Module for Conv {
+    fn forward(&self, xs: &Tensor) -> Tensor {
+        let ys = xs.apply(&self.conv);
+        add_activation(&ys);
+        let out = ys.numel() as u64;
+        add_flops(2 * out * (self.in_channels / self.groups * self.kernel * self.kernel) as u64);
+        ys
+    }
+}
+
+/// A convolution with `k/2` padding (so any input of at least 1x1 gives an output of at least 1x1).
+pub(crate) fn conv(
+    path: nn::Path<'_>,
+    in_channels: i64,
+    out_channels: i64,
+    kernel: i64,
+    stride: i64,
+) -> Conv {
+    conv_with(
+        path,
+        in_channels,
+        out_channels,
+        kernel,
+        stride,
+        kernel / 2,
+        true,
+    )
+}
+
+/// A convolution with explicit padding and bias.
+pub(crate) fn conv_with(
+    path: nn::Path<'_>,
+    in_channels: i64,
+    out_channels: i64,
+    kernel: i64,
+    stride: i64,
+    padding: i64,
+    bias: bool,
+) -> Conv {
+    let config = nn::ConvConfig {
+        stride,
+        padding,
+        bias,
+        ..Default::default()
+    };
+    Conv {
+        conv: nn::conv2d(path, in_channels, out_channels, kernel, config),
+        in_channels,
+        kernel,
+        groups: 1,
+    }
+}
+
+/// A dense layer that reports its FLOPs.
+#[derive(Debug)]
+pub(crate) struct Linear {
+    linear: nn::Linear,
+    in_features: i64,
+    out_features: i64,
+}
+
+impl nn::Module for Linear {
+    fn forward(&self, xs: &Tensor) -> Tensor {
+        let rows = (xs.numel() as i64 / self.in_features.max(1)) as u64;
+        add_flops(2 * rows * (self.in_features * self.out_features) as u64);
+        let ys = xs.apply(&self.linear);
+        add_activation(&ys);
+        ys
+    }
+}
+
+/// A dense layer.
+pub(crate) fn linear(path: nn::Path<'_>, in_features: i64, out_features: i64) -> Linear {
+    Linear {
+        linear: nn::linear(path, in_features, out_features, Default::default()),
+        in_features,
+        out_features,
+    }
+}
+
+/// Max pooling that never fails on small maps: a regular (ceil-mode) pool when the map is at least
+/// the kernel, else an adaptive pool to `ceil(size / stride)`.
+pub(crate) fn max_pool(xs: &Tensor, kernel: i64, stride: i64) -> Tensor {
+    let size = xs.size();
+    let (height, width) = (size[2], size[3]);
+    if height >= kernel && width >= kernel {
+        xs.max_pool2d([kernel, kernel], [stride, stride], [0, 0], [1, 1], true)
+    } else if height == 1 && width == 1 {
+        xs.shallow_clone()
+    } else {
+        let target = [
+            (height + stride - 1) / stride,
+            (width + stride - 1) / stride,
+        ];
+        xs.adaptive_max_pool2d(target).0
+    }
+}
+
+/// Average pooling with the same fallback as [`max_pool`].
+pub(crate) fn avg_pool(xs: &Tensor, kernel: i64, stride: i64) -> Tensor {
+    let size = xs.size();
+    let (height, width) = (size[2], size[3]);
+    if height >= kernel && width >= kernel {
+        xs.avg_pool2d(
+            [kernel, kernel],
+            [stride, stride],
+            [0, 0],
+            true,
+            true,
+            None::<i64>,
+        )
+    } else {
+        let target = [
+            (height + stride - 1) / stride,
+            (width + stride - 1) / stride,
+        ];
+        xs.adaptive_avg_pool2d(target)
+    }
+}
+
+/// `[B,H,W,C]` to `[B,C,H,W]` (inputs are declared channel-last).
+pub(crate) fn to_nchw(xs: &Tensor) -> Tensor {
+    match xs.dim() {
+        3 => xs.unsqueeze(1),
+        _ => xs.permute([0, 3, 1, 2]).contiguous(),
+    }
+}
+
+/// The dense batch of an input, or a panic message for a programming error (the builder matches
+/// models to tasks, so a dense model only ever gets dense batches).
+pub(crate) fn dense(input: &BatchInput) -> &Tensor {
+    match input {
+        BatchInput::Dense(xs) => xs,
+        other => panic!("a dense model got a non-dense batch: {other:?}"),
+    }
+}

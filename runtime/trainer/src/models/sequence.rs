@@ -1,0 +1,214 @@
+//! Sequence models over zero-padded `[B, T, A]` batches: the RNN, LSTM, bi-LSTM and GRU classifiers
+//! (also the bit-level RNN, a GRU over 8-bit steps), and the seq2seq translator.
+
+use tch::{Kind, Tensor, nn, nn::RNN};
+
+use super::{BatchInput, Linear, ModelConfig, Network, add_flops, linear};
+use crate::candidate::ModelKind;
+
+/// Which recurrent cell.
+#[derive(Debug)]
+enum Cell {
+    /// Elman RNN with tanh: its weights in PyTorch's flat layout.
+    Rnn(Vec<Tensor>),
+    Lstm(nn::LSTM),
+    Gru(nn::GRU),
+}
+
+/// A recurrent layer over padded batches, uni- or bidirectional.
+#[derive(Debug)]
+struct Recurrent {
+    cell: Cell,
+    step: i64,
+    hidden: i64,
+    bidirectional: bool,
+}
+
+impl Recurrent {
+    fn new(path: &nn::Path<'_>, model: ModelKind, step: i64, hidden: i64) -> Self {
+        let bidirectional = model == ModelKind::BiLstm;
+        let config = nn::RNNConfig {
+            bidirectional,
+            batch_first: true,
+            ..Default::default()
+        };
+        let cell = match model {
+            ModelKind::Rnn => {
+                let bound = 1.0 / (hidden as f64).sqrt();
+                let init = nn::Init::Uniform {
+                    lo: -bound,
+                    up: bound,
+                };
+                Cell::Rnn(vec![
+                    path.var("weight_ih_l0", &[hidden, step], init),
+                    path.var("weight_hh_l0", &[hidden, hidden], init),
+                    path.var("bias_ih_l0", &[hidden], nn::Init::Const(0.0)),
+                    path.var("bias_hh_l0", &[hidden], nn::Init::Const(0.0)),
+                ])
+            }
+            ModelKind::Gru | ModelKind::BitRnn => Cell::Gru(nn::gru(path, step, hidden, config)),
+            _ => Cell::Lstm(nn::lstm(path, step, hidden, config)),
+        };
+        Self {
+            cell,
+            step,
+            hidden,
+            bidirectional,
+        }
+    }
+
+    /// Outputs `[B, T, H * directions]`.
+    fn run(&self, xs: &Tensor, train: bool) -> Tensor {
+        let size = xs.size();
+        let gates = match self.cell {
+            Cell::Rnn(_) => 1,
+            Cell::Gru(_) => 3,
+            Cell::Lstm(_) => 4,
+        };
+        let directions = if self.bidirectional { 2 } else { 1 };
+        add_flops(
+            (2 * size[0] * size[1] * gates * directions * self.hidden * (self.step + self.hidden))
+                as u64,
+        );
+        match &self.cell {
+            Cell::Rnn(weights) => {
+                let hx = Tensor::zeros([1, size[0], self.hidden], (xs.kind(), xs.device()));
+                xs.rnn_tanh(&hx, weights, true, 1, 0.0, train, false, true)
+                    .0
+            }
+            Cell::Lstm(lstm) => lstm.seq(xs).0,
+            Cell::Gru(gru) => gru.seq(xs).0,
+        }
+    }
+}
+
+/// The output at each sequence's last real step (forward direction) and, when bidirectional, the
+/// backward direction's output at step 0.
+fn last_outputs(outputs: &Tensor, lengths: &[i64], hidden: i64, bidirectional: bool) -> Tensor {
+    let device = outputs.device();
+    let last: Vec<i64> = lengths.iter().map(|&length| (length - 1).max(0)).collect();
+    let index = Tensor::from_slice(&last)
+        .to_device(device)
+        .view([-1, 1, 1])
+        .expand([lengths.len() as i64, 1, outputs.size()[2]], false);
+    let at_last = outputs.gather(1, &index, false).squeeze_dim(1);
+    if bidirectional {
+        let forward = at_last.narrow(1, 0, hidden);
+        let backward = outputs.select(1, 0).narrow(1, hidden, hidden);
+        Tensor::cat(&[forward, backward], 1)
+    } else {
+        at_last
+    }
+}
+
+/// A recurrent classifier: recurrent layer, last output, dense layer to logits.
+#[derive(Debug)]
+struct RecurrentClassifier {
+    recurrent: Recurrent,
+    head: Linear,
+}
+
+impl Network for RecurrentClassifier {
+    fn forward(&self, input: &BatchInput, train: bool) -> Tensor {
+        let BatchInput::Sequences {
+            values, lengths, ..
+        } = input
+        else {
+            panic!("a sequence model got a non-sequence batch: {input:?}");
+        };
+        let outputs = self.recurrent.run(values, train);
+        last_outputs(
+            &outputs,
+            lengths,
+            self.recurrent.hidden,
+            self.recurrent.bidirectional,
+        )
+        .apply(&self.head)
+    }
+}
+
+/// Builds the `rnn`, `lstm`, `bilstm` or `gru` classifier (hidden size 128, width-scaled).
+pub fn build_classifier(
+    path: &nn::Path<'_>,
+    model: ModelKind,
+    step: i64,
+    n_classes: i64,
+    config: &ModelConfig,
+) -> Box<dyn Network> {
+    let path = path / model.id();
+    let hidden = config.scale(128);
+    let recurrent = Recurrent::new(&(&path / "recurrent"), model, step, hidden);
+    let directions = if recurrent.bidirectional { 2 } else { 1 };
+    Box::new(RecurrentClassifier {
+        recurrent,
+        head: linear(&path / "head", hidden * directions, n_classes),
+    })
+}
+
+/// seq2seq: a GRU encoder reads the input sequence; a GRU decoder, started from the encoder's last
+/// state, produces one output step at a time from its previous output (free running, also in
+/// training). Each step is `B` values and one "continue" logit; inference stops at the first step
+/// whose continue logit is negative.
+#[derive(Debug)]
+pub struct Seq2Seq {
+    encoder: Recurrent,
+    decoder: nn::GRU,
+    head: Linear,
+    hidden: i64,
+    output_step: i64,
+}
+
+impl Seq2Seq {
+    /// A translator from `input_step` to `output_step` values per step (hidden 128, width-scaled).
+    pub fn new(
+        path: &nn::Path<'_>,
+        input_step: i64,
+        output_step: i64,
+        config: &ModelConfig,
+    ) -> Self {
+        let path = path / "seq2seq";
+        let hidden = config.scale(128);
+        Self {
+            encoder: Recurrent::new(&(&path / "encoder"), ModelKind::Gru, input_step, hidden),
+            decoder: nn::gru(
+                &path / "decoder",
+                output_step + 1,
+                hidden,
+                Default::default(),
+            ),
+            head: linear(&path / "head", hidden, output_step + 1),
+            hidden,
+            output_step,
+        }
+    }
+}
+
+impl Network for Seq2Seq {
+    fn forward(&self, input: &BatchInput, train: bool) -> Tensor {
+        let BatchInput::Sequences {
+            values,
+            lengths,
+            output_steps,
+        } = input
+        else {
+            panic!("seq2seq got a non-sequence batch: {input:?}");
+        };
+        let encoded = self.encoder.run(values, train);
+        let mut state =
+            nn::GRUState(last_outputs(&encoded, lengths, self.hidden, false).unsqueeze(0));
+        let batch = lengths.len() as i64;
+        let mut previous = Tensor::zeros(
+            [batch, self.output_step + 1],
+            (Kind::Float, values.device()),
+        );
+        let mut outputs = Vec::new();
+        for _ in 0..(*output_steps).max(1) {
+            state = self.decoder.step(&previous, &state);
+            add_flops((2 * batch * 3 * self.hidden * (self.output_step + 1 + self.hidden)) as u64);
+            let output = state.value().squeeze_dim(0).apply(&self.head);
+            previous = output.shallow_clone();
+            outputs.push(output);
+        }
+        Tensor::stack(&outputs, 1)
+    }
+}

@@ -1,0 +1,354 @@
+//! Training runs as a whole: odd shapes, checkpoints, divergence, the learning-rate grid, the cost
+//! estimate, inference, and the linking of the built binaries.
+
+use easeml_trainer::infer::Prediction;
+use easeml_trainer::models::ModelConfig;
+use easeml_trainer::{
+    Budget, Candidate, Checkpoint, Examples, Inputs, Predictor, RunOutcome, Targets, estimate_cost,
+    synthetic, train,
+};
+use tch::Device;
+
+fn budget(epochs: usize) -> Budget {
+    tch::set_num_threads(1);
+    let mut budget = Budget::new(Device::Cpu);
+    budget.learning_rates = vec![0.01];
+    budget.max_epochs = epochs;
+    budget.batch_size = 16;
+    budget.model = ModelConfig {
+        width: 1.0 / 16.0,
+        max_bytes: 8,
+    };
+    budget
+}
+
+const IMAGE_MODELS: [&str; 8] = [
+    "alexnet",
+    "bn_alexnet",
+    "resnet18",
+    "resnet50",
+    "googlenet",
+    "squeezenet",
+    "vgg16",
+    "nin",
+];
+
+#[test]
+fn odd_shapes_train_and_predict() {
+    for shape in [[17, 23, 3], [1, 1, 1], [5, 5, 3]] {
+        let examples = synthetic::quadrant_images(12, shape, 11);
+        for model in IMAGE_MODELS {
+            let run = train(&Candidate::parse(model).unwrap(), &examples, &budget(1)).unwrap();
+            let checkpoint = run
+                .checkpoint()
+                .unwrap_or_else(|| panic!("{model} on {shape:?}: {:?}", run.outcome));
+            let predictor = Predictor::new(checkpoint, Device::Cpu).unwrap();
+            let predictions = predictor.predict(&examples.inputs).unwrap();
+            assert_eq!(predictions.len(), 12, "{model} on {shape:?}");
+            let Prediction::Class { probabilities, .. } = &predictions[0] else {
+                panic!("{model}: not a class");
+            };
+            assert_eq!(probabilities.len(), 4, "{model} on {shape:?}");
+        }
+    }
+    // Tabular [5] and a one-channel image [A,B] read as [A,B,1].
+    let tabular = synthetic::tabular_sign(20, 5, 12);
+    for model in ["mlp_small", "mlp_large", "logistic"] {
+        let run = train(&Candidate::parse(model).unwrap(), &tabular, &budget(1)).unwrap();
+        assert!(run.quality().is_some(), "{model}");
+    }
+    let mut gray = synthetic::quadrant_images(12, [6, 7, 1], 13);
+    if let Inputs::Dense { shape, .. } = &mut gray.inputs {
+        *shape = vec![6, 7];
+    }
+    let run = train(
+        &Candidate::parse("resnet18+norm_k1").unwrap(),
+        &gray,
+        &budget(1),
+    )
+    .unwrap();
+    assert!(run.quality().is_some());
+    // Recovery to a different output shape.
+    let mut recovery = synthetic::recovery_images(10, [9, 7, 3], 14);
+    recovery.targets = Targets::Dense {
+        shape: vec![4, 5, 2],
+        values: vec![0.5; 10 * 4 * 5 * 2],
+    };
+    for model in ["autoencoder", "gan", "pix2pix"] {
+        let run = train(&Candidate::parse(model).unwrap(), &recovery, &budget(1)).unwrap();
+        let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+        let Prediction::Values { shape, .. } = &predictor.predict(&recovery.inputs).unwrap()[0]
+        else {
+            panic!("{model}: not values");
+        };
+        assert_eq!(shape, &vec![4, 5, 2], "{model}");
+    }
+}
+
+#[test]
+fn a_reloaded_checkpoint_gives_identical_outputs() {
+    let examples = synthetic::quadrant_images(120, [8, 8, 3], 15);
+    let run = train(
+        &Candidate::parse("resnet18+norm_k2").unwrap(),
+        &examples,
+        &budget(3),
+    )
+    .unwrap();
+    let RunOutcome::Succeeded {
+        checkpoint,
+        quality,
+    } = &run.outcome
+    else {
+        panic!("{:?}", run.outcome);
+    };
+    let dir = std::env::temp_dir().join(format!("easeml-trainer-test-{}", std::process::id()));
+    checkpoint.save(&dir).unwrap();
+    let reloaded = Checkpoint::load(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(&reloaded, checkpoint);
+    let first = Predictor::new(checkpoint, Device::Cpu).unwrap();
+    let second = Predictor::new(&reloaded, Device::Cpu).unwrap();
+    let a = first.raw_outputs(&examples.inputs, 1).unwrap();
+    let b = second.raw_outputs(&examples.inputs, 1).unwrap();
+    assert_eq!(a.size(), vec![120, 4]);
+    assert!(a.equal(&b), "outputs differ after reload");
+    // The kept weights are the ones that scored the reported validation quality.
+    let (_, validation) = easeml_trainer::data::split_by_id(&examples.ids, 0.2);
+    let predictions = first.predict(&examples.inputs).unwrap();
+    let Targets::Classes { labels, .. } = &examples.targets else {
+        unreachable!()
+    };
+    let correct = validation
+        .iter()
+        .filter(|&&row| matches!(predictions[row], Prediction::Class { index, .. } if index == labels[row]))
+        .count();
+    let recomputed = correct as f64 / validation.len() as f64;
+    assert!(
+        (recomputed - quality).abs() < 1e-9,
+        "{recomputed} vs {quality}"
+    );
+}
+
+#[test]
+fn a_diverging_learning_rate_is_a_failed_run() {
+    let examples = synthetic::tabular_sign(64, 4, 16);
+    let mut budget = budget(3);
+    budget.learning_rates = vec![1e30];
+    let run = train(&Candidate::parse("mlp_large").unwrap(), &examples, &budget).unwrap();
+    let RunOutcome::Failed { reason } = &run.outcome else {
+        panic!("expected a failed run, got quality {:?}", run.quality());
+    };
+    assert!(
+        reason.contains("not finite") || reason.contains("NaN") || reason.contains("inf"),
+        "{reason}"
+    );
+    assert!(run.trials[0].failure.is_some());
+    // Rates that libtorch itself rejects, or that are not rates at all, fail the same way.
+    for rate in [1e38, f64::NAN, -1.0] {
+        budget.learning_rates = vec![rate];
+        let run = train(&Candidate::parse("mlp_large").unwrap(), &examples, &budget).unwrap();
+        assert!(run.quality().is_none(), "{rate}");
+    }
+    // A diverging rate in the grid does not hide the good ones.
+    budget.learning_rates = vec![1e38, 0.01];
+    let run = train(&Candidate::parse("mlp_large").unwrap(), &examples, &budget).unwrap();
+    assert!(run.quality().is_some());
+    assert!(run.trials[0].failure.is_some() && run.trials[1].failure.is_none());
+}
+
+#[test]
+fn the_grid_is_tried_with_recorded_seeds_and_a_learning_curve() {
+    let examples = synthetic::tabular_sign(200, 4, 17);
+    let mut budget = budget(5);
+    budget.learning_rates = vec![0.1, 0.01, 0.001];
+    let run = train(&Candidate::parse("mlp_small").unwrap(), &examples, &budget).unwrap();
+    assert_eq!(run.trials.len(), 3);
+    let rates: Vec<f64> = run.trials.iter().map(|trial| trial.learning_rate).collect();
+    assert_eq!(rates, vec![0.1, 0.01, 0.001]);
+    assert!(run.trials.iter().all(|trial| trial.epochs >= 1));
+    assert!(run.curve.len() >= 3);
+    assert!(run.cost_seconds > 0.0);
+    assert_eq!(run.n_train + run.n_validation, 200);
+    // The same budget and data give the same run.
+    let again = train(&Candidate::parse("mlp_small").unwrap(), &examples, &budget).unwrap();
+    assert_eq!(again.trials, run.trials);
+    let best_trial = run
+        .trials
+        .iter()
+        .filter_map(|trial| trial.best_quality)
+        .fold(0.0, f64::max);
+    assert_eq!(run.quality(), Some(best_trial));
+}
+
+#[test]
+fn cost_estimates_grow_with_the_model_and_the_data() {
+    let budget = budget(5);
+    let small = synthetic::quadrant_images(100, [16, 16, 3], 18);
+    let large = synthetic::quadrant_images(400, [16, 16, 3], 18);
+    let resnet18 = Candidate::parse("resnet18").unwrap();
+    let resnet50 = Candidate::parse("resnet50").unwrap();
+    let a = estimate_cost(&resnet18, &small, &budget).unwrap();
+    let b = estimate_cost(&resnet50, &small, &budget).unwrap();
+    let c = estimate_cost(&resnet18, &large, &budget).unwrap();
+    assert!(a.forward_flops_per_example > 0.0 && a.seconds > 0.0);
+    assert!(b.forward_flops_per_example > a.forward_flops_per_example);
+    assert!(c.total_flops > 3.0 * a.total_flops);
+    for (examples, model) in [
+        (synthetic::sequence_sign(20, 2, 1), "lstm"),
+        (synthetic::tree_depth(20, 2, 1), "tree_rnn"),
+        (synthetic::tree_depth(20, 2, 1), "tree_kernel_svm"),
+        (synthetic::bytes_letters_or_digits(20, 1), "bit_rnn"),
+    ] {
+        let estimate =
+            estimate_cost(&Candidate::parse(model).unwrap(), &examples, &budget).unwrap();
+        assert!(estimate.seconds > 0.0, "{model}");
+    }
+}
+
+#[test]
+fn candidates_that_do_not_fit_and_bad_examples_are_errors() {
+    let sequences = synthetic::sequence_sign(10, 2, 19);
+    let error = train(
+        &Candidate::parse("resnet18").unwrap(),
+        &sequences,
+        &budget(1),
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("does not fit"), "{error}");
+    let error = train(
+        &Candidate::parse("lstm+norm_k2").unwrap(),
+        &sequences,
+        &budget(1),
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("does not fit"), "{error}");
+    let mut bad = synthetic::tabular_sign(10, 3, 20);
+    bad.targets = Targets::Classes {
+        n_classes: 2,
+        labels: vec![5; 10],
+    };
+    assert!(train(&Candidate::parse("logistic").unwrap(), &bad, &budget(1)).is_err());
+    let empty = Examples {
+        ids: Vec::new(),
+        inputs: Inputs::Dense {
+            shape: vec![3],
+            values: Vec::new(),
+        },
+        targets: Targets::Classes {
+            n_classes: 2,
+            labels: Vec::new(),
+        },
+    };
+    assert!(train(&Candidate::parse("logistic").unwrap(), &empty, &budget(1)).is_err());
+}
+
+#[test]
+fn predictions_of_every_kind() {
+    let sequences = synthetic::sequence_running_mean(60, 2, 21);
+    let run = train(
+        &Candidate::parse("seq2seq").unwrap(),
+        &sequences,
+        &budget(2),
+    )
+    .unwrap();
+    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+    for prediction in predictor.predict(&sequences.inputs).unwrap() {
+        let Prediction::Sequence(steps) = prediction else {
+            panic!("not a sequence")
+        };
+        assert!(!steps.is_empty() && steps.iter().all(|step| step.len() == 1));
+    }
+    let bytes = synthetic::bytes_to_reconstruct(40, 22);
+    let run = train(
+        &Candidate::parse("bit_autoencoder").unwrap(),
+        &bytes,
+        &budget(2),
+    )
+    .unwrap();
+    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+    let Prediction::Bytes(out) = &predictor.predict(&bytes.inputs).unwrap()[0] else {
+        panic!("not bytes")
+    };
+    assert_eq!(out.len(), 8);
+    let trees = synthetic::tree_depth(40, 2, 23);
+    for model in ["tree_rnn", "tree_kernel_svm"] {
+        let run = train(&Candidate::parse(model).unwrap(), &trees, &budget(2)).unwrap();
+        let dir =
+            std::env::temp_dir().join(format!("easeml-trainer-{model}-{}", std::process::id()));
+        run.checkpoint().unwrap().save(&dir).unwrap();
+        let checkpoint = Checkpoint::load(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let predictor = Predictor::new(&checkpoint, Device::Cpu).unwrap();
+        let predictions = predictor.predict(&trees.inputs).unwrap();
+        assert!(
+            matches!(&predictions[0], Prediction::Class { probabilities, .. } if probabilities.len() == 2)
+        );
+    }
+    // Inputs of the wrong shape are an error, not a panic.
+    let tabular = synthetic::tabular_sign(20, 4, 24);
+    let run = train(&Candidate::parse("logistic").unwrap(), &tabular, &budget(1)).unwrap();
+    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+    let wrong = synthetic::tabular_sign(3, 5, 25);
+    assert!(predictor.predict(&wrong.inputs).is_err());
+    // So are malformed trees and sequences.
+    let run = train(&Candidate::parse("tree_rnn").unwrap(), &trees, &budget(1)).unwrap();
+    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+    let malformed = Inputs::Trees {
+        node: 2,
+        trees: vec![easeml_trainer::Tree::node(
+            vec![0.0, 1.0],
+            vec![easeml_trainer::Tree::leaf(vec![0.5])],
+        )],
+    };
+    assert!(predictor.predict(&malformed).is_err());
+    let run = train(
+        &Candidate::parse("gru").unwrap(),
+        &synthetic::sequence_sign(20, 2, 26),
+        &budget(1),
+    )
+    .unwrap();
+    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+    let malformed = Inputs::Sequences(easeml_trainer::data::Sequences {
+        step: 2,
+        values: vec![0.0; 3],
+        offsets: vec![0, 2],
+    });
+    assert!(predictor.predict(&malformed).is_err());
+}
+
+/// The test binary itself links the trainer: it must carry an rpath to libtorch and, when the install
+/// has `libtorch_cuda.so`, list it as NEEDED.
+#[test]
+fn built_binaries_find_libtorch_and_keep_libtorch_cuda() {
+    let Some(lib_dir) = option_env!("EASEML_LIBTORCH_LIB") else {
+        panic!("build.rs did not see torch-sys's lib dir");
+    };
+    let exe = std::env::current_exe().unwrap();
+    let output = std::process::Command::new("readelf")
+        .arg("-d")
+        .arg(&exe)
+        .output()
+        .expect("readelf (binutils) is needed for this test");
+    assert!(output.status.success());
+    let dynamic = String::from_utf8_lossy(&output.stdout);
+    let rpath_line = dynamic
+        .lines()
+        .find(|line| line.contains("(RUNPATH)") || line.contains("(RPATH)"))
+        .unwrap_or_else(|| panic!("no rpath in {}:\n{dynamic}", exe.display()));
+    assert!(rpath_line.contains(lib_dir), "{rpath_line} lacks {lib_dir}");
+    let needed = |name: &str| {
+        dynamic
+            .lines()
+            .any(|line| line.contains("(NEEDED)") && line.contains(&format!("[{name}]")))
+    };
+    assert!(needed("libtorch_cpu.so"), "{dynamic}");
+    if std::path::Path::new(lib_dir)
+        .join("libtorch_cuda.so")
+        .exists()
+    {
+        assert!(
+            needed("libtorch_cuda.so"),
+            "libtorch_cuda.so is not NEEDED:\n{dynamic}"
+        );
+    }
+}
