@@ -16,7 +16,7 @@ use easeml_compiler::diagnostic::{self, JsonDiagnostic};
 use easeml_compiler::explain::Explanation;
 use easeml_compiler::{Code, Compiled, Diagnostic, Registry, Span, compile};
 
-/// The easeml compiler: from a `.eml` schema to model candidates (and, soon, a client crate).
+/// The easeml compiler: from a `.eml` schema to model candidates and a client crate.
 #[derive(Parser)]
 #[command(
     name = "easemlc",

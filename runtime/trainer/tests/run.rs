@@ -33,8 +33,17 @@ const IMAGE_MODELS: [&str; 8] = [
     "nin",
 ];
 
+/// Training draws dropout masks from libtorch's global generator, so runs are reproducible only
+/// when no other run trains in the same process at the same time: the tests here take turns.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn odd_shapes_train_and_predict() {
+    let _serial = serial();
     for shape in [[17, 23, 3], [1, 1, 1], [5, 5, 3]] {
         let examples = synthetic::quadrant_images(12, shape, 11);
         for model in IMAGE_MODELS {
@@ -87,6 +96,7 @@ fn odd_shapes_train_and_predict() {
 
 #[test]
 fn a_reloaded_checkpoint_gives_identical_outputs() {
+    let _serial = serial();
     let examples = synthetic::quadrant_images(120, [8, 8, 3], 15);
     let run = train(
         &Candidate::parse("resnet18+norm_k2").unwrap(),
@@ -131,6 +141,7 @@ fn a_reloaded_checkpoint_gives_identical_outputs() {
 
 #[test]
 fn a_diverging_learning_rate_is_a_failed_run() {
+    let _serial = serial();
     let examples = synthetic::tabular_sign(64, 4, 16);
     let mut budget = budget(3);
     budget.learning_rates = vec![1e30];
@@ -158,6 +169,7 @@ fn a_diverging_learning_rate_is_a_failed_run() {
 
 #[test]
 fn the_grid_is_tried_with_recorded_seeds_and_a_learning_curve() {
+    let _serial = serial();
     let examples = synthetic::tabular_sign(200, 4, 17);
     let mut budget = budget(5);
     budget.learning_rates = vec![0.1, 0.01, 0.001];
@@ -182,6 +194,7 @@ fn the_grid_is_tried_with_recorded_seeds_and_a_learning_curve() {
 
 #[test]
 fn cost_estimates_grow_with_the_model_and_the_data() {
+    let _serial = serial();
     let budget = budget(5);
     let small = synthetic::quadrant_images(100, [16, 16, 3], 18);
     let large = synthetic::quadrant_images(400, [16, 16, 3], 18);
@@ -207,6 +220,7 @@ fn cost_estimates_grow_with_the_model_and_the_data() {
 
 #[test]
 fn candidates_that_do_not_fit_and_bad_examples_are_errors() {
+    let _serial = serial();
     let sequences = synthetic::sequence_sign(10, 2, 19);
     let error = train(
         &Candidate::parse("resnet18").unwrap(),
@@ -244,6 +258,7 @@ fn candidates_that_do_not_fit_and_bad_examples_are_errors() {
 
 #[test]
 fn predictions_of_every_kind() {
+    let _serial = serial();
     let sequences = synthetic::sequence_running_mean(60, 2, 21);
     let run = train(
         &Candidate::parse("seq2seq").unwrap(),
@@ -320,6 +335,7 @@ fn predictions_of_every_kind() {
 /// has `libtorch_cuda.so`, list it as NEEDED.
 #[test]
 fn built_binaries_find_libtorch_and_keep_libtorch_cuda() {
+    let _serial = serial();
     let Some(lib_dir) = option_env!("EASEML_LIBTORCH_LIB") else {
         panic!("build.rs did not see torch-sys's lib dir");
     };
