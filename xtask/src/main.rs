@@ -145,7 +145,64 @@ fn test() -> Result<()> {
     Ok(())
 }
 
+/// The apps of the demo: (example stem, the scikit-learn loader that ships its real data).
+const DEMO_APPS: [(&str, &str); 3] = [
+    ("breast_cancer", "load_breast_cancer"),
+    ("wine_cultivar", "load_wine"),
+    ("handwritten_digits", "load_digits"),
+];
+
+/// Writes each demo app's real data (from scikit-learn's bundled datasets) as feed files:
+/// `<app>.train.txt` (80%) and `<app>.heldout.txt` (20%), one `INPUT LABEL` line per example.
+const EXPORT_DATA: &str = r#"
+import json, random, sys
+from sklearn import datasets
+out = sys.argv[1]
+apps = {"breast_cancer": ("load_breast_cancer", None, ["malignant", "benign"]),
+        "wine_cultivar": ("load_wine", None, None),
+        "handwritten_digits": ("load_digits", (8, 8), [str(d) for d in range(10)])}
+for app, (loader, shape, names) in apps.items():
+    data = getattr(datasets, loader)()
+    lines = []
+    for x, y in zip(data.data, data.target):
+        x = [float(v) / (16.0 if shape else 1.0) for v in x]
+        if shape:
+            x = [x[r * shape[1]:(r + 1) * shape[1]] for r in range(shape[0])]
+        label = names[y] if names else str(data.target_names[y])
+        lines.append(json.dumps(x) + " " + label)
+    random.Random(0).shuffle(lines)  # the data sets are sorted by class; hold out a fair 20%
+    cut = len(lines) * 4 // 5
+    with open(f"{out}/{app}.train.txt", "w") as f:
+        f.write("\n".join(lines[:cut]) + "\n")
+    with open(f"{out}/{app}.heldout.txt", "w") as f:
+        f.write("\n".join(lines[cut:]) + "\n")
+    print(f"{app}: {cut} training and {len(lines) - cut} held-out examples from sklearn.datasets.{loader}")
+"#;
+
+/// The main job as far as the pipeline goes today: compile three example apps, generate and build
+/// their crates, feed each the real data of a scikit-learn data set through its generated `feed`
+/// binary, and print each app's examples and status report. Training and inference join when the
+/// engine lands (see ARCHITECTURE.md, "Status").
 fn demo(root: &Path) -> Result<()> {
+    let torch = setup()?;
+    let python = torch.python();
+    let has_sklearn = Command::new(&python)
+        .args(["-c", "import sklearn"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !has_sklearn {
+        let mut pip = Command::new(&python);
+        pip.args(["-m", "pip", "install", "--quiet", "scikit-learn"]);
+        run_step("install scikit-learn (for its bundled real data sets)", pip)?;
+    }
+    let demo_dir = root.join("target/demo");
+    let data_dir = demo_dir.join("data");
+    let home = demo_dir.join("home");
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&data_dir)?;
+    let mut export = Command::new(&python);
+    export.arg("-c").arg(EXPORT_DATA).arg(&data_dir);
+    run_step("export real data sets from scikit-learn", export)?;
     run_step(
         "build easemlc",
         cargo(&[
@@ -158,16 +215,46 @@ fn demo(root: &Path) -> Result<()> {
         ]),
     )?;
     let easemlc = root.join("target/debug/easemlc");
-    let mut examples: Vec<PathBuf> = std::fs::read_dir(root.join("examples"))?
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "eml"))
-        .collect();
-    examples.sort();
-    for example in examples {
+    let runtime = std::fs::canonicalize(root.join("runtime/core"))?;
+    let target = demo_dir.join("target");
+    for (app, _) in DEMO_APPS {
+        let example = root.join(format!("examples/{app}.eml"));
         let mut explain = Command::new(&easemlc);
         explain.arg("explain").arg(&example);
-        run_step(&format!("easemlc explain {}", example.display()), explain)?;
+        run_step(&format!("easemlc explain examples/{app}.eml"), explain)?;
+        let crate_dir = demo_dir.join("apps").join(app);
+        let mut build = Command::new(&easemlc);
+        build
+            .arg(&example)
+            .arg("-o")
+            .arg(&crate_dir)
+            .arg("--runtime-path")
+            .arg(&runtime);
+        run_step(&format!("easemlc examples/{app}.eml"), build)?;
+        std::fs::copy(root.join("Cargo.lock"), crate_dir.join("Cargo.lock"))?;
+        let mut cargo_build = cargo(&["build", "--quiet", "--offline", "--manifest-path"]);
+        cargo_build
+            .arg(crate_dir.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", &target);
+        run_step(
+            &format!("cargo build the generated `{app}` crate"),
+            cargo_build,
+        )?;
     }
+    for (app, _) in DEMO_APPS {
+        let binary = |name: &str| target.join("debug").join(name);
+        let mut feed = Command::new(binary(&format!("{app}-feed")));
+        feed.arg(data_dir.join(format!("{app}.train.txt")))
+            .env("EASEML_HOME", &home);
+        run_step(&format!("{app}-feed {app}.train.txt"), feed)?;
+        let mut status = Command::new(binary(app));
+        status.env("EASEML_HOME", &home);
+        run_step(&format!("{app} (the status report)"), status)?;
+    }
+    eprintln!(
+        "==> demo done: the apps' store is {}; training and `infer` arrive with the engine (ARCHITECTURE.md, Status)",
+        home.display()
+    );
     Ok(())
 }
 

@@ -47,7 +47,7 @@ impl TorchEnv {
         self.venv.join("bin")
     }
 
-    fn python(&self) -> PathBuf {
+    pub fn python(&self) -> PathBuf {
         self.bin().join("python")
     }
 
