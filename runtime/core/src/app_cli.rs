@@ -5,7 +5,7 @@
 //! tested here, so every app behaves the same and regenerating an app never changes its behaviour.
 //! `infer` and `train` join when the engine and trainer are integrated (see ARCHITECTURE.md).
 
-use std::io::{BufRead, BufReader, IsTerminal};
+use std::io::{BufReader, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -342,20 +342,4 @@ fn refine(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
         if enabled { "enabled" } else { "disabled" }
     );
     Ok(())
-}
-
-/// Reads lines for tests and tools that drive the CLI logic without a process.
-#[doc(hidden)]
-pub fn feed_reader(
-    client: &mut Client,
-    reader: impl BufRead,
-    skip_bad: bool,
-) -> crate::Result<crate::FeedReport> {
-    client.feed_lines(
-        reader,
-        &FeedOptions {
-            skip_bad,
-            ..FeedOptions::default()
-        },
-    )
 }
