@@ -20,7 +20,7 @@ mod model;
 pub use app::{AppModel, Workload};
 pub use best::{best_run, over_train_time};
 pub use dataset::Inference;
-pub use easeml_trainer::device::choose_device;
+pub use easeml_trainer::device::{choose_device, device_name};
 pub use engine::{Engine, EngineConfig, Event, MIN_EXAMPLES, TrainSummary, load_examples};
 pub use error::{Error, Result};
 pub use model::ServedModel;
