@@ -1,9 +1,10 @@
-//! `easeml`, the runtime binary. Today: `easeml bench scheduler` (the ease.ml replay benchmark);
-//! the service subcommands come with the runtime issues.
+//! `easeml`, the runtime binary: `easeml train` (the multi-tenant loop over a local store) and
+//! `easeml bench scheduler` (the ease.ml replay benchmark).
 
 mod bench_scheduler;
 mod peers;
 mod plot;
+mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +18,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Train candidate models of every app in a local store, in the foreground.
+    Train(train::TrainArgs),
     /// Benchmarks of the runtime's components.
     Bench {
         #[command(subcommand)]
@@ -34,6 +37,7 @@ enum BenchCommand {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Train(args) => train::run(&args),
         Command::Bench {
             bench: BenchCommand::Scheduler(args),
         } => bench_scheduler::run(&args),
