@@ -228,7 +228,9 @@ fn demo(root: &Path, budget: &str) -> Result<()> {
     let easemlc = root.join("target/debug/easemlc");
     let easeml = root.join("target/debug/easeml");
     let runtime = std::fs::canonicalize(root.join("runtime/core"))?;
-    let target = demo_dir.join("target");
+    // The workspace's own target dir: the generated crates use the same profiles, so the runtime and
+    // the libtorch bindings built for `easeml` are reused, not built again.
+    let target = root.join("target");
     for (app, _) in DEMO_APPS {
         let example = root.join(format!("examples/{app}.eml"));
         let mut explain = Command::new(&easemlc);

@@ -506,34 +506,48 @@ impl Engine {
     }
 }
 
-/// The scheduler's prior over models: fitted on every app's finished runs when at least two apps
-/// have some (one row per app: each candidate's best quality), else the documented no-history prior
-/// (Matern-5/2, [`KernelHyperparameters::default`]).
+/// The scheduler's prior over models, fitted on the store's own history (appendix A): one row per app
+/// (each candidate's best quality), over the candidates that at least two apps have finished, when at
+/// least two apps have two or more of them. Otherwise (a fresh store, or apps whose workloads share no
+/// model) the documented no-history prior: Matern-5/2 with [`KernelHyperparameters::default`] and
+/// variants of one model correlated (`easeml_scheduler::kernel::FAMILY_CORRELATION`).
 fn kernel_from_history(store: &Store) -> Result<KernelModel> {
-    let mut model_ids: Vec<String> = Vec::new();
     let mut rows: Vec<BTreeMap<String, f64>> = Vec::new();
     for app in store.apps()? {
         let mut row = BTreeMap::new();
         for run in store.runs(app.id)? {
             if let (RunState::Done, Some(quality)) = (run.state, run.quality) {
-                let entry = row.entry(run.candidate.clone()).or_insert(quality);
+                let entry = row.entry(run.candidate).or_insert(quality);
                 *entry = f64::max(*entry, quality);
-                if !model_ids.contains(&run.candidate) {
-                    model_ids.push(run.candidate);
-                }
             }
         }
-        if row.len() >= 2 {
-            rows.push(row);
+        rows.push(row);
+    }
+    let mut shared: BTreeMap<&str, usize> = BTreeMap::new();
+    for row in &rows {
+        for id in row.keys() {
+            *shared.entry(id.as_str()).or_default() += 1;
         }
     }
-    if rows.len() >= 2 {
-        let history = easeml_scheduler::QualityHistory {
-            rows: rows
+    let model_ids: Vec<String> = shared
+        .iter()
+        .filter(|&(_, &count)| count >= 2)
+        .map(|(id, _)| (*id).to_owned())
+        .collect();
+    let history_rows: Vec<Vec<Option<f64>>> = rows
+        .iter()
+        .map(|row| {
+            model_ids
                 .iter()
-                .map(|row| model_ids.iter().map(|id| row.get(id).copied()).collect())
-                .collect(),
+                .map(|id| row.get(id).copied())
+                .collect::<Vec<_>>()
+        })
+        .filter(|row: &Vec<Option<f64>>| row.iter().flatten().count() >= 2)
+        .collect();
+    if history_rows.len() >= 2 {
+        let history = easeml_scheduler::QualityHistory {
             model_ids,
+            rows: history_rows,
         };
         if let Ok(kernel) = KernelModel::from_history(
             &history,
