@@ -2,6 +2,7 @@
 //! `easeml bench scheduler` (the ease.ml replay benchmark).
 
 mod bench_scheduler;
+mod bench_trainer;
 mod peers;
 mod plot;
 mod train;
@@ -32,6 +33,10 @@ enum BenchCommand {
     /// Replay multi-tenant model selection over a quality (and cost) table, as in the ease.ml paper
     /// (figures 9-11): writes curves.csv, summary.json and loss.svg / loss.png to --out.
     Scheduler(bench_scheduler::SchedulerBenchArgs),
+    /// The trainer against PyTorch in Python on the same torch install (images/s of training and
+    /// inference, ratio Rust/Python) and the peak memory of a training run: prints a table, writes
+    /// summary.json and throughput.svg to --out.
+    Trainer(bench_trainer::TrainerBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -41,5 +46,8 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             bench: BenchCommand::Scheduler(args),
         } => bench_scheduler::run(&args),
+        Command::Bench {
+            bench: BenchCommand::Trainer(args),
+        } => bench_trainer::run(&args),
     }
 }

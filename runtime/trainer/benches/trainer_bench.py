@@ -1,11 +1,14 @@
-"""PyTorch side of `cargo run -p easeml-trainer --example bench_trainer`.
+"""PyTorch side of `easeml bench trainer` (embedded in the trainer library as
+`easeml_trainer::bench::PYTHON_SCRIPT` and piped to `python -`).
 
 The same architectures as the Rust side (easeml's ResNet-18: k/2 padding, ceil-mode 3x3/2 max pool after
-the stem; and the small CNN), the same batch, input layout ([B,H,W,C] permuted to NCHW), optimizer (Adam)
-and thread count. Prints one JSON line: images/second for training and inference per model.
+the stem; and the small CNN), the same batch, input layout ([B,H,W,C] permuted to NCHW), optimizer
+(Adam), device, autocast setting and thread count. Prints one JSON line: the torch version and lib
+dir, and images/second for training and inference per model.
 """
+import argparse
 import json
-import sys
+import os
 import time
 
 import torch
@@ -67,38 +70,72 @@ class SmallCnn(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
-def measure(model, batch, size, iterations, warmup):
-    x = torch.rand(batch, size, size, 3)
-    y = torch.randint(0, 10, (batch,))
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(model, device, batch, size, iterations, warmup, amp):
+    x = torch.rand(batch, size, size, 3, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    autocast = lambda: torch.autocast(device_type="cuda", enabled=amp and device.type == "cuda")
     model.train()
     for step in range(warmup + iterations):
         if step == warmup:
+            sync(device)
             start = time.perf_counter()
-        loss = F.cross_entropy(model(x), y)
+        with autocast():
+            logits = model(x)
+        loss = F.cross_entropy(logits.float(), y)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    sync(device)
     train = batch * iterations / (time.perf_counter() - start)
     model.eval()
     with torch.no_grad():
         for step in range(warmup + iterations):
             if step == warmup:
+                sync(device)
                 start = time.perf_counter()
-            model(x)
+            with autocast():
+                model(x)
+        sync(device)
     infer = batch * iterations / (time.perf_counter() - start)
     return train, infer
 
 
 def main():
-    threads, batch, size, iterations, warmup, width = (
-        int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))
-    torch.set_num_threads(threads)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--size", type=int, default=32)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--width", type=float, default=1.0)
+    parser.add_argument("--models", default="resnet18,small_cnn")
+    parser.add_argument("--amp", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    device = torch.device(args.device)
     results = {}
-    for name, model in [("resnet18", ResNet18(3, 10, width)), ("small_cnn", SmallCnn(3, 10))]:
-        results[name] = measure(model, batch, size, iterations, warmup)
-    print(json.dumps({"torch": torch.__version__, "results": results}))
+    for name in args.models.split(","):
+        if name == "resnet18":
+            model = ResNet18(3, 10, args.width)
+        elif name == "small_cnn":
+            model = SmallCnn(3, 10)
+        else:
+            raise SystemExit(f"unknown model {name}")
+        model = model.to(device)
+        results[name] = measure(model, device, args.batch, args.size, args.iterations, args.warmup, args.amp)
+    print(json.dumps({
+        "torch": torch.__version__,
+        "lib_dir": os.path.join(os.path.dirname(torch.__file__), "lib"),
+        "results": results,
+    }))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,24 @@
-//! Each model family learns an easy task clearly above chance, on the CPU, in seconds.
+//! Each model family learns an easy task clearly above chance, in seconds, on the CPU (or on the
+//! device `EASEML_DEVICE` names).
 
 use easeml_trainer::models::ModelConfig;
 use easeml_trainer::{Budget, Candidate, Examples, RunOutcome, synthetic, train};
 use tch::Device;
 
+/// The device of the training runs: the CPU, unless `EASEML_DEVICE` names one (`cuda`, `cuda:N`) to
+/// run the same tests on a GPU. Predictions stay on the CPU (checkpoints move across devices).
+fn test_device() -> Device {
+    match std::env::var(easeml_trainer::device::DEVICE_ENV) {
+        Ok(value) if !value.trim().is_empty() => {
+            easeml_trainer::device::parse_device(&value).unwrap()
+        }
+        _ => Device::Cpu,
+    }
+}
+
 fn budget(epochs: usize) -> Budget {
     tch::set_num_threads(1);
-    let mut budget = Budget::new(Device::Cpu);
+    let mut budget = Budget::new(test_device());
     budget.learning_rates = vec![0.01];
     budget.max_epochs = epochs;
     budget.max_seconds = 60.0;

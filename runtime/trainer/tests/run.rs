@@ -9,9 +9,20 @@ use easeml_trainer::{
 };
 use tch::Device;
 
+/// The device of the training runs: the CPU, unless `EASEML_DEVICE` names one (`cuda`, `cuda:N`) to
+/// run the same tests on a GPU. Predictions stay on the CPU (checkpoints move across devices).
+fn test_device() -> Device {
+    match std::env::var(easeml_trainer::device::DEVICE_ENV) {
+        Ok(value) if !value.trim().is_empty() => {
+            easeml_trainer::device::parse_device(&value).unwrap()
+        }
+        _ => Device::Cpu,
+    }
+}
+
 fn budget(epochs: usize) -> Budget {
     tch::set_num_threads(1);
-    let mut budget = Budget::new(Device::Cpu);
+    let mut budget = Budget::new(test_device());
     budget.learning_rates = vec![0.01];
     budget.max_epochs = epochs;
     budget.batch_size = 16;

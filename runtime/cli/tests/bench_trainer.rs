@@ -1,0 +1,145 @@
+//! `easeml bench trainer`: its help, a `--quick` run on the CPU (the Python side included: the torch
+//! venv's python, as `cargo xtask env` sets it up), and the libtorch linking of the `easeml` binary.
+//! No timing thresholds: speed targets live in the benchmark's output, not in tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "easeml-cli-trainer-test-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn easeml() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_easeml"))
+}
+
+#[test]
+fn help_documents_the_interface() {
+    let output = easeml()
+        .args(["bench", "trainer", "--help"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--device",
+        "--models",
+        "--batch",
+        "--threads",
+        "--rounds",
+        "--python",
+        "--out",
+        "--quick",
+        "--mixed-precision",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
+    }
+    assert!(!help.contains("--memory-child"), "{help}");
+}
+
+#[test]
+fn a_quick_cpu_run_reports_positive_throughputs_and_the_memory_check() {
+    let dir = scratch_dir("quick");
+    let out = dir.join("out");
+    let output = easeml()
+        .args(["bench", "trainer", "--quick", "--device", "cpu"])
+        .args(["--threads", "2"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("resnet18"), "{stdout}");
+    assert!(out.join("throughput.svg").is_file());
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["device"], "cpu");
+    assert_eq!(summary["quick"], true);
+    let rows = summary["throughput"].as_array().unwrap();
+    let models: Vec<&str> = rows
+        .iter()
+        .map(|row| row["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(models, ["resnet18", "small_cnn"]);
+    for row in rows {
+        for side in ["rust", "python"] {
+            for key in ["train", "infer"] {
+                let value = row[side][key].as_f64().unwrap_or(f64::NAN);
+                assert!(value > 0.0, "{side} {key} of {}: {value}", row["model"]);
+            }
+        }
+        assert!(row["ratio"]["train"].as_f64().unwrap() > 0.0);
+    }
+    // The test runs under the same environment as the build, so both sides use one torch install.
+    assert_eq!(summary["torch"]["same_install"], true, "{summary:#}");
+    let memory = &summary["memory"];
+    assert_eq!(memory["examples"], 500);
+    assert!(memory["bound_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        memory["peak_rss_bytes"].as_u64().unwrap()
+            >= memory["baseline_rss_bytes"].as_u64().unwrap()
+    );
+    assert!(memory["ratio"].as_f64().unwrap().is_finite());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_models_and_devices_are_clear_errors() {
+    let output = easeml()
+        .args(["bench", "trainer", "--quick", "--models", "vgg"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown model `vgg`"));
+    let output = easeml()
+        .args(["bench", "trainer", "--quick", "--device", "tpu"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("bad device `tpu`"));
+}
+
+/// The `easeml` binary finds libtorch without `LD_LIBRARY_PATH` (RUNPATH to torch-sys's lib dir) and
+/// keeps `libtorch_cuda` linked when the install has it (runtime/cli/build.rs).
+#[test]
+fn the_binary_has_an_rpath_to_libtorch_and_keeps_libtorch_cuda() {
+    let Some(lib_dir) = option_env!("EASEML_LIBTORCH_LIB") else {
+        panic!("build.rs did not see easeml-trainer's lib dir (DEP_EASEML_TORCH_LIBTORCH_LIB)");
+    };
+    let exe = env!("CARGO_BIN_EXE_easeml");
+    let output = Command::new("readelf")
+        .arg("-d")
+        .arg(exe)
+        .output()
+        .expect("readelf (binutils) is needed for this test");
+    assert!(output.status.success());
+    let dynamic = String::from_utf8_lossy(&output.stdout);
+    let rpath_line = dynamic
+        .lines()
+        .find(|line| line.contains("(RUNPATH)") || line.contains("(RPATH)"))
+        .unwrap_or_else(|| panic!("no rpath in {exe}:\n{dynamic}"));
+    assert!(rpath_line.contains(lib_dir), "{rpath_line} lacks {lib_dir}");
+    let needed = |name: &str| {
+        dynamic
+            .lines()
+            .any(|line| line.contains("(NEEDED)") && line.contains(&format!("[{name}]")))
+    };
+    assert!(needed("libtorch_cpu.so"), "{dynamic}");
+    if Path::new(lib_dir).join("libtorch_cuda.so").exists() {
+        assert!(
+            needed("libtorch_cuda.so"),
+            "libtorch_cuda.so is not NEEDED:\n{dynamic}"
+        );
+    }
+}
