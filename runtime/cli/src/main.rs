@@ -1,9 +1,11 @@
-//! `easeml`, the runtime binary. Today: `easeml bench scheduler` (the ease.ml replay benchmark);
-//! the service subcommands come with the runtime issues.
+//! `easeml`, the runtime binary: `easeml serve` (the HTTP server and refine pages), `easeml apps`
+//! (the apps of a local store) and `easeml bench scheduler` (the ease.ml replay benchmark).
 
+mod apps;
 mod bench_scheduler;
 mod peers;
 mod plot;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +19,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the JSON API (/api/v1) and every app's refine page over HTTP.
+    Serve(serve::ServeArgs),
+    /// List, register and remove the apps of a local store.
+    Apps(apps::AppsArgs),
     /// Benchmarks of the runtime's components.
     Bench {
         #[command(subcommand)]
@@ -34,6 +40,8 @@ enum BenchCommand {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve(args) => serve::run(&args),
+        Command::Apps(args) => apps::run(&args),
         Command::Bench {
             bench: BenchCommand::Scheduler(args),
         } => bench_scheduler::run(&args),
