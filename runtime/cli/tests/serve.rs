@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use easeml_runtime::{AppSpec, Client, CheckedOutput, Connection, PageRequest};
+use easeml_runtime::{AppSpec, CheckedOutput, Client, Connection, PageRequest};
 use reqwest::blocking::Client as Http;
 use serde_json::Value;
 
@@ -86,7 +86,12 @@ fn register(url: &str) -> String {
 
 fn batch_lines(feeder: usize, batch: usize) -> String {
     (0..BATCH)
-        .map(|k| format!("[{feeder}, {batch}, {k}] {}\n", feeder * 100_000 + batch * 100 + k))
+        .map(|k| {
+            format!(
+                "[{feeder}, {batch}, {k}] {}\n",
+                feeder * 100_000 + batch * 100 + k
+            )
+        })
         .collect()
 }
 
@@ -117,16 +122,28 @@ fn apps_register_list_and_remove_work_on_the_local_store() {
 
     let again = easeml(&["apps", "register", manifest], &data);
     assert!(!again.status.success());
-    assert!(text(&again).contains("already registered"), "{}", text(&again));
+    assert!(
+        text(&again).contains("already registered"),
+        "{}",
+        text(&again)
+    );
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"schema\": 1}").unwrap();
     let refused = easeml(&["apps", "register", bad.to_str().unwrap()], &data);
     assert!(!refused.status.success());
-    assert!(text(&refused).contains("not an app manifest"), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("not an app manifest"),
+        "{}",
+        text(&refused)
+    );
 
     let listed = easeml(&["apps", "list"], &data);
     assert!(text(&listed).contains("crashy"), "{}", text(&listed));
-    assert!(text(&listed).contains("{input: {[Tensor[3]], []}"), "{}", text(&listed));
+    assert!(
+        text(&listed).contains("{input: {[Tensor[3]], []}"),
+        "{}",
+        text(&listed)
+    );
 
     let removed = easeml(&["apps", "remove", "crashy"], &data);
     assert!(removed.status.success(), "{}", text(&removed));
@@ -166,7 +183,9 @@ fn a_server_killed_during_feeds_keeps_every_acknowledged_batch_and_no_half_batch
                     if response.status() != 200 {
                         break;
                     }
-                    let Ok(report) = response.json::<Value>() else { break };
+                    let Ok(report) = response.json::<Value>() else {
+                        break;
+                    };
                     let ids: Vec<i64> = serde_json::from_value(report["ids"].clone()).unwrap();
                     assert_eq!(ids.len(), BATCH);
                     acknowledged.lock().unwrap().push((feeder, batch, ids));
@@ -220,7 +239,10 @@ fn a_server_killed_during_feeds_keeps_every_acknowledged_batch_and_no_half_batch
                 output.tensors[0][0],
                 (feeder * 100_000 + batch * 100 + k) as f32
             );
-            batches.entry((feeder, batch)).or_default().push(record.id.0);
+            batches
+                .entry((feeder, batch))
+                .or_default()
+                .push(record.id.0);
         }
         match page.next {
             Some(next) => request = next,
@@ -228,7 +250,11 @@ fn a_server_killed_during_feeds_keeps_every_acknowledged_batch_and_no_half_batch
         }
     }
     for ((feeder, batch), ids) in &batches {
-        assert_eq!(ids.len(), BATCH, "batch {batch} of feeder {feeder} is not whole");
+        assert_eq!(
+            ids.len(),
+            BATCH,
+            "batch {batch} of feeder {feeder} is not whole"
+        );
     }
     for (feeder, batch, ids) in &acknowledged {
         let stored = batches
@@ -295,10 +321,7 @@ fn measure_server_memory() {
             text.push_str(if r == 0 { "[" } else { ",[" });
             for c in 0..32 {
                 let v = ((feeder * 7919 + index * 31 + r * 32 + c) % 256) as f32 / 255.0;
-                text.push_str(&format!(
-                    "{}[{v},{v},{v}]",
-                    if c == 0 { "" } else { "," }
-                ));
+                text.push_str(&format!("{}[{v},{v},{v}]", if c == 0 { "" } else { "," }));
             }
             text.push(']');
         }
@@ -340,7 +363,11 @@ fn measure_server_memory() {
             scope.spawn(move || {
                 let client = http();
                 while !done.load(Ordering::SeqCst) {
-                    let path = if reader % 2 == 0 { "status" } else { "examples?limit=50" };
+                    let path = if reader % 2 == 0 {
+                        "status"
+                    } else {
+                        "examples?limit=50"
+                    };
                     let _ = client
                         .get(format!("{url}/api/v1/apps/mem/{path}"))
                         .header("Authorization", format!("Bearer {token}"))

@@ -163,7 +163,9 @@ fn main() -> Result<()> {
                 .collect();
             let mut added = 0;
             for worker in workers {
-                added += worker.join().map_err(|_| anyhow::anyhow!("a client panicked"))??;
+                added += worker
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a client panicked"))??;
             }
             anyhow::ensure!(added == n, "{added} of {n} stored");
             Ok(())

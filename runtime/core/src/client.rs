@@ -43,7 +43,8 @@ impl AppSpec {
             .ok_or_else(|| Error::Manifest("no `schema` key".to_owned()))?;
         let schema: Schema = serde_json::from_value(schema_value.clone())
             .map_err(|error| Error::Manifest(format!("`schema`: {error}")))?;
-        validate_schema(&schema).map_err(|message| Error::Manifest(format!("`schema`: {message}")))?;
+        validate_schema(&schema)
+            .map_err(|message| Error::Manifest(format!("`schema`: {message}")))?;
         if let Some(system_type) = value.get("system_type").and_then(|value| value.as_str())
             && system_type != schema.system_type()
         {

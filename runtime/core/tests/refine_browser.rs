@@ -130,7 +130,11 @@ fn image_line(i: usize) -> String {
             )
         })
         .collect();
-    format!("{} {}\n", Value::Array(rows), if i % 2 == 0 { "cat" } else { "dog" })
+    format!(
+        "{} {}\n",
+        Value::Array(rows),
+        if i.is_multiple_of(2) { "cat" } else { "dog" }
+    )
 }
 
 #[test]

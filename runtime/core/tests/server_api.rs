@@ -30,7 +30,13 @@ fn image(i: usize) -> Value {
 
 fn image_lines(range: std::ops::Range<usize>) -> String {
     range
-        .map(|i| format!("{} {}\n", image(i), if i % 2 == 0 { "cat" } else { "dog" }))
+        .map(|i| {
+            format!(
+                "{} {}\n",
+                image(i),
+                if i.is_multiple_of(2) { "cat" } else { "dog" }
+            )
+        })
         .collect()
 }
 
@@ -53,7 +59,12 @@ fn register_feed_list_read_toggle_and_status() {
             .unwrap(),
     );
     assert_eq!(status, 409, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("already registered"));
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("already registered")
+    );
 
     let feed = with_token(client.post(server.api("/apps/pics/examples")), &token)
         .body(image_lines(0..3))
@@ -116,7 +127,10 @@ fn register_feed_list_read_toggle_and_status() {
     assert_eq!(png.dimensions(), (4, 4));
     let first = image(2)[0][0].clone();
     let expected_red = (first[0].as_f64().unwrap() * 255.0).round() as u8;
-    assert_eq!(png.get_pixel(0, 0).0, [expected_red, 255 - expected_red, 128]);
+    assert_eq!(
+        png.get_pixel(0, 0).0,
+        [expected_red, 255 - expected_red, 128]
+    );
 
     // Toggle: off, off again (no change), the filter sees it, the status counts it.
     let patch = |id: i64, body: Value| {
@@ -132,7 +146,10 @@ fn register_feed_list_read_toggle_and_status() {
     };
     let (status, toggled) = patch(ids[0], json!({"enabled": false}));
     assert_eq!(status, 200, "{toggled}");
-    assert_eq!(toggled, json!({"id": ids[0], "enabled": false, "data_version": 2}));
+    assert_eq!(
+        toggled,
+        json!({"id": ids[0], "enabled": false, "data_version": 2})
+    );
     let (_, toggled) = patch(ids[0], json!({"enabled": false}));
     assert_eq!(toggled["data_version"], 2);
     let (_, page) = get("/apps/pics/examples?enabled=false");
@@ -165,7 +182,12 @@ fn register_feed_list_read_toggle_and_status() {
     let (status, body) = status_json(client.get(server.api("/nothing")).send().unwrap());
     assert_eq!(status, 404);
     assert!(body["error"].as_str().unwrap().contains("no route"));
-    let (status, body) = status_json(client.delete(server.api("/apps/pics/status")).send().unwrap());
+    let (status, body) = status_json(
+        client
+            .delete(server.api("/apps/pics/status"))
+            .send()
+            .unwrap(),
+    );
     assert_eq!(status, 405);
     assert!(body["error"].is_string());
 
@@ -262,7 +284,11 @@ fn one_apps_token_opens_nothing_of_another_app() {
         ("GET", "/apps/no_such_app/status".to_owned(), None),
     ];
     for (method, path, body) in &routes {
-        for (token, expected) in [(Some(token_a.as_str()), 403), (Some("0123abcd"), 403), (None, 401)] {
+        for (token, expected) in [
+            (Some(token_a.as_str()), 403),
+            (Some("0123abcd"), 403),
+            (None, 401),
+        ] {
             let mut request = client.request(method.parse().unwrap(), server.api(path));
             if let Some(token) = token {
                 request = with_token(request, token);
@@ -351,45 +377,152 @@ fn bad_input_gets_a_clear_4xx_and_stores_nothing() {
         )
     };
     let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
-        ("malformed JSON", b"[1, 2, 3 a\n".to_vec(), 400, "malformed JSON"),
-        ("a malformed record", b"{\"input\": [1, 2, 3], \"output\": \n".to_vec(), 400, "malformed JSON"),
+        (
+            "malformed JSON",
+            b"[1, 2, 3 a\n".to_vec(),
+            400,
+            "malformed JSON",
+        ),
+        (
+            "a malformed record",
+            b"{\"input\": [1, 2, 3], \"output\": \n".to_vec(),
+            400,
+            "malformed JSON",
+        ),
         ("a wrong shape", b"[1, 2] a\n".to_vec(), 400, "[3]"),
-        ("a wrong nesting", b"[[1], [2], [3]] a\n".to_vec(), 400, "input"),
+        (
+            "a wrong nesting",
+            b"[[1], [2], [3]] a\n".to_vec(),
+            400,
+            "input",
+        ),
         ("NaN", b"[NaN, 1, 2] a\n".to_vec(), 400, "malformed JSON"),
-        ("a null (NaN from JSON.stringify)", b"{\"input\": [null, 1, 2], \"output\": \"a\"}\n".to_vec(), 400, "NaN"),
-        ("infinity in f32", b"[1e39, 1, 2] a\n".to_vec(), 400, "32-bit float"),
-        ("an overflowing literal", b"[1e400, 1, 2] a\n".to_vec(), 400, "line 1"),
-        ("more labels than D", b"[1, 2, 3] a\n[1, 2, 3] b\n[1, 2, 3] c\n[1, 2, 3] d\n".to_vec(), 400, "at most 3"),
+        (
+            "a null (NaN from JSON.stringify)",
+            b"{\"input\": [null, 1, 2], \"output\": \"a\"}\n".to_vec(),
+            400,
+            "NaN",
+        ),
+        (
+            "infinity in f32",
+            b"[1e39, 1, 2] a\n".to_vec(),
+            400,
+            "32-bit float",
+        ),
+        (
+            "an overflowing literal",
+            b"[1e400, 1, 2] a\n".to_vec(),
+            400,
+            "line 1",
+        ),
+        (
+            "more labels than D",
+            b"[1, 2, 3] a\n[1, 2, 3] b\n[1, 2, 3] c\n[1, 2, 3] d\n".to_vec(),
+            400,
+            "at most 3",
+        ),
         ("an image path", b"photo.png a\n".to_vec(), 400, "file path"),
         ("a .npy path", b"/etc/x.npy a\n".to_vec(), 400, "file path"),
-        ("a path in a record", b"{\"input\": \"/etc/passwd.png\", \"output\": \"a\"}\n".to_vec(), 400, "file path"),
-        ("an output path", b"[1, 2, 3] /tmp/out.npy\n".to_vec(), 400, "file path"),
-        ("a good line and a bad one", b"[1, 2, 3] a\n[1, 2] b\n".to_vec(), 400, "line 2"),
+        (
+            "a path in a record",
+            b"{\"input\": \"/etc/passwd.png\", \"output\": \"a\"}\n".to_vec(),
+            400,
+            "file path",
+        ),
+        (
+            "an output path",
+            b"[1, 2, 3] /tmp/out.npy\n".to_vec(),
+            400,
+            "file path",
+        ),
+        (
+            "a good line and a bad one",
+            b"[1, 2, 3] a\n[1, 2] b\n".to_vec(),
+            400,
+            "line 2",
+        ),
         ("not UTF-8", b"[1, 2, 3] \xff\xfe\n".to_vec(), 400, "UTF-8"),
-        ("an unknown key", b"{\"input\": [1, 2, 3], \"output\": \"a\", \"x\": 1}\n".to_vec(), 400, "unexpected key"),
-        ("an oversized body", format!("{}\n", "[1, 2, 3] a\n".repeat(30_000)).into_bytes(), 413, "larger than"),
+        (
+            "an unknown key",
+            b"{\"input\": [1, 2, 3], \"output\": \"a\", \"x\": 1}\n".to_vec(),
+            400,
+            "unexpected key",
+        ),
+        (
+            "an oversized body",
+            format!("{}\n", "[1, 2, 3] a\n".repeat(30_000)).into_bytes(),
+            413,
+            "larger than",
+        ),
     ];
     for (what, body, expected, needle) in cases {
         let (status, error) = feed(body);
         assert_eq!(status, expected, "{what}: {error}");
-        let message = error["error"].as_str().unwrap_or_else(|| panic!("{what}: {error}"));
+        let message = error["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: {error}"));
         assert!(message.contains(needle), "{what}: {message}");
         if expected == 400 {
-            assert!(error["errors"].as_array().is_some_and(|errors| !errors.is_empty()), "{what}: {error}");
+            assert!(
+                error["errors"]
+                    .as_array()
+                    .is_some_and(|errors| !errors.is_empty()),
+                "{what}: {error}"
+            );
         }
     }
 
     // Other routes.
-    let send = |request: reqwest::blocking::RequestBuilder| status_json(with_token(request, &token).send().unwrap());
+    let send = |request: reqwest::blocking::RequestBuilder| {
+        status_json(with_token(request, &token).send().unwrap())
+    };
     let bad_requests = [
-        ("PATCH text", client.patch(server.api("/apps/nums/examples/1")).body("off"), 400),
-        ("PATCH wrong type", client.patch(server.api("/apps/nums/examples/1")).body(r#"{"enabled": "no"}"#), 400),
-        ("PATCH unknown key", client.patch(server.api("/apps/nums/examples/1")).body(r#"{"enabled": true, "x": 1}"#), 400),
-        ("an id that is not a number", client.get(server.api("/apps/nums/examples/abc")), 400),
-        ("an unknown example", client.get(server.api("/apps/nums/examples/123456")), 404),
-        ("a bad limit", client.get(server.api("/apps/nums/examples?limit=many")), 400),
-        ("an unknown query key", client.get(server.api("/apps/nums/examples?sort=id")), 400),
-        ("a thumbnail of a non-image", client.get(server.api("/apps/nums/examples/1/thumbnail.png")), 404),
+        (
+            "PATCH text",
+            client
+                .patch(server.api("/apps/nums/examples/1"))
+                .body("off"),
+            400,
+        ),
+        (
+            "PATCH wrong type",
+            client
+                .patch(server.api("/apps/nums/examples/1"))
+                .body(r#"{"enabled": "no"}"#),
+            400,
+        ),
+        (
+            "PATCH unknown key",
+            client
+                .patch(server.api("/apps/nums/examples/1"))
+                .body(r#"{"enabled": true, "x": 1}"#),
+            400,
+        ),
+        (
+            "an id that is not a number",
+            client.get(server.api("/apps/nums/examples/abc")),
+            400,
+        ),
+        (
+            "an unknown example",
+            client.get(server.api("/apps/nums/examples/123456")),
+            404,
+        ),
+        (
+            "a bad limit",
+            client.get(server.api("/apps/nums/examples?limit=many")),
+            400,
+        ),
+        (
+            "an unknown query key",
+            client.get(server.api("/apps/nums/examples?sort=id")),
+            400,
+        ),
+        (
+            "a thumbnail of a non-image",
+            client.get(server.api("/apps/nums/examples/1/thumbnail.png")),
+            404,
+        ),
     ];
     for (what, request, expected) in bad_requests {
         let (status, error) = send(request);
@@ -399,27 +532,56 @@ fn bad_input_gets_a_clear_4xx_and_stores_nothing() {
     let manifests = [
         ("malformed JSON", "{\"schema\": ".to_owned()),
         ("no schema", "{\"app\": \"x\"}".to_owned()),
-        ("a bad name", manifest(&schema(PICS)).replace("\"pics\"", "\"../etc\"")),
-        ("a huge tensor", manifest(&schema(PICS)).replace("[4,4,3]", "[4000000000,4000000000,3]")),
-        ("a zero dimension", manifest(&schema(PICS)).replace("[4,4,3]", "[0,4,3]")),
-        ("a wrong system type", manifest(&schema(PICS)).replace("Tensor[4,4,3]", "Tensor[5,4,3]")),
+        (
+            "a bad name",
+            manifest(&schema(PICS)).replace("\"pics\"", "\"../etc\""),
+        ),
+        (
+            "a huge tensor",
+            manifest(&schema(PICS)).replace("[4,4,3]", "[4000000000,4000000000,3]"),
+        ),
+        (
+            "a zero dimension",
+            manifest(&schema(PICS)).replace("[4,4,3]", "[0,4,3]"),
+        ),
+        (
+            "a wrong system type",
+            manifest(&schema(PICS)).replace("Tensor[4,4,3]", "Tensor[5,4,3]"),
+        ),
     ];
     for (what, body) in manifests {
-        let (status, error) = status_json(client.post(server.api("/apps")).body(body).send().unwrap());
+        let (status, error) =
+            status_json(client.post(server.api("/apps")).body(body).send().unwrap());
         assert_eq!(status, 400, "{what}: {error}");
-        assert!(error["error"].as_str().unwrap().contains("manifest"), "{what}: {error}");
+        assert!(
+            error["error"].as_str().unwrap().contains("manifest"),
+            "{what}: {error}"
+        );
     }
 
     // Nothing was stored, the data version never moved, and a good feed still works.
     let (_, report) = send(client.get(server.api("/apps/nums/status")));
-    assert_eq!((report["examples"].clone(), report["data_version"].clone()), (json!(0), json!(0)));
+    assert_eq!(
+        (report["examples"].clone(), report["data_version"].clone()),
+        (json!(0), json!(0))
+    );
     let (status, report) = feed(b"[1, 2, 3] a\n[4, 5, 6] b\n[7, 8, 9] c\n".to_vec());
-    assert_eq!((status, report["added"].clone()), (200, json!(3)), "{report}");
+    assert_eq!(
+        (status, report["added"].clone()),
+        (200, json!(3)),
+        "{report}"
+    );
     let (status, error) = feed(b"[1, 2, 3] d\n".to_vec());
     assert_eq!(status, 400, "{error}");
-    assert!(error["error"].as_str().unwrap().contains("label `d`"), "{error}");
+    assert!(
+        error["error"].as_str().unwrap().contains("label `d`"),
+        "{error}"
+    );
     let (_, report) = send(client.get(server.api("/apps/nums/status")));
-    assert_eq!((report["examples"].clone(), report["data_version"].clone()), (json!(3), json!(1)));
+    assert_eq!(
+        (report["examples"].clone(), report["data_version"].clone()),
+        (json!(3), json!(1))
+    );
     let mut apps = 0;
     let store = easeml_runtime::store::Store::open(&server.home).unwrap();
     for app in store.apps().unwrap() {
@@ -515,13 +677,12 @@ fn fifty_concurrent_feeders_store_every_example_exactly_once() {
     server.stop();
 
     // Exactly once: 10,000 examples, each (feeder, index) once, its output matching its input.
-    let client = Client::open(
-        &Connection::embedded(&server.home),
-        schema(source),
-    )
-    .unwrap();
+    let client = Client::open(&Connection::embedded(&server.home), schema(source)).unwrap();
     let mut seen: HashMap<(u32, u32), usize> = HashMap::new();
-    let mut request = PageRequest { after: None, limit: 1000 };
+    let mut request = PageRequest {
+        after: None,
+        limit: 1000,
+    };
     loop {
         let page = client.examples(request).unwrap();
         for record in &page.items {
@@ -541,6 +702,9 @@ fn fifty_concurrent_feeders_store_every_example_exactly_once() {
     }
     assert_eq!(seen.len(), FEEDERS * PER_FEEDER);
     assert!(seen.values().all(|count| *count == 1));
-    assert_eq!(client.status().unwrap().examples, (FEEDERS * PER_FEEDER) as u64);
+    assert_eq!(
+        client.status().unwrap().examples,
+        (FEEDERS * PER_FEEDER) as u64
+    );
     assert_eq!(client.store().integrity_check().unwrap(), Ok(()));
 }

@@ -222,7 +222,9 @@ impl<'a> LineChecker<'a> {
             Token::Json(value) => object_from_json(data_type, &value, "output")
                 .map(CheckedOutput::Object)
                 .map_err(|error| error.to_string()),
-            Token::Text(text) if text.to_ascii_lowercase().ends_with(".npy") && !self.allow_paths => {
+            Token::Text(text)
+                if text.to_ascii_lowercase().ends_with(".npy") && !self.allow_paths =>
+            {
                 Err(refused_path("output", &text))
             }
             Token::Text(text) if text.to_ascii_lowercase().ends_with(".npy") => self

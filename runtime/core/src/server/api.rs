@@ -70,9 +70,9 @@ fn example_path(
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<(String, ExampleId), ApiError> {
     let Path((name, id)) = path?;
-    let id = id.parse::<i64>().map_err(|_| {
-        ApiError::bad_request(format!("example id `{id}` is not a number"))
-    })?;
+    let id = id
+        .parse::<i64>()
+        .map_err(|_| ApiError::bad_request(format!("example id `{id}` is not a number")))?;
     Ok((name, ExampleId(id)))
 }
 
@@ -118,7 +118,9 @@ pub(crate) async fn runs(
     let name = app_name(path)?;
     let token = bearer(&headers)?;
     let status = with_app(&state, name, token, |client| Ok(client.status()?)).await?;
-    Ok(Json(json!({"app": status.app, "best": status.best.map(|id| id.0), "runs": status.runs})))
+    Ok(Json(
+        json!({"app": status.app, "best": status.best.map(|id| id.0), "runs": status.runs}),
+    ))
 }
 
 /// `POST /api/v1/apps/{name}/examples`: a feed. The body is text in the `feed` line formats; every
@@ -231,7 +233,10 @@ pub(crate) async fn get_example(
     })
     .await?;
     Ok((
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         bytes,
     )
         .into_response())

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use easeml_store::{App, Store};
 use sha2::{Digest, Sha256};
 
-use super::{AppState, ApiError};
+use super::{ApiError, AppState};
 
 /// The bearer token of a request.
 pub(crate) fn bearer(headers: &HeaderMap) -> Result<String, ApiError> {
@@ -144,10 +144,21 @@ mod tests {
 
     #[test]
     fn loopback_hosts() {
-        for host in ["localhost:9000", "127.0.0.1:9000", "[::1]:9000", "127.0.0.1", "LOCALHOST"] {
+        for host in [
+            "localhost:9000",
+            "127.0.0.1:9000",
+            "[::1]:9000",
+            "127.0.0.1",
+            "LOCALHOST",
+        ] {
             assert!(is_loopback_host(host), "{host}");
         }
-        for host in ["evil.example:9000", "", "10.0.0.1:9000", "localhost.evil.example"] {
+        for host in [
+            "evil.example:9000",
+            "",
+            "10.0.0.1:9000",
+            "localhost.evil.example",
+        ] {
             assert!(!is_loopback_host(host), "{host}");
         }
     }

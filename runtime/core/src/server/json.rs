@@ -41,10 +41,13 @@ pub(crate) fn object_to_json(data_type: &DataType, object: &Object) -> Value {
 /// The tensor fields of one record.
 fn record_fields(data_type: &DataType, object: &Object) -> Map<String, Value> {
     let mut map = Map::new();
-    let tensors = data_type.fields.iter().filter_map(|field| match &field.kind {
-        FieldKind::Tensor(tensor) => Some((field.name.as_str(), tensor)),
-        FieldKind::Recursive => None,
-    });
+    let tensors = data_type
+        .fields
+        .iter()
+        .filter_map(|field| match &field.kind {
+            FieldKind::Tensor(tensor) => Some((field.name.as_str(), tensor)),
+            FieldKind::Recursive => None,
+        });
     for ((name, tensor), values) in tensors.zip(&object.tensors) {
         map.insert(name.to_owned(), tensor_to_json(&tensor.dims, values));
     }

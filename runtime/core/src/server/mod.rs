@@ -106,9 +106,8 @@ impl RefineOnly {
     /// The mode for `app`, with a fresh random token.
     pub fn new(app: impl Into<String>) -> crate::Result<RefineOnly> {
         let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).map_err(|error| {
-            crate::Error::Store(easeml_store::Error::Random(error.to_string()))
-        })?;
+        getrandom::fill(&mut bytes)
+            .map_err(|error| crate::Error::Store(easeml_store::Error::Random(error.to_string())))?;
         Ok(RefineOnly {
             app: app.into(),
             token: bytes.iter().map(|byte| format!("{byte:02x}")).collect(),
@@ -253,7 +252,10 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes, then stops accepting and waits for the requests in flight.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         let address = self.listener.local_addr()?;
         tracing::info!(%address, home = %self.state.config().home.display(), "serving");
         axum::serve(self.listener, router(self.state))

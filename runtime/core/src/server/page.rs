@@ -34,7 +34,11 @@ pub(crate) async fn refine_page(
     let Path(name) = path?;
     let token = match &state.config().refine_only {
         Some(refine) if refine.app == name => Some(refine.token.clone()),
-        Some(_) => return Err(ApiError::not_found(format!("no refine page for app `{name}` here"))),
+        Some(_) => {
+            return Err(ApiError::not_found(format!(
+                "no refine page for app `{name}` here"
+            )));
+        }
         None => None,
     };
     // `<` escaped so that no value can close the script element.
@@ -43,7 +47,10 @@ pub(crate) async fn refine_page(
         .replace('<', "\\u003c");
     let mut nonce_bytes = [0u8; 16];
     getrandom::fill(&mut nonce_bytes).map_err(ApiError::internal)?;
-    let nonce: String = nonce_bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    let nonce: String = nonce_bytes
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
     let html = REFINE_HTML
         .replacen("/*EASEML_SESSION*/null", &session, 1)
         .replacen("<script>", &format!("<script nonce=\"{nonce}\">"), 1);
@@ -58,7 +65,10 @@ pub(crate) async fn refine_page(
     }
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),

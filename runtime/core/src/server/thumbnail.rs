@@ -23,7 +23,11 @@ pub(crate) fn image_shape(data_type: &DataType) -> Option<(u32, u32, u32)> {
         [rows, columns, 1] | [rows, columns] => (rows, columns, 1),
         _ => return None,
     };
-    Some((u32::try_from(rows).ok()?, u32::try_from(columns).ok()?, channels))
+    Some((
+        u32::try_from(rows).ok()?,
+        u32::try_from(columns).ok()?,
+        channels,
+    ))
 }
 
 /// The PNG of one image input. Values in [0, 1] map to 0..255; an image with values outside that
