@@ -78,6 +78,7 @@ fn every_golden_crate_builds_and_its_binaries_run() {
             stem.clone(),
             format!("{stem}-feed"),
             format!("{stem}-refine"),
+            format!("{stem}-infer"),
         ] {
             let (code, stdout, stderr) =
                 run(&target.join("debug").join(&binary), &["--help"], &home, "");
@@ -204,4 +205,64 @@ fn every_golden_crate_builds_and_its_binaries_run() {
         "",
     );
     assert_eq!(code, 2, "--listen goes with the page only: {stderr}");
+
+    // Inference before any training says so.
+    let infer = target.join("debug/breast_cancer-infer");
+    let (code, _, stderr) = run(&infer, &[], &home, &format!("{}\n", row(0.1)));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no model"), "{stderr}");
+
+    // Enough data to learn from: low values are malignant, high ones benign.
+    let mut lines = String::new();
+    for i in 0..60 {
+        let value = (i % 30) as f32 / 30.0;
+        let label = if value < 0.5 { "malignant" } else { "benign" };
+        lines.push_str(&format!("{} {label}\n", row(value)));
+    }
+    let (code, stdout, stderr) = run(&feed, &[], &home, &lines);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "breast_cancer: 60 examples added\n");
+    let (code, stdout, stderr) = run(
+        &app,
+        &["train", "--budget", "5m", "--max-run", "20s"],
+        &home,
+        "",
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("every candidate is trained"),
+        "three candidates, each well within the budget: {stderr}"
+    );
+    assert!(stdout.contains("* best so far"), "{stdout}");
+    assert_eq!(
+        stdout.matches(" done").count(),
+        3,
+        "one run per candidate: {stdout}"
+    );
+
+    // `infer` answers with labels, one per input; with expected labels it scores itself.
+    let queries = format!("{} malignant\n{} benign\n", row(0.05), row(0.95));
+    let (code, stdout, stderr) = run(&infer, &[], &home, &queries);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "malignant\nbenign\n", "{stderr}");
+    assert!(stderr.contains("accuracy 1.000 (2 of 2"), "{stderr}");
+    let (code, stdout, stderr) = run(
+        &app,
+        &["infer", "--json"],
+        &home,
+        &format!("{}\n", row(0.9)),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let answer: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(answer["output"], "benign");
+    assert_eq!(answer["line"], 1);
+    assert!(answer["confidence"].as_f64().unwrap() > 0.5, "{answer}");
+    // A bad input line is named, and nothing is answered.
+    let (code, stdout, stderr) = run(&infer, &[], &home, &format!("{}\n[1, 2]\n", row(0.9)));
+    assert_eq!(code, 1);
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.contains("line 2") && stderr.contains("expected shape [30]"),
+        "{stderr}"
+    );
 }

@@ -8,7 +8,8 @@
 //!   (`eval "$(cargo xtask env)"`).
 //! - `cargo xtask test`: everything CI checks (fmt, clippy, docs, the whole test suite), with the
 //!   time each step took; runs `setup` first.
-//! - `cargo xtask demo`: the main job on the embedded default, as far as the pipeline exists today.
+//! - `cargo xtask demo [--budget 3m]`: the main job end to end on the embedded default: three apps
+//!   compiled, built, fed real data, trained together, asked about held-out data, and plotted.
 //! - `cargo xtask fuzz [--seconds N]`: the cargo-fuzz target over parse + check + explain.
 //! - `cargo xtask bench`: the criterion benchmarks.
 //! - `cargo xtask bless`: refresh the golden generated files under `tests/golden/`.
@@ -44,8 +45,13 @@ enum Task {
     Env,
     /// Run every check CI runs: rustfmt, clippy (-D warnings), rustdoc (-D warnings), all tests.
     Test,
-    /// Run the main job end to end on the embedded default (today: compile and explain every example).
-    Demo,
+    /// Run the main job end to end on the embedded default: compile three example apps, build them,
+    /// feed them real data, train across them within the budget, infer on held-out data, plot.
+    Demo {
+        /// How long the multi-tenant training may take in all (e.g. 90s, 3m, 10m).
+        #[arg(long, default_value = "3m")]
+        budget: String,
+    },
     /// Fuzz parse + check + explain with cargo-fuzz (installs cargo-fuzz when missing).
     Fuzz {
         /// How long to fuzz, in seconds.
@@ -74,7 +80,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Task::Test => test(),
-        Task::Demo => demo(&root),
+        Task::Demo { budget } => demo(&root, &budget),
         Task::Fuzz { seconds } => fuzz(seconds),
         Task::Bench => run_step(
             "criterion benchmarks",
@@ -187,11 +193,12 @@ for app, (loader, shape, names) in apps.items():
     print(f"{app}: {cut} training and {len(lines) - cut} held-out examples from sklearn.datasets.{loader}")
 "#;
 
-/// The main job as far as the pipeline goes today: compile three example apps, generate and build
-/// their crates, feed each the real data of a scikit-learn data set through its generated `feed`
-/// binary, and print each app's examples and status report. Training and inference join when the
-/// engine lands (see ARCHITECTURE.md, "Status").
-fn demo(root: &Path) -> Result<()> {
+/// The main job: compile three example apps, generate and build their crates, feed each the real
+/// data of a scikit-learn data set (80%) through its generated `feed` binary, train across the three
+/// apps within `budget` (one scheduler decides which candidate of which app runs next), answer the
+/// held-out 20% with each app's `infer` binary (which prints the held-out accuracy), print each
+/// status report, and plot every app's best quality over time.
+fn demo(root: &Path, budget: &str) -> Result<()> {
     let torch = setup()?;
     let python = torch.python();
     let has_sklearn = Command::new(&python)
@@ -212,7 +219,7 @@ fn demo(root: &Path) -> Result<()> {
     export.arg("-c").arg(EXPORT_DATA).arg(&data_dir);
     run_step("export real data sets from scikit-learn", export)?;
     run_step(
-        "build easemlc",
+        "build easemlc and easeml",
         cargo(&[
             "build",
             "--quiet",
@@ -220,11 +227,18 @@ fn demo(root: &Path) -> Result<()> {
             "easeml-compiler",
             "--bin",
             "easemlc",
+            "-p",
+            "easeml-cli",
+            "--bin",
+            "easeml",
         ]),
     )?;
     let easemlc = root.join("target/debug/easemlc");
+    let easeml = root.join("target/debug/easeml");
     let runtime = std::fs::canonicalize(root.join("runtime/core"))?;
-    let target = demo_dir.join("target");
+    // The workspace's own target dir: the generated crates use the same profiles, so the runtime and
+    // the libtorch bindings built for `easeml` are reused, not built again.
+    let target = root.join("target");
     for (app, _) in DEMO_APPS {
         let example = root.join(format!("examples/{app}.eml"));
         let mut explain = Command::new(&easemlc);
@@ -249,19 +263,42 @@ fn demo(root: &Path) -> Result<()> {
             cargo_build,
         )?;
     }
+    let binary = |name: &str| target.join("debug").join(name);
     for (app, _) in DEMO_APPS {
-        let binary = |name: &str| target.join("debug").join(name);
         let mut feed = Command::new(binary(&format!("{app}-feed")));
         feed.arg(data_dir.join(format!("{app}.train.txt")))
             .env("EASEML_HOME", &home);
         run_step(&format!("{app}-feed {app}.train.txt"), feed)?;
+    }
+    let mut train = Command::new(&easeml);
+    train
+        .args(["train", "--budget", budget, "--max-run", "45s", "--plot"])
+        .arg(&demo_dir)
+        .arg("--data")
+        .arg(&home);
+    run_step(
+        &format!("easeml train --budget {budget} (one scheduler over the three apps)"),
+        train,
+    )?;
+    for (app, _) in DEMO_APPS {
+        let answers = demo_dir.join(format!("{app}.answers.txt"));
+        let mut infer = Command::new(binary(&format!("{app}-infer")));
+        infer
+            .arg(data_dir.join(format!("{app}.heldout.txt")))
+            .env("EASEML_HOME", &home)
+            .stdout(std::fs::File::create(&answers)?);
+        run_step(
+            &format!("{app}-infer {app}.heldout.txt > {}", answers.display()),
+            infer,
+        )?;
         let mut status = Command::new(binary(app));
         status.env("EASEML_HOME", &home);
         run_step(&format!("{app} (the status report)"), status)?;
     }
     eprintln!(
-        "==> demo done: the apps' store is {}; training and `infer` arrive with the engine (ARCHITECTURE.md, Status)",
-        home.display()
+        "==> demo done: the store is {}, the answers and quality.svg / quality.png / quality.csv are in {}",
+        home.display(),
+        demo_dir.display()
     );
     Ok(())
 }

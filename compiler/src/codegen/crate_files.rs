@@ -37,11 +37,17 @@ pub enum GenerateError {
     Rust(String),
 }
 
-const TEMPLATES: [(&str, &str, &str); 6] = [
+/// The templates, by name, with the path each renders to (`bin` renders once per binary).
+const TEMPLATES: [(&str, &str, &str); 5] = [
     (
         "Cargo.toml",
         "Cargo.toml",
         include_str!("../../../templates/crate/Cargo.toml.hbs"),
+    ),
+    (
+        "build.rs",
+        "build.rs",
+        include_str!("../../../templates/crate/build.rs.hbs"),
     ),
     (
         "lib",
@@ -49,25 +55,23 @@ const TEMPLATES: [(&str, &str, &str); 6] = [
         include_str!("../../../templates/crate/lib.rs.hbs"),
     ),
     (
-        "main",
-        "src/main.rs",
-        include_str!("../../../templates/crate/bin_main.rs.hbs"),
-    ),
-    (
-        "feed",
-        "src/bin/feed.rs",
-        include_str!("../../../templates/crate/bin_feed.rs.hbs"),
-    ),
-    (
-        "refine",
-        "src/bin/refine.rs",
-        include_str!("../../../templates/crate/bin_refine.rs.hbs"),
+        "bin",
+        "",
+        include_str!("../../../templates/crate/bin.rs.hbs"),
     ),
     (
         "README",
         "README.md",
         include_str!("../../../templates/crate/README.md.hbs"),
     ),
+];
+
+/// The app's binaries: path, name suffix (`<app>-<suffix>`), and the `app_cli::Entry` they run.
+const BINARIES: [(&str, &str, &str); 4] = [
+    ("src/main.rs", "", "App"),
+    ("src/bin/feed.rs", "feed", "Feed"),
+    ("src/bin/refine.rs", "refine", "Refine"),
+    ("src/bin/infer.rs", "infer", "Infer"),
 ];
 
 /// What the templates see.
@@ -80,9 +84,11 @@ struct CrateView<'a> {
     workload: &'a str,
     candidate_count: usize,
     runtime_path: &'a str,
+    torch_link_path: String,
     server_literal: String,
     has_labels: bool,
     suffix: &'a str,
+    entry: &'a str,
 }
 
 /// Every file of the app's crate, keyed by its path relative to the crate root.
@@ -110,30 +116,68 @@ pub fn crate_files(
         workload: compiled.workload(),
         candidate_count: compiled.candidates.len(),
         runtime_path: &options.runtime_path,
+        torch_link_path: torch_link_path(&options.runtime_path),
         server_literal: match &options.server {
             Some(url) => format!("Some({url:?})"),
             None => "None".to_owned(),
         },
         has_labels: schema.labels.is_some(),
         suffix: "",
+        entry: "",
     };
-    let mut files = BTreeMap::new();
-    for (name, path, _) in TEMPLATES {
-        view.suffix = match name {
-            "feed" | "refine" => name,
-            _ => "",
-        };
-        let text = handlebars
-            .render(name, &view)
+    let render = |name: &str, view: &CrateView<'_>| {
+        handlebars
+            .render(name, view)
             .map_err(|error| GenerateError::Template {
                 template: name.to_owned(),
                 message: error.to_string(),
-            })?;
-        files.insert(path.to_owned(), text);
+            })
+    };
+    let mut files = BTreeMap::new();
+    for (name, path, _) in TEMPLATES {
+        if name == "bin" {
+            for (path, suffix, entry) in BINARIES {
+                view.suffix = suffix;
+                view.entry = entry;
+                files.insert(path.to_owned(), render(name, &view)?);
+            }
+        } else {
+            files.insert(path.to_owned(), render(name, &view)?);
+        }
     }
     let types = format_items(GENERATED_HEADER, rust_types(schema))
         .map_err(|error| GenerateError::Rust(error.to_string()))?;
     files.insert("src/types.rs".to_owned(), types);
     files.insert("easeml.json".to_owned(), Manifest::new(compiled).to_json());
     Ok(files)
+}
+
+/// The path of the `easeml-torch-link` build helper, the runtime's sibling crate
+/// (`runtime/core` -> `runtime/torch-link`), written the way the runtime path is.
+fn torch_link_path(runtime_path: &str) -> String {
+    let trimmed = runtime_path.trim_end_matches(['/', '\\']);
+    match trimmed.rfind(['/', '\\']) {
+        Some(slash) => format!("{}/torch-link", &trimmed[..slash]),
+        None if trimmed.is_empty() || trimmed == "." => "../torch-link".to_owned(),
+        None => "torch-link".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::torch_link_path;
+
+    #[test]
+    fn the_build_helper_sits_beside_the_runtime() {
+        assert_eq!(
+            torch_link_path("../../runtime/core"),
+            "../../runtime/torch-link"
+        );
+        assert_eq!(
+            torch_link_path("/src/easeml/runtime/core/"),
+            "/src/easeml/runtime/torch-link"
+        );
+        assert_eq!(torch_link_path("core"), "torch-link");
+        assert_eq!(torch_link_path("."), "../torch-link");
+    }
 }

@@ -1,11 +1,13 @@
 //! `easeml`, the runtime binary: `easeml serve` (the HTTP server and refine pages), `easeml apps`
-//! (the apps of a local store) and `easeml bench scheduler` (the ease.ml replay benchmark).
+//! (the apps of a local store), `easeml train` (the multi-tenant loop over a local store) and
+//! `easeml bench scheduler` (the ease.ml replay benchmark).
 
 mod apps;
 mod bench_scheduler;
 mod peers;
 mod plot;
 mod serve;
+mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -23,6 +25,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// List, register and remove the apps of a local store.
     Apps(apps::AppsArgs),
+    /// Train candidate models of every app in a local store, in the foreground.
+    Train(train::TrainArgs),
     /// Benchmarks of the runtime's components.
     Bench {
         #[command(subcommand)]
@@ -42,6 +46,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(&args),
         Command::Apps(args) => apps::run(&args),
+        Command::Train(args) => train::run(&args),
         Command::Bench {
             bench: BenchCommand::Scheduler(args),
         } => bench_scheduler::run(&args),

@@ -153,3 +153,120 @@ pub fn write_plots(outcome: &ReplayOutcome, out: &Path) -> anyhow::Result<Vec<St
     .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
     Ok(notes)
 }
+
+/// One app's best quality over time: `(minutes since the first run started, best quality so far)`,
+/// one point per finished run.
+pub struct QualityCurve {
+    /// The app.
+    pub app: String,
+    /// The points, in time order.
+    pub points: Vec<(f64, f64)>,
+}
+
+fn draw_quality<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    curves: &[QualityCurve],
+    with_text: bool,
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let x_max = curves
+        .iter()
+        .flat_map(|curve| curve.points.iter().map(|&(x, _)| x))
+        .fold(0.0, f64::max)
+        .max(1e-3)
+        * 1.05;
+    let mut builder = ChartBuilder::on(&root);
+    builder.margin(15);
+    if with_text {
+        builder
+            .caption(
+                "best model quality of every app over time",
+                ("sans-serif", 18),
+            )
+            .x_label_area_size(40)
+            .y_label_area_size(55);
+    }
+    let mut chart = builder
+        .build_cartesian_2d(0.0..x_max, 0.0..1.02)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut mesh = chart.configure_mesh();
+    if with_text {
+        mesh.x_desc("minutes of training")
+            .y_desc("best validation quality");
+    } else {
+        mesh.disable_x_mesh().disable_y_mesh();
+    }
+    mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (index, curve) in curves.iter().enumerate() {
+        let color = Palette99::pick(index).to_rgba();
+        // A step line: the best quality holds until the next improvement, and to the end.
+        let mut steps = Vec::new();
+        for (i, &(x, y)) in curve.points.iter().enumerate() {
+            if i > 0 {
+                steps.push((x, curve.points[i - 1].1));
+            }
+            steps.push((x, y));
+        }
+        if let Some(&(_, y)) = curve.points.last() {
+            steps.push((x_max, y));
+        }
+        chart
+            .draw_series(
+                curve
+                    .points
+                    .iter()
+                    .map(|&point| Circle::new(point, 3, color.filled())),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let series = chart
+            .draw_series(LineSeries::new(steps, color.stroke_width(2)))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if with_text {
+            series.label(curve.app.as_str()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        }
+    }
+    if with_text {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Writes `quality.svg` and `quality.png` into `out`; returns notes for the user.
+pub fn write_quality_plots(curves: &[QualityCurve], out: &Path) -> anyhow::Result<Vec<String>> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create `{}`", out.display()))?;
+    let with_text = font_available();
+    let mut notes = Vec::new();
+    if !with_text {
+        notes.push(
+            "no TrueType font found (set EASEML_FONT=/path/to/font.ttf): plots have no text"
+                .to_owned(),
+        );
+    }
+    let svg_path = out.join("quality.svg");
+    draw_quality(
+        SVGBackend::new(&svg_path, (900, 500)).into_drawing_area(),
+        curves,
+        with_text,
+    )
+    .with_context(|| format!("cannot draw `{}`", svg_path.display()))?;
+    let png_path = out.join("quality.png");
+    draw_quality(
+        BitMapBackend::new(&png_path, (900, 500)).into_drawing_area(),
+        curves,
+        with_text,
+    )
+    .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
+    Ok(notes)
+}

@@ -1,11 +1,11 @@
-//! The command line of every generated app: `<app> [feed|refine|status]` and the paper's stand-alone
-//! `<app>-feed` and `<app>-refine` binaries, driven by the app's `easeml.json` manifest.
+//! The command line of every generated app: `<app> [feed|refine|infer|status|train]` and the paper's
+//! stand-alone `<app>-feed`, `<app>-refine` and `<app>-infer` binaries, driven by the app's
+//! `easeml.json` manifest.
 //!
 //! Generated `main.rs` files are one line that calls [`run`]: the behaviour lives here, once, and is
 //! tested here, so every app behaves the same and regenerating an app never changes its behaviour.
-//! `infer` and `train` join when the engine and trainer are integrated (see ARCHITECTURE.md).
 
-use std::io::{BufReader, IsTerminal};
+use std::io::{BufReader, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -13,7 +13,7 @@ use clap::{Arg, ArgAction, ArgGroup, ArgMatches, Command};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::feed::FeedOptions;
-use crate::{AppSpec, Client, Connection, ExampleId, PageRequest, Schema, StoredOutput};
+use crate::{AppSpec, Client, Connection, ExampleId, PageRequest, Schema, Score, StoredOutput};
 use easeml_compiler::schema::FieldKind;
 
 /// Which binary of the app is running.
@@ -25,6 +25,8 @@ pub enum Entry {
     Feed,
     /// `<app>-refine`: the `refine` command alone.
     Refine,
+    /// `<app>-infer`: the `infer` command alone.
+    Infer,
 }
 
 /// Settings baked in by `easemlc` when it generated the app.
@@ -90,10 +92,83 @@ pub fn command(spec: &AppSpec, entry: Entry) -> Command {
             .args(connection_args)
             .subcommand(feed_command(schema).name("feed"))
             .subcommand(refine_command().name("refine"))
-            .subcommand(Command::new("status").about("Print the report of every training run, the best marked")),
+            .subcommand(infer_command(schema).name("infer"))
+            .subcommand(Command::new("status").about("Print the report of every training run, the best marked"))
+            .subcommand(train_command()),
         Entry::Feed => feed_command(schema).name(format!("{app}-feed")).args(connection_args),
         Entry::Refine => refine_command().name(format!("{app}-refine")).args(connection_args),
+        Entry::Infer => infer_command(schema).name(format!("{app}-infer")).args(connection_args),
     }
+}
+
+fn infer_command(schema: &Schema) -> Command {
+    Command::new("infer")
+        .about("Answer inputs with the best model so far: one INPUT per line (as for feed), from a file or standard input")
+        .after_help(format!(
+            "{}\nA line may also carry its expected OUTPUT (the feed format): then the answers are scored \
+             (accuracy, or mean squared error) on standard error.",
+            feed_help(schema).replace(" OUTPUT", "").replacen("Line formats:", "Input formats (the output part is optional):", 1)
+        ))
+        .arg(Arg::new("file").value_name("FILE").help("Read inputs from FILE instead of standard input"))
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .action(ArgAction::SetTrue)
+                .help("Print one JSON object per input: {\"line\", \"output\", \"class\", \"confidence\"}"),
+        )
+}
+
+fn train_command() -> Command {
+    Command::new("train")
+        .about("Train candidate models of every app in the local store, in the foreground (the multi-tenant loop)")
+        .long_about(
+            "Train candidate models of every app in the local store, in the foreground: the scheduler \
+             picks which candidate of which app to train next, so that every app's best model improves \
+             as fast as possible. Stops when the budget is spent or every candidate is trained on the \
+             current data; feeding or refining later makes the candidates eligible again.\n\n\
+             The device is CUDA when available, else the CPU; EASEML_DEVICE=cpu|cuda|cuda:N overrides.",
+        )
+        .arg(
+            Arg::new("budget")
+                .long("budget")
+                .value_name("DURATION")
+                .value_parser(parse_duration)
+                .help("Stop after this long, e.g. 90s, 10m, 2h (default: until every candidate is trained)"),
+        )
+        .arg(
+            Arg::new("max-run")
+                .long("max-run")
+                .value_name("DURATION")
+                .value_parser(parse_duration)
+                .help("The longest one training run may take (default: 2m on the CPU, 10m on CUDA)"),
+        )
+}
+
+/// Parses `90`, `90s`, `500ms`, `10m`, `2h` into a duration.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration; write e.g. 90s, 10m or 2h"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{text}`; use ms, s, m or h"
+            ));
+        }
+    };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("the duration `{text}` must be positive"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 fn feed_command(schema: &Schema) -> Command {
@@ -247,6 +322,7 @@ fn execute(
     let (command, arguments) = match entry {
         Entry::Feed => ("feed", matches),
         Entry::Refine => ("refine", matches),
+        Entry::Infer => ("infer", matches),
         Entry::App => matches.subcommand().unwrap_or(("status", matches)),
     };
     let server = matches
@@ -261,6 +337,8 @@ fn execute(
     match command {
         "feed" => feed(&mut client, arguments),
         "refine" => refine(&mut client, arguments),
+        "infer" => infer(&mut client, arguments),
+        "train" => train(&client, arguments),
         _ => {
             let status = client.status().map_err(|error| error.to_string())?;
             print!("{status}");
@@ -365,4 +443,164 @@ fn refine_page(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
         println!("{app}: the refine page is at {url} (Ctrl-C to stop)");
     })
     .map_err(|error| error.to_string())
+}
+
+fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
+    let options = FeedOptions::default();
+    let report = match arguments.get_one::<String>("file") {
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .map_err(|error| format!("cannot read `{path}`: {error}"))?;
+            let mut options = options;
+            options.base_dir = PathBuf::from(path).parent().map(PathBuf::from);
+            client.infer_lines(BufReader::new(file), &options)
+        }
+        None => {
+            let stdin = std::io::stdin();
+            client.infer_lines(stdin.lock(), &options)
+        }
+    }
+    .map_err(|error| error.to_string())?;
+    let json = arguments.get_flag("json");
+    let mut out = std::io::stdout().lock();
+    for (line, answer) in &report.answers {
+        let written = if json {
+            let mut value = serde_json::to_value(answer).unwrap_or_default();
+            if let Some(map) = value.as_object_mut() {
+                map.insert("line".to_owned(), (*line).into());
+            }
+            writeln!(out, "{value}")
+        } else {
+            match answer.output.as_str() {
+                Some(label) => writeln!(out, "{label}"),
+                None => writeln!(out, "{}", answer.output),
+            }
+        };
+        written.map_err(|error| format!("cannot write the answers: {error}"))?;
+    }
+    let app = client.app_name();
+    eprintln!(
+        "{app}: {} input{} answered by run {} ({})",
+        report.answers.len(),
+        if report.answers.len() == 1 { "" } else { "s" },
+        report.run.0,
+        report.candidate
+    );
+    match report.score {
+        Some(Score::Accuracy { correct, total }) => eprintln!(
+            "{app}: accuracy {:.3} ({correct} of {total} labelled inputs right)",
+            correct as f64 / total.max(1) as f64
+        ),
+        Some(Score::MeanSquaredError { value, total }) => {
+            eprintln!("{app}: mean squared error {value:.4} over {total} inputs")
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+fn train(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
+    let budget = arguments.get_one::<std::time::Duration>("budget").copied();
+    let device = crate::engine::choose_device().map_err(|error| error.to_string())?;
+    let mut config = crate::engine::EngineConfig::for_device(device);
+    if let Some(max_run) = arguments.get_one::<std::time::Duration>("max-run") {
+        config.max_run_seconds = max_run.as_secs_f64();
+    }
+    let home = client.store().home().to_owned();
+    let mut engine =
+        crate::engine::Engine::open(&home, config).map_err(|error| error.to_string())?;
+    eprintln!(
+        "training every app in {} on {}{}",
+        home.display(),
+        crate::engine::device_name(device),
+        budget.map_or_else(String::new, |budget| format!(
+            " for at most {}",
+            format_seconds(budget.as_secs_f64())
+        ))
+    );
+    let summary = train_with_progress(&mut engine, budget)?;
+    eprintln!(
+        "{} run{} finished, {} failed{}",
+        summary.finished,
+        if summary.finished == 1 { "" } else { "s" },
+        summary.failed,
+        if summary.exhausted {
+            "; every candidate is trained on the current data"
+        } else {
+            "; the budget is spent (run `train` again to go on)"
+        }
+    );
+    let status = client.status().map_err(|error| error.to_string())?;
+    print!("{status}");
+    Ok(())
+}
+
+/// Runs the engine's loop with a spinner (on a terminal) and one line per finished run; shared by
+/// the apps' `train` and `easeml train`.
+pub fn train_with_progress(
+    engine: &mut crate::engine::Engine,
+    budget: Option<std::time::Duration>,
+) -> Result<crate::engine::TrainSummary, String> {
+    use crate::engine::Event;
+    let progress = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut on_event = |event: Event| match event {
+        Event::AppRegistered { app, candidates } => {
+            progress.println(format!("{app}: {candidates} candidate models"));
+        }
+        Event::DataChanged { app, data_version } => progress.println(format!(
+            "{app}: data changed (version {data_version}); every candidate is eligible again"
+        )),
+        Event::AppSkipped { app, reason } => {
+            progress.println(format!("{app}: left out: {reason}"));
+        }
+        Event::RunStarted {
+            app,
+            candidate,
+            run,
+            max_seconds,
+        } => progress.set_message(format!(
+            "{app}: training {candidate} (run {}, at most {})",
+            run.0,
+            format_seconds(max_seconds)
+        )),
+        Event::RunFinished {
+            app,
+            candidate,
+            quality,
+            cost_seconds,
+            best,
+            ..
+        } => progress.println(format!(
+            "{app}: {candidate:<22} quality {quality:.3}  cost {:>7}{}",
+            format_seconds(cost_seconds),
+            if best { "  * best so far" } else { "" }
+        )),
+        Event::RunFailed {
+            app,
+            candidate,
+            reason,
+            ..
+        } => progress.println(format!("{app}: {candidate:<22} failed: {reason}")),
+    };
+    let summary = engine.train(budget, &mut on_event);
+    progress.finish_and_clear();
+    summary.map_err(|error| error.to_string())
+}
+
+fn format_seconds(seconds: f64) -> String {
+    if seconds >= 120.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.1} s")
+    }
 }

@@ -10,6 +10,9 @@ use easeml_store::{
 };
 use serde::Serialize;
 
+use easeml_engine::{Inference, ServedModel};
+use easeml_store::{RunId, RunState};
+
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError};
 use crate::{Connection, Error, Result, Status};
 
@@ -140,12 +143,46 @@ pub struct LoadedExample {
     pub output: CheckedOutput,
 }
 
-/// One app's client: feed, list, toggle, status.
+/// One app's client: feed, list, toggle, infer, status.
 #[derive(Debug)]
 pub struct Client {
     store: Store,
     app: App,
     schema: Schema,
+    /// The best model, loaded on the first inference and reloaded when a better run finishes.
+    served: Option<ServedModel>,
+}
+
+/// What `infer` answered for a batch of inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InferReport {
+    /// One answer per input, in order, with the input's 1-based line (or position).
+    pub answers: Vec<(usize, Inference)>,
+    /// The run whose model answered.
+    pub run: RunId,
+    /// The model's candidate id.
+    pub candidate: String,
+    /// When every input came with its expected output: how the answers scored.
+    pub score: Option<Score>,
+}
+
+/// How answers compare with expected outputs given alongside the inputs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Score {
+    /// Classification: the share of right labels.
+    Accuracy {
+        /// Right answers.
+        correct: usize,
+        /// Inputs scored.
+        total: usize,
+    },
+    /// Other outputs: the mean squared error over every output value.
+    MeanSquaredError {
+        /// The error.
+        value: f64,
+        /// Inputs scored.
+        total: usize,
+    },
 }
 
 /// The largest tensor a schema may declare (LANGUAGE.md: the product of the dimensions is at most
@@ -245,6 +282,7 @@ impl Client {
             store,
             app,
             schema: spec.schema,
+            served: None,
         })
     }
 
@@ -259,6 +297,7 @@ impl Client {
             store,
             app,
             schema: spec.schema,
+            served: None,
         })
     }
 
@@ -434,12 +473,7 @@ impl Client {
     pub fn status(&self) -> Result<Status> {
         let app = self.store.app(self.app.id)?;
         let runs = self.store.runs(self.app.id)?;
-        let train_time_limit = self
-            .schema
-            .constraints
-            .iter()
-            .find(|constraint| constraint.metric == Metric::TrainTime)
-            .map(|constraint| constraint.seconds);
+        let train_time_limit = self.train_time_limit();
         Ok(Status::from_runs(
             app.name,
             app.system_type,
@@ -448,6 +482,184 @@ impl Client {
             &runs,
             train_time_limit,
         ))
+    }
+
+    /// Answers inputs given in the `feed` line formats (DESIGN.md section 2), each line `INPUT` or
+    /// `INPUT OUTPUT`, with the best model so far. When every line also gives its expected output,
+    /// the report scores the answers. A bad line fails the whole batch, naming every bad line.
+    pub fn infer_lines(
+        &mut self,
+        reader: impl BufRead,
+        options: &FeedOptions,
+    ) -> Result<InferReport> {
+        let checker = LineChecker::new(
+            &self.schema,
+            options,
+            label_capacity(&self.schema).is_some(),
+        );
+        let mut inputs = Vec::new();
+        let mut expected = Vec::new();
+        let mut errors = Vec::new();
+        let mut total = 0;
+        for (index, line) in reader.lines().enumerate() {
+            let line = line.map_err(Error::Read)?;
+            match checker.check_infer_line(&line) {
+                Ok(None) => {}
+                Ok(Some((input, output))) => {
+                    total += 1;
+                    inputs.push((index + 1, input));
+                    expected.push(output);
+                }
+                Err(message) => {
+                    total += 1;
+                    errors.push(LineError {
+                        unit: "line",
+                        line: index + 1,
+                        message,
+                    });
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return Err(Error::BadInput { errors, total });
+        }
+        let (lines, objects): (Vec<usize>, Vec<Object>) = inputs.into_iter().unzip();
+        let mut report = self.infer_objects(&objects)?;
+        for (line, answer) in lines.iter().zip(report.answers.iter_mut()) {
+            answer.0 = *line;
+        }
+        if !expected.is_empty() && expected.iter().all(Option::is_some) {
+            let expected: Vec<CheckedOutput> = expected.into_iter().flatten().collect();
+            report.score = self.score(&report.answers, &expected);
+        }
+        Ok(report)
+    }
+
+    /// Answers typed inputs (the generated crate's `Input`, or anything that serializes to the JSON
+    /// Lines form's `input`) with the best model so far.
+    pub fn infer<I: Serialize>(
+        &mut self,
+        inputs: impl IntoIterator<Item = I>,
+    ) -> Result<InferReport> {
+        let options = FeedOptions::default();
+        let checker = LineChecker::new(&self.schema, &options, false);
+        let mut objects = Vec::new();
+        let mut errors = Vec::new();
+        let mut total = 0;
+        for (index, input) in inputs.into_iter().enumerate() {
+            total += 1;
+            let checked = serde_json::to_value(&input)
+                .map_err(|error| format!("cannot serialize: {error}"))
+                .and_then(|input| {
+                    checker.check_infer_line(&serde_json::json!({ "input": input }).to_string())
+                });
+            match checked {
+                Ok(Some((object, _))) => objects.push(object),
+                Ok(None) => {}
+                Err(message) => errors.push(LineError {
+                    unit: "input",
+                    line: index + 1,
+                    message,
+                }),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(Error::BadInput { errors, total });
+        }
+        self.infer_objects(&objects)
+    }
+
+    /// Answers checked input objects with the best model so far (loaded once, and again when a
+    /// better run has finished since).
+    pub fn infer_objects(&mut self, inputs: &[Object]) -> Result<InferReport> {
+        let runs = self.store.runs(self.app.id)?;
+        let best = easeml_engine::best_run(&runs, self.train_time_limit()).map(|run| run.id);
+        let Some(best) = best else {
+            let running = runs
+                .iter()
+                .any(|run| matches!(run.state, RunState::Queued | RunState::Running));
+            return Err(Error::NoModel {
+                app: self.app.name.clone(),
+                training: running,
+            });
+        };
+        if self
+            .served
+            .as_ref()
+            .is_none_or(|served| served.run().id != best)
+        {
+            let device = easeml_engine::choose_device()
+                .map_err(|error| Error::Engine(easeml_engine::Error::from(error)))?;
+            self.served = ServedModel::load(&self.store, self.app.id, device)?;
+        }
+        let served = self.served.as_ref().ok_or_else(|| Error::NoModel {
+            app: self.app.name.clone(),
+            training: false,
+        })?;
+        let answers = served.predict(inputs)?;
+        Ok(InferReport {
+            answers: answers
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| (i + 1, a))
+                .collect(),
+            run: served.run().id,
+            candidate: served.run().candidate.clone(),
+            score: None,
+        })
+    }
+
+    fn score(&self, answers: &[(usize, Inference)], expected: &[CheckedOutput]) -> Option<Score> {
+        let total = answers.len();
+        if label_capacity(&self.schema).is_some() {
+            let correct = answers
+                .iter()
+                .zip(expected)
+                .filter(|((_, answer), expected)| match expected {
+                    CheckedOutput::Label(label) => answer.output.as_str() == Some(label.as_str()),
+                    CheckedOutput::Object(object) => {
+                        let values: Vec<f32> = object.tensors.iter().flatten().copied().collect();
+                        let class = values
+                            .iter()
+                            .enumerate()
+                            .fold(0, |best, (i, v)| if *v > values[best] { i } else { best });
+                        answer.class == Some(class as u32)
+                    }
+                })
+                .count();
+            return Some(Score::Accuracy { correct, total });
+        }
+        let mut sum = 0.0;
+        let mut count = 0usize;
+        for ((_, answer), expected) in answers.iter().zip(expected) {
+            let CheckedOutput::Object(object) = expected else {
+                return None;
+            };
+            let answered =
+                easeml_example::object_from_json(&self.schema.output, &answer.output, "output")
+                    .ok()?;
+            for (a, b) in answered
+                .tensors
+                .iter()
+                .flatten()
+                .zip(object.tensors.iter().flatten())
+            {
+                sum += f64::from(a - b).powi(2);
+                count += 1;
+            }
+        }
+        Some(Score::MeanSquaredError {
+            value: sum / count.max(1) as f64,
+            total,
+        })
+    }
+
+    fn train_time_limit(&self) -> Option<f64> {
+        self.schema
+            .constraints
+            .iter()
+            .find(|constraint| constraint.metric == Metric::TrainTime)
+            .map(|constraint| constraint.seconds)
     }
 
     /// The underlying store, read-only.

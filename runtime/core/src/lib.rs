@@ -23,9 +23,12 @@ pub mod server;
 mod status;
 pub mod tensor;
 
-pub use client::{AppSpec, Client, FeedReport, LoadedExample};
+pub use client::{AppSpec, Client, FeedReport, InferReport, LoadedExample, Score};
 pub use connection::Connection;
 pub use easeml_compiler::schema::Schema;
+/// The engine: training across every app of a store, and serving the best models.
+pub use easeml_engine as engine;
+pub use easeml_engine::Inference;
 /// The checked object model and its encoding (re-exported so generated crates need only this crate).
 pub use easeml_example as example;
 pub use easeml_example::Object;
@@ -86,6 +89,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Inference before any model finished training.
+    #[error("{}", no_model_message(.app, *.training))]
+    NoModel {
+        /// The app.
+        app: String,
+        /// Whether a run is queued or running now.
+        training: bool,
+    },
+    /// The engine (training, loading or running a model) failed.
+    #[error(transparent)]
+    Engine(#[from] easeml_engine::Error),
     /// A stored blob that does not decode for the app's schema.
     #[error("example {id}: {source}")]
     Decode {
@@ -95,6 +109,19 @@ pub enum Error {
         #[source]
         source: easeml_example::Error,
     },
+}
+
+fn no_model_message(app: &str, training: bool) -> String {
+    if training {
+        format!(
+            "no model of app `{app}` is trained yet; the first run is under way, try again when it finishes (`{app} status` shows it)"
+        )
+    } else {
+        format!(
+            "no model of app `{app}` is trained yet; run `{app} train` first (or feed more examples: training needs at least {} enabled)",
+            easeml_engine::MIN_EXAMPLES
+        )
+    }
 }
 
 /// The result type of the client library.

@@ -68,8 +68,8 @@ fn run_state<S: Serializer>(state: &RunState, serializer: S) -> Result<S::Ok, S:
 
 impl Status {
     /// Builds the report from an app's runs; `train_time_limit` is the `train_time` constraint in
-    /// seconds, if any. The best run is the done run with the highest quality (the earliest on ties)
-    /// among those within the limit.
+    /// seconds, if any. The best run is chosen by [`easeml_engine::best_run`], the rule inference
+    /// uses too.
     pub fn from_runs(
         app: String,
         system_type: String,
@@ -78,7 +78,8 @@ impl Status {
         runs: &[RunRecord],
         train_time_limit: Option<f64>,
     ) -> Status {
-        let mut reports: Vec<RunReport> = runs
+        let best = easeml_engine::best_run(runs, train_time_limit).map(|run| run.id);
+        let reports = runs
             .iter()
             .map(|run| RunReport {
                 id: run.id,
@@ -87,34 +88,18 @@ impl Status {
                 date_ms: run.finished_ms.or(run.started_ms).unwrap_or(run.queued_ms),
                 quality: run.quality,
                 cost_seconds: run.cost_seconds,
-                best: false,
-                over_train_time: matches!(
-                    (run.cost_seconds, train_time_limit),
-                    (Some(cost), Some(limit)) if cost > limit
-                ),
+                best: Some(run.id) == best,
+                over_train_time: easeml_engine::over_train_time(run, train_time_limit),
                 error: run.error.clone(),
             })
             .collect();
-        let mut best: Option<(usize, f64)> = None;
-        for (index, report) in reports.iter().enumerate() {
-            if report.state != RunState::Done || report.over_train_time {
-                continue;
-            }
-            let quality = report.quality.unwrap_or(0.0);
-            if best.is_none_or(|(_, best_quality)| quality > best_quality) {
-                best = Some((index, quality));
-            }
-        }
-        if let Some((index, _)) = best {
-            reports[index].best = true;
-        }
         Status {
             app,
             system_type,
             data_version,
             examples,
             enabled_examples,
-            best: best.map(|(index, _)| reports[index].id),
+            best,
             runs: reports,
         }
     }

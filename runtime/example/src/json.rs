@@ -439,3 +439,97 @@ mod tests {
         );
     }
 }
+
+/// The JSON form of a checked object (the inverse of [`object_from_json`]): the nested array itself
+/// when the type is exactly one tensor field, else an object with one key per field, recursive fields
+/// nested (`null` when absent). Chains nest rather than list, which [`object_from_json`] also reads.
+pub fn object_to_json(data_type: &DataType, object: &Object) -> Value {
+    if let [field] = data_type.fields.as_slice()
+        && let FieldKind::Tensor(tensor) = &field.kind
+        && let Some(values) = object.tensors.first()
+    {
+        return tensor_to_json(&tensor.dims, values);
+    }
+    let mut map = serde_json::Map::new();
+    let mut tensors = object.tensors.iter();
+    let mut children = object.children.iter();
+    for field in &data_type.fields {
+        let value = match &field.kind {
+            FieldKind::Tensor(tensor) => tensors
+                .next()
+                .map_or(Value::Null, |values| tensor_to_json(&tensor.dims, values)),
+            FieldKind::Recursive => match children.next() {
+                Some(Some(child)) => object_to_json(data_type, child),
+                _ => Value::Null,
+            },
+        };
+        map.insert(field.name.clone(), value);
+    }
+    Value::Object(map)
+}
+
+/// Row-major `values` as nested arrays of shape `dims` (a bare list for one dimension).
+pub fn tensor_to_json(dims: &[u64], values: &[f32]) -> Value {
+    fn nest(dims: &[u64], values: &[f32]) -> Value {
+        match dims {
+            [] | [_] => Value::Array(values.iter().map(|&value| number(value)).collect()),
+            [outer, inner @ ..] => {
+                let chunk = (values.len() / (*outer).max(1) as usize).max(1);
+                Value::Array(values.chunks(chunk).map(|part| nest(inner, part)).collect())
+            }
+        }
+    }
+    fn number(value: f32) -> Value {
+        serde_json::Number::from_f64(f64::from(value)).map_or(Value::Null, Value::Number)
+    }
+    nest(dims, values)
+}
+
+#[cfg(test)]
+mod to_json_tests {
+    use super::*;
+    use easeml_compiler::schema::Field;
+
+    fn tensor(name: &str, dims: &[u64]) -> Field {
+        Field {
+            name: name.to_owned(),
+            kind: FieldKind::Tensor(Tensor {
+                dims: dims.to_vec(),
+            }),
+        }
+    }
+
+    #[test]
+    fn objects_round_trip_through_their_json_form() {
+        let single = DataType {
+            fields: vec![tensor("x", &[2, 3])],
+        };
+        let object = Object::single(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.5]);
+        let json = object_to_json(&single, &object);
+        assert_eq!(json.to_string(), "[[1.0,2.0,3.0],[4.0,5.0,6.5]]");
+        assert_eq!(object_from_json(&single, &json, "x").unwrap(), object);
+
+        let chain = DataType {
+            fields: vec![
+                tensor("reading", &[2]),
+                Field {
+                    name: "next".to_owned(),
+                    kind: FieldKind::Recursive,
+                },
+            ],
+        };
+        let object = Object {
+            tensors: vec![vec![1.0, 2.0]],
+            children: vec![Some(Box::new(Object {
+                tensors: vec![vec![3.0, 4.0]],
+                children: vec![None],
+            }))],
+        };
+        let json = object_to_json(&chain, &object);
+        assert_eq!(
+            json,
+            serde_json::json!({"reading": [1.0, 2.0], "next": {"reading": [3.0, 4.0], "next": null}})
+        );
+        assert_eq!(object_from_json(&chain, &json, "input").unwrap(), object);
+    }
+}

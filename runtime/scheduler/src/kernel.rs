@@ -13,8 +13,10 @@
 //! The prior mean of a model is its mean quality over the history users. **Prior for a model with
 //! no history** (a model id that no history user has a quality for): prior mean = the mean of all
 //! known models' prior means, prior variance = `offset_variance + signal_variance`, and its
-//! covariance with every other model is `offset_variance` only (it shares the user's offset but
-//! nothing else). Hyperparameters are fitted by maximising the log marginal likelihood of the
+//! covariance with another model is `offset_variance` (it shares the user's offset) plus, when the two
+//! are variants of one model (the same id before a `+`, as `resnet18` and `resnet18+norm_k2`),
+//! [`FAMILY_CORRELATION`] x `signal_variance`: a poor ResNet-18 makes its normalized variants less
+//! promising too, so a fresh store explores architectures before it explores their variants. Hyperparameters are fitted by maximising the log marginal likelihood of the
 //! history rows (each history user is one draw of the GP over the models), with analytic gradients.
 
 use std::collections::HashMap;
@@ -22,6 +24,15 @@ use std::collections::HashMap;
 use nalgebra::{DMatrix, DVector};
 
 use crate::error::{Result, SchedulerError};
+
+/// The prior correlation of the model-specific part between two variants of one model (ids equal up
+/// to the first `+`) when the history does not relate them.
+pub const FAMILY_CORRELATION: f64 = 0.8;
+
+/// The model an id is a variant of: the id up to its first `+`.
+fn family(model_id: &str) -> &str {
+    model_id.split('+').next().unwrap_or(model_id)
+}
 
 /// The shape of the stationary part of the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -502,10 +513,23 @@ impl KernelModel {
             self.model_index_by_id.get(model_b),
         ) {
             (Some(&a), Some(&b)) => self.covariance[(a, b)],
-            _ if model_a == model_b => {
-                self.hyperparameters.offset_variance + self.hyperparameters.signal_variance
-            }
-            _ => self.hyperparameters.offset_variance,
+            _ => self.no_history_covariance(model_a, model_b),
+        }
+    }
+
+    /// The covariance of two models that the history does not relate (see the module documentation).
+    fn no_history_covariance(&self, model_a: &str, model_b: &str) -> f64 {
+        let KernelHyperparameters {
+            signal_variance,
+            offset_variance,
+            ..
+        } = self.hyperparameters;
+        if model_a == model_b {
+            offset_variance + signal_variance
+        } else if family(model_a) == family(model_b) {
+            offset_variance + FAMILY_CORRELATION * signal_variance
+        } else {
+            offset_variance
         }
     }
 
@@ -519,10 +543,8 @@ impl KernelModel {
         let mean = DVector::from_iterator(n, model_ids.iter().map(|id| self.prior_mean(id)));
         let covariance = DMatrix::from_fn(n, n, |a, b| match (indices[a], indices[b]) {
             (Some(index_a), Some(index_b)) => self.covariance[(index_a, index_b)],
-            _ if a == b => {
-                self.hyperparameters.offset_variance + self.hyperparameters.signal_variance
-            }
-            _ => self.hyperparameters.offset_variance,
+            _ if a == b => self.no_history_covariance(&model_ids[a], &model_ids[a]),
+            _ => self.no_history_covariance(&model_ids[a], &model_ids[b]),
         });
         (mean, covariance)
     }
@@ -543,6 +565,34 @@ mod tests {
                 vec![Some(0.8), Some(0.81), Some(0.62), Some(0.5)],
             ],
         }
+    }
+
+    #[test]
+    fn variants_of_one_model_are_correlated_without_history() {
+        let kernel =
+            KernelModel::without_history(KernelKind::Matern52, KernelHyperparameters::default());
+        let h = KernelHyperparameters::default();
+        assert_eq!(
+            kernel.covariance("resnet18", "resnet18"),
+            h.offset_variance + h.signal_variance
+        );
+        assert_eq!(
+            kernel.covariance("resnet18", "resnet18+norm_k2"),
+            h.offset_variance + FAMILY_CORRELATION * h.signal_variance
+        );
+        assert_eq!(kernel.covariance("resnet18", "vgg16"), h.offset_variance);
+        let ids: Vec<String> = ["resnet18", "resnet18+norm_k1", "vgg16"]
+            .iter()
+            .map(|id| id.to_string())
+            .collect();
+        let (_, covariance) = kernel.prior_over(&ids);
+        assert_eq!(
+            covariance[(0, 1)],
+            kernel.covariance("resnet18", "resnet18+norm_k1")
+        );
+        assert_eq!(covariance[(1, 2)], h.offset_variance);
+        // Positive definite: the Cholesky factorization exists.
+        assert!(covariance.cholesky().is_some());
     }
 
     #[test]

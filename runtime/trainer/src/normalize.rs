@@ -1,7 +1,12 @@
-//! The f_k input normalization of LANGUAGE.md section 5: inputs are min-max scaled to `[0,1]` per
-//! channel (the last dimension of a dense input) over the training split, then mapped by
-//! `f_k(x) = -x^(2k) + x^k`. The per-channel minimum and maximum are non-trainable variables of the
-//! model's `VarStore`, so a checkpoint carries them.
+//! Input transforms fitted on the training split, per channel (the last dimension of a dense input):
+//! - the f_k normalization of LANGUAGE.md section 5 (`+norm_kK` candidates): min-max scaled to `[0,1]`,
+//!   then mapped by `f_k(x) = -x^(2k) + x^k`;
+//! - standardization (`(x - mean) / std`), which every tabular model without f_k gets, as a
+//!   scikit-learn pipeline would: feature rows mix scales (a wine's proline is ~1000, its hue ~1), and
+//!   MLPs and logistic regression train badly on raw scales.
+//!
+//! The fitted statistics are non-trainable variables of the model's `VarStore`, so a checkpoint
+//! carries them.
 
 use tch::{Tensor, nn};
 
@@ -10,25 +15,40 @@ use crate::data::numel;
 /// The fitted transform, part of a model.
 #[derive(Debug)]
 pub struct Normalizer {
-    k: u32,
+    /// `Some(k)`: f_k over min-max scaled inputs (`minimum`, `maximum`); `None`: standardization
+    /// (`minimum` holds the mean, `maximum` the standard deviation).
+    k: Option<u32>,
     minimum: Tensor,
     maximum: Tensor,
 }
 
 impl Normalizer {
-    /// Creates the variables (`norm/minimum`, `norm/maximum`, one per channel) under `path`.
+    /// Creates the f_k variables (`norm/minimum`, `norm/maximum`, one per channel) under `path`.
     pub fn new(path: &nn::Path<'_>, k: u32, channels: i64) -> Self {
         let path = path / "norm";
         Self {
-            k,
+            k: Some(k),
             minimum: path.zeros_no_train("minimum", &[channels]),
             maximum: path.ones_no_train("maximum", &[channels]),
         }
     }
 
-    /// Sets the per-channel range from the training rows of a dense buffer (`shape` of one input, the
-    /// channel being its last dimension).
+    /// Creates the standardization variables (`standardize/mean`, `standardize/std`) under `path`.
+    pub fn standardize(path: &nn::Path<'_>, channels: i64) -> Self {
+        let path = path / "standardize";
+        Self {
+            k: None,
+            minimum: path.zeros_no_train("mean", &[channels]),
+            maximum: path.ones_no_train("std", &[channels]),
+        }
+    }
+
+    /// Fits the per-channel statistics on the training rows of a dense buffer (`shape` of one input,
+    /// the channel being its last dimension).
     pub fn fit(&mut self, values: &[f32], shape: &[i64], rows: &[usize]) {
+        if self.k.is_none() {
+            return self.fit_moments(values, shape, rows);
+        }
         let channels = shape.last().copied().unwrap_or(1).max(1) as usize;
         let row_len = numel(shape);
         let mut minimum = vec![f32::INFINITY; channels];
@@ -58,11 +78,55 @@ impl Normalizer {
         });
     }
 
+    fn fit_moments(&mut self, values: &[f32], shape: &[i64], rows: &[usize]) {
+        let channels = shape.last().copied().unwrap_or(1).max(1) as usize;
+        let row_len = numel(shape);
+        let mut sum = vec![0f64; channels];
+        let mut squares = vec![0f64; channels];
+        let mut count = vec![0f64; channels];
+        for &row in rows {
+            let start = row * row_len;
+            for (offset, &value) in values[start..start + row_len].iter().enumerate() {
+                if value.is_finite() {
+                    let channel = offset % channels;
+                    sum[channel] += f64::from(value);
+                    squares[channel] += f64::from(value) * f64::from(value);
+                    count[channel] += 1.0;
+                }
+            }
+        }
+        let mut mean = vec![0f32; channels];
+        let mut std = vec![1f32; channels];
+        for channel in 0..channels {
+            if count[channel] > 0.0 {
+                let m = sum[channel] / count[channel];
+                let variance = (squares[channel] / count[channel] - m * m).max(0.0);
+                mean[channel] = m as f32;
+                // A constant feature keeps scale 1 (it becomes 0 everywhere).
+                std[channel] = if variance > 1e-12 {
+                    variance.sqrt() as f32
+                } else {
+                    1.0
+                };
+            }
+        }
+        tch::no_grad(|| {
+            let device = self.minimum.device();
+            self.minimum
+                .copy_(&Tensor::from_slice(&mean).to_device(device));
+            self.maximum
+                .copy_(&Tensor::from_slice(&std).to_device(device));
+        });
+    }
+
     /// Applies the transform to a batch whose last dimension is the channel.
     pub fn apply(&self, xs: &Tensor) -> Tensor {
+        let Some(k) = self.k else {
+            return (xs - &self.minimum) / &self.maximum;
+        };
         let range = (&self.maximum - &self.minimum).clamp_min(1e-12);
         let scaled = ((xs - &self.minimum) / range).clamp(0.0, 1.0);
-        let k = i64::from(self.k);
+        let k = i64::from(k);
         -scaled.pow_tensor_scalar(2 * k) + scaled.pow_tensor_scalar(k)
     }
 }
@@ -83,5 +147,17 @@ mod tests {
         let out: Vec<f32> = Vec::try_from(out.flatten(0, -1)).unwrap();
         // x = 0.5 -> -0.25 + 0.5; x = 1 -> 0; x = 0 -> 0.
         assert_eq!(out, vec![0.25, 0.25, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn standardizes_per_feature_on_the_training_rows_only() {
+        let store = nn::VarStore::new(Device::Cpu);
+        let mut normalizer = Normalizer::standardize(&store.root(), 2);
+        // Rows 0 and 1 are training rows; row 2 (an outlier) is not used for the statistics.
+        let values = [1.0, 100.0, 3.0, 300.0, 1000.0, 7.0];
+        normalizer.fit(&values, &[2], &[0, 1]);
+        let out = normalizer.apply(&Tensor::from_slice(&[1.0f32, 300.0, 2.0, 200.0]).view([2, 2]));
+        let out: Vec<f32> = Vec::try_from(out.flatten(0, -1)).unwrap();
+        assert_eq!(out, vec![-1.0, 1.0, 0.0, 0.0]);
     }
 }

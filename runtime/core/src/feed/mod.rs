@@ -117,8 +117,34 @@ impl<'a> LineChecker<'a> {
         }
     }
 
-    /// Checks one line; `Ok(None)` for a blank or comment line.
+    /// Checks one feed line (`INPUT OUTPUT` or a JSON Lines record); `Ok(None)` for a blank or
+    /// comment line.
     pub fn check_line(&self, line: &str) -> Result<Option<CheckedExample>, String> {
+        match self.check_any_line(line)? {
+            None => Ok(None),
+            Some((input, Some(output))) => Ok(Some(CheckedExample { input, output })),
+            Some((_, None)) => Err(if line.trim_start().starts_with('{') {
+                "missing `output`".to_owned()
+            } else {
+                "missing the output: a line is `INPUT OUTPUT`".to_owned()
+            }),
+        }
+    }
+
+    /// Checks one `infer` line: `INPUT`, or `INPUT OUTPUT` (the output is then checked too, so that
+    /// the caller can score the answer), or a JSON Lines record whose `output` is optional;
+    /// `Ok(None)` for a blank or comment line.
+    pub fn check_infer_line(
+        &self,
+        line: &str,
+    ) -> Result<Option<(Object, Option<CheckedOutput>)>, String> {
+        self.check_any_line(line)
+    }
+
+    fn check_any_line(
+        &self,
+        line: &str,
+    ) -> Result<Option<(Object, Option<CheckedOutput>)>, String> {
         // A byte-order mark (editors on Windows write one at the start of a file) is not content.
         let line = line.trim_start_matches('\u{feff}').trim();
         if line.is_empty() || line.starts_with('#') {
@@ -127,7 +153,7 @@ impl<'a> LineChecker<'a> {
         if line.starts_with('{') {
             let value: Value =
                 serde_json::from_str(line).map_err(|error| format!("malformed JSON: {error}"))?;
-            return self.check_json(&value).map(Some);
+            return self.check_record(&value).map(Some);
         }
         let (input, rest) = match single_tensor_dims(&self.schema.input)
             .filter(|_| line.starts_with('['))
@@ -139,8 +165,9 @@ impl<'a> LineChecker<'a> {
             _ => split_token(line)?,
         };
         let rest = rest.trim_start();
+        let input = self.input_from(input)?;
         if rest.is_empty() {
-            return Err("missing the output: a line is `INPUT OUTPUT`".to_owned());
+            return Ok(Some((input, None)));
         }
         let (output, trailing) = if rest.starts_with(['[', '{', '"']) {
             split_token(rest)?
@@ -153,13 +180,20 @@ impl<'a> LineChecker<'a> {
                 trailing.trim()
             ));
         }
-        let input = self.input_from(input)?;
         let output = self.output_from(output)?;
-        Ok(Some(CheckedExample { input, output }))
+        Ok(Some((input, Some(output))))
     }
 
     /// Checks a JSON Lines record `{"input": ..., "output": ...}` (also the typed feed's form).
     pub fn check_json(&self, value: &Value) -> Result<CheckedExample, String> {
+        match self.check_record(value)? {
+            (input, Some(output)) => Ok(CheckedExample { input, output }),
+            (_, None) => Err("missing `output`".to_owned()),
+        }
+    }
+
+    /// A record with a required `input` and an optional `output`.
+    fn check_record(&self, value: &Value) -> Result<(Object, Option<CheckedOutput>), String> {
         let Value::Object(map) = value else {
             return Err("expected a JSON object {\"input\": ..., \"output\": ...}".to_owned());
         };
@@ -169,19 +203,17 @@ impl<'a> LineChecker<'a> {
             ));
         }
         let input = map.get("input").ok_or("missing `input`")?;
-        let output = map.get("output").ok_or("missing `output`")?;
         let input = match input {
             Value::String(path) => Token::Text(path.clone()),
             other => Token::Json(other.clone()),
         };
-        let output = match output {
-            Value::String(text) => Token::Text(text.clone()),
-            other => Token::Json(other.clone()),
+        let input = self.input_from(input)?;
+        let output = match map.get("output") {
+            None => None,
+            Some(Value::String(text)) => Some(self.output_from(Token::Text(text.clone()))?),
+            Some(other) => Some(self.output_from(Token::Json(other.clone()))?),
         };
-        Ok(CheckedExample {
-            input: self.input_from(input)?,
-            output: self.output_from(output)?,
-        })
+        Ok((input, output))
     }
 
     fn input_from(&self, token: Token) -> Result<Object, String> {

@@ -78,7 +78,8 @@ pub trait Network: std::fmt::Debug {
 pub struct Model {
     /// The network.
     pub network: Box<dyn Network>,
-    /// The f_k normalization, applied to dense inputs first.
+    /// The input transform (f_k, or standardization for tabular models), applied to dense inputs
+    /// first.
     pub normalizer: Option<Normalizer>,
 }
 
@@ -158,6 +159,10 @@ pub fn build(
         (Some(k), Task::TabularClassification { features, .. })
         | (Some(k), Task::TabularRegression { features, .. }) => {
             Some(Normalizer::new(path, k, *features))
+        }
+        (None, Task::TabularClassification { features, .. })
+        | (None, Task::TabularRegression { features, .. }) => {
+            Some(Normalizer::standardize(path, *features))
         }
         _ => None,
     };

@@ -3,7 +3,8 @@
 //! The easeml app `molecule_autoencoder`: {input: {[Tensor[16,16,16]], []}, output: {[Tensor[32,32]], []}}.
 //!
 //! Workload `general_autoencoder`, 1 candidate models. Feed examples with
-//! [`Client::feed`] (or the `molecule_autoencoder feed` command), and read the report with [`Client::status`].
+//! [`Client::feed`] (or the `molecule_autoencoder feed` command), train with `molecule_autoencoder train`, answer inputs with
+//! [`Client::infer`], and read the report with [`Client::status`].
 
 mod types;
 
@@ -62,6 +63,21 @@ impl Client {
         enabled: bool,
     ) -> ::easeml_runtime::Result<u64> {
         self.inner.set_enabled(id, enabled)
+    }
+
+    /// Answers inputs with the best model so far (label names for classification, else the output
+    /// in its JSON form); an error says when no model is trained yet.
+    pub fn infer(
+        &mut self,
+        inputs: impl IntoIterator<Item = Input>,
+    ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Inference>> {
+        Ok(self
+            .inner
+            .infer(inputs)?
+            .answers
+            .into_iter()
+            .map(|(_, answer)| answer)
+            .collect())
     }
 
     /// The report of every training run, the best marked.

@@ -3,7 +3,8 @@
 //! The easeml app `traffic_forecast`: {input: {[Tensor[10]], [next]}, output: {[Tensor[10]], [next]}}.
 //!
 //! Workload `timeseries_translation`, 1 candidate models. Feed examples with
-//! [`Client::feed`] (or the `traffic_forecast feed` command), and read the report with [`Client::status`].
+//! [`Client::feed`] (or the `traffic_forecast feed` command), train with `traffic_forecast train`, answer inputs with
+//! [`Client::infer`], and read the report with [`Client::status`].
 
 mod types;
 
@@ -62,6 +63,21 @@ impl Client {
         enabled: bool,
     ) -> ::easeml_runtime::Result<u64> {
         self.inner.set_enabled(id, enabled)
+    }
+
+    /// Answers inputs with the best model so far (label names for classification, else the output
+    /// in its JSON form); an error says when no model is trained yet.
+    pub fn infer(
+        &mut self,
+        inputs: impl IntoIterator<Item = Input>,
+    ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Inference>> {
+        Ok(self
+            .inner
+            .infer(inputs)?
+            .answers
+            .into_iter()
+            .map(|(_, answer)| answer)
+            .collect())
     }
 
     /// The report of every training run, the best marked.

@@ -1,0 +1,131 @@
+//! `easeml train`: the multi-tenant training loop over a local store, in the foreground (the same
+//! loop and progress display as a generated app's `train`, over every app of the store).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use easeml_runtime::app_cli::{parse_duration, train_with_progress};
+use easeml_runtime::engine::{Engine, EngineConfig, choose_device, device_name};
+
+use crate::plot::QualityCurve;
+
+/// Arguments of `easeml train`.
+#[derive(Debug, clap::Args)]
+pub struct TrainArgs {
+    /// The store's folder (default: $EASEML_HOME, else the platform data dir).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Stop after this long, e.g. 90s, 10m, 2h (default: until every candidate is trained).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    budget: Option<Duration>,
+    /// The longest one training run may take (default: 2m on the CPU, 10m on CUDA).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    max_run: Option<Duration>,
+    /// Write every app's best quality over time (all runs in the store) to DIR: quality.csv,
+    /// quality.svg and quality.png.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+}
+
+/// Trains the store's apps and prints each app's best model at the end.
+pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
+    let home = match &args.data {
+        Some(dir) => dir.clone(),
+        None => match std::env::var_os("EASEML_HOME") {
+            Some(home) if !home.is_empty() => PathBuf::from(home),
+            _ => easeml_runtime::store::default_home()?,
+        },
+    };
+    let device = choose_device()?;
+    let mut config = EngineConfig::for_device(device);
+    if let Some(max_run) = args.max_run {
+        config.max_run_seconds = max_run.as_secs_f64();
+    }
+    let mut engine = Engine::open(&home, config)
+        .with_context(|| format!("opening the store at {}", home.display()))?;
+    eprintln!(
+        "training every app in {} on {}",
+        home.display(),
+        device_name(device)
+    );
+    let summary = train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
+    for app in engine.store().apps()? {
+        let runs = engine.store().runs(app.id)?;
+        match easeml_runtime::engine::best_run(&runs, None) {
+            Some(best) => println!(
+                "{}: best {} quality {:.3} ({} runs)",
+                app.name,
+                best.candidate,
+                best.quality.unwrap_or(0.0),
+                runs.len()
+            ),
+            None => println!("{}: no model yet ({} runs)", app.name, runs.len()),
+        }
+    }
+    if let Some(out) = &args.plot {
+        let curves = quality_curves(engine.store())?;
+        let mut csv = String::from("app,minutes,best_quality\n");
+        for curve in &curves {
+            for (minutes, quality) in &curve.points {
+                csv.push_str(&format!("{},{minutes:.4},{quality:.6}\n", curve.app));
+            }
+        }
+        std::fs::create_dir_all(out)
+            .with_context(|| format!("cannot create `{}`", out.display()))?;
+        std::fs::write(out.join("quality.csv"), csv)
+            .with_context(|| format!("cannot write into `{}`", out.display()))?;
+        for note in crate::plot::write_quality_plots(&curves, out)? {
+            eprintln!("note: {note}");
+        }
+        eprintln!(
+            "wrote {}/quality.csv, quality.svg and quality.png",
+            out.display()
+        );
+    }
+    eprintln!(
+        "{} runs finished, {} failed{}",
+        summary.finished,
+        summary.failed,
+        if summary.exhausted {
+            "; every candidate is trained on the current data"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
+/// Every app's best quality over time, from the store's finished runs; time starts when the first
+/// run of the store started.
+fn quality_curves(store: &easeml_runtime::store::Store) -> anyhow::Result<Vec<QualityCurve>> {
+    let mut per_app = Vec::new();
+    let mut origin = i64::MAX;
+    for app in store.apps()? {
+        let mut runs: Vec<_> = store
+            .runs(app.id)?
+            .into_iter()
+            .filter(|run| run.quality.is_some() && run.finished_ms.is_some())
+            .collect();
+        runs.sort_by_key(|run| run.finished_ms);
+        if let Some(first) = runs.iter().filter_map(|run| run.started_ms).min() {
+            origin = origin.min(first);
+        }
+        per_app.push((app.name, runs));
+    }
+    Ok(per_app
+        .into_iter()
+        .map(|(app, runs)| {
+            let mut best = f64::NEG_INFINITY;
+            let points = runs
+                .iter()
+                .map(|run| {
+                    best = best.max(run.quality.unwrap_or(0.0));
+                    let minutes = (run.finished_ms.unwrap_or(origin) - origin) as f64 / 60_000.0;
+                    (minutes, best)
+                })
+                .collect();
+            QualityCurve { app, points }
+        })
+        .collect())
+}

@@ -1,0 +1,606 @@
+//! The engine: one scheduler over every app of a store, training through the trainer, every run
+//! recorded in the store.
+//!
+//! A loop step ([`Engine::step`]):
+//! 1. [`Engine::sync`] reads the store's apps: a new app with enough enabled examples is registered
+//!    with the scheduler (its candidates with their estimated costs, and its finished runs on the
+//!    current data as prior history); an app whose data version moved on is re-opened
+//!    (`data_changed`: every candidate eligible again); a removed app is dropped.
+//! 2. A run left `queued` by an interrupted engine is run first; otherwise the scheduler picks the
+//!    next (app, candidate).
+//! 3. The run is queued, started, trained, and finished (quality, cost, checkpoint blob) or failed
+//!    (reason, cost) in the store; the scheduler gets the observation (a failed run counts as
+//!    quality 0, so it is not retried on the same data).
+//!
+//! One engine trains a store at a time: [`Engine::open`] takes an exclusive lock on
+//! `<home>/train.lock` (released when the engine is dropped, or by the OS when the process dies), and
+//! re-queues the runs a crashed engine left `running`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use easeml_example::codec;
+use easeml_scheduler::{
+    CandidateSpec, Decision, KernelHyperparameters, KernelKind, KernelModel, PriorObservation,
+    Scheduler, SchedulerConfig,
+};
+use easeml_store::{AppId, PageRequest, RunId, RunRecord, RunState, Store, StoredOutput};
+use easeml_trainer::{Budget, Candidate, Examples, RunOutcome, estimate_cost};
+use tch::Device;
+
+use crate::app::AppModel;
+use crate::best::best_run;
+use crate::checkpoint_blob;
+use crate::dataset::{StoredTarget, examples_of};
+use crate::error::{Error, Result};
+
+/// An app needs at least this many enabled examples before it is trained (so that the split by id
+/// leaves examples on both sides).
+pub const MIN_EXAMPLES: usize = 4;
+
+/// How the engine trains.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The device runs train on.
+    pub device: Device,
+    /// Wall-clock seconds one run may take at most (the learning-rate grid shares it).
+    pub max_run_seconds: f64,
+    /// Epochs per learning rate at most.
+    pub max_epochs: usize,
+    /// The seed of every run (recorded with the run's trials).
+    pub seed: u64,
+    /// The scheduler's policies (Hybrid over cost-aware GP-UCB by default).
+    pub scheduler: SchedulerConfig,
+}
+
+impl EngineConfig {
+    /// Defaults for `device`: runs of at most 2 minutes on the CPU (10 on CUDA), 20 epochs.
+    pub fn for_device(device: Device) -> EngineConfig {
+        EngineConfig {
+            device,
+            max_run_seconds: if device.is_cuda() { 600.0 } else { 120.0 },
+            max_epochs: 20,
+            seed: 0,
+            scheduler: SchedulerConfig::default(),
+        }
+    }
+}
+
+/// What happened in a step, for progress displays and logs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// An app joined the scheduler.
+    AppRegistered {
+        /// The app.
+        app: String,
+        /// Its candidate count.
+        candidates: usize,
+    },
+    /// An app's data changed; its candidates are eligible again.
+    DataChanged {
+        /// The app.
+        app: String,
+        /// The new data version.
+        data_version: u64,
+    },
+    /// An app cannot be trained (broken manifest, unreadable examples); it is left out.
+    AppSkipped {
+        /// The app.
+        app: String,
+        /// Why.
+        reason: String,
+    },
+    /// A run started.
+    RunStarted {
+        /// The app.
+        app: String,
+        /// The candidate id.
+        candidate: String,
+        /// The run.
+        run: RunId,
+        /// Seconds the run may take at most.
+        max_seconds: f64,
+    },
+    /// A run finished with a quality.
+    RunFinished {
+        /// The app.
+        app: String,
+        /// The candidate id.
+        candidate: String,
+        /// The run.
+        run: RunId,
+        /// Its validation quality in [0, 1].
+        quality: f64,
+        /// Its cost in seconds.
+        cost_seconds: f64,
+        /// Whether it is now the app's best model.
+        best: bool,
+    },
+    /// A run failed.
+    RunFailed {
+        /// The app.
+        app: String,
+        /// The candidate id.
+        candidate: String,
+        /// The run.
+        run: RunId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What a training session did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TrainSummary {
+    /// Runs finished with a quality.
+    pub finished: usize,
+    /// Runs failed.
+    pub failed: usize,
+    /// True when every candidate of every app is trained on its current data.
+    pub exhausted: bool,
+}
+
+#[derive(Debug)]
+struct AppState {
+    id: AppId,
+    model: AppModel,
+    data_version: u64,
+    /// The enabled examples of `data_version`, loaded once per version.
+    examples: Arc<Examples>,
+}
+
+/// The multi-tenant training loop over one store.
+#[derive(Debug)]
+pub struct Engine {
+    store: Store,
+    config: EngineConfig,
+    scheduler: Scheduler,
+    apps: BTreeMap<String, AppState>,
+    /// Apps left out, by name, with the data version they were skipped at.
+    skipped: BTreeMap<String, u64>,
+    _lock: File,
+}
+
+impl Engine {
+    /// Opens the engine over the store at `home`: takes the train lock, re-queues interrupted runs,
+    /// and builds the scheduler's prior from every app's finished runs.
+    pub fn open(home: impl AsRef<std::path::Path>, config: EngineConfig) -> Result<Engine> {
+        let mut store = Store::open(home.as_ref())?;
+        let lock_path = store.home().join("train.lock");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|error| easeml_store::Error::Io {
+                path: lock_path.clone(),
+                context: "opening the train lock".to_owned(),
+                source: error,
+            })?;
+        if lock.try_lock().is_err() {
+            return Err(Error::Busy {
+                home: store.home().display().to_string(),
+                lock: lock_path.display().to_string(),
+            });
+        }
+        store.requeue_interrupted()?;
+        let kernel = Arc::new(kernel_from_history(&store)?);
+        let scheduler = Scheduler::new(kernel, config.scheduler.clone());
+        Ok(Engine {
+            store,
+            config,
+            scheduler,
+            apps: BTreeMap::new(),
+            skipped: BTreeMap::new(),
+            _lock: lock,
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Brings the scheduler up to date with the store's apps (see the module documentation).
+    pub fn sync(&mut self, events: &mut dyn FnMut(Event)) -> Result<()> {
+        let apps = self.store.apps()?;
+        let names: Vec<String> = apps.iter().map(|app| app.name.clone()).collect();
+        let gone: Vec<String> = self
+            .apps
+            .keys()
+            .filter(|name| !names.contains(name))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.apps.remove(&name);
+            self.scheduler.remove_user(&name)?;
+        }
+        for app in apps {
+            let known_version = self.apps.get(&app.name).map(|state| state.data_version);
+            if known_version == Some(app.data_version)
+                || self.skipped.get(&app.name) == Some(&app.data_version)
+            {
+                continue;
+            }
+            match self.prepare(&app) {
+                Ok(Some(state)) => {
+                    let candidates = self.candidate_specs(&state);
+                    let history = self.prior_history(&state)?;
+                    if known_version.is_some() {
+                        self.scheduler.remove_user(&app.name)?;
+                        events(Event::DataChanged {
+                            app: app.name.clone(),
+                            data_version: app.data_version,
+                        });
+                    } else {
+                        events(Event::AppRegistered {
+                            app: app.name.clone(),
+                            candidates: candidates.len(),
+                        });
+                    }
+                    self.scheduler
+                        .register_user(&app.name, candidates, &history)?;
+                    self.skipped.remove(&app.name);
+                    self.apps.insert(app.name.clone(), state);
+                }
+                Ok(None) => {
+                    // Too few examples for now: look again when the data changes.
+                    if self.apps.remove(&app.name).is_some() {
+                        self.scheduler.remove_user(&app.name)?;
+                    }
+                    self.skipped.insert(app.name.clone(), app.data_version);
+                }
+                Err(error) => {
+                    if self.apps.remove(&app.name).is_some() {
+                        self.scheduler.remove_user(&app.name)?;
+                    }
+                    self.skipped.insert(app.name.clone(), app.data_version);
+                    events(Event::AppSkipped {
+                        app: app.name.clone(),
+                        reason: error.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads an app's manifest and enabled examples; `None` when it has too few examples.
+    fn prepare(&self, app: &easeml_store::App) -> Result<Option<AppState>> {
+        let model = AppModel::from_manifest(&app.name, &app.manifest)?;
+        let Some(examples) = load_examples(&self.store, app.id, &model)? else {
+            return Ok(None);
+        };
+        Ok(Some(AppState {
+            id: app.id,
+            model,
+            data_version: app.data_version,
+            examples: Arc::new(examples),
+        }))
+    }
+
+    /// The app's candidates that fit its data, with their estimated costs.
+    fn candidate_specs(&self, state: &AppState) -> Vec<CandidateSpec> {
+        let budget = self.budget(state, None);
+        state
+            .model
+            .candidates
+            .iter()
+            .filter_map(|id| {
+                let candidate = Candidate::parse(id).ok()?;
+                let estimate = estimate_cost(&candidate, &state.examples, &budget).ok()?;
+                Some(CandidateSpec {
+                    model_id: id.clone(),
+                    expected_cost: estimate.seconds.max(1e-3),
+                })
+            })
+            .collect()
+    }
+
+    /// The app's finished runs on its current data, as the scheduler's prior history.
+    fn prior_history(&self, state: &AppState) -> Result<Vec<PriorObservation>> {
+        let mut seen = std::collections::HashSet::new();
+        Ok(self
+            .store
+            .runs(state.id)?
+            .into_iter()
+            .filter(|run| run.data_version == state.data_version)
+            .filter(|run| matches!(run.state, RunState::Done | RunState::Failed))
+            .filter(|run| state.model.candidates.contains(&run.candidate))
+            .filter(|run| seen.insert(run.candidate.clone()))
+            .map(|run| PriorObservation {
+                model_id: run.candidate,
+                quality: run.quality.unwrap_or(0.0),
+                cost: run.cost_seconds.unwrap_or(1.0).max(1e-3),
+            })
+            .collect())
+    }
+
+    /// The budget of one run of the app, ending by `deadline` at the latest.
+    fn budget(&self, state: &AppState, deadline: Option<Instant>) -> Budget {
+        let mut budget = Budget::new(self.config.device);
+        budget.max_epochs = self.config.max_epochs;
+        budget.seed = self.config.seed;
+        let mut seconds = self.config.max_run_seconds;
+        if let Some(limit) = state.model.train_time_limit {
+            // The run stops inside the limit, so it never breaks the constraint.
+            seconds = seconds.min(0.9 * limit);
+        }
+        if let Some(deadline) = deadline {
+            seconds = seconds.min(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .as_secs_f64(),
+            );
+        }
+        budget.max_seconds = seconds.max(0.0);
+        budget
+    }
+
+    /// Runs one training run: a re-queued one first, else the scheduler's choice. `Ok(None)` when
+    /// nothing is left to train.
+    pub fn step(
+        &mut self,
+        deadline: Option<Instant>,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<Option<RunRecord>> {
+        self.sync(events)?;
+        let (decision, run) = match self.requeued_run()? {
+            Some(found) => found,
+            None => {
+                let Some(decision) = self.scheduler.next_decision() else {
+                    return Ok(None);
+                };
+                let app_id = self.apps[&decision.user_id].id;
+                let run = self.store.queue_run(app_id, &decision.model_id)?;
+                (decision, run)
+            }
+        };
+        self.execute(&decision, run, deadline, events).map(Some)
+    }
+
+    /// The oldest run left queued by an interrupted engine, with a decision for it; a queued run of an
+    /// older data version is failed (its data is gone).
+    fn requeued_run(&mut self) -> Result<Option<(Decision, RunId)>> {
+        for (name, state) in &self.apps {
+            for run in self.store.runs(state.id)? {
+                if run.state != RunState::Queued {
+                    continue;
+                }
+                if run.data_version != state.data_version
+                    || !state.model.candidates.contains(&run.candidate)
+                {
+                    self.store.fail_run(
+                        run.id,
+                        "interrupted, and the app's data changed before it could be re-run",
+                        None,
+                    )?;
+                    continue;
+                }
+                // An app is registered afresh for each of its store data versions, so its
+                // scheduler data version is always the first, 0.
+                let decision = Decision {
+                    user_id: name.clone(),
+                    model_id: run.candidate.clone(),
+                    data_version: 0,
+                };
+                return Ok(Some((decision, run.id)));
+            }
+        }
+        Ok(None)
+    }
+
+    fn execute(
+        &mut self,
+        decision: &Decision,
+        run: RunId,
+        deadline: Option<Instant>,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<RunRecord> {
+        let state = &self.apps[&decision.user_id];
+        let app = decision.user_id.clone();
+        let budget = self.budget(state, deadline);
+        let examples = Arc::clone(&state.examples);
+        let app_id = state.id;
+        let train_time_limit = state.model.train_time_limit;
+        self.store.start_run(run)?;
+        events(Event::RunStarted {
+            app: app.clone(),
+            candidate: decision.model_id.clone(),
+            run,
+            max_seconds: budget.max_seconds,
+        });
+        let started = Instant::now();
+        let outcome = Candidate::parse(&decision.model_id)
+            .map_err(Error::from)
+            .and_then(|candidate| Ok(easeml_trainer::train(&candidate, &examples, &budget)?));
+        let (quality, cost) = match outcome {
+            Ok(trained) => match trained.outcome {
+                RunOutcome::Succeeded {
+                    checkpoint,
+                    quality,
+                } => {
+                    let blob = self
+                        .store
+                        .put_blob(&checkpoint_blob::encode(&checkpoint)?)?;
+                    let quality = quality.clamp(0.0, 1.0);
+                    self.store
+                        .finish_run(run, quality, trained.cost_seconds, Some(&blob))?;
+                    let runs = self.store.runs(app_id)?;
+                    let best = best_run(&runs, train_time_limit).is_some_and(|best| best.id == run);
+                    events(Event::RunFinished {
+                        app: app.clone(),
+                        candidate: decision.model_id.clone(),
+                        run,
+                        quality,
+                        cost_seconds: trained.cost_seconds,
+                        best,
+                    });
+                    (quality, trained.cost_seconds)
+                }
+                RunOutcome::Failed { reason } => {
+                    self.fail(&app, decision, run, reason, trained.cost_seconds, events)?;
+                    (0.0, trained.cost_seconds)
+                }
+            },
+            Err(error) => {
+                let cost = started.elapsed().as_secs_f64();
+                self.fail(&app, decision, run, error.to_string(), cost, events)?;
+                (0.0, cost)
+            }
+        };
+        self.scheduler.report(decision, quality, cost.max(1e-3))?;
+        Ok(self.store.run(run)?)
+    }
+
+    fn fail(
+        &mut self,
+        app: &str,
+        decision: &Decision,
+        run: RunId,
+        reason: String,
+        cost: f64,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        self.store.fail_run(run, &reason, Some(cost))?;
+        events(Event::RunFailed {
+            app: app.to_owned(),
+            candidate: decision.model_id.clone(),
+            run,
+            reason,
+        });
+        Ok(())
+    }
+
+    /// Trains until `budget` has passed (a run never starts with less than a second left) or nothing
+    /// is left to train.
+    pub fn train(
+        &mut self,
+        budget: Option<Duration>,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<TrainSummary> {
+        let deadline = budget.map(|budget| Instant::now() + budget);
+        let mut summary = TrainSummary::default();
+        loop {
+            if deadline.is_some_and(|deadline| {
+                deadline.saturating_duration_since(Instant::now()) < Duration::from_secs(1)
+            }) {
+                return Ok(summary);
+            }
+            match self.step(deadline, events)? {
+                Some(run) if run.state == RunState::Done => summary.finished += 1,
+                Some(_) => summary.failed += 1,
+                None => {
+                    summary.exhausted = true;
+                    return Ok(summary);
+                }
+            }
+        }
+    }
+}
+
+/// The scheduler's prior over models, fitted on the store's own history (appendix A): one row per app
+/// (each candidate's best quality), over the candidates that at least two apps have finished, when at
+/// least two apps have two or more of them. Otherwise (a fresh store, or apps whose workloads share no
+/// model) the documented no-history prior: Matern-5/2 with [`KernelHyperparameters::default`] and
+/// variants of one model correlated (`easeml_scheduler::kernel::FAMILY_CORRELATION`).
+fn kernel_from_history(store: &Store) -> Result<KernelModel> {
+    let mut rows: Vec<BTreeMap<String, f64>> = Vec::new();
+    for app in store.apps()? {
+        let mut row = BTreeMap::new();
+        for run in store.runs(app.id)? {
+            if let (RunState::Done, Some(quality)) = (run.state, run.quality) {
+                let entry = row.entry(run.candidate).or_insert(quality);
+                *entry = f64::max(*entry, quality);
+            }
+        }
+        rows.push(row);
+    }
+    let mut shared: BTreeMap<&str, usize> = BTreeMap::new();
+    for row in &rows {
+        for id in row.keys() {
+            *shared.entry(id.as_str()).or_default() += 1;
+        }
+    }
+    let model_ids: Vec<String> = shared
+        .iter()
+        .filter(|&(_, &count)| count >= 2)
+        .map(|(id, _)| (*id).to_owned())
+        .collect();
+    let history_rows: Vec<Vec<Option<f64>>> = rows
+        .iter()
+        .map(|row| {
+            model_ids
+                .iter()
+                .map(|id| row.get(id).copied())
+                .collect::<Vec<_>>()
+        })
+        .filter(|row: &Vec<Option<f64>>| row.iter().flatten().count() >= 2)
+        .collect();
+    if history_rows.len() >= 2 {
+        let history = easeml_scheduler::QualityHistory {
+            model_ids,
+            rows: history_rows,
+        };
+        if let Ok(kernel) = KernelModel::from_history(
+            &history,
+            KernelKind::Matern52,
+            easeml_scheduler::HyperparameterChoice::FitMarginalLikelihood,
+        ) {
+            return Ok(kernel);
+        }
+    }
+    Ok(KernelModel::without_history(
+        KernelKind::Matern52,
+        KernelHyperparameters::default(),
+    ))
+}
+
+/// An app's enabled examples as trainer examples; `None` when fewer than [`MIN_EXAMPLES`].
+pub fn load_examples(store: &Store, app: AppId, model: &AppModel) -> Result<Option<Examples>> {
+    let name = &model.schema.app;
+    let mut ids = Vec::new();
+    let mut inputs = Vec::new();
+    let mut targets = Vec::new();
+    let mut request = PageRequest {
+        after: None,
+        limit: 10_000,
+    };
+    loop {
+        let page = store.examples(app, request)?;
+        for record in page.items.iter().filter(|record| record.enabled) {
+            let decode_error = |source| Error::Decode {
+                app: name.clone(),
+                id: record.id.0,
+                source,
+            };
+            let input = codec::decode(&model.schema.input, &store.blob(&record.input)?)
+                .map_err(decode_error)?;
+            let target = match &record.output {
+                StoredOutput::Label { index, .. } => StoredTarget::Class(*index),
+                StoredOutput::Blob(hash) => StoredTarget::Object(
+                    codec::decode(&model.schema.output, &store.blob(hash)?)
+                        .map_err(decode_error)?,
+                ),
+            };
+            ids.push(record.id.0 as u64);
+            inputs.push(input);
+            targets.push(target);
+        }
+        match page.next {
+            Some(next) => request = next,
+            None => break,
+        }
+    }
+    if ids.len() < MIN_EXAMPLES {
+        return Ok(None);
+    }
+    Ok(Some(examples_of(model, ids, &inputs, &targets)?))
+}

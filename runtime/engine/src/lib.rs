@@ -1,0 +1,26 @@
+//! The easeml engine: what turns stored examples into served models, across every app of a store.
+//!
+//! - [`Engine`]: the multi-tenant loop. One scheduler (easeml-scheduler; Hybrid over cost-aware
+//!   GP-UCB by default) over every app, each run trained by easeml-trainer and recorded in
+//!   easeml-store (queued, running, done with quality, cost and checkpoint, or failed with a reason).
+//! - [`ServedModel`]: an app's best model so far, loaded for inference.
+//! - [`best_run`]: the one rule for "the best model" (shared with the status report).
+//! - [`dataset`]: between stored objects and the trainer's tensors, both ways.
+//!
+//! The engine knows nothing of HTTP; it sees the schema only through the app's stored manifest.
+
+pub mod app;
+mod best;
+pub mod checkpoint_blob;
+pub mod dataset;
+mod engine;
+mod error;
+mod model;
+
+pub use app::{AppModel, Workload};
+pub use best::{best_run, over_train_time};
+pub use dataset::Inference;
+pub use easeml_trainer::device::{choose_device, device_name};
+pub use engine::{Engine, EngineConfig, Event, MIN_EXAMPLES, TrainSummary, load_examples};
+pub use error::{Error, Result};
+pub use model::ServedModel;

@@ -1,0 +1,296 @@
+//! The engine over a real store with real training runs (small tabular tasks, so each run takes
+//! well under a second on the CPU).
+
+use std::time::Duration;
+
+use easeml_compiler::{Registry, compile};
+use easeml_engine::{Engine, EngineConfig, Error, Event, ServedModel, checkpoint_blob};
+use easeml_example::{Object, codec};
+use easeml_store::{AppId, Blob, NewApp, NewExample, NewOutput, RunState, Store};
+use tch::Device;
+
+fn config() -> EngineConfig {
+    let mut config = EngineConfig::for_device(Device::Cpu);
+    config.max_run_seconds = 10.0;
+    config.max_epochs = 8;
+    config
+}
+
+/// Registers the program as an app; `full_manifest` writes workload and candidates like easemlc,
+/// else only the schema (the engine then asks the registry).
+fn register(store: &mut Store, source: &str, name: &str, full_manifest: bool) -> AppId {
+    let compiled = compile(source, name, &Registry::builtin()).expect("the program compiles");
+    let schema = &compiled.schema;
+    let manifest = if full_manifest {
+        serde_json::json!({
+            "schema": schema,
+            "workload": compiled.workload(),
+            "candidates": compiled.candidates,
+        })
+    } else {
+        serde_json::json!({ "schema": schema })
+    };
+    let label_capacity = match (&schema.labels, schema.output.single_vector()) {
+        (Some(labels), _) => Some(labels.len() as u64),
+        (None, Some(d)) if d >= 2 => Some(d),
+        _ => None,
+    };
+    store
+        .register_app(&NewApp {
+            name: schema.app.clone(),
+            manifest: manifest.to_string(),
+            system_type: schema.system_type(),
+            label_capacity,
+            declared_labels: schema.labels.clone(),
+        })
+        .expect("registered")
+        .0
+        .id
+}
+
+/// Two clusters: label `left` when x < y.
+fn clusters(n: usize, offset: usize) -> Vec<(Vec<f32>, &'static str)> {
+    (offset..offset + n)
+        .map(|i| {
+            let a = ((i * 37) % 100) as f32 / 100.0;
+            let b = ((i * 61) % 100) as f32 / 100.0;
+            let label = if a < b { "left" } else { "right" };
+            (vec![a, b], label)
+        })
+        .collect()
+}
+
+fn feed_labels(store: &mut Store, app: AppId, rows: &[(Vec<f32>, &str)]) {
+    let examples: Vec<NewExample> = rows
+        .iter()
+        .map(|(x, label)| NewExample {
+            input: Blob::Bytes(codec::encode(&Object::single(x.clone()))),
+            output: NewOutput::Label((*label).to_owned()),
+        })
+        .collect();
+    store.insert_examples(app, &examples).expect("stored");
+}
+
+fn feed_regression(store: &mut Store, app: AppId, n: usize) {
+    let examples: Vec<NewExample> = (0..n)
+        .map(|i| {
+            let x = [
+                (i % 7) as f32 / 7.0,
+                (i % 5) as f32 / 5.0,
+                (i % 3) as f32 / 3.0,
+            ];
+            let y = 0.5 * x[0] - 0.3 * x[1] + 0.2 * x[2];
+            NewExample {
+                input: Blob::Bytes(codec::encode(&Object::single(x.to_vec()))),
+                output: NewOutput::Blob(Blob::Bytes(codec::encode(&Object::single(vec![y])))),
+            }
+        })
+        .collect();
+    store.insert_examples(app, &examples).expect("stored");
+}
+
+const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]\n";
+const LEVEL: &str = "app level\nInput = [3]\nOutput = [1]\n";
+
+#[test]
+fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let sides = register(&mut store, SIDES, "sides", true);
+    let level = register(&mut store, LEVEL, "level", false);
+    feed_labels(&mut store, sides, &clusters(120, 0));
+    feed_regression(&mut store, level, 60);
+    drop(store);
+
+    let mut engine = Engine::open(home.path(), config()).unwrap();
+    let mut events = Vec::new();
+    let summary = engine.train(None, &mut |event| events.push(event)).unwrap();
+    assert!(summary.exhausted, "{summary:?}");
+    // Three candidates each (two MLPs and a linear/logistic model), every one tried once.
+    assert_eq!(summary.finished + summary.failed, 6, "{events:#?}");
+    assert!(summary.finished >= 4, "{events:#?}");
+    let registered = events
+        .iter()
+        .filter(|event| matches!(event, Event::AppRegistered { .. }))
+        .count();
+    assert_eq!(registered, 2);
+    for app in [sides, level] {
+        let runs = engine.store().runs(app).unwrap();
+        let mut candidates: Vec<_> = runs.iter().map(|run| run.candidate.clone()).collect();
+        candidates.sort();
+        candidates.dedup();
+        assert_eq!(candidates.len(), 3, "{runs:#?}");
+        assert!(runs.iter().all(|run| run.state != RunState::Running));
+    }
+    // Nothing left: another step trains nothing.
+    assert!(engine.step(None, &mut |_| {}).unwrap().is_none());
+
+    let served = ServedModel::load(engine.store(), sides, Device::Cpu)
+        .unwrap()
+        .expect("a best model");
+    assert_eq!(served.run().state, RunState::Done);
+    let held_out = clusters(50, 1000);
+    let inputs: Vec<Object> = held_out
+        .iter()
+        .map(|(x, _)| Object::single(x.clone()))
+        .collect();
+    let answers = served.predict(&inputs).unwrap();
+    assert_eq!(answers.len(), held_out.len());
+    let correct = answers
+        .iter()
+        .zip(&held_out)
+        .filter(|(answer, (_, label))| answer.output == serde_json::json!(label))
+        .count();
+    assert!(correct >= 40, "{correct}/50 held-out points right");
+    assert!(answers.iter().all(|answer| answer.confidence.is_some()));
+
+    let served = ServedModel::load(engine.store(), level, Device::Cpu)
+        .unwrap()
+        .expect("a best model");
+    let answers = served
+        .predict(&[Object::single(vec![0.1, 0.2, 0.3])])
+        .unwrap();
+    let value = answers[0].output.as_array().expect("a [1] array");
+    assert_eq!(value.len(), 1);
+    assert!(answers[0].class.is_none());
+}
+
+#[test]
+fn new_data_reopens_an_app_and_a_removed_app_is_dropped() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let sides = register(&mut store, SIDES, "sides", true);
+    feed_labels(&mut store, sides, &clusters(40, 0));
+    drop(store);
+    let mut engine = Engine::open(home.path(), config()).unwrap();
+    assert!(engine.train(None, &mut |_| {}).unwrap().exhausted);
+    assert!(engine.step(None, &mut |_| {}).unwrap().is_none());
+
+    // Another process feeds more examples: the app's candidates are eligible again.
+    let mut other = Store::open(home.path()).unwrap();
+    feed_labels(&mut other, sides, &clusters(20, 500));
+    let mut events = Vec::new();
+    let run = engine
+        .step(None, &mut |event| events.push(event))
+        .unwrap()
+        .expect("a run on the new data");
+    assert_eq!(run.data_version, 2);
+    assert!(
+        events.iter().any(|event| matches!(
+            event,
+            Event::DataChanged {
+                data_version: 2,
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+    other.remove_app(sides).unwrap();
+    assert!(engine.step(None, &mut |_| {}).unwrap().is_none());
+}
+
+#[test]
+fn one_engine_per_store_and_interrupted_runs_are_rerun_first() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let sides = register(&mut store, SIDES, "sides", true);
+    feed_labels(&mut store, sides, &clusters(40, 0));
+    // A run that a killed engine left running.
+    let interrupted = store.queue_run(sides, "logistic").unwrap();
+    store.start_run(interrupted).unwrap();
+    drop(store);
+
+    let mut engine = Engine::open(home.path(), config()).unwrap();
+    match Engine::open(home.path(), config()) {
+        Err(Error::Busy { lock, .. }) => assert!(lock.ends_with("train.lock")),
+        other => panic!("expected the store to be busy, got {other:?}"),
+    }
+    let run = engine.step(None, &mut |_| {}).unwrap().expect("a run");
+    assert_eq!(run.id, interrupted);
+    assert_eq!(run.state, RunState::Done);
+    // The re-run counts as trained: the remaining two candidates follow, then nothing.
+    let summary = engine.train(None, &mut |_| {}).unwrap();
+    assert_eq!(summary.finished + summary.failed, 2);
+    drop(engine);
+    // The lock goes with the engine.
+    Engine::open(home.path(), config()).unwrap();
+}
+
+#[test]
+fn apps_with_too_few_examples_or_a_broken_manifest_wait_without_stopping_the_others() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let few = register(&mut store, SIDES, "sides", true);
+    feed_labels(&mut store, few, &clusters(2, 0));
+    let broken = store
+        .register_app(&NewApp {
+            name: "broken".to_owned(),
+            manifest: "{\"schema\": 3}".to_owned(),
+            system_type: "{input: {[Tensor[2]], []}, output: {[Tensor[1]], []}}".to_owned(),
+            label_capacity: None,
+            declared_labels: None,
+        })
+        .unwrap()
+        .0
+        .id;
+    feed_regression(&mut store, broken, 10);
+    let level = register(&mut store, LEVEL, "level", true);
+    feed_regression(&mut store, level, 30);
+    drop(store);
+
+    let mut engine = Engine::open(home.path(), config()).unwrap();
+    let mut events = Vec::new();
+    let summary = engine
+        .train(Some(Duration::from_secs(120)), &mut |event| {
+            events.push(event)
+        })
+        .unwrap();
+    assert!(summary.exhausted);
+    assert_eq!(summary.finished + summary.failed, 3, "only `level` trains");
+    let skipped: Vec<_> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::AppSkipped { app, reason } => Some((app.clone(), reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(skipped.len(), 1, "{events:?}");
+    assert_eq!(skipped[0].0, "broken");
+    assert!(skipped[0].1.contains("schema"), "{}", skipped[0].1);
+    assert!(engine.store().runs(few).unwrap().is_empty());
+    assert!(
+        ServedModel::load(engine.store(), few, Device::Cpu)
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn a_time_budget_stops_the_loop() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let sides = register(&mut store, SIDES, "sides", true);
+    feed_labels(&mut store, sides, &clusters(40, 0));
+    drop(store);
+    let mut engine = Engine::open(home.path(), config()).unwrap();
+    // Under a second left: no run starts.
+    let summary = engine
+        .train(Some(Duration::from_millis(500)), &mut |_| {})
+        .unwrap();
+    assert_eq!(summary.finished + summary.failed, 0);
+    assert!(!summary.exhausted);
+}
+
+#[test]
+fn checkpoint_blobs_that_are_not_checkpoints_are_refused() {
+    for bytes in [
+        b"".as_slice(),
+        b"EMCK1\n".as_slice(),
+        b"EMCK1\n\xff\x00\x00\x00{}".as_slice(),
+        b"EMCK1\n\x02\x00\x00\x00{}weights".as_slice(),
+        b"PK\x03\x04 something else".as_slice(),
+    ] {
+        let error = checkpoint_blob::decode(bytes).unwrap_err();
+        assert!(error.to_string().starts_with("checkpoint:"), "{error}");
+    }
+}
