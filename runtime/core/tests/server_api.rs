@@ -170,15 +170,16 @@ fn register_feed_list_read_toggle_and_status() {
     let (status, runs) = get("/apps/pics/runs");
     assert_eq!((status, runs["runs"].clone()), (200, json!([])));
 
-    // What is not there yet or not there at all.
+    // No model is trained yet: inference says so.
     let (status, body) = status_json(
         with_token(client.post(server.api("/apps/pics/infer")), &token)
-            .body("[]")
+            .body(image_lines(5..6))
             .send()
             .unwrap(),
     );
-    assert_eq!(status, 501, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("not yet"));
+    assert_eq!(status, 409, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("no model"), "{body}");
+    // Routes that are not there.
     let (status, body) = status_json(client.get(server.api("/nothing")).send().unwrap());
     assert_eq!(status, 404);
     assert!(body["error"].as_str().unwrap().contains("no route"));
@@ -707,4 +708,94 @@ fn fifty_concurrent_feeders_store_every_example_exactly_once() {
         (FEEDERS * PER_FEEDER) as u64
     );
     assert_eq!(client.store().integrity_check().unwrap(), Ok(()));
+}
+
+/// Inference over HTTP once the engine has trained a model: answers in the app's terms with their
+/// lines, a score when every line has its expected output, and the feed's checks on its input.
+#[test]
+fn infer_answers_with_the_best_model_once_one_is_trained() {
+    use easeml_runtime::engine::{Engine, EngineConfig};
+    let server = TestServer::start(|_| {});
+    let client = http();
+    let token = server.register(&schema("app tab\nInput = [3]\nOutput = [2]\nlabels = [low, high]"));
+    let line = |i: usize| {
+        let high = i % 2 == 0;
+        let base = if high { 0.8 } else { 0.1 };
+        let jitter = (i % 5) as f32 * 0.02;
+        format!(
+            "[{}, {}, {}] {}\n",
+            base + jitter,
+            base - jitter,
+            base,
+            if high { "high" } else { "low" }
+        )
+    };
+    let infer = |body: String| {
+        status_json(
+            with_token(client.post(server.api("/apps/tab/infer")), &token)
+                .body(body)
+                .send()
+                .unwrap(),
+        )
+    };
+    let (status, report) = status_json(
+        with_token(client.post(server.api("/apps/tab/examples")), &token)
+            .body((0..40).map(line).collect::<String>())
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(infer(line(100)).0, 409);
+
+    let mut config = EngineConfig::for_device(tch::Device::Cpu);
+    config.max_run_seconds = 4.0;
+    config.max_epochs = 2;
+    let mut engine = Engine::open(&server.home, config).unwrap();
+    let mut trained = false;
+    for _ in 0..4 {
+        match engine.step(None, &mut |_| {}).unwrap() {
+            Some(run) if run.quality.is_some() => {
+                trained = true;
+                break;
+            }
+            Some(_) => continue,
+            None => break,
+        }
+    }
+    assert!(trained, "no run finished");
+    drop(engine);
+
+    let queries: String = (100..104).map(line).collect();
+    let (status, report) = infer(format!("# a comment\n{queries}"));
+    assert_eq!(status, 200, "{report}");
+    let answers = report["answers"].as_array().unwrap();
+    assert_eq!(answers.len(), 4);
+    for (index, answer) in answers.iter().enumerate() {
+        assert_eq!(answer["line"], index + 2, "{answer}");
+        assert!(matches!(answer["output"].as_str(), Some("low" | "high")), "{answer}");
+        assert!(answer["confidence"].as_f64().is_some(), "{answer}");
+    }
+    assert_eq!(report["score"]["total"], 4, "{report}");
+    assert!(report["run"].as_i64().is_some() && report["candidate"].is_string());
+    // Inputs alone: answered, not scored.
+    let (status, report) = infer("[0.8, 0.8, 0.8]\n{\"input\": [0.1, 0.1, 0.1]}\n".to_owned());
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["answers"].as_array().unwrap().len(), 2);
+    assert_eq!(report["score"], Value::Null);
+    // Bad lines and paths are refused like in a feed.
+    let (status, error) = infer("[0.8, 0.8]\n".to_owned());
+    assert_eq!(status, 400, "{error}");
+    assert!(error["error"].as_str().unwrap().contains("line 1"), "{error}");
+    let (status, error) = infer("/etc/x.npy\n".to_owned());
+    assert_eq!(status, 400, "{error}");
+    assert!(error["error"].as_str().unwrap().contains("file path"), "{error}");
+    // Another app's token gets nothing.
+    let other = server.register(&schema("app other\nInput = [3]\nOutput = [1]"));
+    let (status, _) = status_json(
+        with_token(client.post(server.api("/apps/tab/infer")), &other)
+            .body(line(1))
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 403);
 }

@@ -309,19 +309,57 @@ pub(crate) async fn set_enabled(
     })))
 }
 
-/// `POST /api/v1/apps/{name}/infer`: not in this build yet (it needs the training engine).
+/// `POST /api/v1/apps/{name}/infer`: answers inputs with the app's best model so far. The body is
+/// text in the feed line formats with the output optional (`INPUT` or `INPUT OUTPUT` lines, or JSON
+/// Lines `{"input": ...}`); when every line gives its expected output the answers are scored. A bad
+/// line fails the whole request; before any model is trained the answer is 409.
 pub(crate) async fn infer(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
+    request: Request,
+) -> Result<Json<Value>, ApiError> {
     let name = app_name(path)?;
-    let token = bearer(&headers)?;
-    with_app(&state, name, token, |_| Ok(())).await?;
-    Err(ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "not yet: inference comes with the training engine, which this build does not have",
-    ))
+    let token = bearer(request.headers())?;
+    with_store(&state, {
+        let (state, name, token) = (state.clone(), name.clone(), token.clone());
+        move |store| authorize_app(&state, store, &name, &token).map(drop)
+    })
+    .await?;
+    let body = Bytes::from_request(request, &state).await?;
+    let report = state
+        .shared
+        .infer
+        .infer(name, body)
+        .await
+        .ok_or_else(|| ApiError::internal("the inference thread has stopped"))??;
+    let answers: Vec<Value> = report
+        .answers
+        .iter()
+        .map(|(line, answer)| {
+            let mut value = serde_json::to_value(answer).unwrap_or_default();
+            if let Some(map) = value.as_object_mut() {
+                map.insert("line".to_owned(), json!(line));
+            }
+            value
+        })
+        .collect();
+    let score = match report.score {
+        Some(crate::Score::Accuracy { correct, total }) => json!({
+            "accuracy": correct as f64 / total.max(1) as f64,
+            "correct": correct,
+            "total": total,
+        }),
+        Some(crate::Score::MeanSquaredError { value, total }) => {
+            json!({"mean_squared_error": value, "total": total})
+        }
+        None => Value::Null,
+    };
+    Ok(Json(json!({
+        "answers": answers,
+        "run": report.run.0,
+        "candidate": report.candidate,
+        "score": score,
+    })))
 }
 
 /// Any other path.

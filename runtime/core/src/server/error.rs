@@ -74,6 +74,7 @@ impl From<crate::Error> for ApiError {
             crate::Error::Manifest(_) | crate::Error::Read(_) => {
                 ApiError::bad_request(error.to_string())
             }
+            crate::Error::NoModel { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
             crate::Error::SchemaMismatch { .. } => {
                 ApiError::new(StatusCode::CONFLICT, error.to_string())
             }
