@@ -178,7 +178,10 @@ fn register_feed_list_read_toggle_and_status() {
             .unwrap(),
     );
     assert_eq!(status, 409, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("no model"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("no model"),
+        "{body}"
+    );
     // Routes that are not there.
     let (status, body) = status_json(client.get(server.api("/nothing")).send().unwrap());
     assert_eq!(status, 404);
@@ -717,9 +720,11 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     use easeml_runtime::engine::{Engine, EngineConfig};
     let server = TestServer::start(|_| {});
     let client = http();
-    let token = server.register(&schema("app tab\nInput = [3]\nOutput = [2]\nlabels = [low, high]"));
+    let token = server.register(&schema(
+        "app tab\nInput = [3]\nOutput = [2]\nlabels = [low, high]",
+    ));
     let line = |i: usize| {
-        let high = i % 2 == 0;
+        let high = i.is_multiple_of(2);
         let base = if high { 0.8 } else { 0.1 };
         let jitter = (i % 5) as f32 * 0.02;
         format!(
@@ -772,7 +777,10 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     assert_eq!(answers.len(), 4);
     for (index, answer) in answers.iter().enumerate() {
         assert_eq!(answer["line"], index + 2, "{answer}");
-        assert!(matches!(answer["output"].as_str(), Some("low" | "high")), "{answer}");
+        assert!(
+            matches!(answer["output"].as_str(), Some("low" | "high")),
+            "{answer}"
+        );
         assert!(answer["confidence"].as_f64().is_some(), "{answer}");
     }
     assert_eq!(report["score"]["total"], 4, "{report}");
@@ -785,10 +793,16 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     // Bad lines and paths are refused like in a feed.
     let (status, error) = infer("[0.8, 0.8]\n".to_owned());
     assert_eq!(status, 400, "{error}");
-    assert!(error["error"].as_str().unwrap().contains("line 1"), "{error}");
+    assert!(
+        error["error"].as_str().unwrap().contains("line 1"),
+        "{error}"
+    );
     let (status, error) = infer("/etc/x.npy\n".to_owned());
     assert_eq!(status, 400, "{error}");
-    assert!(error["error"].as_str().unwrap().contains("file path"), "{error}");
+    assert!(
+        error["error"].as_str().unwrap().contains("file path"),
+        "{error}"
+    );
     // Another app's token gets nothing.
     let other = server.register(&schema("app other\nInput = [3]\nOutput = [1]"));
     let (status, _) = status_json(

@@ -40,7 +40,11 @@ impl InferWorker {
     }
 
     /// Answers the lines of `body` with `app`'s best model; `None` when the worker is gone.
-    pub(crate) async fn infer(&self, app: String, body: Bytes) -> Option<crate::Result<InferReport>> {
+    pub(crate) async fn infer(
+        &self,
+        app: String,
+        body: Bytes,
+    ) -> Option<crate::Result<InferReport>> {
         let (reply, answer) = oneshot::channel();
         {
             let jobs = self.jobs.lock().ok()?;
