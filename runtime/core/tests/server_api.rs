@@ -813,3 +813,38 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     );
     assert_eq!(status, 403);
 }
+
+/// The generated binaries' `refine`: no option serves the page (on `--listen`, 127.0.0.1:9000 by
+/// default); `--list`, `--enable`, `--disable` still work and do not take `--listen`.
+#[test]
+fn refine_serves_the_page_without_an_action_and_keeps_its_flags() {
+    use easeml_runtime::app_cli::{Entry, command};
+    let spec = easeml_runtime::AppSpec::from_schema(schema(PICS));
+    let parse = |entry: Entry, args: &[&str]| command(&spec, entry).try_get_matches_from(args);
+    let listen = |matches: &clap::ArgMatches| {
+        matches
+            .get_one::<std::net::SocketAddr>("listen")
+            .copied()
+            .unwrap()
+    };
+    let matches = parse(Entry::App, &["pics", "refine"]).unwrap();
+    let refine = matches.subcommand_matches("refine").unwrap();
+    assert_eq!(listen(refine), "127.0.0.1:9000".parse().unwrap());
+    assert!(!refine.get_flag("list"));
+    let matches = parse(Entry::Refine, &["pics-refine", "--listen", "127.0.0.1:0"]).unwrap();
+    assert_eq!(listen(&matches), "127.0.0.1:0".parse().unwrap());
+    for args in [
+        &["pics", "refine", "--list"][..],
+        &["pics", "refine", "--disable", "3"],
+        &["pics", "refine", "--enable", "3"],
+    ] {
+        assert!(parse(Entry::App, args).is_ok(), "{args:?}");
+    }
+    for args in [
+        &["pics", "refine", "--list", "--listen", "127.0.0.1:0"][..],
+        &["pics", "refine", "--enable", "1", "--disable", "2"],
+        &["pics", "refine", "--listen", "not-an-address"],
+    ] {
+        assert!(parse(Entry::App, args).is_err(), "{args:?}");
+    }
+}
