@@ -40,7 +40,8 @@ pub fn ensure_chromium() -> bool {
     };
     eprintln!("==> install chromium and chromium-driver (for the refine page's browser test)");
     let install = ["install", "-y", "-q", "chromium", "chromium-driver"];
-    if !apt(&install) && !(apt(&["update", "-q"]) && apt(&install)) {
+    let installed_now = apt(&install) || (apt(&["update", "-q"]) && apt(&install));
+    if !installed_now {
         warn("apt-get install chromium chromium-driver failed");
         return false;
     }
