@@ -5,15 +5,19 @@
 //! Generated `main.rs` files are one line that calls [`run`]: the behaviour lives here, once, and is
 //! tested here, so every app behaves the same and regenerating an app never changes its behaviour.
 
-use std::io::{BufReader, IsTerminal, Write};
+#[cfg(feature = "engine")]
+use std::io::Write;
+use std::io::{BufReader, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Arg, ArgAction, ArgGroup, ArgMatches, Command};
 use indicatif::{ProgressBar, ProgressStyle};
 
+#[cfg(feature = "engine")]
+use crate::Score;
 use crate::feed::FeedOptions;
-use crate::{AppSpec, Client, Connection, ExampleId, PageRequest, Schema, Score, StoredOutput};
+use crate::{AppSpec, Client, Connection, ExampleId, PageRequest, Schema, StoredOutput};
 use easeml_compiler::schema::FieldKind;
 
 /// Which binary of the app is running.
@@ -337,8 +341,14 @@ fn execute(
     match command {
         "feed" => feed(&mut client, arguments),
         "refine" => refine(&mut client, arguments),
+        #[cfg(feature = "engine")]
         "infer" => infer(&mut client, arguments),
+        #[cfg(feature = "engine")]
         "train" => train(&client, arguments),
+        #[cfg(not(feature = "engine"))]
+        "infer" | "train" => Err(format!(
+            "`{command}` needs the runtime's `engine` feature (libtorch), which this build leaves out"
+        )),
         _ => {
             let status = client.status().map_err(|error| error.to_string())?;
             print!("{status}");
@@ -445,6 +455,7 @@ fn refine_page(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
     .map_err(|error| error.to_string())
 }
 
+#[cfg(feature = "engine")]
 fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     let options = FeedOptions::default();
     let report = match arguments.get_one::<String>("file") {
@@ -499,6 +510,7 @@ fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     Ok(())
 }
 
+#[cfg(feature = "engine")]
 fn train(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
     let budget = arguments.get_one::<std::time::Duration>("budget").copied();
     let device = crate::engine::choose_device().map_err(|error| error.to_string())?;
@@ -535,6 +547,7 @@ fn train(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
     Ok(())
 }
 
+#[cfg(feature = "engine")]
 /// Runs the engine's loop with a spinner (on a terminal) and one line per finished run; shared by
 /// the apps' `train` and `easeml train`.
 pub fn train_with_progress(
@@ -597,6 +610,7 @@ pub fn train_with_progress(
     summary.map_err(|error| error.to_string())
 }
 
+#[cfg(feature = "engine")]
 fn format_seconds(seconds: f64) -> String {
     if seconds >= 120.0 {
         format!("{:.1} min", seconds / 60.0)

@@ -10,7 +10,9 @@ use easeml_store::{
 };
 use serde::Serialize;
 
+#[cfg(feature = "engine")]
 use easeml_engine::{Inference, ServedModel};
+#[cfg(feature = "engine")]
 use easeml_store::{RunId, RunState};
 
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError};
@@ -150,10 +152,12 @@ pub struct Client {
     app: App,
     schema: Schema,
     /// The best model, loaded on the first inference and reloaded when a better run finishes.
+    #[cfg(feature = "engine")]
     served: Option<ServedModel>,
 }
 
 /// What `infer` answered for a batch of inputs.
+#[cfg(feature = "engine")]
 #[derive(Debug, Clone, PartialEq)]
 pub struct InferReport {
     /// One answer per input, in order, with the input's 1-based line (or position).
@@ -167,6 +171,7 @@ pub struct InferReport {
 }
 
 /// How answers compare with expected outputs given alongside the inputs.
+#[cfg(feature = "engine")]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Score {
     /// Classification: the share of right labels.
@@ -282,6 +287,7 @@ impl Client {
             store,
             app,
             schema: spec.schema,
+            #[cfg(feature = "engine")]
             served: None,
         })
     }
@@ -297,6 +303,7 @@ impl Client {
             store,
             app,
             schema: spec.schema,
+            #[cfg(feature = "engine")]
             served: None,
         })
     }
@@ -487,6 +494,7 @@ impl Client {
     /// Answers inputs given in the `feed` line formats (DESIGN.md section 2), each line `INPUT` or
     /// `INPUT OUTPUT`, with the best model so far. When every line also gives its expected output,
     /// the report scores the answers. A bad line fails the whole batch, naming every bad line.
+    #[cfg(feature = "engine")]
     pub fn infer_lines(
         &mut self,
         reader: impl BufRead,
@@ -537,6 +545,7 @@ impl Client {
 
     /// Answers typed inputs (the generated crate's `Input`, or anything that serializes to the JSON
     /// Lines form's `input`) with the best model so far.
+    #[cfg(feature = "engine")]
     pub fn infer<I: Serialize>(
         &mut self,
         inputs: impl IntoIterator<Item = I>,
@@ -571,9 +580,10 @@ impl Client {
 
     /// Answers checked input objects with the best model so far (loaded once, and again when a
     /// better run has finished since).
+    #[cfg(feature = "engine")]
     pub fn infer_objects(&mut self, inputs: &[Object]) -> Result<InferReport> {
         let runs = self.store.runs(self.app.id)?;
-        let best = easeml_engine::best_run(&runs, self.train_time_limit()).map(|run| run.id);
+        let best = easeml_store::best_run(&runs, self.train_time_limit()).map(|run| run.id);
         let Some(best) = best else {
             let running = runs
                 .iter()
@@ -609,6 +619,7 @@ impl Client {
         })
     }
 
+    #[cfg(feature = "engine")]
     fn score(&self, answers: &[(usize, Inference)], expected: &[CheckedOutput]) -> Option<Score> {
         let total = answers.len();
         if label_capacity(&self.schema).is_some() {

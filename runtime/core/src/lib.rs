@@ -23,11 +23,15 @@ pub mod server;
 mod status;
 pub mod tensor;
 
-pub use client::{AppSpec, Client, FeedReport, InferReport, LoadedExample, Score};
+pub use client::{AppSpec, Client, FeedReport, LoadedExample};
+#[cfg(feature = "engine")]
+pub use client::{InferReport, Score};
 pub use connection::Connection;
 pub use easeml_compiler::schema::Schema;
 /// The engine: training across every app of a store, and serving the best models.
+#[cfg(feature = "engine")]
 pub use easeml_engine as engine;
+#[cfg(feature = "engine")]
 pub use easeml_engine::Inference;
 /// The checked object model and its encoding (re-exported so generated crates need only this crate).
 pub use easeml_example as example;
@@ -98,6 +102,7 @@ pub enum Error {
         training: bool,
     },
     /// The engine (training, loading or running a model) failed.
+    #[cfg(feature = "engine")]
     #[error(transparent)]
     Engine(#[from] easeml_engine::Error),
     /// A stored blob that does not decode for the app's schema.
@@ -111,6 +116,9 @@ pub enum Error {
     },
 }
 
+/// Enabled examples an app needs before it is trained (the engine's `MIN_EXAMPLES`).
+const MIN_EXAMPLES: usize = 4;
+
 fn no_model_message(app: &str, training: bool) -> String {
     if training {
         format!(
@@ -119,7 +127,7 @@ fn no_model_message(app: &str, training: bool) -> String {
     } else {
         format!(
             "no model of app `{app}` is trained yet; run `{app} train` first (or feed more examples: training needs at least {} enabled)",
-            easeml_engine::MIN_EXAMPLES
+            MIN_EXAMPLES
         )
     }
 }

@@ -68,7 +68,7 @@ fn run_state<S: Serializer>(state: &RunState, serializer: S) -> Result<S::Ok, S:
 
 impl Status {
     /// Builds the report from an app's runs; `train_time_limit` is the `train_time` constraint in
-    /// seconds, if any. The best run is chosen by [`easeml_engine::best_run`], the rule inference
+    /// seconds, if any. The best run is chosen by [`easeml_store::best_run`], the rule inference
     /// uses too.
     pub fn from_runs(
         app: String,
@@ -78,7 +78,7 @@ impl Status {
         runs: &[RunRecord],
         train_time_limit: Option<f64>,
     ) -> Status {
-        let best = easeml_engine::best_run(runs, train_time_limit).map(|run| run.id);
+        let best = easeml_store::best_run(runs, train_time_limit).map(|run| run.id);
         let reports = runs
             .iter()
             .map(|run| RunReport {
@@ -89,7 +89,7 @@ impl Status {
                 quality: run.quality,
                 cost_seconds: run.cost_seconds,
                 best: Some(run.id) == best,
-                over_train_time: easeml_engine::over_train_time(run, train_time_limit),
+                over_train_time: easeml_store::over_train_time(run, train_time_limit),
                 error: run.error.clone(),
             })
             .collect();

@@ -26,12 +26,11 @@ use easeml_scheduler::{
     CandidateSpec, Decision, KernelHyperparameters, KernelKind, KernelModel, PriorObservation,
     Scheduler, SchedulerConfig,
 };
-use easeml_store::{AppId, PageRequest, RunId, RunRecord, RunState, Store, StoredOutput};
+use easeml_store::{AppId, PageRequest, RunId, RunRecord, RunState, Store, StoredOutput, best_run};
 use easeml_trainer::{Budget, Candidate, Examples, RunOutcome, estimate_cost};
 use tch::Device;
 
 use crate::app::AppModel;
-use crate::best::best_run;
 use crate::checkpoint_blob;
 use crate::dataset::{StoredTarget, examples_of};
 use crate::error::{Error, Result};
@@ -51,7 +50,8 @@ pub struct EngineConfig {
     pub max_epochs: usize,
     /// The seed of every run (recorded with the run's trials).
     pub seed: u64,
-    /// The scheduler's policies (Hybrid over cost-aware GP-UCB by default).
+    /// The scheduler's policies (Hybrid over cost-aware GP-UCB by default, expected costs calibrated
+    /// by observed ones: they start as FLOP estimates).
     pub scheduler: SchedulerConfig,
 }
 
@@ -63,7 +63,10 @@ impl EngineConfig {
             max_run_seconds: if device.is_cuda() { 600.0 } else { 120.0 },
             max_epochs: 20,
             seed: 0,
-            scheduler: SchedulerConfig::default(),
+            scheduler: SchedulerConfig {
+                calibrate_costs: true,
+                ..SchedulerConfig::default()
+            },
         }
     }
 }

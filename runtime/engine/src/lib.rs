@@ -10,7 +10,6 @@
 //! The engine knows nothing of HTTP; it sees the schema only through the app's stored manifest.
 
 pub mod app;
-mod best;
 pub mod checkpoint_blob;
 pub mod dataset;
 mod engine;
@@ -18,8 +17,8 @@ mod error;
 mod model;
 
 pub use app::{AppModel, Workload};
-pub use best::{best_run, over_train_time};
 pub use dataset::Inference;
+pub use easeml_store::{best_run, over_train_time};
 pub use easeml_trainer::device::{choose_device, device_name};
 pub use engine::{Engine, EngineConfig, Event, MIN_EXAMPLES, TrainSummary, load_examples};
 pub use error::{Error, Result};

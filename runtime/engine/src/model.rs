@@ -2,12 +2,11 @@
 //! checked input objects, answering in the app's terms (label names, output objects).
 
 use easeml_example::Object;
-use easeml_store::{AppId, RunRecord, Store};
+use easeml_store::{AppId, RunRecord, Store, best_run};
 use easeml_trainer::Predictor;
 use tch::Device;
 
 use crate::app::AppModel;
-use crate::best::best_run;
 use crate::checkpoint_blob;
 use crate::dataset::{Inference, inference_of, inputs_of};
 use crate::error::{Error, Result};

@@ -368,6 +368,7 @@ fn policy_config(
         user_picker,
         seed,
         amplitude_prior_strength: config.amplitude_prior_strength,
+        calibrate_costs: false,
     }
 }
 

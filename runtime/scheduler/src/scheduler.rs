@@ -39,6 +39,12 @@ pub struct SchedulerConfig {
     /// Per-user amplitude estimate with this many pseudo-observations (see
     /// [`UserGp::with_amplitude_estimate`]); `None` keeps the shared amplitude.
     pub amplitude_prior_strength: Option<f64>,
+    /// Calibrate expected costs from observed ones: when a run's observed cost differs from the
+    /// cost expected for it, the expected costs of the user's untrained candidates are scaled by the
+    /// same ratio (clamped to [0.1, 10] per observation). For the runtime, whose expected costs are
+    /// estimates (FLOPs over an assumed device speed) that are off by a common factor; off for the
+    /// replay, whose expected costs are the true ones.
+    pub calibrate_costs: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -49,6 +55,7 @@ impl Default for SchedulerConfig {
             user_picker: UserPickerKind::default(),
             seed: 0,
             amplitude_prior_strength: None,
+            calibrate_costs: false,
         }
     }
 }
@@ -148,6 +155,7 @@ pub struct Scheduler {
     users: Vec<UserState>,
     next_registration_sequence: u64,
     amplitude_prior_strength: Option<f64>,
+    calibrate_costs: bool,
 }
 
 fn validate_cost(user: &str, model: &str, cost: f64) -> Result<()> {
@@ -182,6 +190,7 @@ impl Scheduler {
             users: Vec::new(),
             next_registration_sequence: 0,
             amplitude_prior_strength: config.amplitude_prior_strength,
+            calibrate_costs: config.calibrate_costs,
         }
     }
 
@@ -399,6 +408,17 @@ impl Scheduler {
                 )
             })
             .collect())
+    }
+
+    /// The expected cost of every candidate of a user (model id order of registration), as the
+    /// cost-aware policies currently see them (observed costs for trained candidates).
+    pub fn expected_costs(&self, user_id: &str) -> Result<(Vec<String>, Vec<f64>)> {
+        let user = &self.users[self.user_index(user_id)?];
+        Ok(user
+            .candidates
+            .iter()
+            .map(|c| (c.model_id.clone(), c.expected_cost))
+            .unzip())
     }
 
     fn cost_scale(&self) -> f64 {
@@ -636,8 +656,19 @@ impl Scheduler {
         if state.status != CandidateStatus::Removed {
             state.status = CandidateStatus::Trained;
         }
+        let ratio = (cost / state.expected_cost).clamp(0.1, 10.0);
         state.expected_cost = cost;
         let bound_at_pick = state.upper_confidence_bound_at_pick.take();
+        if self.calibrate_costs && ratio.is_finite() {
+            for other in &mut user.candidates {
+                if matches!(
+                    other.status,
+                    CandidateStatus::Eligible | CandidateStatus::InFlight
+                ) {
+                    other.expected_cost *= ratio;
+                }
+            }
+        }
         user.gp.add_observation(candidate, quality);
         // Algorithm 2, line 6: the empirical confidence bound is the running minimum of the UCBs
         // of the picked arms; the gap is that bound minus the latest observation.

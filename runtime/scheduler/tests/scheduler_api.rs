@@ -25,6 +25,7 @@ fn scheduler(picker: UserPickerKind, seed: u64) -> Scheduler {
             user_picker: picker,
             seed,
             amplitude_prior_strength: None,
+            calibrate_costs: false,
         },
     )
 }
@@ -124,6 +125,7 @@ fn never_picks_a_finished_user_or_a_trained_candidate() {
                     user_picker: picker,
                     seed: 11,
                     amplitude_prior_strength: Some(2.0),
+                    calibrate_costs: false,
                 },
             );
             let mut remaining: HashMap<String, HashSet<String>> = HashMap::new();
@@ -279,4 +281,28 @@ fn the_same_seed_gives_the_same_decisions() {
     };
     assert_eq!(run(5), run(5));
     assert_ne!(run(5), run(6));
+}
+
+#[test]
+fn calibration_scales_the_untrained_candidates_by_the_observed_cost_ratio() {
+    let mut scheduler = Scheduler::new(
+        no_history_kernel(),
+        SchedulerConfig {
+            calibrate_costs: true,
+            ..SchedulerConfig::default()
+        },
+    );
+    let spec = |id: &str, cost: f64| CandidateSpec {
+        model_id: id.to_owned(),
+        expected_cost: cost,
+    };
+    scheduler
+        .register_user("u", vec![spec("cheap", 1.0), spec("dear", 2.0)], &[])
+        .unwrap();
+    let decision = scheduler.next_decision().unwrap();
+    assert_eq!(decision.model_id, "cheap", "cost-aware: the cheaper first");
+    // It took 4x its estimate: the other estimate is scaled by 4 too, so it stays the dearer one.
+    scheduler.report(&decision, 0.5, 4.0).unwrap();
+    let (_, costs) = scheduler.expected_costs("u").unwrap();
+    assert_eq!(costs, vec![4.0, 8.0]);
 }

@@ -11,12 +11,14 @@
 //! strings and the manifest as JSON text; checking examples against a schema is the client
 //! library's job, done before anything reaches the store. It never sees tch or HTTP.
 
+mod best;
 mod blobs;
 mod labels;
 mod migrations;
 mod store;
 mod time;
 
+pub use best::{best_run, over_train_time};
 pub use blobs::BlobHash;
 pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};

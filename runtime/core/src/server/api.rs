@@ -326,6 +326,12 @@ pub(crate) async fn infer(
     })
     .await?;
     let body = Bytes::from_request(request, &state).await?;
+    answer(&state, name, body).await
+}
+
+/// Inference itself, on the inference thread.
+#[cfg(feature = "engine")]
+async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Json<Value>, ApiError> {
     let report = state
         .shared
         .infer
@@ -360,6 +366,15 @@ pub(crate) async fn infer(
         "candidate": report.candidate,
         "score": score,
     })))
+}
+
+/// Without the engine there are no models to answer with.
+#[cfg(not(feature = "engine"))]
+async fn answer(_: &AppState, _: String, _: Bytes) -> Result<Json<Value>, ApiError> {
+    Err(ApiError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "inference needs the runtime's `engine` feature (libtorch), which this build leaves out",
+    ))
 }
 
 /// Any other path.

@@ -14,7 +14,7 @@
 //! | `GET /api/v1/apps/{name}/examples/{id}` | one example, input and output as JSON |
 //! | `GET /api/v1/apps/{name}/examples/{id}/thumbnail.png` | a PNG of an image input |
 //! | `PATCH /api/v1/apps/{name}/examples/{id}` | `{"enabled": bool}` |
-//! | `POST /api/v1/apps/{name}/infer` | answers from the best model so far (409 before any is trained) |
+//! | `POST /api/v1/apps/{name}/infer` | answers from the best model so far (409 before any is trained; 501 without the `engine` feature) |
 //!
 //! Every app route needs `Authorization: Bearer <the app's token>`: no token is 401, a token that is
 //! not this app's is 403 (also for an app that does not exist, so names do not leak). The store keeps
@@ -30,6 +30,7 @@
 mod api;
 mod auth;
 mod error;
+#[cfg(feature = "engine")]
 mod infer;
 mod json;
 mod page;
@@ -141,6 +142,7 @@ struct Shared {
     pool: StorePool,
     feeds: Semaphore,
     /// The thread that owns the loaded models and answers inferences.
+    #[cfg(feature = "engine")]
     infer: infer::InferWorker,
 }
 
@@ -150,6 +152,7 @@ impl AppState {
     pub fn new(config: Config) -> crate::Result<AppState> {
         let pool = StorePool::open(config.home.clone())?;
         let feeds = Semaphore::new(config.max_concurrent_feeds.max(1));
+        #[cfg(feature = "engine")]
         let infer = infer::InferWorker::start(config.home.clone()).map_err(|source| {
             crate::Error::Serve {
                 what: "starting the inference thread".to_owned(),
@@ -161,6 +164,7 @@ impl AppState {
                 config,
                 pool,
                 feeds,
+                #[cfg(feature = "engine")]
                 infer,
             }),
         })

@@ -6,7 +6,7 @@
 //! to violate a constraint is never served). Runs of every data version count: after the data
 //! changes, the old best keeps serving until a better run on the new data finishes.
 
-use easeml_store::{RunRecord, RunState};
+use crate::store::{RunRecord, RunState};
 
 /// True when a run's cost breaks the `train_time` limit (seconds).
 pub fn over_train_time(run: &RunRecord, train_time_limit: Option<f64>) -> bool {
