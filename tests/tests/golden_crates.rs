@@ -1,12 +1,12 @@
 //! Every golden app crate builds (with one shared target dir, so the runtime is built once) and its
 //! binaries answer `--help`; one app then runs end to end in embedded mode through its real binaries:
-//! feed (good and bad lines), refine, status.
+//! feed (good and bad lines), refine (the flags, and the web page's server), status.
 //!
 //! The crates are generated into the test's temporary folder with an absolute runtime path (the
 //! committed golden crates, byte-compared in `golden_files.rs`, differ only in that path), and use
 //! the workspace's Cargo.lock so they build the same dependency versions.
 
-use std::io::Write as _;
+use std::io::{BufRead as _, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -135,6 +135,76 @@ fn every_golden_crate_builds_and_its_binaries_run() {
     let (code, stdout, _) = run(&app, &[], &home, "");
     assert_eq!(code, 0);
     assert!(stdout.contains("3 examples (2 enabled)"), "{stdout}");
+
+    // `refine` with no option serves the web page, with a per-process token in it.
+    let mut server = Command::new(&app)
+        .args(["refine", "--listen", "127.0.0.1:0"])
+        .env("EASEML_HOME", &home)
+        .env_remove("EASEML_SERVER")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .to_owned();
+    assert!(url.ends_with("/apps/breast_cancer/refine"), "{url}");
+    let address = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let get = |path: &str, host: &str, token: Option<&str>| -> String {
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        let authorization = token.map_or(String::new(), |token| {
+            format!("Authorization: Bearer {token}\r\n")
+        });
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\n{authorization}Connection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    };
+    let page = get("/apps/breast_cancer/refine", &address, None);
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    let token = page
+        .split(r#""token":""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no token in the page"))
+        .to_owned();
+    assert_eq!(token.len(), 64);
+    let listing = get(
+        "/api/v1/apps/breast_cancer/examples",
+        &address,
+        Some(&token),
+    );
+    assert!(listing.starts_with("HTTP/1.1 200"), "{listing}");
+    assert!(listing.contains(r#""total":3"#), "{listing}");
+    let without = get("/api/v1/apps/breast_cancer/examples", &address, None);
+    assert!(without.starts_with("HTTP/1.1 401"), "{without}");
+    // Another website's name for 127.0.0.1 (DNS rebinding) gets nothing.
+    let rebound = get("/apps/breast_cancer/refine", "evil.example", None);
+    assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
+    let _ = server.kill();
+    let _ = server.wait();
+    let (code, _, stderr) = run(
+        &app,
+        &["refine", "--list", "--listen", "127.0.0.1:0"],
+        &home,
+        "",
+    );
+    assert_eq!(code, 2, "--listen goes with the page only: {stderr}");
 
     // Inference before any training says so.
     let infer = target.join("debug/breast_cancer-infer");

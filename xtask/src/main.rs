@@ -2,7 +2,8 @@
 //! pattern), so the README's commands are the same on every machine.
 //!
 //! - `cargo xtask setup`: libtorch for the trainer (PyPI's `torch` in a venv under the user's cache
-//!   dir), idempotent and quick when already done.
+//!   dir) and Chromium for the refine page's browser test (Debian packages), idempotent and quick
+//!   when already done.
 //! - `cargo xtask env`: the shell exports that let plain `cargo` build the trainer
 //!   (`eval "$(cargo xtask env)"`).
 //! - `cargo xtask test`: everything CI checks (fmt, clippy, docs, the whole test suite), with the
@@ -20,6 +21,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
+mod browser;
 mod torch;
 
 use torch::{TorchEnv, setup};
@@ -34,8 +36,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install libtorch (PyPI `torch` in a virtual environment under the user's cache dir); a quick
-    /// no-op when already done.
+    /// Install libtorch (PyPI `torch` in a virtual environment under the user's cache dir) and
+    /// Chromium + chromedriver (apt-get, for the refine page's browser test); a quick no-op when
+    /// already done.
     Setup,
     /// Print the shell exports that let plain `cargo` build and run the trainer:
     /// `eval "$(cargo xtask env)"`.
@@ -66,7 +69,11 @@ fn main() -> Result<()> {
     let root = project_root();
     std::env::set_current_dir(&root)?;
     match cli.command {
-        Task::Setup => setup().map(drop),
+        Task::Setup => {
+            setup()?;
+            browser::ensure_chromium();
+            Ok(())
+        }
         Task::Env => {
             let torch = TorchEnv::locate()?;
             print!("{}", torch.shell_exports());
@@ -134,6 +141,7 @@ fn check_cargo(args: &[&str]) -> Command {
 fn test() -> Result<()> {
     let started = Instant::now();
     setup()?;
+    browser::ensure_chromium();
     run_step("rustfmt", cargo(&["fmt", "--all", "--check"]))?;
     run_step(
         "clippy",

@@ -1,10 +1,13 @@
-//! `easeml`, the runtime binary: `easeml train` (the multi-tenant loop over a local store) and
+//! `easeml`, the runtime binary: `easeml serve` (the HTTP server and refine pages), `easeml apps`
+//! (the apps of a local store), `easeml train` (the multi-tenant loop over a local store) and
 //! `easeml bench scheduler` (the ease.ml replay benchmark).
 
+mod apps;
 mod bench_scheduler;
 mod bench_trainer;
 mod peers;
 mod plot;
+mod serve;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +22,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the JSON API (/api/v1) and every app's refine page over HTTP.
+    Serve(serve::ServeArgs),
+    /// List, register and remove the apps of a local store.
+    Apps(apps::AppsArgs),
     /// Train candidate models of every app in a local store, in the foreground.
     Train(train::TrainArgs),
     /// Benchmarks of the runtime's components.
@@ -42,6 +49,8 @@ enum BenchCommand {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve(args) => serve::run(&args),
+        Command::Apps(args) => apps::run(&args),
         Command::Train(args) => train::run(&args),
         Command::Bench {
             bench: BenchCommand::Scheduler(args),

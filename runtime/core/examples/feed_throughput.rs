@@ -1,9 +1,12 @@
-//! Feed throughput of the embedded store for `[32,32,3]` inputs, against reading the same bytes raw.
+//! Feed throughput for `[32,32,3]` inputs: the embedded store against reading the same bytes raw,
+//! and the same inline-JSON data over HTTP on loopback.
 //!
 //! `cargo run --release -p easeml-runtime --example feed_throughput [N]` (default N = 2000). Writes N
 //! examples as inline JSON lines and as N `.npy` files in a temp dir, then times: reading the files
-//! raw (the baseline), and `Client::feed_lines` of each form into a fresh embedded store (check,
-//! encode, blob files, one SQLite transaction).
+//! raw (the baseline), `Client::feed_lines` of each form into a fresh embedded store (check,
+//! encode, blob files, one SQLite transaction), and `POST /api/v1/apps/bench/examples` to an
+//! in-process `easeml_runtime::server` over a fresh store (one request with every line; then
+//! batches of 100 lines from 4 concurrent clients).
 
 use std::io::Cursor;
 use std::time::Instant;
@@ -118,7 +121,135 @@ fn main() -> Result<()> {
             seconds / baseline
         );
     }
+
+    // The same inline-JSON lines over HTTP on loopback, each variant into a fresh store.
+    let lines: Vec<&str> = json_feed.lines().collect();
+    for (variant, batch, clients) in [
+        ("one request", n, 1usize),
+        ("batches of 100, 4 clients", 100, 4),
+    ] {
+        let server = LoopbackServer::start(&schema)?;
+        let batches: Vec<String> = lines
+            .chunks(batch)
+            .map(|chunk| chunk.join("\n") + "\n")
+            .collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let start = Instant::now();
+        std::thread::scope(|scope| -> Result<()> {
+            let workers: Vec<_> = (0..clients)
+                .map(|_| {
+                    scope.spawn(|| -> Result<usize> {
+                        let http = reqwest::blocking::Client::builder()
+                            .timeout(std::time::Duration::from_secs(600))
+                            .build()?;
+                        let mut added = 0;
+                        loop {
+                            let index = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let Some(body) = batches.get(index) else {
+                                return Ok(added);
+                            };
+                            let response = http
+                                .post(format!("{}/api/v1/apps/bench/examples", server.url))
+                                .header("Authorization", format!("Bearer {}", server.token))
+                                .body(body.clone())
+                                .send()?;
+                            anyhow::ensure!(response.status() == 200, "{}", response.text()?);
+                            added += response.json::<serde_json::Value>()?["added"]
+                                .as_u64()
+                                .unwrap_or(0) as usize;
+                        }
+                    })
+                })
+                .collect();
+            let mut added = 0;
+            for worker in workers {
+                added += worker
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a client panicked"))??;
+            }
+            anyhow::ensure!(added == n, "{added} of {n} stored");
+            Ok(())
+        })?;
+        let seconds = start.elapsed().as_secs_f64();
+        println!(
+            "feed over HTTP on loopback, inline JSON, {variant}: {n} examples in {seconds:.3} s: {:.0} examples/s ({:.1} MB sent)",
+            n as f64 / seconds,
+            json_feed.len() as f64 / 1e6
+        );
+    }
     Ok(())
+}
+
+/// An `easeml_runtime::server` on a free loopback port over a fresh store, with the app registered.
+struct LoopbackServer {
+    url: String,
+    token: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _home: tempfile::TempDir,
+}
+
+impl LoopbackServer {
+    fn start(schema: &easeml_runtime::Schema) -> Result<LoopbackServer> {
+        let home = tempfile::tempdir()?;
+        let mut config = easeml_runtime::server::Config::new(home.path());
+        config.listen = "127.0.0.1:0".parse()?;
+        config.max_body_bytes = 1 << 30;
+        let (address_sender, address) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let Ok(runtime) = easeml_runtime::server::runtime() else {
+                return;
+            };
+            runtime.block_on(async move {
+                let server = match easeml_runtime::server::Server::bind(config).await {
+                    Ok(server) => server,
+                    Err(error) => {
+                        let _ = address_sender.send(Err(error.to_string()));
+                        return;
+                    }
+                };
+                let _ = address_sender.send(server.local_addr().map_err(|e| e.to_string()));
+                let _ = server
+                    .run(async move {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        });
+        let address = address.recv()?.map_err(anyhow::Error::msg)?;
+        let url = format!("http://{address}");
+        let manifest = easeml_runtime::AppSpec::from_schema(schema.clone())
+            .manifest()
+            .to_owned();
+        let response = reqwest::blocking::Client::new()
+            .post(format!("{url}/api/v1/apps"))
+            .body(manifest)
+            .send()?;
+        anyhow::ensure!(response.status() == 201, "{}", response.text()?);
+        let token = response.json::<serde_json::Value>()?["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        Ok(LoopbackServer {
+            url,
+            token,
+            stop: Some(stop),
+            thread: Some(thread),
+            _home: home,
+        })
+    }
+}
+
+impl Drop for LoopbackServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 fn write_npy(path: &std::path::Path, values: &[f32]) -> Result<()> {

@@ -191,6 +191,10 @@ fn feed_command(schema: &Schema) -> Command {
 fn refine_command() -> Command {
     Command::new("refine")
         .about("List the examples fed so far and turn each on or off for training")
+        .long_about(
+            "List the examples fed so far and turn each on or off for training.\n\nWith no option it serves \
+             the refine web page (thumbnails, filters, a switch per example) on --listen until Ctrl-C.",
+        )
         .arg(
             Arg::new("list")
                 .long("list")
@@ -211,11 +215,16 @@ fn refine_command() -> Command {
                 .value_parser(clap::value_parser!(i64))
                 .help("Train on example ID again"),
         )
-        .group(
-            ArgGroup::new("action")
-                .args(["list", "disable", "enable"])
-                .required(true),
+        .arg(
+            Arg::new("listen")
+                .long("listen")
+                .value_name("ADDR")
+                .default_value("127.0.0.1:9000")
+                .value_parser(clap::value_parser!(std::net::SocketAddr))
+                .conflicts_with("action")
+                .help("Serve the refine web page on this address (the default with no option)"),
         )
+        .group(ArgGroup::new("action").args(["list", "disable", "enable"]))
 }
 
 /// The `feed --help` text: the line format, with an example for this very schema.
@@ -419,7 +428,7 @@ fn refine(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     ) {
         (Some(id), _) => (*id, true),
         (_, Some(id)) => (*id, false),
-        _ => return Err("say --list, --enable ID or --disable ID".to_owned()),
+        _ => return refine_page(client, arguments),
     };
     let version = client
         .set_enabled(ExampleId(id), enabled)
@@ -430,6 +439,20 @@ fn refine(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
         if enabled { "enabled" } else { "disabled" }
     );
     Ok(())
+}
+
+/// `refine` with no option: the web page for this app, from the local store, until Ctrl-C.
+fn refine_page(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
+    let listen = arguments
+        .get_one::<std::net::SocketAddr>("listen")
+        .copied()
+        .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 9000)));
+    let home = client.store().home().to_owned();
+    let app = client.app_name().to_owned();
+    crate::server::serve_refine_page(home, &app, listen, |url| {
+        println!("{app}: the refine page is at {url} (Ctrl-C to stop)");
+    })
+    .map_err(|error| error.to_string())
 }
 
 #[cfg(feature = "engine")]

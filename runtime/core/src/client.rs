@@ -48,6 +48,8 @@ impl AppSpec {
             .ok_or_else(|| Error::Manifest("no `schema` key".to_owned()))?;
         let schema: Schema = serde_json::from_value(schema_value.clone())
             .map_err(|error| Error::Manifest(format!("`schema`: {error}")))?;
+        validate_schema(&schema)
+            .map_err(|message| Error::Manifest(format!("`schema`: {message}")))?;
         if let Some(system_type) = value.get("system_type").and_then(|value| value.as_str())
             && system_type != schema.system_type()
         {
@@ -65,6 +67,49 @@ impl AppSpec {
     /// The app's schema.
     pub fn schema(&self) -> &Schema {
         &self.schema
+    }
+
+    /// The manifest text stored with the app.
+    pub fn manifest(&self) -> &str {
+        &self.manifest
+    }
+
+    /// Registers the app in `store`; returns it with its token (shown once; the store keeps only its
+    /// sha256). An app of that name already registered is `Error::Store(AppExists)`. Shared by
+    /// [`Client::open`], `easeml apps register` and the server's `POST /api/v1/apps`.
+    pub fn register(&self, store: &mut Store) -> Result<(App, String)> {
+        let schema = &self.schema;
+        let new_app = NewApp {
+            name: schema.app.clone(),
+            manifest: self.manifest.clone(),
+            system_type: schema.system_type(),
+            label_capacity: label_capacity(schema),
+            declared_labels: schema.labels.clone(),
+        };
+        Ok(store.register_app(&new_app)?)
+    }
+
+    /// Checks that `app`, registered in `store`, has this spec's canonical type and declared labels
+    /// (else its stored data would not fit this program).
+    pub fn check_registered(&self, store: &Store, app: &App) -> Result<()> {
+        let schema = &self.schema;
+        let stored_labels = if app.labels_declared {
+            store.label_map(app.id)?.map(|map| map.labels)
+        } else {
+            None
+        };
+        if app.system_type != schema.system_type() || stored_labels != schema.labels {
+            let describe = |system_type: &str, labels: &Option<Vec<String>>| match labels {
+                Some(labels) => format!("{system_type} with labels [{}]", labels.join(", ")),
+                None => system_type.to_owned(),
+            };
+            return Err(Error::SchemaMismatch {
+                app: app.name.clone(),
+                stored: describe(&app.system_type, &stored_labels),
+                given: describe(&schema.system_type(), &schema.labels),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -145,6 +190,66 @@ pub enum Score {
     },
 }
 
+/// The largest tensor a schema may declare (LANGUAGE.md: the product of the dimensions is at most
+/// 2^31 - 1).
+const MAX_ELEMENTS: u64 = (1 << 31) - 1;
+
+/// The checks of the compiler that a manifest read from outside (a file, an HTTP request) must still
+/// pass, since its schema did not necessarily come from `easemlc`: a valid app name, non-empty unique
+/// field names, dimensions of at least 1 with a product of at most 2^31 - 1, and declared labels that
+/// fit a `[D]` output.
+fn validate_schema(schema: &Schema) -> std::result::Result<(), String> {
+    let name_ok = schema.app.len() <= 64
+        && schema.app.starts_with(|c: char| c.is_ascii_lowercase())
+        && schema
+            .app
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !name_ok {
+        return Err(format!(
+            "app name {:?} is not a name: at most 64 of [a-z0-9_], starting with a letter",
+            schema.app
+        ));
+    }
+    for (side, data_type) in [("input", &schema.input), ("output", &schema.output)] {
+        if data_type.tensors().next().is_none() {
+            return Err(format!("the {side} has no tensor field"));
+        }
+        let mut names = std::collections::HashSet::new();
+        for field in &data_type.fields {
+            if field.name.is_empty() || !names.insert(field.name.as_str()) {
+                return Err(format!(
+                    "the {side} has an empty or repeated field name {:?}",
+                    field.name
+                ));
+            }
+        }
+        for tensor in data_type.tensors() {
+            let count = tensor.dims.iter().try_fold(1u64, |count, &dim| {
+                (dim >= 1).then(|| count.checked_mul(dim)).flatten()
+            });
+            if tensor.dims.is_empty() || count.is_none_or(|count| count > MAX_ELEMENTS) {
+                return Err(format!(
+                    "the {side} tensor {:?} is not a shape: dimensions of at least 1, at most 2^31 - 1 elements",
+                    tensor.dims
+                ));
+            }
+        }
+    }
+    if let Some(labels) = &schema.labels {
+        let distinct: std::collections::HashSet<&String> = labels.iter().collect();
+        if schema.output.single_vector() != Some(labels.len() as u64)
+            || distinct.len() != labels.len()
+            || labels.iter().any(String::is_empty)
+        {
+            return Err(
+                "declared labels must be distinct, not empty, and D of an output [D]".to_owned(),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// D when an app's output can be a label: the declared labels' count, or D of an output `[D]` with
 /// D >= 2 (D = 1 is regression).
 fn label_capacity(schema: &Schema) -> Option<u64> {
@@ -166,50 +271,46 @@ impl Client {
                 return Err(Error::RemoteUnavailable { url: url.clone() });
             }
         };
-        let schema = spec.schema;
-        let app = match store.app_by_name(&schema.app)? {
+        let app = match store.app_by_name(&spec.schema.app)? {
             Some(app) => app,
-            None => {
-                let new_app = NewApp {
-                    name: schema.app.clone(),
-                    manifest: spec.manifest,
-                    system_type: schema.system_type(),
-                    label_capacity: label_capacity(&schema),
-                    declared_labels: schema.labels.clone(),
-                };
-                match store.register_app(&new_app) {
-                    Ok((app, _token)) => app,
-                    // Registered by another process meanwhile.
-                    Err(easeml_store::Error::AppExists(_)) => store
-                        .app_by_name(&schema.app)?
-                        .ok_or_else(|| easeml_store::Error::NoSuchApp(schema.app.clone()))?,
-                    Err(error) => return Err(error.into()),
-                }
-            }
+            None => match spec.register(&mut store) {
+                Ok((app, _token)) => app,
+                // Registered by another process meanwhile.
+                Err(Error::Store(easeml_store::Error::AppExists(_))) => store
+                    .app_by_name(&spec.schema.app)?
+                    .ok_or_else(|| easeml_store::Error::NoSuchApp(spec.schema.app.clone()))?,
+                Err(error) => return Err(error),
+            },
         };
-        let stored_labels = if app.labels_declared {
-            store.label_map(app.id)?.map(|map| map.labels)
-        } else {
-            None
-        };
-        if app.system_type != schema.system_type() || stored_labels != schema.labels {
-            let describe = |system_type: &str, labels: &Option<Vec<String>>| match labels {
-                Some(labels) => format!("{system_type} with labels [{}]", labels.join(", ")),
-                None => system_type.to_owned(),
-            };
-            return Err(Error::SchemaMismatch {
-                app: app.name,
-                stored: describe(&app.system_type, &stored_labels),
-                given: describe(&schema.system_type(), &schema.labels),
-            });
-        }
+        spec.check_registered(&store, &app)?;
         Ok(Client {
             store,
             app,
-            schema,
+            schema: spec.schema,
             #[cfg(feature = "engine")]
             served: None,
         })
+    }
+
+    /// A client of the app named `name` that is already registered in `store`, described by its
+    /// stored manifest (the server's way in: it never opens an app it does not hold).
+    pub fn attach(store: Store, name: &str) -> Result<Client> {
+        let app = store
+            .app_by_name(name)?
+            .ok_or_else(|| easeml_store::Error::NoSuchApp(name.to_owned()))?;
+        let spec = AppSpec::from_manifest_json(&app.manifest)?;
+        Ok(Client {
+            store,
+            app,
+            schema: spec.schema,
+            #[cfg(feature = "engine")]
+            served: None,
+        })
+    }
+
+    /// Gives the store back (for a pool of store connections).
+    pub fn into_store(self) -> Store {
+        self.store
     }
 
     /// The app's schema.
@@ -338,6 +439,15 @@ impl Client {
     /// One page of the app's examples, in id order.
     pub fn examples(&self, page: PageRequest) -> Result<Page<ExampleRecord>> {
         Ok(self.store.examples(self.app.id, page)?)
+    }
+
+    /// One page of the app's examples that pass `filter` (enabled or not, a label), in id order.
+    pub fn examples_filtered(
+        &self,
+        page: PageRequest,
+        filter: &easeml_store::ExampleFilter,
+    ) -> Result<Page<ExampleRecord>> {
+        Ok(self.store.examples_filtered(self.app.id, page, filter)?)
     }
 
     /// One example with its input and output decoded.

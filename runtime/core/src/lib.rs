@@ -10,6 +10,8 @@
 //! Generated `Input` / `Output` structs hold [`Tensor`]s; generated code reaches the runtime only
 //! through `__private`.
 //!
+//! [`server`] is the HTTP side: `easeml serve` and the generated binaries' `refine` page.
+//!
 //! The loaders of the `feed` formats (DESIGN.md section 2) live in [`feed`]; the checked object model
 //! and its binary encoding in the `easeml-example` crate; the storage in `easeml-store`.
 
@@ -17,6 +19,7 @@ pub mod app_cli;
 mod client;
 mod connection;
 pub mod feed;
+pub mod server;
 mod status;
 pub mod tensor;
 
@@ -81,6 +84,15 @@ pub enum Error {
     /// Reading the feed itself failed.
     #[error("reading the feed: {0}")]
     Read(#[source] std::io::Error),
+    /// The server could not start or stop (listening, the async runtime).
+    #[error("{what}: {source}")]
+    Serve {
+        /// What the server was doing, e.g. `cannot listen on 127.0.0.1:9000`.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Inference before any model finished training.
     #[error("{}", no_model_message(.app, *.training))]
     NoModel {

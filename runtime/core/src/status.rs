@@ -4,9 +4,10 @@
 use std::fmt;
 
 use easeml_store::{RunId, RunRecord, RunState, format_utc};
+use serde::{Serialize, Serializer};
 
-/// An app's status.
-#[derive(Debug, Clone, PartialEq)]
+/// An app's status (serializes as the JSON of `GET /api/v1/apps/{name}/status`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Status {
     /// The app's name.
     pub app: String,
@@ -21,17 +22,20 @@ pub struct Status {
     /// Every run, oldest first.
     pub runs: Vec<RunReport>,
     /// The best finished run that meets the app's `train_time` constraint, if any.
+    #[serde(serialize_with = "optional_run_id")]
     pub best: Option<RunId>,
 }
 
 /// One line of the report.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunReport {
     /// The run.
+    #[serde(serialize_with = "run_id")]
     pub id: RunId,
     /// The candidate id.
     pub candidate: String,
     /// Its state.
+    #[serde(serialize_with = "run_state")]
     pub state: RunState,
     /// When it finished, else started, else was queued (ms since the epoch).
     pub date_ms: i64,
@@ -45,6 +49,21 @@ pub struct RunReport {
     pub over_train_time: bool,
     /// Why it failed.
     pub error: Option<String>,
+}
+
+fn run_id<S: Serializer>(id: &RunId, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_i64(id.0)
+}
+
+fn optional_run_id<S: Serializer>(id: &Option<RunId>, serializer: S) -> Result<S::Ok, S::Error> {
+    match id {
+        Some(id) => serializer.serialize_some(&id.0),
+        None => serializer.serialize_none(),
+    }
+}
+
+fn run_state<S: Serializer>(state: &RunState, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(state.as_str())
 }
 
 impl Status {

@@ -23,8 +23,9 @@ pub use blobs::BlobHash;
 pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};
 pub use store::{
-    App, AppId, Blob, Durability, ExampleId, ExampleRecord, InsertReport, NewApp, NewExample,
-    NewOutput, Page, PageRequest, RunId, RunRecord, RunState, Store, StoreOptions, StoredOutput,
+    App, AppId, Blob, Durability, ExampleFilter, ExampleId, ExampleRecord, InsertReport, NewApp,
+    NewExample, NewOutput, Page, PageRequest, RunId, RunRecord, RunState, Store, StoreOptions,
+    StoredOutput,
 };
 pub use time::{format_utc, now_ms};
 

@@ -169,6 +169,15 @@ impl Default for PageRequest {
     }
 }
 
+/// Which examples a listing keeps ([`Store::examples_filtered`]); the default keeps all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExampleFilter {
+    /// Only enabled (`Some(true)`) or only disabled (`Some(false)`) examples.
+    pub enabled: Option<bool>,
+    /// Only examples with this label.
+    pub label: Option<String>,
+}
+
 /// One page of a listing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page<T> {
@@ -598,21 +607,35 @@ impl Store {
 
     /// One page of the app's examples, in id order.
     pub fn examples(&self, id: AppId, request: PageRequest) -> Result<Page<ExampleRecord>> {
+        self.examples_filtered(id, request, &ExampleFilter::default())
+    }
+
+    /// One page of the app's examples that pass `filter`, in id order; `total` counts those that
+    /// pass.
+    pub fn examples_filtered(
+        &self,
+        id: AppId,
+        request: PageRequest,
+        filter: &ExampleFilter,
+    ) -> Result<Page<ExampleRecord>> {
         let app = self.app(id)?;
         let limit = request.limit.clamp(1, 10_000);
         let context = format!("listing examples of app `{}`", app.name);
+        const FILTER: &str = "(?2 IS NULL OR e.enabled = ?2) AND (?3 IS NULL OR l.label = ?3)";
         let mut statement = self
             .connection
             .prepare_cached(&format!(
                 "SELECT {EXAMPLE_COLUMNS} FROM examples e
                  LEFT JOIN label_maps l ON l.app = e.app AND l.label_index = e.label_index
-                 WHERE e.app = ?1 AND e.id > ?2 ORDER BY e.id LIMIT ?3"
+                 WHERE e.app = ?1 AND {FILTER} AND e.id > ?4 ORDER BY e.id LIMIT ?5"
             ))
             .map_err(sqlite(context.clone()))?;
         let items: Vec<ExampleRecord> = statement
             .query_map(
                 params![
                     id.0,
+                    filter.enabled,
+                    filter.label,
                     request.after.map_or(i64::MIN, |after| after.0),
                     limit + 1
                 ],
@@ -623,14 +646,27 @@ impl Store {
         let mut items = items;
         let more = items.len() > limit as usize;
         items.truncate(limit as usize);
-        let total: i64 = self
-            .connection
-            .query_row(
-                "SELECT COUNT(*) FROM examples WHERE app = ?1",
-                [id.0],
-                |row| row.get(0),
-            )
-            .map_err(sqlite(context))?;
+        let total: i64 = if filter.enabled.is_none() && filter.label.is_none() {
+            self.connection
+                .query_row(
+                    "SELECT COUNT(*) FROM examples WHERE app = ?1",
+                    [id.0],
+                    |row| row.get(0),
+                )
+                .map_err(sqlite(context))?
+        } else {
+            self.connection
+                .query_row(
+                    &format!(
+                        "SELECT COUNT(*) FROM examples e
+                         LEFT JOIN label_maps l ON l.app = e.app AND l.label_index = e.label_index
+                         WHERE e.app = ?1 AND {FILTER}"
+                    ),
+                    params![id.0, filter.enabled, filter.label],
+                    |row| row.get(0),
+                )
+                .map_err(sqlite(context))?
+        };
         let next = match items.last() {
             Some(last) if more => Some(PageRequest {
                 after: Some(last.id),

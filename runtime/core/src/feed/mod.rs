@@ -38,6 +38,9 @@ pub struct FeedOptions {
     /// still gets all of the batch or none of it; the blob files of a failed batch this large stay
     /// unreferenced until `Store::collect_garbage`.
     pub max_batch_memory: usize,
+    /// Whether inputs and outputs may name files (images, `.npy`) to read. The server turns this off:
+    /// it never reads its own files on a client's behalf, so a path is a bad line there.
+    pub allow_paths: bool,
 }
 
 impl Default for FeedOptions {
@@ -46,6 +49,7 @@ impl Default for FeedOptions {
             base_dir: None,
             skip_bad: false,
             max_batch_memory: 256 << 20,
+            allow_paths: true,
         }
     }
 }
@@ -91,6 +95,7 @@ pub struct LineChecker<'a> {
     schema: &'a Schema,
     base_dir: PathBuf,
     takes_labels: bool,
+    allow_paths: bool,
 }
 
 /// A token of a pair line: JSON, or text (a path or a label), or an input tensor already checked
@@ -108,6 +113,7 @@ impl<'a> LineChecker<'a> {
             schema,
             base_dir: options.base_dir.clone().unwrap_or_default(),
             takes_labels,
+            allow_paths: options.allow_paths,
         }
     }
 
@@ -217,6 +223,7 @@ impl<'a> LineChecker<'a> {
             Token::Json(value) => {
                 object_from_json(data_type, &value, "input").map_err(|error| error.to_string())
             }
+            Token::Text(path) if !self.allow_paths => Err(refused_path("input", &path)),
             Token::Text(path) => {
                 let lower = path.to_ascii_lowercase();
                 if lower.ends_with(".npy") {
@@ -247,6 +254,11 @@ impl<'a> LineChecker<'a> {
             Token::Json(value) => object_from_json(data_type, &value, "output")
                 .map(CheckedOutput::Object)
                 .map_err(|error| error.to_string()),
+            Token::Text(text)
+                if text.to_ascii_lowercase().ends_with(".npy") && !self.allow_paths =>
+            {
+                Err(refused_path("output", &text))
+            }
             Token::Text(text) if text.to_ascii_lowercase().ends_with(".npy") => self
                 .npy(data_type, &text, "output")
                 .map(CheckedOutput::Object),
@@ -280,6 +292,13 @@ impl<'a> LineChecker<'a> {
             self.base_dir.join(path)
         }
     }
+}
+
+/// The error for a file path where files may not be read ([`FeedOptions::allow_paths`] off).
+fn refused_path(side: &str, path: &str) -> String {
+    format!(
+        "{side} `{path}` is a file path, and the server never reads files on a client's behalf; send the values inline (a JSON array, or a JSON Lines record)"
+    )
 }
 
 /// The dims of a type that is exactly one tensor field.

@@ -1,0 +1,391 @@
+//! The handlers of the JSON API under `/api/v1` (see the module documentation of `server` for the
+//! routes). Store work runs on blocking threads, after the token check.
+
+use std::io::Cursor;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::{authorize_admin, authorize_app, bearer};
+use super::{ApiError, AppState, json as example_json, thumbnail};
+use crate::{AppSpec, Client, ExampleId, FeedOptions, PageRequest};
+
+/// The most examples one listing page returns.
+const MAX_PAGE: u32 = 1000;
+
+/// Runs `work` on a blocking thread with a store connection from the pool.
+async fn with_store<T: Send + 'static>(
+    state: &AppState,
+    work: impl FnOnce(&mut easeml_store::Store) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || {
+        let pool = &state.shared.pool;
+        let mut store = pool.get()?;
+        let result = work(&mut store);
+        pool.put(store);
+        result
+    })
+    .await
+    .map_err(ApiError::internal)?
+}
+
+/// Checks `token` for app `name`, then runs `work` on a blocking thread with the app's client.
+async fn with_app<T: Send + 'static>(
+    state: &AppState,
+    name: String,
+    token: String,
+    work: impl FnOnce(&mut Client) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || {
+        let pool = &state.shared.pool;
+        let store = pool.get()?;
+        if let Err(error) = authorize_app(&state, &store, &name, &token) {
+            pool.put(store);
+            return Err(error);
+        }
+        let mut client = Client::attach(store, &name)?;
+        let result = work(&mut client);
+        pool.put(client.into_store());
+        result
+    })
+    .await
+    .map_err(ApiError::internal)?
+}
+
+/// The app name of an app route.
+fn app_name(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    Ok(path?.0)
+}
+
+/// The app name and example id of an example route.
+fn example_path(
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<(String, ExampleId), ApiError> {
+    let Path((name, id)) = path?;
+    let id = id
+        .parse::<i64>()
+        .map_err(|_| ApiError::bad_request(format!("example id `{id}` is not a number")))?;
+    Ok((name, ExampleId(id)))
+}
+
+/// `GET /api/v1/health`.
+pub(crate) async fn health() -> Json<Value> {
+    Json(json!({"ok": true}))
+}
+
+/// `POST /api/v1/apps`: registers the app of the `easeml.json` in the body.
+pub(crate) async fn register(
+    State(state): State<AppState>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    authorize_admin(&state, request.headers())?;
+    let body = Bytes::from_request(request, &state).await?;
+    let text = std::str::from_utf8(&body)
+        .map_err(|_| ApiError::bad_request("the manifest is not UTF-8 text"))?;
+    let spec = AppSpec::from_manifest_json(text)?;
+    let (app, token) = with_store(&state, move |store| Ok(spec.register(store)?)).await?;
+    tracing::info!(app = %app.name, id = app.id.0, "registered app");
+    let body = json!({"id": app.id.0, "name": app.name, "token": token});
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// `GET /api/v1/apps/{name}/status`: the figure-5 report.
+pub(crate) async fn status(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Json<crate::Status>, ApiError> {
+    let name = app_name(path)?;
+    let token = bearer(&headers)?;
+    let status = with_app(&state, name, token, |client| Ok(client.status()?)).await?;
+    Ok(Json(status))
+}
+
+/// `GET /api/v1/apps/{name}/runs`: every run, oldest first.
+pub(crate) async fn runs(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let name = app_name(path)?;
+    let token = bearer(&headers)?;
+    let status = with_app(&state, name, token, |client| Ok(client.status()?)).await?;
+    Ok(Json(
+        json!({"app": status.app, "best": status.best.map(|id| id.0), "runs": status.runs}),
+    ))
+}
+
+/// `POST /api/v1/apps/{name}/examples`: a feed. The body is text in the `feed` line formats; every
+/// line is checked, then all examples are stored in one transaction, or none when a line is bad.
+pub(crate) async fn feed(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    request: Request,
+) -> Result<Json<Value>, ApiError> {
+    let name = app_name(path)?;
+    let token = bearer(request.headers())?;
+    // The token is checked before the body is read (and again with the store, below).
+    with_store(&state, {
+        let (state, name, token) = (state.clone(), name.clone(), token.clone());
+        move |store| authorize_app(&state, store, &name, &token).map(drop)
+    })
+    .await?;
+    let body = Bytes::from_request(request, &state).await?;
+    let _permit = state
+        .shared
+        .feeds
+        .acquire()
+        .await
+        .map_err(ApiError::internal)?;
+    let lines = body.len();
+    let report = with_app(&state, name.clone(), token, move |client| {
+        let options = FeedOptions {
+            allow_paths: false,
+            ..FeedOptions::default()
+        };
+        Ok(client.feed_lines(Cursor::new(body), &options)?)
+    })
+    .await?;
+    tracing::info!(app = %name, added = report.added, bytes = lines, data_version = report.data_version, "feed");
+    let new_labels: Vec<Value> = report
+        .new_labels
+        .iter()
+        .map(|(label, index)| json!({"label": label, "index": index}))
+        .collect();
+    Ok(Json(json!({
+        "added": report.added,
+        "ids": report.ids.iter().map(|id| id.0).collect::<Vec<_>>(),
+        "data_version": report.data_version,
+        "new_labels": new_labels,
+    })))
+}
+
+/// The query of `GET .../examples`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    /// Examples with ids above this.
+    after: Option<i64>,
+    /// At most this many (default 50, at most 1000).
+    limit: Option<u32>,
+    /// Only enabled (`true`) or disabled (`false`) ones.
+    enabled: Option<bool>,
+    /// Only those with this label.
+    label: Option<String>,
+}
+
+/// `GET /api/v1/apps/{name}/examples?after=&limit=&enabled=&label=`: one page of examples.
+pub(crate) async fn list_examples(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let name = app_name(path)?;
+    let Query(query) = query?;
+    let token = bearer(&headers)?;
+    let request = PageRequest {
+        after: query.after.map(ExampleId),
+        limit: query.limit.unwrap_or(50).clamp(1, MAX_PAGE),
+    };
+    let filter = easeml_store::ExampleFilter {
+        enabled: query.enabled,
+        label: query.label,
+    };
+    let value = with_app(&state, name, token, move |client| {
+        let page = client.examples_filtered(request, &filter)?;
+        let items: Vec<Value> = page.items.iter().map(example_json::listed).collect();
+        Ok(json!({
+            "app": client.app_name(),
+            "total": page.total,
+            "next_after": page.next.and_then(|next| next.after).map(|id| id.0),
+            "labels": client.labels()?,
+            "thumbnails": thumbnail::image_shape(&client.schema().input).is_some(),
+            "system_type": client.schema().system_type(),
+            "items": items,
+        }))
+    })
+    .await?;
+    Ok(Json(value))
+}
+
+/// `GET /api/v1/apps/{name}/examples/{id}`: one example with its input and output.
+pub(crate) async fn get_example(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (name, id) = example_path(path)?;
+    let token = bearer(&headers)?;
+    // Serialized on the blocking thread: deep recursive examples make deep JSON.
+    let bytes = with_app(&state, name, token, move |client| {
+        let example = client.example(id)?;
+        serde_json::to_vec(&example_json::full(client.schema(), &example))
+            .map_err(ApiError::internal)
+    })
+    .await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        bytes,
+    )
+        .into_response())
+}
+
+/// `GET /api/v1/apps/{name}/examples/{id}/thumbnail.png`: a PNG of an image input.
+pub(crate) async fn thumbnail(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (name, id) = example_path(path)?;
+    let token = bearer(&headers)?;
+    let png = with_app(&state, name, token, move |client| {
+        let schema = client.schema().clone();
+        if thumbnail::image_shape(&schema.input).is_none() {
+            return Err(ApiError::not_found(format!(
+                "app `{}` has no thumbnails: its input {} is not an image ([A,B,3], [A,B,1] or [A,B])",
+                schema.app, schema.input
+            )));
+        }
+        let example = client.example(id)?;
+        let values = example.input.tensors.first().map_or(&[][..], Vec::as_slice);
+        thumbnail::png(&schema.input, values)
+            .ok_or_else(|| ApiError::internal("encoding a thumbnail failed"))
+    })
+    .await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("image/png")),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("private, max-age=86400"),
+            ),
+        ],
+        png,
+    )
+        .into_response())
+}
+
+/// The body of `PATCH .../examples/{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Toggle {
+    enabled: bool,
+}
+
+/// `PATCH /api/v1/apps/{name}/examples/{id}` with `{"enabled": bool}`: turns an example on or off.
+pub(crate) async fn set_enabled(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    request: Request,
+) -> Result<Json<Value>, ApiError> {
+    let (name, id) = example_path(path)?;
+    let token = bearer(request.headers())?;
+    let body = Bytes::from_request(request, &state).await?;
+    let toggle: Toggle = serde_json::from_slice(&body).map_err(|error| {
+        ApiError::bad_request(format!(
+            "the body must be {{\"enabled\": true}} or {{\"enabled\": false}}: {error}"
+        ))
+    })?;
+    let data_version = with_app(&state, name, token, move |client| {
+        Ok(client.set_enabled(id, toggle.enabled)?)
+    })
+    .await?;
+    Ok(Json(json!({
+        "id": id.0,
+        "enabled": toggle.enabled,
+        "data_version": data_version,
+    })))
+}
+
+/// `POST /api/v1/apps/{name}/infer`: answers inputs with the app's best model so far. The body is
+/// text in the feed line formats with the output optional (`INPUT` or `INPUT OUTPUT` lines, or JSON
+/// Lines `{"input": ...}`); when every line gives its expected output the answers are scored. A bad
+/// line fails the whole request; before any model is trained the answer is 409.
+pub(crate) async fn infer(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    request: Request,
+) -> Result<Json<Value>, ApiError> {
+    let name = app_name(path)?;
+    let token = bearer(request.headers())?;
+    with_store(&state, {
+        let (state, name, token) = (state.clone(), name.clone(), token.clone());
+        move |store| authorize_app(&state, store, &name, &token).map(drop)
+    })
+    .await?;
+    let body = Bytes::from_request(request, &state).await?;
+    answer(&state, name, body).await
+}
+
+/// Inference itself, on the inference thread.
+#[cfg(feature = "engine")]
+async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Json<Value>, ApiError> {
+    let report = state
+        .shared
+        .infer
+        .infer(name, body)
+        .await
+        .ok_or_else(|| ApiError::internal("the inference thread has stopped"))??;
+    let answers: Vec<Value> = report
+        .answers
+        .iter()
+        .map(|(line, answer)| {
+            let mut value = serde_json::to_value(answer).unwrap_or_default();
+            if let Some(map) = value.as_object_mut() {
+                map.insert("line".to_owned(), json!(line));
+            }
+            value
+        })
+        .collect();
+    let score = match report.score {
+        Some(crate::Score::Accuracy { correct, total }) => json!({
+            "accuracy": correct as f64 / total.max(1) as f64,
+            "correct": correct,
+            "total": total,
+        }),
+        Some(crate::Score::MeanSquaredError { value, total }) => {
+            json!({"mean_squared_error": value, "total": total})
+        }
+        None => Value::Null,
+    };
+    Ok(Json(json!({
+        "answers": answers,
+        "run": report.run.0,
+        "candidate": report.candidate,
+        "score": score,
+    })))
+}
+
+/// Without the engine there are no models to answer with.
+#[cfg(not(feature = "engine"))]
+async fn answer(_: &AppState, _: String, _: Bytes) -> Result<Json<Value>, ApiError> {
+    Err(ApiError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "inference needs the runtime's `engine` feature (libtorch), which this build leaves out",
+    ))
+}
+
+/// Any other path.
+pub(crate) async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::not_found(format!("no route {method} {}", uri.path()))
+}
+
+/// A known path with another method.
+pub(crate) async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{} does not take {method}", uri.path()),
+    )
+}

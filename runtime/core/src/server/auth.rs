@@ -1,0 +1,172 @@
+//! Who may do what: one token per app (`Authorization: Bearer <token>`), an optional admin token for
+//! registration, and the embedded refine page's per-process token and loopback-only `Host`.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use easeml_store::{App, Store};
+use sha2::{Digest, Sha256};
+
+use super::{ApiError, AppState};
+
+/// The bearer token of a request.
+pub(crate) fn bearer(headers: &HeaderMap) -> Result<String, ApiError> {
+    let missing = || {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "this route needs the app's token: `Authorization: Bearer <token>`",
+        )
+    };
+    let value = headers.get(header::AUTHORIZATION).ok_or_else(missing)?;
+    let value = value.to_str().map_err(|_| missing())?;
+    let (scheme, token) = value.split_once(' ').ok_or_else(missing)?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+        return Err(missing());
+    }
+    Ok(token.to_owned())
+}
+
+/// Equal strings, compared in time that depends on neither their contents nor their lengths.
+pub(crate) fn same_secret(given: &str, expected: &str) -> bool {
+    let given = Sha256::digest(given.as_bytes());
+    let expected = Sha256::digest(expected.as_bytes());
+    given
+        .iter()
+        .zip(expected.iter())
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
+}
+
+/// The app `name` when `token` gives access to it. A missing app and a wrong token get the same
+/// 403, so that a token for one app tells nothing about the others.
+pub(crate) fn authorize_app(
+    state: &AppState,
+    store: &Store,
+    name: &str,
+    token: &str,
+) -> Result<App, ApiError> {
+    let refused = || {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("this token does not give access to app `{name}`"),
+        )
+    };
+    if let Some(refine) = &state.config().refine_only {
+        if name != refine.app {
+            return Err(refused());
+        }
+        if same_secret(token, &refine.token) {
+            return store.app_by_name(name)?.ok_or_else(refused);
+        }
+    }
+    let app = store.app_by_name(name)?.ok_or_else(refused)?;
+    if store.verify_token(app.id, token)? {
+        Ok(app)
+    } else {
+        Err(refused())
+    }
+}
+
+/// Whether the request may register apps: the admin token when one is configured; never on the
+/// embedded refine page's server.
+pub(crate) fn authorize_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let config = state.config();
+    if config.refine_only.is_some() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this is an app's refine page server; register apps with `easeml serve`",
+        ));
+    }
+    match &config.admin_token {
+        None => Ok(()),
+        Some(admin) => {
+            let token = bearer(headers).map_err(|_| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "registering an app needs the server's admin token: `Authorization: Bearer <admin token>`",
+                )
+            })?;
+            if same_secret(&token, admin) {
+                Ok(())
+            } else {
+                Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "this is not the server's admin token",
+                ))
+            }
+        }
+    }
+}
+
+/// On the embedded refine page's server, refuses requests whose `Host` is not a loopback name:
+/// a website that points its own name at 127.0.0.1 (DNS rebinding) must not reach the page and
+/// its token.
+pub(crate) async fn check_host(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if state.config().refine_only.is_some() {
+        let host = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .unwrap_or("");
+        if !is_loopback_host(host) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "the refine page answers only to localhost, 127.0.0.1 or [::1]",
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for host in [
+            "localhost:9000",
+            "127.0.0.1:9000",
+            "[::1]:9000",
+            "127.0.0.1",
+            "LOCALHOST",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "evil.example:9000",
+            "",
+            "10.0.0.1:9000",
+            "localhost.evil.example",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn secrets_compare_by_value() {
+        assert!(same_secret("abc", "abc"));
+        assert!(!same_secret("abc", "abd"));
+        assert!(!same_secret("abc", "abcd"));
+    }
+}

@@ -1,0 +1,370 @@
+//! The HTTP server: `easeml serve` (many apps, one token each) and the generated binaries' `refine`
+//! command (one app, a per-process token), over the same store as the embedded client.
+//!
+//! A JSON API under `/api/v1` (axum on tokio) and the refine web page at `/apps/{name}/refine`:
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /api/v1/health` | `{"ok": true}`; no token |
+//! | `POST /api/v1/apps` | body: the app's `easeml.json`; registers it, answers `{id, name, token}` (admin token when configured) |
+//! | `GET /api/v1/apps/{name}/status` | the figure-5 report ([`crate::Status`]) |
+//! | `GET /api/v1/apps/{name}/runs` | the runs of the report |
+//! | `POST /api/v1/apps/{name}/examples` | a feed: the `feed` line formats as text; all examples or none |
+//! | `GET /api/v1/apps/{name}/examples?after=&limit=&enabled=&label=` | one page of examples |
+//! | `GET /api/v1/apps/{name}/examples/{id}` | one example, input and output as JSON |
+//! | `GET /api/v1/apps/{name}/examples/{id}/thumbnail.png` | a PNG of an image input |
+//! | `PATCH /api/v1/apps/{name}/examples/{id}` | `{"enabled": bool}` |
+//! | `POST /api/v1/apps/{name}/infer` | answers from the best model so far (409 before any is trained; 501 without the `engine` feature) |
+//!
+//! Every app route needs `Authorization: Bearer <the app's token>`: no token is 401, a token that is
+//! not this app's is 403 (also for an app that does not exist, so names do not leak). The store keeps
+//! only a sha256 of each token and compares in constant time. Errors are `{"error": "..."}` with a
+//! 4xx status (a feed's bad lines also come as `errors: [{line, message}]`); bodies above
+//! [`Config::max_body_bytes`] are 413. A feed never reads files: a path in it is a bad line.
+//!
+//! Store work runs on tokio's blocking threads with connections from a small pool; feeds are
+//! limited to [`Config::max_concurrent_feeds`] at a time (they are CPU-bound, and this bounds the
+//! memory of checked batches). Graceful shutdown stops accepting connections and lets requests in
+//! flight finish (a feed in flight is then stored whole, or not at all).
+
+mod api;
+mod auth;
+mod error;
+#[cfg(feature = "engine")]
+mod infer;
+mod json;
+mod page;
+mod pool;
+mod thumbnail;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use tokio::sync::Semaphore;
+
+pub use error::ApiError;
+
+use pool::StorePool;
+
+/// The largest request body accepted by default (64 MiB: about 3,000 `[32,32,3]` examples as inline
+/// JSON).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 << 20;
+
+/// How a server runs. Build one with [`Config::new`] and set the fields that differ.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// The address to listen on (default `127.0.0.1:9000`; port 0 picks a free one).
+    pub listen: SocketAddr,
+    /// The store's home directory.
+    pub home: PathBuf,
+    /// When set, registering an app needs `Authorization: Bearer <admin token>`; when not, anyone
+    /// who can reach the server may register apps.
+    pub admin_token: Option<String>,
+    /// The largest request body, in bytes; larger requests get 413.
+    pub max_body_bytes: usize,
+    /// How many feeds are checked and stored at once; more wait their turn.
+    pub max_concurrent_feeds: usize,
+    /// Serve one app only (the generated binaries' `refine` command); see [`RefineOnly`].
+    pub refine_only: Option<RefineOnly>,
+}
+
+impl Config {
+    /// The defaults for a store under `home`.
+    pub fn new(home: impl Into<PathBuf>) -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9000)),
+            home: home.into(),
+            admin_token: None,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_concurrent_feeds: std::thread::available_parallelism()
+                .map_or(2, |cores| cores.get())
+                .clamp(2, 8),
+            refine_only: None,
+        }
+    }
+}
+
+/// The embedded `refine` page's mode: one app, served to this machine only. A random token, made per
+/// process, is written into the page (and accepted for that app besides its stored token), so the
+/// page works without asking while other local websites, which cannot read the page, cannot toggle
+/// examples. Requests whose `Host` is not a loopback name are refused (DNS rebinding), and
+/// registration is off.
+#[derive(Clone)]
+pub struct RefineOnly {
+    app: String,
+    token: String,
+}
+
+impl RefineOnly {
+    /// The mode for `app`, with a fresh random token.
+    pub fn new(app: impl Into<String>) -> crate::Result<RefineOnly> {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes)
+            .map_err(|error| crate::Error::Store(easeml_store::Error::Random(error.to_string())))?;
+        Ok(RefineOnly {
+            app: app.into(),
+            token: bytes.iter().map(|byte| format!("{byte:02x}")).collect(),
+        })
+    }
+
+    /// The app served.
+    pub fn app(&self) -> &str {
+        &self.app
+    }
+}
+
+impl std::fmt::Debug for RefineOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefineOnly")
+            .field("app", &self.app)
+            .field("token", &"(hidden)")
+            .finish()
+    }
+}
+
+/// What every handler shares: the configuration, the store connections, the feed permits.
+#[derive(Clone)]
+pub struct AppState {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    config: Config,
+    pool: StorePool,
+    feeds: Semaphore,
+    /// The thread that owns the loaded models and answers inferences.
+    #[cfg(feature = "engine")]
+    infer: infer::InferWorker,
+}
+
+impl AppState {
+    /// Opens the store under `config.home` (creating and migrating it when needed) and makes the
+    /// state the handlers share.
+    pub fn new(config: Config) -> crate::Result<AppState> {
+        let pool = StorePool::open(config.home.clone())?;
+        let feeds = Semaphore::new(config.max_concurrent_feeds.max(1));
+        #[cfg(feature = "engine")]
+        let infer = infer::InferWorker::start(config.home.clone()).map_err(|source| {
+            crate::Error::Serve {
+                what: "starting the inference thread".to_owned(),
+                source,
+            }
+        })?;
+        Ok(AppState {
+            shared: Arc::new(Shared {
+                config,
+                pool,
+                feeds,
+                #[cfg(feature = "engine")]
+                infer,
+            }),
+        })
+    }
+
+    fn config(&self) -> &Config {
+        &self.shared.config
+    }
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The whole application: API, refine page, body limit, request logs (for tests: serve it on any
+/// listener).
+pub fn router(state: AppState) -> Router {
+    let max_body = state.config().max_body_bytes;
+    const APP: &str = "/api/v1/apps/{name}";
+    Router::new()
+        .route("/api/v1/health", get(api::health))
+        .route("/api/v1/apps", post(api::register))
+        .route(&format!("{APP}/status"), get(api::status))
+        .route(&format!("{APP}/runs"), get(api::runs))
+        .route(
+            &format!("{APP}/examples"),
+            post(api::feed).get(api::list_examples),
+        )
+        .route(
+            &format!("{APP}/examples/{{id}}"),
+            get(api::get_example).patch(api::set_enabled),
+        )
+        .route(
+            &format!("{APP}/examples/{{id}}/thumbnail.png"),
+            get(api::thumbnail),
+        )
+        .route(&format!("{APP}/infer"), post(api::infer))
+        .route("/apps/{name}/refine", get(page::refine_page))
+        .route("/", get(page::index))
+        .fallback(api::not_found)
+        .method_not_allowed_fallback(api::method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::check_host,
+        ))
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(log_request))
+        .with_state(state)
+}
+
+/// One structured log line per request: method, route (the pattern, so tokens and ids stay out of
+/// the logs), status, milliseconds.
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "(no route)".to_owned(), |path| path.as_str().to_owned());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if response.status().is_server_error() {
+        tracing::warn!(%method, %route, status, elapsed_ms, "request");
+    } else {
+        tracing::info!(%method, %route, status, elapsed_ms, "request");
+    }
+    response
+}
+
+/// A server bound to its address, not yet serving.
+#[derive(Debug)]
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    state: AppState,
+}
+
+impl Server {
+    /// Opens the store and binds `config.listen`.
+    pub async fn bind(config: Config) -> crate::Result<Server> {
+        let listen = config.listen;
+        let state = AppState::new(config)?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|source| crate::Error::Serve {
+                what: format!("cannot listen on {listen}"),
+                source,
+            })?;
+        Ok(Server { listener, state })
+    }
+
+    /// The address actually bound (the port chosen when `listen` had port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting and waits for the requests in flight.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let address = self.listener.local_addr()?;
+        tracing::info!(%address, home = %self.state.config().home.display(), "serving");
+        axum::serve(self.listener, router(self.state))
+            .with_graceful_shutdown(shutdown)
+            .await?;
+        tracing::info!(%address, "stopped");
+        Ok(())
+    }
+}
+
+/// Binds `config.listen` and serves until `shutdown` completes (graceful: requests in flight finish).
+pub async fn serve(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> crate::Result<()> {
+    let server = Server::bind(config).await?;
+    server.run(shutdown).await.map_err(serve_error)
+}
+
+fn serve_error(source: std::io::Error) -> crate::Error {
+    crate::Error::Serve {
+        what: "serving".to_owned(),
+        source,
+    }
+}
+
+/// Completes on Ctrl-C or, on Unix, SIGTERM: the usual `shutdown` of [`serve`].
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing the requests in flight");
+}
+
+/// A tokio runtime for the server binaries: worker threads, and blocking threads with 8 MiB stacks
+/// (decoding and printing deep recursive examples recurses up to `easeml_example::MAX_DEPTH`).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(8 << 20)
+        .build()
+}
+
+/// Installs the tracing subscriber of the server binaries: logs to standard error, as text or JSON
+/// lines, at `RUST_LOG`'s levels (default `info`). A second call does nothing.
+pub fn init_logging(json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// Serves the refine page of one app from the local store under `home` until Ctrl-C: the embedded
+/// `refine` command. `on_ready` gets the page's URL once the server listens.
+pub fn serve_refine_page(
+    home: PathBuf,
+    app: &str,
+    listen: SocketAddr,
+    on_ready: impl FnOnce(&str),
+) -> crate::Result<()> {
+    let mut config = Config::new(home);
+    config.listen = listen;
+    config.refine_only = Some(RefineOnly::new(app)?);
+    let runtime = runtime().map_err(|source| crate::Error::Serve {
+        what: "starting the async runtime".to_owned(),
+        source,
+    })?;
+    runtime.block_on(async {
+        let server = Server::bind(config).await?;
+        let address = server.local_addr().map_err(serve_error)?;
+        on_ready(&format!("http://{address}/apps/{app}/refine"));
+        server.run(shutdown_signal()).await.map_err(serve_error)
+    })
+}

@@ -1,0 +1,146 @@
+//! A real server on a loopback port for the HTTP tests, with helpers to register apps and call it.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use easeml_compiler::{Registry, compile, schema::Schema};
+use easeml_runtime::AppSpec;
+use easeml_runtime::server::{Config, Server};
+use reqwest::blocking::{Client as Http, RequestBuilder, Response};
+use serde_json::Value;
+
+/// The schema of a small `.eml` program.
+pub fn schema(source: &str) -> Schema {
+    compile(source, "app", &Registry::builtin())
+        .unwrap_or_else(|diagnostics| panic!("{diagnostics:?}"))
+        .schema
+}
+
+/// The `easeml.json`-like manifest of a schema.
+pub fn manifest(schema: &Schema) -> String {
+    AppSpec::from_schema(schema.clone()).manifest().to_owned()
+}
+
+/// An HTTP client with a timeout, so that no test can hang on the server.
+pub fn http() -> Http {
+    Http::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+/// A server in a thread of this process, on 127.0.0.1 and a free port, over a fresh store.
+pub struct TestServer {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// The store's directory.
+    pub home: PathBuf,
+    /// The address it listens on.
+    pub address: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// Starts a server; `configure` may change its settings (not `listen` or `home`).
+    pub fn start(configure: impl FnOnce(&mut Config)) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        TestServer::start_in(dir, home, configure)
+    }
+
+    /// A server over the store under `home` (another server's, say).
+    pub fn start_over(home: PathBuf, configure: impl FnOnce(&mut Config)) -> TestServer {
+        TestServer::start_in(tempfile::tempdir().unwrap(), home, configure)
+    }
+
+    fn start_in(
+        dir: tempfile::TempDir,
+        home: PathBuf,
+        configure: impl FnOnce(&mut Config),
+    ) -> TestServer {
+        let mut config = Config::new(&home);
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        configure(&mut config);
+        let (address_sender, address_receiver) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = easeml_runtime::server::runtime().unwrap();
+            runtime.block_on(async move {
+                let server = Server::bind(config).await.unwrap();
+                address_sender.send(server.local_addr().unwrap()).unwrap();
+                server
+                    .run(async move {
+                        let _ = stopped.await;
+                    })
+                    .await
+                    .unwrap();
+            });
+        });
+        let address = address_receiver
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the server did not start");
+        TestServer {
+            url: format!("http://{address}"),
+            home,
+            address,
+            stop: Some(stop),
+            thread: Some(thread),
+            _dir: dir,
+        }
+    }
+
+    /// The URL of an API path (`/apps/x/status` -> `http://.../api/v1/apps/x/status`).
+    pub fn api(&self, path: &str) -> String {
+        format!("{}/api/v1{path}", self.url)
+    }
+
+    /// Registers an app (no admin token); returns its token.
+    pub fn register(&self, schema: &Schema) -> String {
+        let response = http()
+            .post(self.api("/apps"))
+            .body(manifest(schema))
+            .send()
+            .unwrap();
+        assert_eq!(response.status(), 201, "{:?}", response.text());
+        let body: Value = response.json().unwrap();
+        body["token"].as_str().unwrap().to_owned()
+    }
+
+    /// Stops the server and waits for it (also done on drop).
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("the server thread panicked");
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Sends a request with a bearer token.
+pub fn with_token(request: RequestBuilder, token: &str) -> RequestBuilder {
+    request.header("Authorization", format!("Bearer {token}"))
+}
+
+/// The status and JSON body of a response (`Value::Null` for a body that is not JSON).
+pub fn status_json(response: Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}

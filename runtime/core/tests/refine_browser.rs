@@ -1,0 +1,301 @@
+//! The refine page in a real headless Chromium (Debian's `chromium` + `chromium-driver`, installed
+//! by `cargo xtask setup` / `cargo xtask test`), driven over WebDriver with fantoccini: the page
+//! lists the stored examples with thumbnails, a click on an example's switch changes the store, the
+//! filters show what they say; then the same on the embedded `refine` server, whose page carries
+//! its own token.
+//!
+//! Skips, loudly, only when Chromium or chromedriver is not installed.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{TestServer, http, schema, status_json, with_token};
+use easeml_runtime::ExampleId;
+use easeml_runtime::server::RefineOnly;
+use easeml_runtime::store::Store;
+use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// How long any one thing may take before the test fails (a bound, not a timing assertion).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// chromedriver on a free loopback port, killed on drop.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    fn start() -> Driver {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start chromedriver");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < PATIENCE, "chromedriver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Driver {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn open_browser(driver: &Driver, profile: &Path) -> Browser {
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(capabilities)
+        .connect(&driver.url)
+        .await
+        .expect("cannot open a Chromium session through chromedriver")
+}
+
+/// Waits until `condition` holds, polling; fails with `what` after [`PATIENCE`].
+async fn eventually<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !condition().await {
+        assert!(started.elapsed() < PATIENCE, "waited too long: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn script(browser: &Browser, code: &str) -> Value {
+    browser.execute(code, vec![]).await.unwrap()
+}
+
+/// The example ids the page shows now.
+async fn shown_ids(browser: &Browser) -> Vec<i64> {
+    let ids = script(
+        browser,
+        "return Array.from(document.querySelectorAll('#rows tr[id^=example-]')).map(r => Number(r.id.slice(8)));",
+    )
+    .await;
+    serde_json::from_value(ids).unwrap()
+}
+
+fn enabled_in_store(home: &Path, app: &str, id: i64) -> bool {
+    let store = Store::open(home).unwrap();
+    let app = store.app_by_name(app).unwrap().unwrap();
+    store.example(app.id, ExampleId(id)).unwrap().enabled
+}
+
+fn image_line(i: usize) -> String {
+    let rows: Vec<Value> = (0..8)
+        .map(|r| {
+            Value::Array(
+                (0..8)
+                    .map(|c| {
+                        let v = ((i * 13 + r * 8 + c) % 16) as f32 / 15.0;
+                        json!([v, 0.2, 1.0 - v])
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    format!(
+        "{} {}\n",
+        Value::Array(rows),
+        if i.is_multiple_of(2) { "cat" } else { "dog" }
+    )
+}
+
+#[test]
+fn the_refine_page_toggles_an_example_in_a_real_browser() {
+    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
+        eprintln!(
+            "\n!!!!!!!!!!\n!!! SKIPPED the_refine_page_toggles_an_example_in_a_real_browser: {CHROMIUM} or \
+             {CHROMEDRIVER} is missing.\n!!! `cargo xtask setup` installs them (apt-get install chromium chromium-driver).\n!!!!!!!!!!\n"
+        );
+        return;
+    }
+    let server = TestServer::start(|_| {});
+    let token = server.register(&schema(
+        "app pics\nInput = [8, 8, 3]\nOutput = [2]\nlabels = [cat, dog]",
+    ));
+    let lines: String = (0..5).map(image_line).collect();
+    let (status, report) = status_json(
+        with_token(http().post(server.api("/apps/pics/examples")), &token)
+            .body(lines)
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 200, "{report}");
+    let ids: Vec<i64> = serde_json::from_value(report["ids"].clone()).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let driver = Driver::start();
+    let home = server.home.clone();
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let browser = open_browser(&driver, profile.path()).await;
+
+        // `easeml serve`'s page, with the token in the URL fragment.
+        browser
+            .goto(&format!("{}/apps/pics/refine#token={token}", server.url))
+            .await
+            .unwrap();
+        let switch = browser
+            .wait()
+            .at_most(PATIENCE)
+            .for_element(Locator::Css(&format!("#switch-{}", ids[3])))
+            .await
+            .unwrap();
+        assert_eq!(shown_ids(&browser).await, ids);
+        // The token left the address bar.
+        assert!(!browser.current_url().await.unwrap().as_str().contains("token"));
+        // Thumbnails are real 8x8 pictures.
+        eventually("thumbnails", || async {
+            script(
+                &browser,
+                "return Array.from(document.querySelectorAll('#rows img')).every(i => i.complete && i.naturalWidth === 8);",
+            )
+            .await
+                == json!(true)
+        })
+        .await;
+        assert!(enabled_in_store(&home, "pics", ids[3]));
+
+        switch.click().await.unwrap();
+        eventually("the store sees the click", || async {
+            !enabled_in_store(&home, "pics", ids[3])
+        })
+        .await;
+        eventually("the row shows the change", || async {
+            script(
+                &browser,
+                &format!("return document.getElementById('example-{}').dataset.enabled;", ids[3]),
+            )
+            .await
+                == json!("false")
+        })
+        .await;
+        for (index, id) in ids.iter().enumerate() {
+            assert_eq!(enabled_in_store(&home, "pics", *id), index != 3, "example {id}");
+        }
+
+        // Filters: disabled ones, then by label.
+        browser
+            .find(Locator::Css("#filter-state"))
+            .await
+            .unwrap()
+            .select_by_value("false")
+            .await
+            .unwrap();
+        eventually("the disabled filter", || async {
+            shown_ids(&browser).await == vec![ids[3]]
+        })
+        .await;
+        browser
+            .find(Locator::Css("#filter-state"))
+            .await
+            .unwrap()
+            .select_by_value("")
+            .await
+            .unwrap();
+        browser
+            .find(Locator::Css("#filter-label"))
+            .await
+            .unwrap()
+            .select_by_value("dog")
+            .await
+            .unwrap();
+        eventually("the label filter", || async {
+            shown_ids(&browser).await == vec![ids[1], ids[3]]
+        })
+        .await;
+
+        // Switching it back on.
+        browser
+            .find(Locator::Css(&format!("#switch-{}", ids[3])))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        eventually("the store sees the second click", || async {
+            enabled_in_store(&home, "pics", ids[3])
+        })
+        .await;
+
+        // A wrong token gets the token form, and no change.
+        browser
+            .goto(&format!("{}/apps/pics/refine#token=not-the-token", server.url))
+            .await
+            .unwrap();
+        eventually("the token form", || async {
+            script(&browser, "return !document.getElementById('login').classList.contains('hidden');")
+                .await
+                == json!(true)
+        })
+        .await;
+        browser.close().await.unwrap();
+    });
+    drop(runtime);
+
+    // The embedded `refine` server: its page knows its token; `/` leads to it.
+    let embedded = TestServer::start_over(home.clone(), |config| {
+        config.refine_only = Some(RefineOnly::new("pics").unwrap());
+    });
+    let profile = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let browser = open_browser(&driver, profile.path()).await;
+        browser.goto(&format!("{}/", embedded.url)).await.unwrap();
+        let switch = browser
+            .wait()
+            .at_most(PATIENCE)
+            .for_element(Locator::Css(&format!("#switch-{}", ids[0])))
+            .await
+            .unwrap();
+        switch.click().await.unwrap();
+        eventually("the store sees the embedded page's click", || async {
+            !enabled_in_store(&home, "pics", ids[0])
+        })
+        .await;
+        browser.close().await.unwrap();
+    });
+}
