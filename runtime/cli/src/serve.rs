@@ -1,11 +1,18 @@
-//! `easeml serve`: the HTTP server of `easeml_runtime::server` over a store directory, until Ctrl-C
-//! or SIGTERM (graceful: requests in flight finish).
+//! `easeml serve`: the HTTP server of `easeml_runtime::server` over a store directory, and the
+//! engine's training loop over every app of that store on a background thread, until Ctrl-C or
+//! SIGTERM. Shutdown is graceful: requests in flight finish, and so does the training run in flight
+//! (a run killed with the process is re-queued and re-run first at the next start).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use easeml_runtime::app_cli::parse_duration;
+use easeml_runtime::engine::{Engine, EngineConfig, Event, choose_device, device_name};
 use easeml_runtime::server;
 
 /// `easeml serve` options.
@@ -24,6 +31,12 @@ pub struct ServeArgs {
     /// The largest request body in bytes (larger requests get 413).
     #[arg(long, value_name = "BYTES", default_value_t = server::DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
+    /// Serve only: do not train (another process, e.g. `easeml train`, trains the store).
+    #[arg(long)]
+    no_train: bool,
+    /// The longest one training run may take (default: 2m on the CPU, 10m on CUDA).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    max_run: Option<Duration>,
     /// The format of the logs on standard error (level: RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -65,8 +78,23 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         }
         config.admin_token = Some(token.to_owned());
     }
+    // The train lock is taken before the server starts, so a store trained elsewhere is an error
+    // at once rather than a log line later.
+    let trainer = if args.no_train {
+        None
+    } else {
+        let device = choose_device()?;
+        let mut engine_config = EngineConfig::for_device(device);
+        if let Some(max_run) = args.max_run {
+            engine_config.max_run_seconds = max_run.as_secs_f64();
+        }
+        let engine = Engine::open(&home, engine_config)
+            .with_context(|| format!("opening the store at {} for training", home.display()))?;
+        tracing::info!(device = %device_name(device), "training every app of the store");
+        Some(Trainer::start(engine))
+    };
     let runtime = server::runtime().context("starting the async runtime")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let server = server::Server::bind(config).await?;
         let address = server.local_addr()?;
         println!(
@@ -75,5 +103,90 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         );
         server.run(server::shutdown_signal()).await?;
         anyhow::Ok(())
-    })
+    });
+    if let Some(trainer) = trainer {
+        trainer.stop();
+    }
+    served
+}
+
+/// The engine's loop on a thread: a run at a time, a short nap when nothing is left to train (a feed
+/// or toggle makes candidates eligible again), stopping between runs when asked.
+struct Trainer {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Trainer {
+    fn start(mut engine: Engine) -> Trainer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::SeqCst) {
+                match engine.step(None, &mut log_event) {
+                    Ok(Some(_)) => {}
+                    Ok(None) => nap(&flag, Duration::from_secs(2)),
+                    Err(error) => {
+                        tracing::error!(%error, "training step failed");
+                        nap(&flag, Duration::from_secs(10));
+                    }
+                }
+            }
+        });
+        Trainer { stop, thread }
+    }
+
+    /// Asks the loop to stop and waits for the run in flight to finish.
+    fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if !self.thread.is_finished() {
+            tracing::info!("waiting for the training run in flight to finish");
+        }
+        if self.thread.join().is_err() {
+            tracing::error!("the training thread panicked");
+        }
+    }
+}
+
+fn nap(stop: &AtomicBool, total: Duration) {
+    let step = Duration::from_millis(100);
+    let mut slept = Duration::ZERO;
+    while slept < total && !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(step);
+        slept += step;
+    }
+}
+
+fn log_event(event: Event) {
+    match event {
+        Event::AppRegistered { app, candidates } => {
+            tracing::info!(%app, candidates, "app joined the scheduler")
+        }
+        Event::DataChanged { app, data_version } => {
+            tracing::info!(%app, data_version, "data changed; candidates eligible again")
+        }
+        Event::AppSkipped { app, reason } => tracing::warn!(%app, %reason, "app left out"),
+        Event::RunStarted {
+            app,
+            candidate,
+            run,
+            max_seconds,
+        } => tracing::info!(%app, %candidate, run = run.0, max_seconds, "run started"),
+        Event::RunFinished {
+            app,
+            candidate,
+            run,
+            quality,
+            cost_seconds,
+            best,
+        } => {
+            tracing::info!(%app, %candidate, run = run.0, quality, cost_seconds, best, "run finished")
+        }
+        Event::RunFailed {
+            app,
+            candidate,
+            run,
+            reason,
+        } => tracing::warn!(%app, %candidate, run = run.0, %reason, "run failed"),
+    }
 }

@@ -394,3 +394,127 @@ fn measure_server_memory() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// An image app whose runs take a few seconds on the CPU.
+const IMAGES: &str = "app shapes\nInput = [12, 12, 3]\nOutput = [2]\nlabels = [dark, bright]";
+
+fn running_run(data: &Path) -> Option<i64> {
+    let store = easeml_runtime::store::Store::open(data).ok()?;
+    let app = store.app_by_name("shapes").ok()??;
+    store
+        .runs(app.id)
+        .ok()?
+        .into_iter()
+        .find(|run| run.state == easeml_runtime::RunState::Running)
+        .map(|run| run.id.0)
+}
+
+#[test]
+fn a_server_killed_during_a_training_run_reruns_it_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    let schema = easeml_compiler::compile(IMAGES, "app", &easeml_compiler::Registry::builtin())
+        .unwrap()
+        .schema;
+    let mut client = Client::open(&Connection::embedded(&data), schema.clone()).unwrap();
+    let pixel = |i: usize, j: usize| {
+        if i.is_multiple_of(2) {
+            0.8
+        } else {
+            (j % 5) as f32 / 20.0
+        }
+    };
+    let lines: String = (0..120)
+        .map(|i| {
+            let image: Vec<Vec<Vec<f32>>> = (0..12)
+                .map(|r| (0..12).map(|c| vec![pixel(i, r * 12 + c); 3]).collect())
+                .collect();
+            let label = if i.is_multiple_of(2) {
+                "bright"
+            } else {
+                "dark"
+            };
+            format!("{} {label}\n", serde_json::to_string(&image).unwrap())
+        })
+        .collect();
+    client
+        .feed_lines(std::io::Cursor::new(lines), &Default::default())
+        .unwrap();
+    drop(client);
+
+    let start = |data: &Path| {
+        let mut child = Command::new(EASEML)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--max-run",
+                "20s",
+                "--data",
+            ])
+            .arg(data)
+            .env("RUST_LOG", "warn")
+            .env("EASEML_DEVICE", "cpu")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        child
+    };
+    let mut child = start(&data);
+    let started = Instant::now();
+    let interrupted = loop {
+        if let Some(run) = running_run(&data) {
+            break run;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the server never started a training run"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap(); // SIGKILL, mid-run
+    child.wait().unwrap();
+    assert_eq!(
+        running_run(&data),
+        Some(interrupted),
+        "the killed run is left running"
+    );
+
+    let mut child = start(&data);
+    let store = easeml_runtime::store::Store::open(&data).unwrap();
+    let app = store.app_by_name("shapes").unwrap().unwrap();
+    let started = Instant::now();
+    loop {
+        let run = store
+            .runs(app.id)
+            .unwrap()
+            .into_iter()
+            .find(|run| run.id.0 == interrupted)
+            .unwrap();
+        if matches!(
+            run.state,
+            easeml_runtime::RunState::Done | easeml_runtime::RunState::Failed
+        ) {
+            assert_eq!(run.state, easeml_runtime::RunState::Done, "{run:?}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the interrupted run was not re-run: {run:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+    // A graceful stop waits for the run in flight, then exits 0.
+    let terminated = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(terminated.success());
+    assert!(child.wait().unwrap().success());
+}
