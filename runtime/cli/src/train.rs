@@ -30,13 +30,7 @@ pub struct TrainArgs {
 
 /// Trains the store's apps and prints each app's best model at the end.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
-    let home = match &args.data {
-        Some(dir) => dir.clone(),
-        None => match std::env::var_os("EASEML_HOME") {
-            Some(home) if !home.is_empty() => PathBuf::from(home),
-            _ => easeml_runtime::store::default_home()?,
-        },
-    };
+    let home = crate::serve::data_dir(args.data.as_ref())?;
     let device = choose_device()?;
     let mut config = EngineConfig::for_device(device);
     if let Some(max_run) = args.max_run {

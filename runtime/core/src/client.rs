@@ -283,13 +283,17 @@ impl Client {
             },
         };
         spec.check_registered(&store, &app)?;
-        Ok(Client {
+        Ok(Client::new(store, app, spec.schema))
+    }
+
+    fn new(store: Store, app: App, schema: Schema) -> Client {
+        Client {
             store,
             app,
-            schema: spec.schema,
+            schema,
             #[cfg(feature = "engine")]
             served: None,
-        })
+        }
     }
 
     /// A client of the app named `name` that is already registered in `store`, described by its
@@ -299,13 +303,7 @@ impl Client {
             .app_by_name(name)?
             .ok_or_else(|| easeml_store::Error::NoSuchApp(name.to_owned()))?;
         let spec = AppSpec::from_manifest_json(&app.manifest)?;
-        Ok(Client {
-            store,
-            app,
-            schema: spec.schema,
-            #[cfg(feature = "engine")]
-            served: None,
-        })
+        Ok(Client::new(store, app, spec.schema))
     }
 
     /// Gives the store back (for a pool of store connections).
@@ -630,11 +628,7 @@ impl Client {
                     CheckedOutput::Label(label) => answer.output.as_str() == Some(label.as_str()),
                     CheckedOutput::Object(object) => {
                         let values: Vec<f32> = object.tensors.iter().flatten().copied().collect();
-                        let class = values
-                            .iter()
-                            .enumerate()
-                            .fold(0, |best, (i, v)| if *v > values[best] { i } else { best });
-                        answer.class == Some(class as u32)
+                        answer.class == Some(easeml_engine::dataset::argmax(&values))
                     }
                 })
                 .count();

@@ -106,8 +106,8 @@ pub fn inputs_of<'a>(app: &AppModel, objects: impl IntoIterator<Item = &'a Objec
     }
 }
 
-/// The index of the largest value (the class of a one-hot or score vector).
-fn argmax(values: &[f32]) -> u32 {
+/// The index of the largest value (the class of a one-hot or score vector); the first on ties.
+pub fn argmax(values: &[f32]) -> u32 {
     let mut best = 0;
     for (index, value) in values.iter().enumerate() {
         if *value > values[best] {
