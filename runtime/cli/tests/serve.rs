@@ -220,7 +220,7 @@ fn a_server_killed_during_feeds_keeps_every_acknowledged_batch_and_no_half_batch
     assert_eq!(response.status(), 200);
 
     let client = Client::open(&Connection::embedded(&data), schema()).unwrap();
-    assert_eq!(client.store().integrity_check().unwrap(), Ok(()));
+    assert_eq!(client.store().unwrap().integrity_check().unwrap(), Ok(()));
     let mut batches: HashMap<(u32, u32), Vec<i64>> = HashMap::new();
     let mut request = PageRequest {
         after: None,

@@ -17,7 +17,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 #[cfg(feature = "engine")]
 use crate::Score;
 use crate::feed::FeedOptions;
-use crate::{AppSpec, Client, Connection, ExampleId, PageRequest, Schema, StoredOutput};
+use crate::{
+    AppSpec, Client, Connection, ExampleId, PageRequest, Schema, StoredOutput, TokenOrigin,
+};
 use easeml_compiler::schema::FieldKind;
 
 /// Which binary of the app is running.
@@ -42,6 +44,16 @@ pub struct Baked {
 
 /// Runs one of the app's binaries with the process arguments; never panics on user input.
 pub fn run(manifest_json: &str, entry: Entry, baked: &Baked) -> ExitCode {
+    run_from(manifest_json, entry, baked, std::env::args_os())
+}
+
+/// [`run`] with the arguments given (the first is the program's name), for tests and wrappers.
+pub fn run_from(
+    manifest_json: &str,
+    entry: Entry,
+    baked: &Baked,
+    arguments: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
+) -> ExitCode {
     let spec = match AppSpec::from_manifest_json(manifest_json) {
         Ok(spec) => spec,
         Err(error) => {
@@ -53,7 +65,7 @@ pub fn run(manifest_json: &str, entry: Entry, baked: &Baked) -> ExitCode {
     };
     let app = spec.schema().app.clone();
     let command = command(&spec, entry);
-    let matches = match command.try_get_matches() {
+    let matches = match command.try_get_matches_from(arguments) {
         Ok(matches) => matches,
         Err(error) => {
             let _ = error.print();
@@ -78,7 +90,7 @@ pub fn command(spec: &AppSpec, entry: Entry) -> Command {
             .long("server")
             .value_name("URL")
             .global(true)
-            .help("Talk to an easeml server instead of the local store (also EASEML_SERVER)"),
+            .help("Talk to an easeml server instead of the local store (also EASEML_SERVER; the app's token: EASEML_TOKEN, else the saved token file, else the app is registered)"),
         Arg::new("home")
             .long("home")
             .value_name("DIR")
@@ -130,7 +142,9 @@ fn train_command() -> Command {
              picks which candidate of which app to train next, so that every app's best model improves \
              as fast as possible. Stops when the budget is spent or every candidate is trained on the \
              current data; feeding or refining later makes the candidates eligible again.\n\n\
-             The device is CUDA when available, else the CPU; EASEML_DEVICE=cpu|cuda|cuda:N overrides.",
+             The device is CUDA when available, else the CPU; EASEML_DEVICE=cpu|cuda|cuda:N overrides.\n\n\
+             With a server (--server, EASEML_SERVER) the server trains in the background; `train` then \
+             only says so and prints the app's runs.",
         )
         .arg(
             Arg::new("budget")
@@ -193,7 +207,8 @@ fn refine_command() -> Command {
         .about("List the examples fed so far and turn each on or off for training")
         .long_about(
             "List the examples fed so far and turn each on or off for training.\n\nWith no option it serves \
-             the refine web page (thumbnails, filters, a switch per example) on --listen until Ctrl-C.",
+             the refine web page (thumbnails, filters, a switch per example) on --listen until Ctrl-C; \
+             with a server (--server, EASEML_SERVER) it prints the address of the server's page instead.",
         )
         .arg(
             Arg::new("list")
@@ -338,11 +353,13 @@ fn execute(
     let connection =
         Connection::from_settings(server.as_deref(), home).map_err(|error| error.to_string())?;
     let mut client = Client::open(&connection, spec.clone()).map_err(|error| error.to_string())?;
+    tell_about_registration(&client);
     match command {
         "feed" => feed(&mut client, arguments),
         "refine" => refine(&mut client, arguments),
         #[cfg(feature = "engine")]
         "infer" => infer(&mut client, arguments),
+        "train" if client.server_url().is_some() => remote_train(&client),
         #[cfg(feature = "engine")]
         "train" => train(&client, arguments),
         #[cfg(not(feature = "engine"))]
@@ -441,14 +458,26 @@ fn refine(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     Ok(())
 }
 
-/// `refine` with no option: the web page for this app, from the local store, until Ctrl-C.
+/// `refine` with no option: the web page for this app, from the local store, until Ctrl-C; in
+/// remote mode, the server's page for the app.
 fn refine_page(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
+    let app = client.app_name().to_owned();
+    let home = match (client.server_url(), client.store()) {
+        (Some(url), _) => {
+            println!("{app}: the refine page is at {url}/apps/{app}/refine");
+            eprintln!(
+                "{app}: the page asks for the app's token ({}); or open the page with #token=TOKEN after its address",
+                token_whereabouts(client)
+            );
+            return Ok(());
+        }
+        (None, Some(store)) => store.home().to_owned(),
+        (None, None) => return Err("no local store and no server".to_owned()),
+    };
     let listen = arguments
         .get_one::<std::net::SocketAddr>("listen")
         .copied()
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 9000)));
-    let home = client.store().home().to_owned();
-    let app = client.app_name().to_owned();
     crate::server::serve_refine_page(home, &app, listen, |url| {
         println!("{app}: the refine page is at {url} (Ctrl-C to stop)");
     })
@@ -518,7 +547,11 @@ fn train(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
     if let Some(max_run) = arguments.get_one::<std::time::Duration>("max-run") {
         config.max_run_seconds = max_run.as_secs_f64();
     }
-    let home = client.store().home().to_owned();
+    let home = client
+        .store()
+        .ok_or("`train` runs over the local store")?
+        .home()
+        .to_owned();
     let mut engine =
         crate::engine::Engine::open(&home, config).map_err(|error| error.to_string())?;
     eprintln!(
@@ -541,6 +574,51 @@ fn train(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
         } else {
             "; the budget is spent (run `train` again to go on)"
         }
+    );
+    let status = client.status().map_err(|error| error.to_string())?;
+    print!("{status}");
+    Ok(())
+}
+
+/// Says, once, that the app was registered on its server just now, and where its token is (or the
+/// token itself when it could not be saved: it is shown only this once).
+fn tell_about_registration(client: &Client) {
+    let (Some(url), Some(TokenOrigin::Registered { file, problem })) =
+        (client.server_url(), client.token_origin())
+    else {
+        return;
+    };
+    let app = client.app_name();
+    match (file, problem) {
+        (Some(file), _) => eprintln!(
+            "{app}: registered on {url}; its token is saved in {}",
+            file.display()
+        ),
+        (None, problem) => eprintln!(
+            "{app}: registered on {url}, but its token could not be saved ({}); keep it, it is shown only once: {} (set EASEML_TOKEN to it)",
+            problem.as_deref().unwrap_or("no token file"),
+            client.token().unwrap_or_default()
+        ),
+    }
+}
+
+/// Where a remote client's token is, in words.
+fn token_whereabouts(client: &Client) -> String {
+    match client.token_origin() {
+        Some(TokenOrigin::File(file)) | Some(TokenOrigin::Registered { file: Some(file), .. }) => {
+            format!("it is in {}", file.display())
+        }
+        Some(TokenOrigin::Given) => "it is in EASEML_TOKEN".to_owned(),
+        _ => "the one shown when the app was registered".to_owned(),
+    }
+}
+
+/// `train` in remote mode: the server trains; say so, and show where it stands.
+fn remote_train(client: &Client) -> Result<(), String> {
+    let app = client.app_name();
+    let url = client.server_url().unwrap_or_default();
+    eprintln!(
+        "{app}: the server at {url} trains every app in the background (`easeml serve`; if it was started with --no-train, run `easeml train` on its machine); nothing to do here. Its runs so far:"
     );
     let status = client.status().map_err(|error| error.to_string())?;
     print!("{status}");

@@ -1,12 +1,15 @@
-//! The `Client`: one app's handle on its store.
+//! The `Client`: one app's handle on its data, in the local store (embedded) or on an `easeml
+//! serve` server (remote, `remote.rs`). Both backends share everything that does not touch the
+//! data: the checks of inputs against the schema (so a bad line is named by its line before anything
+//! is stored or sent), the label checks against a snapshot of the label map, and scoring.
 
 use std::io::BufRead;
 
 use easeml_compiler::schema::{Metric, Schema};
 use easeml_example::{Object, codec};
 use easeml_store::{
-    App, Blob, ExampleId, ExampleRecord, NewApp, NewExample, NewOutput, Page, PageRequest, Store,
-    StoredOutput,
+    App, Blob, ExampleId, ExampleRecord, LabelMap, NewApp, NewExample, NewOutput, Page,
+    PageRequest, Store, StoredOutput,
 };
 use serde::Serialize;
 
@@ -16,6 +19,7 @@ use easeml_engine::{Inference, ServedModel};
 use easeml_store::{RunId, RunState};
 
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError};
+use crate::remote::{Outbox, Remote, RemoteSettings, TokenOrigin};
 use crate::{Connection, Error, Result, Status};
 
 /// What an app is: its schema and the manifest stored with it.
@@ -145,12 +149,28 @@ pub struct LoadedExample {
     pub output: CheckedOutput,
 }
 
-/// One app's client: feed, list, toggle, infer, status.
+/// One app's client: feed, list, toggle, infer, status; the same calls over the local store or a
+/// server.
 #[derive(Debug)]
 pub struct Client {
+    schema: Schema,
+    backend: Backend,
+}
+
+/// Where the app's data is.
+#[derive(Debug)]
+enum Backend {
+    /// The local store.
+    Embedded(Local),
+    /// An `easeml serve` server.
+    Remote(Remote),
+}
+
+/// The embedded backend: a store connection and the app's row.
+#[derive(Debug)]
+struct Local {
     store: Store,
     app: App,
-    schema: Schema,
     /// The best model, loaded on the first inference and reloaded when a better run finishes.
     #[cfg(feature = "engine")]
     served: Option<ServedModel>,
@@ -252,7 +272,7 @@ fn validate_schema(schema: &Schema) -> std::result::Result<(), String> {
 
 /// D when an app's output can be a label: the declared labels' count, or D of an output `[D]` with
 /// D >= 2 (D = 1 is regression).
-fn label_capacity(schema: &Schema) -> Option<u64> {
+pub(crate) fn label_capacity(schema: &Schema) -> Option<u64> {
     match (&schema.labels, schema.output.single_vector()) {
         (Some(labels), _) => Some(labels.len() as u64),
         (None, Some(dimension)) if dimension >= 2 => Some(dimension),
@@ -263,36 +283,62 @@ fn label_capacity(schema: &Schema) -> Option<u64> {
 impl Client {
     /// Opens `app` through `connection`, registering it on first use. An app of the same name with a
     /// different canonical type or declared labels is an error (its data would not fit).
+    ///
+    /// Remote: the app's token is the connection's `token` (`EASEML_TOKEN`), else the one saved in
+    /// the token file for this server and app, else the app is registered on the server and its new
+    /// token saved there (see [`TokenOrigin`]); a server that cannot be reached, or that refuses the
+    /// token, is an error that says what to do.
     pub fn open(connection: &Connection, app: impl Into<AppSpec>) -> Result<Client> {
         let spec = app.into();
-        let mut store = match connection {
-            Connection::Embedded { home } => Store::open(home)?,
-            Connection::Remote { url } => {
-                return Err(Error::RemoteUnavailable { url: url.clone() });
+        match connection {
+            Connection::Embedded { home } => {
+                let mut store = Store::open(home)?;
+                let app = match store.app_by_name(&spec.schema.app)? {
+                    Some(app) => app,
+                    None => match spec.register(&mut store) {
+                        Ok((app, _token)) => app,
+                        // Registered by another process meanwhile.
+                        Err(Error::Store(easeml_store::Error::AppExists(_))) => store
+                            .app_by_name(&spec.schema.app)?
+                            .ok_or_else(|| {
+                                easeml_store::Error::NoSuchApp(spec.schema.app.clone())
+                            })?,
+                        Err(error) => return Err(error),
+                    },
+                };
+                spec.check_registered(&store, &app)?;
+                Ok(Client::local(store, app, spec.schema))
             }
-        };
-        let app = match store.app_by_name(&spec.schema.app)? {
-            Some(app) => app,
-            None => match spec.register(&mut store) {
-                Ok((app, _token)) => app,
-                // Registered by another process meanwhile.
-                Err(Error::Store(easeml_store::Error::AppExists(_))) => store
-                    .app_by_name(&spec.schema.app)?
-                    .ok_or_else(|| easeml_store::Error::NoSuchApp(spec.schema.app.clone()))?,
-                Err(error) => return Err(error),
-            },
-        };
-        spec.check_registered(&store, &app)?;
-        Ok(Client::new(store, app, spec.schema))
+            Connection::Remote {
+                url,
+                token,
+                admin_token,
+                token_dir,
+            } => {
+                let settings = RemoteSettings {
+                    url,
+                    token: token.as_deref(),
+                    admin_token: admin_token.as_deref(),
+                    token_dir: token_dir.as_deref(),
+                };
+                let remote = Remote::open(&settings, &spec)?;
+                Ok(Client {
+                    schema: spec.schema,
+                    backend: Backend::Remote(remote),
+                })
+            }
+        }
     }
 
-    fn new(store: Store, app: App, schema: Schema) -> Client {
+    fn local(store: Store, app: App, schema: Schema) -> Client {
         Client {
-            store,
-            app,
             schema,
-            #[cfg(feature = "engine")]
-            served: None,
+            backend: Backend::Embedded(Local {
+                store,
+                app,
+                #[cfg(feature = "engine")]
+                served: None,
+            }),
         }
     }
 
@@ -303,12 +349,15 @@ impl Client {
             .app_by_name(name)?
             .ok_or_else(|| easeml_store::Error::NoSuchApp(name.to_owned()))?;
         let spec = AppSpec::from_manifest_json(&app.manifest)?;
-        Ok(Client::new(store, app, spec.schema))
+        Ok(Client::local(store, app, spec.schema))
     }
 
-    /// Gives the store back (for a pool of store connections).
-    pub fn into_store(self) -> Store {
-        self.store
+    /// Gives the store back (for a pool of store connections); `None` for a remote client.
+    pub fn into_store(self) -> Option<Store> {
+        match self.backend {
+            Backend::Embedded(local) => Some(local.store),
+            Backend::Remote(_) => None,
+        }
     }
 
     /// The app's schema.
@@ -318,23 +367,68 @@ impl Client {
 
     /// The app's name.
     pub fn app_name(&self) -> &str {
-        &self.app.name
+        match &self.backend {
+            Backend::Embedded(local) => &local.app.name,
+            Backend::Remote(_) => &self.schema.app,
+        }
+    }
+
+    /// The server's URL, for a remote client.
+    pub fn server_url(&self) -> Option<&str> {
+        match &self.backend {
+            Backend::Embedded(_) => None,
+            Backend::Remote(remote) => Some(remote.url()),
+        }
+    }
+
+    /// Where a remote client's token came from (and whether the app was registered just now).
+    pub fn token_origin(&self) -> Option<&TokenOrigin> {
+        match &self.backend {
+            Backend::Embedded(_) => None,
+            Backend::Remote(remote) => Some(remote.origin()),
+        }
+    }
+
+    /// A remote client's token for the app (to show once when it could not be saved).
+    pub fn token(&self) -> Option<&str> {
+        match &self.backend {
+            Backend::Embedded(_) => None,
+            Backend::Remote(remote) => Some(remote.token()),
+        }
     }
 
     /// The app's current data version (bumped by every feed and every toggle).
     pub fn data_version(&self) -> Result<u64> {
-        Ok(self.store.app(self.app.id)?.data_version)
+        match &self.backend {
+            Backend::Embedded(local) => Ok(local.store.app(local.app.id)?.data_version),
+            Backend::Remote(remote) => Ok(remote.status()?.data_version),
+        }
     }
 
     /// The app's labels in index order (empty when none seen yet), or `None` when its output takes no
     /// labels.
     pub fn labels(&self) -> Result<Option<Vec<String>>> {
-        Ok(self.store.label_map(self.app.id)?.map(|map| map.labels))
+        match &self.backend {
+            Backend::Embedded(local) => Ok(local.store.label_map(local.app.id)?.map(|map| map.labels)),
+            Backend::Remote(remote) => remote.labels(),
+        }
+    }
+
+    /// Whether the app's labels were declared by its program.
+    pub(crate) fn labels_declared(&self) -> bool {
+        match &self.backend {
+            Backend::Embedded(local) => local.app.labels_declared,
+            Backend::Remote(remote) => remote.labels_declared(),
+        }
     }
 
     /// Feeds the text formats of the `feed` command (see [`crate::feed`]). Every line is checked
     /// first; then the good examples are stored in one transaction. With a bad line, nothing is stored
     /// and the error lists every bad line, unless `options.skip_bad` is set.
+    ///
+    /// Remote: files named in the feed are read here; the checked examples are sent inline, in
+    /// requests of at most a few MiB when the feed is larger (all lines are checked before the first
+    /// is sent, so a bad line still stores nothing).
     pub fn feed_lines(
         &mut self,
         reader: impl BufRead,
@@ -356,32 +450,34 @@ impl Client {
             options,
             label_capacity(&self.schema).is_some(),
         );
-        let mut batch = Batch::new(
-            self.store.label_map(self.app.id)?,
+        feed_checked(
+            &self.schema,
+            &mut self.backend,
             "line",
-            options.max_batch_memory,
-        );
-        let mut buffer = Vec::new();
-        let mut line_number = 0;
-        loop {
-            buffer.clear();
-            let read = reader.read_until(b'\n', &mut buffer).map_err(Error::Read)?;
-            if read == 0 {
-                break;
-            }
-            line_number += 1;
-            let checked = match std::str::from_utf8(&buffer) {
-                Ok(line) => checker.check_line(line),
-                Err(error) => Err(format!("not UTF-8 text: {error}")),
-            };
-            match checked {
-                Ok(None) => {}
-                Ok(Some(example)) => batch.push(&self.store, line_number, example)?,
-                Err(message) => batch.reject(line_number, message),
-            }
-            progress(line_number);
-        }
-        self.store_batch(batch, options.skip_bad)
+            options,
+            |each| {
+                let mut buffer = Vec::new();
+                let mut line_number = 0;
+                loop {
+                    buffer.clear();
+                    let read = reader.read_until(b'\n', &mut buffer).map_err(Error::Read)?;
+                    if read == 0 {
+                        return Ok(());
+                    }
+                    line_number += 1;
+                    let checked = match std::str::from_utf8(&buffer) {
+                        Ok(line) => checker.check_line(line),
+                        Err(error) => Err(format!("not UTF-8 text: {error}")),
+                    };
+                    match checked {
+                        Ok(None) => {}
+                        Ok(Some(example)) => each(line_number, Ok(example))?,
+                        Err(message) => each(line_number, Err(message))?,
+                    }
+                    progress(line_number);
+                }
+            },
+        )
     }
 
     /// Feeds typed values (the generated crate's `Input` / `Output`, or anything that serializes to
@@ -396,47 +492,30 @@ impl Client {
             &options,
             label_capacity(&self.schema).is_some(),
         );
-        let mut batch = Batch::new(
-            self.store.label_map(self.app.id)?,
+        feed_checked(
+            &self.schema,
+            &mut self.backend,
             "example",
-            options.max_batch_memory,
-        );
-        for (index, (input, output)) in examples.into_iter().enumerate() {
-            let record = serde_json::to_value(&input).and_then(|input| {
-                Ok(serde_json::json!({"input": input, "output": serde_json::to_value(&output)?}))
-            });
-            let checked = match record {
-                Ok(record) => checker.check_json(&record),
-                Err(error) => Err(format!("cannot serialize: {error}")),
-            };
-            match checked {
-                Ok(example) => batch.push(&self.store, index + 1, example)?,
-                Err(message) => batch.reject(index + 1, message),
-            }
-        }
-        self.store_batch(batch, false)
-    }
-
-    fn store_batch(&mut self, batch: Batch, skip_bad: bool) -> Result<FeedReport> {
-        if !batch.errors.is_empty() && !skip_bad {
-            return Err(Error::BadInput {
-                errors: batch.errors,
-                total: batch.total,
-            });
-        }
-        let report = self.store.insert_examples(self.app.id, &batch.examples)?;
-        Ok(FeedReport {
-            added: report.ids.len(),
-            ids: report.ids,
-            data_version: report.data_version,
-            new_labels: report.new_labels,
-            skipped: batch.errors,
-        })
+            &options,
+            |each| {
+                for (index, (input, output)) in examples.into_iter().enumerate() {
+                    let record = serde_json::to_value(&input).and_then(|input| {
+                        Ok(serde_json::json!({"input": input, "output": serde_json::to_value(&output)?}))
+                    });
+                    let checked = match record {
+                        Ok(record) => checker.check_json(&record),
+                        Err(error) => Err(format!("cannot serialize: {error}")),
+                    };
+                    each(index + 1, checked)?;
+                }
+                Ok(())
+            },
+        )
     }
 
     /// One page of the app's examples, in id order.
     pub fn examples(&self, page: PageRequest) -> Result<Page<ExampleRecord>> {
-        Ok(self.store.examples(self.app.id, page)?)
+        self.examples_filtered(page, &easeml_store::ExampleFilter::default())
     }
 
     /// One page of the app's examples that pass `filter` (enabled or not, a label), in id order.
@@ -445,18 +524,29 @@ impl Client {
         page: PageRequest,
         filter: &easeml_store::ExampleFilter,
     ) -> Result<Page<ExampleRecord>> {
-        Ok(self.store.examples_filtered(self.app.id, page, filter)?)
+        match &self.backend {
+            Backend::Embedded(local) => {
+                Ok(local
+                    .store
+                    .examples_filtered(local.app.id, page, filter)?)
+            }
+            Backend::Remote(remote) => remote.examples(page, filter),
+        }
     }
 
     /// One example with its input and output decoded.
     pub fn example(&self, id: ExampleId) -> Result<LoadedExample> {
-        let record = self.store.example(self.app.id, id)?;
+        let local = match &self.backend {
+            Backend::Embedded(local) => local,
+            Backend::Remote(remote) => return remote.example(&self.schema, id),
+        };
+        let record = local.store.example(local.app.id, id)?;
         let decode_error = |source| Error::Decode { id: id.0, source };
-        let input = codec::decode(&self.schema.input, &self.store.blob(&record.input)?)
+        let input = codec::decode(&self.schema.input, &local.store.blob(&record.input)?)
             .map_err(decode_error)?;
         let output = match &record.output {
             StoredOutput::Blob(hash) => CheckedOutput::Object(
-                codec::decode(&self.schema.output, &self.store.blob(hash)?)
+                codec::decode(&self.schema.output, &local.store.blob(hash)?)
                     .map_err(decode_error)?,
             ),
             StoredOutput::Label { name, .. } => CheckedOutput::Label(name.clone()),
@@ -471,21 +561,27 @@ impl Client {
     /// Turns an example on or off for training; returns the app's data version (bumped when the flag
     /// changed).
     pub fn set_enabled(&mut self, id: ExampleId, enabled: bool) -> Result<u64> {
-        Ok(self.store.set_enabled(self.app.id, id, enabled)?)
+        match &mut self.backend {
+            Backend::Embedded(local) => Ok(local.store.set_enabled(local.app.id, id, enabled)?),
+            Backend::Remote(remote) => remote.set_enabled(id, enabled),
+        }
     }
 
     /// The figure-5 report: every run, the best so far, what runs now.
     pub fn status(&self) -> Result<Status> {
-        let app = self.store.app(self.app.id)?;
-        let runs = self.store.runs(self.app.id)?;
-        let train_time_limit = self.train_time_limit();
+        let local = match &self.backend {
+            Backend::Embedded(local) => local,
+            Backend::Remote(remote) => return remote.status(),
+        };
+        let app = local.store.app(local.app.id)?;
+        let runs = local.store.runs(local.app.id)?;
         Ok(Status::from_runs(
             app.name,
             app.system_type,
             app.data_version,
-            self.store.example_counts(self.app.id)?,
+            local.store.example_counts(local.app.id)?,
             &runs,
-            train_time_limit,
+            train_time_limit(&self.schema),
         ))
     }
 
@@ -576,45 +672,14 @@ impl Client {
         self.infer_objects(&objects)
     }
 
-    /// Answers checked input objects with the best model so far (loaded once, and again when a
-    /// better run has finished since).
+    /// Answers checked input objects with the best model so far (embedded: loaded once, and again
+    /// when a better run has finished since; remote: the server's, which does the same).
     #[cfg(feature = "engine")]
     pub fn infer_objects(&mut self, inputs: &[Object]) -> Result<InferReport> {
-        let runs = self.store.runs(self.app.id)?;
-        let best = easeml_store::best_run(&runs, self.train_time_limit()).map(|run| run.id);
-        let Some(best) = best else {
-            let running = runs
-                .iter()
-                .any(|run| matches!(run.state, RunState::Queued | RunState::Running));
-            return Err(Error::NoModel {
-                app: self.app.name.clone(),
-                training: running,
-            });
-        };
-        if self
-            .served
-            .as_ref()
-            .is_none_or(|served| served.run().id != best)
-        {
-            let device = easeml_engine::choose_device()
-                .map_err(|error| Error::Engine(easeml_engine::Error::from(error)))?;
-            self.served = ServedModel::load(&self.store, self.app.id, device)?;
+        match &mut self.backend {
+            Backend::Embedded(local) => local.infer(&self.schema, inputs),
+            Backend::Remote(remote) => remote.infer(&self.schema, inputs),
         }
-        let served = self.served.as_ref().ok_or_else(|| Error::NoModel {
-            app: self.app.name.clone(),
-            training: false,
-        })?;
-        let answers = served.predict(inputs)?;
-        Ok(InferReport {
-            answers: answers
-                .into_iter()
-                .enumerate()
-                .map(|(i, a)| (i + 1, a))
-                .collect(),
-            run: served.run().id,
-            candidate: served.run().candidate.clone(),
-            score: None,
-        })
     }
 
     #[cfg(feature = "engine")]
@@ -659,54 +724,221 @@ impl Client {
         })
     }
 
-    fn train_time_limit(&self) -> Option<f64> {
-        self.schema
-            .constraints
-            .iter()
-            .find(|constraint| constraint.metric == Metric::TrainTime)
-            .map(|constraint| constraint.seconds)
+    /// The underlying store, read-only; `None` for a remote client.
+    pub fn store(&self) -> Option<&Store> {
+        match &self.backend {
+            Backend::Embedded(local) => Some(&local.store),
+            Backend::Remote(_) => None,
+        }
     }
 
-    /// The underlying store, read-only.
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// The underlying store (for the engine and tests in this workspace); `None` for a remote
+    /// client.
+    pub fn store_mut(&mut self) -> Option<&mut Store> {
+        match &mut self.backend {
+            Backend::Embedded(local) => Some(&mut local.store),
+            Backend::Remote(_) => None,
+        }
     }
 
-    /// The underlying store (for the engine and tests in this workspace).
-    pub fn store_mut(&mut self) -> &mut Store {
-        &mut self.store
-    }
-
-    /// The app's store id.
-    pub fn app_id(&self) -> easeml_store::AppId {
-        self.app.id
+    /// The app's id in the local store; `None` for a remote client.
+    pub fn app_id(&self) -> Option<easeml_store::AppId> {
+        match &self.backend {
+            Backend::Embedded(local) => Some(local.app.id),
+            Backend::Remote(_) => None,
+        }
     }
 }
 
-/// A batch being checked: the encoded good examples, the bad lines, and a snapshot of the label map
-/// so that labels beyond D are found before anything is stored.
+/// The app's `train_time` constraint in seconds, if any.
+fn train_time_limit(schema: &Schema) -> Option<f64> {
+    schema
+        .constraints
+        .iter()
+        .find(|constraint| constraint.metric == Metric::TrainTime)
+        .map(|constraint| constraint.seconds)
+}
+
+impl Local {
+    #[cfg(feature = "engine")]
+    fn infer(&mut self, schema: &Schema, inputs: &[Object]) -> Result<InferReport> {
+        let runs = self.store.runs(self.app.id)?;
+        let best = easeml_store::best_run(&runs, train_time_limit(schema)).map(|run| run.id);
+        let Some(best) = best else {
+            let running = runs
+                .iter()
+                .any(|run| matches!(run.state, RunState::Queued | RunState::Running));
+            return Err(Error::NoModel {
+                app: self.app.name.clone(),
+                training: running,
+                server: None,
+            });
+        };
+        if self
+            .served
+            .as_ref()
+            .is_none_or(|served| served.run().id != best)
+        {
+            let device = easeml_engine::choose_device()
+                .map_err(|error| Error::Engine(easeml_engine::Error::from(error)))?;
+            self.served = ServedModel::load(&self.store, self.app.id, device)?;
+        }
+        let served = self.served.as_ref().ok_or_else(|| Error::NoModel {
+            app: self.app.name.clone(),
+            training: false,
+            server: None,
+        })?;
+        let answers = served.predict(inputs)?;
+        Ok(InferReport {
+            answers: answers
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| (i + 1, a))
+                .collect(),
+            run: served.run().id,
+            candidate: served.run().candidate.clone(),
+            score: None,
+        })
+    }
+}
+
+/// One checked line (or value) of a feed, or why it is bad.
+type Checked = std::result::Result<CheckedExample, String>;
+
+/// Checks a feed (`drive` calls its argument once per line or value, in order) and stores it
+/// through `backend`: all good examples, or none when one is bad (unless `options.skip_bad`).
+fn feed_checked(
+    schema: &Schema,
+    backend: &mut Backend,
+    unit: &'static str,
+    options: &FeedOptions,
+    drive: impl FnOnce(&mut dyn FnMut(usize, Checked) -> Result<()>) -> Result<()>,
+) -> Result<FeedReport> {
+    match backend {
+        Backend::Embedded(local) => {
+            let mut batch = Batch::new(local.store.label_map(local.app.id)?, unit);
+            let mut sink = LocalSink::new(options.max_batch_memory);
+            drive(&mut |line, checked| {
+                match checked {
+                    Ok(example) => {
+                        if batch.accept(line, &example.output) {
+                            sink.push(&local.store, example)?;
+                        }
+                    }
+                    Err(message) => batch.reject(line, message),
+                }
+                Ok(())
+            })?;
+            let skipped = batch.finish(options.skip_bad)?;
+            let report = local
+                .store
+                .insert_examples(local.app.id, &sink.examples)?;
+            Ok(FeedReport {
+                added: report.ids.len(),
+                ids: report.ids,
+                data_version: report.data_version,
+                new_labels: report.new_labels,
+                skipped,
+            })
+        }
+        Backend::Remote(remote) => {
+            let mut batch = Batch::new(remote.label_map(schema)?, unit);
+            let mut outbox = Outbox::new(options.max_batch_memory);
+            drive(&mut |line, checked| {
+                match checked {
+                    Ok(example) => {
+                        if batch.accept(line, &example.output) {
+                            outbox.push(schema, line, &example.input, Some(&example.output))?;
+                        }
+                    }
+                    Err(message) => batch.reject(line, message),
+                }
+                Ok(())
+            })?;
+            let total = batch.total;
+            let skipped = batch.finish(options.skip_bad)?;
+            let mut report = remote.feed(&outbox, unit, total)?;
+            report.skipped = skipped;
+            Ok(report)
+        }
+    }
+}
+
+/// A feed being checked: the bad lines, and a snapshot of the label map so that labels beyond D are
+/// found before anything is stored (the store, or the server, checks again when it stores).
 struct Batch {
-    examples: Vec<NewExample>,
     errors: Vec<LineError>,
     total: usize,
-    label_map: Option<easeml_store::LabelMap>,
+    label_map: Option<LabelMap>,
     unit: &'static str,
-    held_bytes: usize,
-    memory_limit: usize,
 }
 
 impl Batch {
-    fn new(
-        label_map: Option<easeml_store::LabelMap>,
-        unit: &'static str,
-        memory_limit: usize,
-    ) -> Batch {
+    fn new(label_map: Option<LabelMap>, unit: &'static str) -> Batch {
         Batch {
-            examples: Vec::new(),
             errors: Vec::new(),
             total: 0,
             label_map,
             unit,
+        }
+    }
+
+    /// Counts a checked example; `false` (and its line's error kept) when its label does not fit.
+    fn accept(&mut self, line: usize, output: &CheckedOutput) -> bool {
+        self.total += 1;
+        let CheckedOutput::Label(label) = output else {
+            return true;
+        };
+        let resolved = match self.label_map.as_mut() {
+            Some(map) => map.resolve(label).map_err(|error| error.to_string()),
+            None => Err("this app's output takes no labels".to_owned()),
+        };
+        match resolved {
+            Ok(_) => true,
+            Err(message) => {
+                self.errors.push(LineError {
+                    unit: self.unit,
+                    line,
+                    message: format!("field `output`: {message}"),
+                });
+                false
+            }
+        }
+    }
+
+    fn reject(&mut self, line: usize, message: String) {
+        self.total += 1;
+        self.errors.push(LineError {
+            unit: self.unit,
+            line,
+            message,
+        });
+    }
+
+    /// The bad lines to report as skipped, or the error when there are some and they may not be
+    /// skipped.
+    fn finish(self, skip_bad: bool) -> Result<Vec<LineError>> {
+        if !self.errors.is_empty() && !skip_bad {
+            return Err(Error::BadInput {
+                errors: self.errors,
+                total: self.total,
+            });
+        }
+        Ok(self.errors)
+    }
+}
+
+/// The encoded examples of an embedded feed: in memory up to a limit, in blob files beyond it.
+struct LocalSink {
+    examples: Vec<NewExample>,
+    held_bytes: usize,
+    memory_limit: usize,
+}
+
+impl LocalSink {
+    fn new(memory_limit: usize) -> LocalSink {
+        LocalSink {
+            examples: Vec::new(),
             held_bytes: 0,
             memory_limit,
         }
@@ -722,39 +954,15 @@ impl Batch {
         }
     }
 
-    fn push(&mut self, store: &Store, line: usize, example: CheckedExample) -> Result<()> {
-        self.total += 1;
+    fn push(&mut self, store: &Store, example: CheckedExample) -> Result<()> {
         let output = match example.output {
             CheckedOutput::Object(object) => {
                 NewOutput::Blob(self.hold(store, codec::encode(&object))?)
             }
-            CheckedOutput::Label(label) => {
-                let resolved = match self.label_map.as_mut() {
-                    Some(map) => map.resolve(&label).map_err(|error| error.to_string()),
-                    None => Err("this app's output takes no labels".to_owned()),
-                };
-                if let Err(message) = resolved {
-                    self.errors.push(LineError {
-                        unit: self.unit,
-                        line,
-                        message: format!("field `output`: {message}"),
-                    });
-                    return Ok(());
-                }
-                NewOutput::Label(label)
-            }
+            CheckedOutput::Label(label) => NewOutput::Label(label),
         };
         let input = self.hold(store, codec::encode(&example.input))?;
         self.examples.push(NewExample { input, output });
         Ok(())
-    }
-
-    fn reject(&mut self, line: usize, message: String) {
-        self.total += 1;
-        self.errors.push(LineError {
-            unit: self.unit,
-            line,
-            message,
-        });
     }
 }

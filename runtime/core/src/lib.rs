@@ -1,11 +1,13 @@
 //! The easeml runtime's client library: what the generated app crates and binaries link against.
 //!
 //! [`Client::open`] opens one app by a [`Connection`]: embedded (the local store under
-//! `$EASEML_HOME`, no daemon) or, later, remote (a server URL). A client feeds examples
-//! ([`Client::feed_lines`] for the `feed` command's text formats, [`Client::feed`] for typed values),
-//! lists them page by page ([`Client::examples`]), turns them on and off ([`Client::set_enabled`]) and
-//! reports the app's runs ([`Client::status`]). Every input is checked against the app's schema before
-//! anything is stored, and a batch is stored whole or not at all.
+//! `$EASEML_HOME`, no daemon) or remote (an `easeml serve` server, over HTTP; [`TokenOrigin`] says
+//! where its token came from). A client feeds examples ([`Client::feed_lines`] for the `feed`
+//! command's text formats, [`Client::feed`] for typed values), lists them page by page
+//! ([`Client::examples`]), turns them on and off ([`Client::set_enabled`]), answers inputs with the
+//! best model ([`Client::infer`]) and reports the app's runs ([`Client::status`]), the same calls in
+//! both modes. Every input is checked against the app's schema before anything is stored or sent,
+//! and a batch is stored whole or not at all.
 //!
 //! Generated `Input` / `Output` structs hold [`Tensor`]s; generated code reaches the runtime only
 //! through `__private`.
@@ -19,14 +21,17 @@ pub mod app_cli;
 mod client;
 mod connection;
 pub mod feed;
+mod remote;
 pub mod server;
 mod status;
 pub mod tensor;
+mod wire;
 
 pub use client::{AppSpec, Client, FeedReport, LoadedExample};
 #[cfg(feature = "engine")]
 pub use client::{InferReport, Score};
 pub use connection::Connection;
+pub use remote::TokenOrigin;
 pub use easeml_compiler::schema::Schema;
 /// The engine: training across every app of a store, and serving the best models.
 #[cfg(feature = "engine")]
@@ -50,13 +55,77 @@ pub enum Error {
     /// A store error (I/O, SQLite, unknown example, label map full, ...).
     #[error(transparent)]
     Store(#[from] easeml_store::Error),
-    /// A remote connection, which this build cannot use yet.
-    #[error(
-        "server mode ({url}) is not available yet in this build; unset EASEML_SERVER to use the local store"
-    )]
-    RemoteUnavailable {
-        /// The server URL asked for.
+    /// A server URL this client cannot use (an unknown scheme, no host, `https://` without the
+    /// runtime's `tls` feature).
+    #[error("`{url}` is not a server URL this client can use: {reason}")]
+    BadServerUrl {
+        /// The URL given.
         url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The server could not be reached (nothing listens there, the host is unknown, the
+    /// connection broke or timed out).
+    #[error(
+        "cannot reach the easeml server at {url} ({reason}); start it with `easeml serve`, or unset EASEML_SERVER (and do not pass --server) to use the local store"
+    )]
+    Unreachable {
+        /// The server's URL.
+        url: String,
+        /// What went wrong, as the HTTP client says it.
+        reason: String,
+    },
+    /// The server refused this client's token for the app (401 / 403), or registering the app.
+    /// The message says which app and how to fix it.
+    #[error("{message}")]
+    Unauthorized {
+        /// The server's URL.
+        url: String,
+        /// The app.
+        app: String,
+        /// The HTTP status (401 or 403; 409 for an app registered under a token this client
+        /// does not have).
+        status: u16,
+        /// What happened and what to do.
+        message: String,
+    },
+    /// The server answered a request with an error (its message is kept).
+    #[error("the easeml server at {url} answered {status}: {message}")]
+    Server {
+        /// The server's URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The server's `error` message.
+        message: String,
+    },
+    /// An answer of the server that this client cannot read.
+    #[error(
+        "the easeml server at {url} sent an answer this client cannot read ({reason}); are the server and this app built from the same easeml version?"
+    )]
+    Protocol {
+        /// The server's URL.
+        url: String,
+        /// What is wrong with the answer.
+        reason: String,
+    },
+    /// A remote feed sent in several requests failed after some of them were stored.
+    #[error("{}", partly_stored_message(.stored, .source))]
+    PartlyStored {
+        /// The ids stored by the earlier requests.
+        stored: Vec<ExampleId>,
+        /// Why the next request failed.
+        #[source]
+        source: Box<Error>,
+    },
+    /// A token file that cannot be read or written.
+    #[error("the token file {}: {source}", .path.display())]
+    TokenFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
     },
     /// A manifest that cannot be read.
     #[error("app manifest: {0}")]
@@ -94,12 +163,15 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Inference before any model finished training.
-    #[error("{}", no_model_message(.app, *.training))]
+    #[error("{}", no_model_message(.app, *.training, .server.as_deref()))]
     NoModel {
         /// The app.
         app: String,
         /// Whether a run is queued or running now.
         training: bool,
+        /// The server's URL when the app lives on a server (which trains it), `None` for the local
+        /// store.
+        server: Option<String>,
     },
     /// The engine (training, loading or running a model) failed.
     #[cfg(feature = "engine")]
@@ -119,10 +191,15 @@ pub enum Error {
 /// Enabled examples an app needs before it is trained (the engine's `MIN_EXAMPLES`).
 const MIN_EXAMPLES: usize = 4;
 
-fn no_model_message(app: &str, training: bool) -> String {
+fn no_model_message(app: &str, training: bool, server: Option<&str>) -> String {
     if training {
         format!(
             "no model of app `{app}` is trained yet; the first run is under way, try again when it finishes (`{app} status` shows it)"
+        )
+    } else if let Some(url) = server {
+        format!(
+            "no model of app `{app}` is trained yet; the server at {url} trains it in the background (unless it runs with --no-train) once it has at least {} enabled examples (`{app} status` shows its runs)",
+            MIN_EXAMPLES
         )
     } else {
         format!(
@@ -130,6 +207,17 @@ fn no_model_message(app: &str, training: bool) -> String {
             MIN_EXAMPLES
         )
     }
+}
+
+fn partly_stored_message(stored: &[ExampleId], source: &Error) -> String {
+    let range = match (stored.first(), stored.last()) {
+        (Some(first), Some(last)) => format!(", ids {} to {}", first.0, last.0),
+        _ => String::new(),
+    };
+    format!(
+        "{source} (the feed went to the server in several requests: the {} examples of the earlier ones were stored{range}; the rest was not)",
+        stored.len()
+    )
 }
 
 /// The result type of the client library.

@@ -4,10 +4,10 @@
 use std::fmt;
 
 use easeml_store::{RunId, RunRecord, RunState, format_utc};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// An app's status (serializes as the JSON of `GET /api/v1/apps/{name}/status`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// An app's status (the JSON of `GET /api/v1/apps/{name}/status`, both ways).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Status {
     /// The app's name.
     pub app: String,
@@ -22,20 +22,23 @@ pub struct Status {
     /// Every run, oldest first.
     pub runs: Vec<RunReport>,
     /// The best finished run that meets the app's `train_time` constraint, if any.
-    #[serde(serialize_with = "optional_run_id")]
+    #[serde(
+        serialize_with = "optional_run_id",
+        deserialize_with = "deserialize_optional_run_id"
+    )]
     pub best: Option<RunId>,
 }
 
 /// One line of the report.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
     /// The run.
-    #[serde(serialize_with = "run_id")]
+    #[serde(serialize_with = "run_id", deserialize_with = "deserialize_run_id")]
     pub id: RunId,
     /// The candidate id.
     pub candidate: String,
     /// Its state.
-    #[serde(serialize_with = "run_state")]
+    #[serde(serialize_with = "run_state", deserialize_with = "deserialize_run_state")]
     pub state: RunState,
     /// When it finished, else started, else was queued (ms since the epoch).
     pub date_ms: i64,
@@ -64,6 +67,29 @@ fn optional_run_id<S: Serializer>(id: &Option<RunId>, serializer: S) -> Result<S
 
 fn run_state<S: Serializer>(state: &RunState, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(state.as_str())
+}
+
+fn deserialize_run_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RunId, D::Error> {
+    i64::deserialize(deserializer).map(RunId)
+}
+
+fn deserialize_optional_run_id<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RunId>, D::Error> {
+    Ok(Option::<i64>::deserialize(deserializer)?.map(RunId))
+}
+
+fn deserialize_run_state<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RunState, D::Error> {
+    let name = String::deserialize(deserializer)?;
+    [
+        RunState::Queued,
+        RunState::Running,
+        RunState::Done,
+        RunState::Failed,
+    ]
+    .into_iter()
+    .find(|state| state.as_str() == name)
+    .ok_or_else(|| serde::de::Error::custom(format!("unknown run state `{name}`")))
 }
 
 impl Status {
@@ -148,5 +174,43 @@ impl fmt::Display for Status {
             writeln!(f, "* best so far")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_reads_back() {
+        let status = Status {
+            app: "pics".to_owned(),
+            system_type: "{input: {[Tensor[2]], []}, output: {[Tensor[2]], []}}".to_owned(),
+            data_version: 3,
+            examples: 10,
+            enabled_examples: 9,
+            runs: [RunState::Done, RunState::Running, RunState::Failed, RunState::Queued]
+                .into_iter()
+                .enumerate()
+                .map(|(index, state)| RunReport {
+                    id: RunId(index as i64 + 1),
+                    candidate: "mlp_small".to_owned(),
+                    state,
+                    date_ms: 1_700_000_000_000,
+                    quality: (state == RunState::Done).then_some(0.75),
+                    cost_seconds: Some(1.5),
+                    best: index == 0,
+                    over_train_time: false,
+                    error: (state == RunState::Failed).then(|| "diverged".to_owned()),
+                })
+                .collect(),
+            best: Some(RunId(1)),
+        };
+        let json = serde_json::to_string(&status).unwrap();
+        assert_eq!(serde_json::from_str::<Status>(&json).unwrap(), status);
+        let error = serde_json::from_str::<Status>(&json.replace("\"queued\"", "\"paused\""))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown run state `paused`"), "{error}");
     }
 }

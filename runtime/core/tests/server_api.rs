@@ -48,7 +48,13 @@ fn register_feed_list_read_toggle_and_status() {
     let token = server.register(&pics);
 
     let (status, body) = status_json(client.get(server.api("/health")).send().unwrap());
-    assert_eq!((status, body), (200, json!({"ok": true})));
+    assert_eq!(
+        (status, body),
+        (
+            200,
+            json!({"ok": true, "max_body_bytes": easeml_runtime::server::DEFAULT_MAX_BODY_BYTES})
+        )
+    );
 
     // A second registration of the name is a conflict, and the first token keeps working.
     let (status, body) = status_json(
@@ -714,7 +720,10 @@ fn fifty_concurrent_feeders_store_every_example_exactly_once() {
         client.status().unwrap().examples,
         (FEEDERS * PER_FEEDER) as u64
     );
-    assert_eq!(client.store().integrity_check().unwrap(), Ok(()));
+    assert_eq!(
+        client.store().unwrap().integrity_check().unwrap(),
+        Ok(())
+    );
 }
 
 /// Inference over HTTP once the engine has trained a model: answers in the app's terms with their

@@ -181,8 +181,9 @@ pub fn examples_of(
     })
 }
 
-/// One inference result in the app's terms.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+/// One inference result in the app's terms (JSON both ways: the server sends it, a remote client
+/// reads it back).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Inference {
     /// The output in the feed's JSON form: the label name for classification, else the output object.
     pub output: Value,

@@ -12,6 +12,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::wire::{ExamplesPage, Fed, Health, NewLabel, Registered, Toggle, Toggled};
+
 use super::auth::{authorize_admin, authorize_app, bearer};
 use super::{ApiError, AppState, json as example_json, thumbnail};
 use crate::{AppSpec, Client, ExampleId, FeedOptions, PageRequest};
@@ -53,7 +55,9 @@ async fn with_app<T: Send + 'static>(
         }
         let mut client = Client::attach(store, &name)?;
         let result = work(&mut client);
-        pool.put(client.into_store());
+        if let Some(store) = client.into_store() {
+            pool.put(store);
+        }
         result
     })
     .await
@@ -76,9 +80,12 @@ fn example_path(
     Ok((name, ExampleId(id)))
 }
 
-/// `GET /api/v1/health`.
-pub(crate) async fn health() -> Json<Value> {
-    Json(json!({"ok": true}))
+/// `GET /api/v1/health`: up, with the body limit (the remote client sizes its requests by it).
+pub(crate) async fn health(State(state): State<AppState>) -> Json<Health> {
+    Json(Health {
+        ok: true,
+        max_body_bytes: state.config().max_body_bytes,
+    })
 }
 
 /// `POST /api/v1/apps`: registers the app of the `easeml.json` in the body.
@@ -93,7 +100,11 @@ pub(crate) async fn register(
     let spec = AppSpec::from_manifest_json(text)?;
     let (app, token) = with_store(&state, move |store| Ok(spec.register(store)?)).await?;
     tracing::info!(app = %app.name, id = app.id.0, "registered app");
-    let body = json!({"id": app.id.0, "name": app.name, "token": token});
+    let body = Registered {
+        id: app.id.0,
+        name: app.name,
+        token,
+    };
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
@@ -129,7 +140,7 @@ pub(crate) async fn feed(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
     request: Request,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Fed>, ApiError> {
     let name = app_name(path)?;
     let token = bearer(request.headers())?;
     // The token is checked before the body is read (and again with the store, below).
@@ -155,17 +166,16 @@ pub(crate) async fn feed(
     })
     .await?;
     tracing::info!(app = %name, added = report.added, bytes = lines, data_version = report.data_version, "feed");
-    let new_labels: Vec<Value> = report
-        .new_labels
-        .iter()
-        .map(|(label, index)| json!({"label": label, "index": index}))
-        .collect();
-    Ok(Json(json!({
-        "added": report.added,
-        "ids": report.ids.iter().map(|id| id.0).collect::<Vec<_>>(),
-        "data_version": report.data_version,
-        "new_labels": new_labels,
-    })))
+    Ok(Json(Fed {
+        added: report.added,
+        ids: report.ids.iter().map(|id| id.0).collect(),
+        data_version: report.data_version,
+        new_labels: report
+            .new_labels
+            .into_iter()
+            .map(|(label, index)| NewLabel { label, index })
+            .collect(),
+    }))
 }
 
 /// The query of `GET .../examples`.
@@ -188,7 +198,7 @@ pub(crate) async fn list_examples(
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<ListQuery>, QueryRejection>,
     headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ExamplesPage>, ApiError> {
     let name = app_name(path)?;
     let Query(query) = query?;
     let token = bearer(&headers)?;
@@ -202,16 +212,16 @@ pub(crate) async fn list_examples(
     };
     let value = with_app(&state, name, token, move |client| {
         let page = client.examples_filtered(request, &filter)?;
-        let items: Vec<Value> = page.items.iter().map(example_json::listed).collect();
-        Ok(json!({
-            "app": client.app_name(),
-            "total": page.total,
-            "next_after": page.next.and_then(|next| next.after).map(|id| id.0),
-            "labels": client.labels()?,
-            "thumbnails": thumbnail::image_shape(&client.schema().input).is_some(),
-            "system_type": client.schema().system_type(),
-            "items": items,
-        }))
+        Ok(ExamplesPage {
+            app: client.app_name().to_owned(),
+            total: page.total,
+            next_after: page.next.and_then(|next| next.after).map(|id| id.0),
+            labels: client.labels()?,
+            labels_declared: client.labels_declared(),
+            thumbnails: thumbnail::image_shape(&client.schema().input).is_some(),
+            system_type: client.schema().system_type(),
+            items: page.items.iter().map(example_json::listed).collect(),
+        })
     })
     .await?;
     Ok(Json(value))
@@ -277,19 +287,12 @@ pub(crate) async fn thumbnail(
         .into_response())
 }
 
-/// The body of `PATCH .../examples/{id}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Toggle {
-    enabled: bool,
-}
-
 /// `PATCH /api/v1/apps/{name}/examples/{id}` with `{"enabled": bool}`: turns an example on or off.
 pub(crate) async fn set_enabled(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
     request: Request,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Toggled>, ApiError> {
     let (name, id) = example_path(path)?;
     let token = bearer(request.headers())?;
     let body = Bytes::from_request(request, &state).await?;
@@ -302,11 +305,11 @@ pub(crate) async fn set_enabled(
         Ok(client.set_enabled(id, toggle.enabled)?)
     })
     .await?;
-    Ok(Json(json!({
-        "id": id.0,
-        "enabled": toggle.enabled,
-        "data_version": data_version,
-    })))
+    Ok(Json(Toggled {
+        id: id.0,
+        enabled: toggle.enabled,
+        data_version,
+    }))
 }
 
 /// `POST /api/v1/apps/{name}/infer`: answers inputs with the app's best model so far. The body is
@@ -317,7 +320,7 @@ pub(crate) async fn infer(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
     request: Request,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let name = app_name(path)?;
     let token = bearer(request.headers())?;
     with_store(&state, {
@@ -331,46 +334,41 @@ pub(crate) async fn infer(
 
 /// Inference itself, on the inference thread.
 #[cfg(feature = "engine")]
-async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Json<Value>, ApiError> {
+async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Response, ApiError> {
+    use crate::wire::{Answer, Answered, WireScore};
     let report = state
         .shared
         .infer
         .infer(name, body)
         .await
         .ok_or_else(|| ApiError::internal("the inference thread has stopped"))??;
-    let answers: Vec<Value> = report
-        .answers
-        .iter()
-        .map(|(line, answer)| {
-            let mut value = serde_json::to_value(answer).unwrap_or_default();
-            if let Some(map) = value.as_object_mut() {
-                map.insert("line".to_owned(), json!(line));
-            }
-            value
-        })
-        .collect();
-    let score = match report.score {
-        Some(crate::Score::Accuracy { correct, total }) => json!({
-            "accuracy": correct as f64 / total.max(1) as f64,
-            "correct": correct,
-            "total": total,
-        }),
-        Some(crate::Score::MeanSquaredError { value, total }) => {
-            json!({"mean_squared_error": value, "total": total})
-        }
-        None => Value::Null,
-    };
-    Ok(Json(json!({
-        "answers": answers,
-        "run": report.run.0,
-        "candidate": report.candidate,
-        "score": score,
-    })))
+    let score = report.score.map(|score| match score {
+        crate::Score::Accuracy { correct, total } => WireScore::Accuracy {
+            accuracy: correct as f64 / total.max(1) as f64,
+            correct,
+            total,
+        },
+        crate::Score::MeanSquaredError { value, total } => WireScore::MeanSquaredError {
+            mean_squared_error: value,
+            total,
+        },
+    });
+    Ok(Json(Answered {
+        answers: report
+            .answers
+            .into_iter()
+            .map(|(line, inference)| Answer { line, inference })
+            .collect(),
+        run: report.run.0,
+        candidate: report.candidate,
+        score,
+    })
+    .into_response())
 }
 
 /// Without the engine there are no models to answer with.
 #[cfg(not(feature = "engine"))]
-async fn answer(_: &AppState, _: String, _: Bytes) -> Result<Json<Value>, ApiError> {
+async fn answer(_: &AppState, _: String, _: Bytes) -> Result<Response, ApiError> {
     Err(ApiError::new(
         StatusCode::NOT_IMPLEMENTED,
         "inference needs the runtime's `engine` feature (libtorch), which this build leaves out",

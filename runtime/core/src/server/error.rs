@@ -1,18 +1,19 @@
-//! `ApiError`: every failure of a request as a status code and a JSON body `{"error": "..."}`.
+//! `ApiError`: every failure of a request as a status code and a JSON body `{"error": "..."}`
+//! ([`crate::wire::ErrorBody`], with a `code` where a client must tell errors apart).
 
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
 
-/// A failed request: its status, a message for people, and optional structured details that are
-/// merged into the JSON body (a feed's `errors`).
+use crate::wire::{BadLine, ErrorBody, code};
+
+/// A failed request: its status and its JSON body (a message for people, and for some errors a
+/// `code` and details such as a feed's bad lines).
 #[derive(Debug)]
 pub struct ApiError {
     status: StatusCode,
-    message: String,
-    details: Option<Value>,
+    body: ErrorBody,
 }
 
 impl ApiError {
@@ -20,9 +21,17 @@ impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
-            message: message.into(),
-            details: None,
+            body: ErrorBody {
+                error: message.into(),
+                ..ErrorBody::default()
+            },
         }
+    }
+
+    /// The same error with a machine-readable `code`.
+    fn with_code(mut self, code: &str) -> ApiError {
+        self.body.code = Some(code.to_owned());
+        self
     }
 
     /// 400 Bad Request.
@@ -55,32 +64,37 @@ impl From<crate::Error> for ApiError {
         use easeml_store::Error as StoreError;
         match error {
             crate::Error::BadInput { errors, total } => {
-                let lines: Vec<Value> = errors
+                let lines: Vec<BadLine> = errors
                     .iter()
-                    .map(|error| json!({"line": error.line, "message": error.message}))
+                    .map(|error| BadLine {
+                        line: error.line,
+                        message: error.message.clone(),
+                    })
                     .collect();
-                let message = crate::Error::BadInput {
-                    errors: errors.clone(),
-                    total,
-                }
-                .to_string()
-                .replace(" (use --skip-bad to store the good ones)", "");
-                ApiError {
-                    status: StatusCode::BAD_REQUEST,
-                    message,
-                    details: Some(json!({"errors": lines, "total": total})),
-                }
+                let message = crate::Error::BadInput { errors, total }
+                    .to_string()
+                    .replace(" (use --skip-bad to store the good ones)", "");
+                let mut error = ApiError::bad_request(message).with_code(code::BAD_INPUT);
+                error.body.errors = Some(lines);
+                error.body.total = Some(total);
+                error
             }
             crate::Error::Manifest(_) | crate::Error::Read(_) => {
                 ApiError::bad_request(error.to_string())
             }
-            crate::Error::NoModel { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
+            crate::Error::NoModel { training, .. } => {
+                let mut error =
+                    ApiError::new(StatusCode::CONFLICT, error.to_string()).with_code(code::NO_MODEL);
+                error.body.training = Some(training);
+                error
+            }
             crate::Error::SchemaMismatch { .. } => {
                 ApiError::new(StatusCode::CONFLICT, error.to_string())
             }
             crate::Error::Store(store_error) => match store_error {
                 StoreError::AppExists(_) => {
                     ApiError::new(StatusCode::CONFLICT, store_error.to_string())
+                        .with_code(code::APP_EXISTS)
                 }
                 StoreError::NoSuchApp(_)
                 | StoreError::NoSuchAppId(_)
@@ -124,11 +138,7 @@ impl From<QueryRejection> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"error": self.message});
-        if let (Some(Value::Object(details)), Value::Object(map)) = (self.details, &mut body) {
-            map.extend(details);
-        }
-        let mut response = (self.status, Json(body)).into_response();
+        let mut response = (self.status, Json(self.body)).into_response();
         if self.status == StatusCode::PAYLOAD_TOO_LARGE {
             // The rest of the body is not read: the connection cannot carry another request.
             response

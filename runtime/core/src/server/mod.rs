@@ -32,7 +32,7 @@ mod auth;
 mod error;
 #[cfg(feature = "engine")]
 mod infer;
-mod json;
+pub(crate) mod json;
 mod page;
 mod pool;
 mod thumbnail;

@@ -1,0 +1,170 @@
+//! The JSON bodies of the `/api/v1` routes, one type per body: the server's handlers serialize them
+//! and the remote client (`remote.rs`) deserializes them, so the two sides cannot drift apart.
+//! Examples themselves travel in the feed's JSON forms (`server/json.rs`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `GET /api/v1/health` -> 200: the server is up, and what a client must know before sending.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Health {
+    pub ok: bool,
+    /// The largest request body the server reads (`--max-body-bytes`).
+    pub max_body_bytes: usize,
+}
+
+/// `POST /api/v1/apps` -> 201: the registered app and its token (shown this once).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Registered {
+    pub id: i64,
+    pub name: String,
+    pub token: String,
+}
+
+/// A label first seen in a feed, with its index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct NewLabel {
+    pub label: String,
+    pub index: u32,
+}
+
+/// `POST .../examples` -> 200: what the feed stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Fed {
+    pub added: usize,
+    pub ids: Vec<i64>,
+    pub data_version: u64,
+    pub new_labels: Vec<NewLabel>,
+}
+
+/// One example of a listing.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Listed {
+    pub id: i64,
+    pub enabled: bool,
+    /// The label, when the output is one.
+    pub label: Option<String>,
+    /// The label's index, when the output is one.
+    pub label_index: Option<u32>,
+    /// The sha256 of the encoded input (the store's blob name).
+    pub input_hash: String,
+    /// The sha256 of the encoded output, when it is not a label.
+    pub output_hash: Option<String>,
+    pub data_version: u64,
+    pub created_ms: i64,
+}
+
+/// `GET .../examples` -> 200: one page of examples, and what the refine page and the remote
+/// client need to know about the app.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ExamplesPage {
+    pub app: String,
+    /// Examples that pass the filter, on every page.
+    pub total: u64,
+    /// The `after` of the next page, when there may be one.
+    pub next_after: Option<i64>,
+    /// The app's labels in index order, `None` when its output takes no labels.
+    pub labels: Option<Vec<String>>,
+    /// Whether the labels were declared by the program (then no other label is accepted).
+    pub labels_declared: bool,
+    /// Whether `.../thumbnail.png` answers (image inputs).
+    pub thumbnails: bool,
+    pub system_type: String,
+    pub items: Vec<Listed>,
+}
+
+/// `GET .../examples/{id}` -> 200: one example with its input and output in the feed's JSON forms
+/// (`output` is the label's name for a label).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct FullExample {
+    #[serde(flatten)]
+    pub listed: Listed,
+    pub input: Value,
+    pub output: Value,
+}
+
+/// The body of `PATCH .../examples/{id}`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Toggle {
+    pub enabled: bool,
+}
+
+/// `PATCH .../examples/{id}` -> 200.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Toggled {
+    pub id: i64,
+    pub enabled: bool,
+    pub data_version: u64,
+}
+
+/// One answer of `POST .../infer`: the input's line in the request and the answer.
+#[cfg(feature = "engine")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Answer {
+    pub line: usize,
+    #[serde(flatten)]
+    pub inference: easeml_engine::Inference,
+}
+
+/// How the answers of `POST .../infer` scored, when every line gave its expected output.
+#[cfg(feature = "engine")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum WireScore {
+    Accuracy {
+        accuracy: f64,
+        correct: usize,
+        total: usize,
+    },
+    MeanSquaredError {
+        mean_squared_error: f64,
+        total: usize,
+    },
+}
+
+/// `POST .../infer` -> 200.
+#[cfg(feature = "engine")]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Answered {
+    pub answers: Vec<Answer>,
+    pub run: i64,
+    pub candidate: String,
+    pub score: Option<WireScore>,
+}
+
+/// What a client needs to tell errors apart, besides the status.
+pub(crate) mod code {
+    /// 400: bad lines in a feed or an inference (`errors` lists them).
+    pub const BAD_INPUT: &str = "bad_input";
+    /// 409 on inference: no model is trained yet (`training` says whether a run is under way).
+    pub const NO_MODEL: &str = "no_model";
+    /// 409 on registration: an app of that name is registered.
+    pub const APP_EXISTS: &str = "app_exists";
+}
+
+/// One bad line of a failed feed or inference (its 1-based line in the request body).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct BadLine {
+    pub line: usize,
+    pub message: String,
+}
+
+/// Every error answer (4xx, 5xx): `{"error": "..."}` and, for some, the fields below.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct ErrorBody {
+    /// The message, for people.
+    pub error: String,
+    /// A machine-readable kind (see [`code`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The bad lines of a feed or an inference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<BadLine>>,
+    /// How many lines the failed request had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<usize>,
+    /// For `no_model`: whether a run is under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<bool>,
+}
