@@ -1,17 +1,22 @@
 //! Feed throughput for `[32,32,3]` inputs: the embedded store against reading the same bytes raw,
-//! and the same inline-JSON data over HTTP on loopback.
+//! and the same data over HTTP on loopback, raw and through the remote client.
 //!
 //! `cargo run --release -p easeml-runtime --example feed_throughput [N]` (default N = 2000). Writes N
 //! examples as inline JSON lines and as N `.npy` files in a temp dir, then times: reading the files
 //! raw (the baseline), `Client::feed_lines` of each form into a fresh embedded store (check,
-//! encode, blob files, one SQLite transaction), and `POST /api/v1/apps/bench/examples` to an
+//! encode, blob files, one SQLite transaction), `POST /api/v1/apps/bench/examples` of the text to an
 //! in-process `easeml_runtime::server` over a fresh store (one request with every line; then
-//! batches of 100 lines from 4 concurrent clients).
+//! batches of 100 lines from 4 concurrent clients), and `Client::feed_lines` of each form through
+//! `Connection::Remote` to such a server (checked and rewritten by the client, checked again by the
+//! server, in requests of at most 8 MiB).
+
+mod common;
 
 use std::io::Cursor;
 use std::time::Instant;
 
 use anyhow::Result;
+use common::LoopbackServer;
 use easeml_runtime::{Client, Connection, FeedOptions};
 
 fn main() -> Result<()> {
@@ -124,11 +129,14 @@ fn main() -> Result<()> {
 
     // The same inline-JSON lines over HTTP on loopback, each variant into a fresh store.
     let lines: Vec<&str> = json_feed.lines().collect();
+    let manifest = easeml_runtime::AppSpec::from_schema(schema.clone())
+        .manifest()
+        .to_owned();
     for (variant, batch, clients) in [
         ("one request", n, 1usize),
         ("batches of 100, 4 clients", 100, 4),
     ] {
-        let server = LoopbackServer::start(&schema)?;
+        let server = LoopbackServer::start(&manifest)?;
         let batches: Vec<String> = lines
             .chunks(batch)
             .map(|chunk| chunk.join("\n") + "\n")
@@ -177,79 +185,25 @@ fn main() -> Result<()> {
             json_feed.len() as f64 / 1e6
         );
     }
+
+    // The remote client: the same `feed_lines` call as embedded, over HTTP.
+    for (form, feed, baseline) in [
+        ("inline JSON", &json_feed, json_baseline),
+        (".npy paths", &npy_feed, npy_baseline),
+    ] {
+        let server = LoopbackServer::start(&manifest)?;
+        let mut client = Client::open(&server.connection(), schema.clone())?;
+        let start = Instant::now();
+        let report = client.feed_lines(Cursor::new(feed.as_bytes()), &options)?;
+        let seconds = start.elapsed().as_secs_f64();
+        anyhow::ensure!(report.added == n, "{} of {n} stored", report.added);
+        println!(
+            "feed through Connection::Remote (loopback), {form}: {n} examples in {seconds:.3} s: {:.0} examples/s ({:.1}x the baseline's time)",
+            n as f64 / seconds,
+            seconds / baseline
+        );
+    }
     Ok(())
-}
-
-/// An `easeml_runtime::server` on a free loopback port over a fresh store, with the app registered.
-struct LoopbackServer {
-    url: String,
-    token: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    _home: tempfile::TempDir,
-}
-
-impl LoopbackServer {
-    fn start(schema: &easeml_runtime::Schema) -> Result<LoopbackServer> {
-        let home = tempfile::tempdir()?;
-        let mut config = easeml_runtime::server::Config::new(home.path());
-        config.listen = "127.0.0.1:0".parse()?;
-        config.max_body_bytes = 1 << 30;
-        let (address_sender, address) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let Ok(runtime) = easeml_runtime::server::runtime() else {
-                return;
-            };
-            runtime.block_on(async move {
-                let server = match easeml_runtime::server::Server::bind(config).await {
-                    Ok(server) => server,
-                    Err(error) => {
-                        let _ = address_sender.send(Err(error.to_string()));
-                        return;
-                    }
-                };
-                let _ = address_sender.send(server.local_addr().map_err(|e| e.to_string()));
-                let _ = server
-                    .run(async move {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
-        });
-        let address = address.recv()?.map_err(anyhow::Error::msg)?;
-        let url = format!("http://{address}");
-        let manifest = easeml_runtime::AppSpec::from_schema(schema.clone())
-            .manifest()
-            .to_owned();
-        let response = reqwest::blocking::Client::new()
-            .post(format!("{url}/api/v1/apps"))
-            .body(manifest)
-            .send()?;
-        anyhow::ensure!(response.status() == 201, "{}", response.text()?);
-        let token = response.json::<serde_json::Value>()?["token"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        Ok(LoopbackServer {
-            url,
-            token,
-            stop: Some(stop),
-            thread: Some(thread),
-            _home: home,
-        })
-    }
-}
-
-impl Drop for LoopbackServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 fn write_npy(path: &std::path::Path, values: &[f32]) -> Result<()> {

@@ -605,7 +605,10 @@ fn tell_about_registration(client: &Client) {
 /// Where a remote client's token is, in words.
 fn token_whereabouts(client: &Client) -> String {
     match client.token_origin() {
-        Some(TokenOrigin::File(file)) | Some(TokenOrigin::Registered { file: Some(file), .. }) => {
+        Some(TokenOrigin::File(file))
+        | Some(TokenOrigin::Registered {
+            file: Some(file), ..
+        }) => {
             format!("it is in {}", file.display())
         }
         Some(TokenOrigin::Given) => "it is in EASEML_TOKEN".to_owned(),

@@ -298,11 +298,11 @@ impl Client {
                     None => match spec.register(&mut store) {
                         Ok((app, _token)) => app,
                         // Registered by another process meanwhile.
-                        Err(Error::Store(easeml_store::Error::AppExists(_))) => store
-                            .app_by_name(&spec.schema.app)?
-                            .ok_or_else(|| {
+                        Err(Error::Store(easeml_store::Error::AppExists(_))) => {
+                            store.app_by_name(&spec.schema.app)?.ok_or_else(|| {
                                 easeml_store::Error::NoSuchApp(spec.schema.app.clone())
-                            })?,
+                            })?
+                        }
                         Err(error) => return Err(error),
                     },
                 };
@@ -409,7 +409,9 @@ impl Client {
     /// labels.
     pub fn labels(&self) -> Result<Option<Vec<String>>> {
         match &self.backend {
-            Backend::Embedded(local) => Ok(local.store.label_map(local.app.id)?.map(|map| map.labels)),
+            Backend::Embedded(local) => {
+                Ok(local.store.label_map(local.app.id)?.map(|map| map.labels))
+            }
             Backend::Remote(remote) => remote.labels(),
         }
     }
@@ -450,34 +452,28 @@ impl Client {
             options,
             label_capacity(&self.schema).is_some(),
         );
-        feed_checked(
-            &self.schema,
-            &mut self.backend,
-            "line",
-            options,
-            |each| {
-                let mut buffer = Vec::new();
-                let mut line_number = 0;
-                loop {
-                    buffer.clear();
-                    let read = reader.read_until(b'\n', &mut buffer).map_err(Error::Read)?;
-                    if read == 0 {
-                        return Ok(());
-                    }
-                    line_number += 1;
-                    let checked = match std::str::from_utf8(&buffer) {
-                        Ok(line) => checker.check_line(line),
-                        Err(error) => Err(format!("not UTF-8 text: {error}")),
-                    };
-                    match checked {
-                        Ok(None) => {}
-                        Ok(Some(example)) => each(line_number, Ok(example))?,
-                        Err(message) => each(line_number, Err(message))?,
-                    }
-                    progress(line_number);
+        feed_checked(&self.schema, &mut self.backend, "line", options, |each| {
+            let mut buffer = Vec::new();
+            let mut line_number = 0;
+            loop {
+                buffer.clear();
+                let read = reader.read_until(b'\n', &mut buffer).map_err(Error::Read)?;
+                if read == 0 {
+                    return Ok(());
                 }
-            },
-        )
+                line_number += 1;
+                let checked = match std::str::from_utf8(&buffer) {
+                    Ok(line) => checker.check_line(line),
+                    Err(error) => Err(format!("not UTF-8 text: {error}")),
+                };
+                match checked {
+                    Ok(None) => {}
+                    Ok(Some(example)) => each(line_number, Ok(example))?,
+                    Err(message) => each(line_number, Err(message))?,
+                }
+                progress(line_number);
+            }
+        })
     }
 
     /// Feeds typed values (the generated crate's `Input` / `Output`, or anything that serializes to
@@ -526,9 +522,7 @@ impl Client {
     ) -> Result<Page<ExampleRecord>> {
         match &self.backend {
             Backend::Embedded(local) => {
-                Ok(local
-                    .store
-                    .examples_filtered(local.app.id, page, filter)?)
+                Ok(local.store.examples_filtered(local.app.id, page, filter)?)
             }
             Backend::Remote(remote) => remote.examples(page, filter),
         }
@@ -830,9 +824,7 @@ fn feed_checked(
                 Ok(())
             })?;
             let skipped = batch.finish(options.skip_bad)?;
-            let report = local
-                .store
-                .insert_examples(local.app.id, &sink.examples)?;
+            let report = local.store.insert_examples(local.app.id, &sink.examples)?;
             Ok(FeedReport {
                 added: report.ids.len(),
                 ids: report.ids,

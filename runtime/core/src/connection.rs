@@ -144,7 +144,10 @@ mod tests {
             token_dir: None,
         };
         let text = format!("{connection:?}");
-        assert!(text.contains("http://h:9000") && text.contains("(hidden)"), "{text}");
+        assert!(
+            text.contains("http://h:9000") && text.contains("(hidden)"),
+            "{text}"
+        );
         assert!(!text.contains("secret"), "{text}");
     }
 }

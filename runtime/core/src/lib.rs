@@ -31,7 +31,6 @@ pub use client::{AppSpec, Client, FeedReport, LoadedExample};
 #[cfg(feature = "engine")]
 pub use client::{InferReport, Score};
 pub use connection::Connection;
-pub use remote::TokenOrigin;
 pub use easeml_compiler::schema::Schema;
 /// The engine: training across every app of a store, and serving the best models.
 #[cfg(feature = "engine")]
@@ -47,6 +46,7 @@ pub use easeml_store::{
     ExampleId, ExampleRecord, Page, PageRequest, RunId, RunState, StoredOutput,
 };
 pub use feed::{CheckedExample, CheckedOutput, FeedOptions, LineError};
+pub use remote::TokenOrigin;
 pub use status::{RunReport, Status};
 
 /// Everything that can go wrong in the client library.

@@ -127,15 +127,19 @@ impl Remote {
             request_bytes: REQUEST_BYTES,
         };
         let health = remote.get(&format!("{}/api/v1/health", remote.url), &[])?;
-        let health: Health = remote.parse(200, health, None).map_err(|error| match error {
-            Error::Server { url, status, .. } | Error::Unauthorized { url, status, .. } => {
-                Error::Protocol {
-                    reason: format!("GET /api/v1/health answered {status}; is this an easeml server?"),
-                    url,
+        let health: Health = remote
+            .parse(200, health, None)
+            .map_err(|error| match error {
+                Error::Server { url, status, .. } | Error::Unauthorized { url, status, .. } => {
+                    Error::Protocol {
+                        reason: format!(
+                            "GET /api/v1/health answered {status}; is this an easeml server?"
+                        ),
+                        url,
+                    }
                 }
-            }
-            other => other,
-        })?;
+                other => other,
+            })?;
         remote.request_bytes = REQUEST_BYTES.min(health.max_body_bytes.max(1));
 
         let file = settings
@@ -158,7 +162,9 @@ impl Remote {
             limit: 1,
         };
         let page = match remote.page(first, &ExampleFilter::default()) {
-            Err(Error::Unauthorized { status, .. }) if matches!(remote.origin, TokenOrigin::File(_)) => {
+            Err(Error::Unauthorized { status, .. })
+                if matches!(remote.origin, TokenOrigin::File(_)) =>
+            {
                 // A saved token the server refuses: the app may have been removed there.
                 if let Err(error) = remote.register(spec, settings.admin_token, file.as_deref()) {
                     return Err(remote.stale_token_file(status, error));
@@ -253,14 +259,14 @@ impl Remote {
             401 | 403 => {
                 let message = error_message(&body);
                 let what = if admin_token.is_some() {
-                    "EASEML_ADMIN_TOKEN is not this server's admin token"
+                    "EASEML_ADMIN_TOKEN is not this server's admin token: set it to the one in the file given to `easeml serve --admin-token-file`"
                 } else {
-                    "registering an app there needs the server's admin token: set EASEML_ADMIN_TOKEN"
+                    "set EASEML_ADMIN_TOKEN to the server's admin token (the one in the file given to `easeml serve --admin-token-file`)"
                 };
                 Err(refused(
                     status,
                     format!(
-                        "the easeml server at {url} refused to register app `{app}` ({status}: {message}); {what}, or set EASEML_TOKEN to the app's token if it is registered already"
+                        "the easeml server at {url} refused to register app `{app}` ({status}: {message}); {what}, or EASEML_TOKEN to the app's token if it is registered already"
                     ),
                 ))
             }
@@ -420,11 +426,9 @@ impl Remote {
             report.added += fed.added;
             report.ids.extend(fed.ids.into_iter().map(ExampleId));
             report.data_version = fed.data_version;
-            report.new_labels.extend(
-                fed.new_labels
-                    .into_iter()
-                    .map(|new| (new.label, new.index)),
-            );
+            report
+                .new_labels
+                .extend(fed.new_labels.into_iter().map(|new| (new.label, new.index)));
         }
         Ok(report)
     }
@@ -520,11 +524,7 @@ impl Remote {
     /// Answers checked inputs with the server's best model, in requests of at most
     /// `request_bytes`; each answer carries its input's 1-based position.
     #[cfg(feature = "engine")]
-    pub(crate) fn infer(
-        &self,
-        schema: &Schema,
-        inputs: &[Object],
-    ) -> Result<crate::InferReport> {
+    pub(crate) fn infer(&self, schema: &Schema, inputs: &[Object]) -> Result<crate::InferReport> {
         let mut outbox = Outbox::new(usize::MAX);
         for (index, input) in inputs.iter().enumerate() {
             outbox.push(schema, index + 1, input, None)?;
@@ -556,7 +556,10 @@ impl Remote {
                     .checked_sub(1)
                     .and_then(|line| lines.lines.get(line))
                     .ok_or_else(|| {
-                        self.protocol(format!("an answer for line {}, which was not sent", answer.line))
+                        self.protocol(format!(
+                            "an answer for line {}, which was not sent",
+                            answer.line
+                        ))
                     })?;
                 report.answers.push((*position, answer.inference));
             }
@@ -579,9 +582,12 @@ impl Remote {
         format!("Bearer {}", self.token)
     }
 
-    /// `GET url?query` with the app's token.
+    /// `GET url?query` with the app's token (none before there is one: the health check).
     fn get(&self, url: &str, query: &[(&str, String)]) -> Result<(u16, Vec<u8>)> {
-        let mut request = self.agent.get(url).header("Authorization", self.bearer());
+        let mut request = self.agent.get(url);
+        if !self.token.is_empty() {
+            request = request.header("Authorization", self.bearer());
+        }
         for (key, value) in query {
             request = request.query(*key, value);
         }
@@ -1022,7 +1028,8 @@ mod tests {
                 outbox
                     .push(&schema, index * 2 + 1, &input, Some(&output))
                     .unwrap();
-                expected.extend_from_slice(format!("[{index}.0,0.5] \"l{}\"\n", index % 2).as_bytes());
+                expected
+                    .extend_from_slice(format!("[{index}.0,0.5] \"l{}\"\n", index % 2).as_bytes());
             }
             assert_eq!(outbox.file.is_some(), memory_limit == 10);
             let ranges = outbox.chunks(100);
@@ -1035,7 +1042,10 @@ mod tests {
                 assert!(body.len() <= 100 || range.len() == 1);
                 all.extend(body);
             }
-            assert_eq!(String::from_utf8(all).unwrap(), String::from_utf8(expected.clone()).unwrap());
+            assert_eq!(
+                String::from_utf8(all).unwrap(),
+                String::from_utf8(expected.clone()).unwrap()
+            );
         }
         assert_eq!(Outbox::new(10).chunks(100), vec![0..0]);
     }

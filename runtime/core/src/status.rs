@@ -38,7 +38,10 @@ pub struct RunReport {
     /// The candidate id.
     pub candidate: String,
     /// Its state.
-    #[serde(serialize_with = "run_state", deserialize_with = "deserialize_run_state")]
+    #[serde(
+        serialize_with = "run_state",
+        deserialize_with = "deserialize_run_state"
+    )]
     pub state: RunState,
     /// When it finished, else started, else was queued (ms since the epoch).
     pub date_ms: i64,
@@ -189,21 +192,26 @@ mod tests {
             data_version: 3,
             examples: 10,
             enabled_examples: 9,
-            runs: [RunState::Done, RunState::Running, RunState::Failed, RunState::Queued]
-                .into_iter()
-                .enumerate()
-                .map(|(index, state)| RunReport {
-                    id: RunId(index as i64 + 1),
-                    candidate: "mlp_small".to_owned(),
-                    state,
-                    date_ms: 1_700_000_000_000,
-                    quality: (state == RunState::Done).then_some(0.75),
-                    cost_seconds: Some(1.5),
-                    best: index == 0,
-                    over_train_time: false,
-                    error: (state == RunState::Failed).then(|| "diverged".to_owned()),
-                })
-                .collect(),
+            runs: [
+                RunState::Done,
+                RunState::Running,
+                RunState::Failed,
+                RunState::Queued,
+            ]
+            .into_iter()
+            .enumerate()
+            .map(|(index, state)| RunReport {
+                id: RunId(index as i64 + 1),
+                candidate: "mlp_small".to_owned(),
+                state,
+                date_ms: 1_700_000_000_000,
+                quality: (state == RunState::Done).then_some(0.75),
+                cost_seconds: Some(1.5),
+                best: index == 0,
+                over_train_time: false,
+                error: (state == RunState::Failed).then(|| "diverged".to_owned()),
+            })
+            .collect(),
             best: Some(RunId(1)),
         };
         let json = serde_json::to_string(&status).unwrap();

@@ -93,7 +93,11 @@ fn write_png(path: &Path, i: usize) -> Vec<f32> {
                 .map(|k| (value[r][c][k].as_f64().unwrap() * 255.0).round() as u8)
                 .collect();
             scaled.extend(pixel.iter().map(|&byte| f32::from(byte) / 255.0));
-            png.put_pixel(c as u32, r as u32, image::Rgb([pixel[0], pixel[1], pixel[2]]));
+            png.put_pixel(
+                c as u32,
+                r as u32,
+                image::Rgb([pixel[0], pixel[1], pixel[2]]),
+            );
         }
     }
     png.save(path).unwrap();
@@ -194,7 +198,10 @@ fn feed_list_toggle_status_and_infer_over_http_match_the_embedded_store() {
             },
         )
         .unwrap();
-    assert_eq!(disabled.items.iter().map(|r| r.id).collect::<Vec<_>>(), [ids[1]]);
+    assert_eq!(
+        disabled.items.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [ids[1]]
+    );
     let status = client.status().unwrap();
     assert_eq!(status, embedded.status().unwrap());
     assert_eq!((status.examples, status.enabled_examples), (8, 7));
@@ -222,7 +229,9 @@ fn feed_list_toggle_status_and_infer_over_http_match_the_embedded_store() {
         );
         let message = error.to_string();
         assert!(
-            message.starts_with("no model of app `pics` is trained yet; the server at http://127.0.0.1:"),
+            message.starts_with(
+                "no model of app `pics` is trained yet; the server at http://127.0.0.1:"
+            ),
             "{message}"
         );
 
@@ -238,10 +247,17 @@ fn feed_list_toggle_status_and_infer_over_http_match_the_embedded_store() {
             .infer_lines(Cursor::new(queries), &FeedOptions::default())
             .unwrap();
         assert_eq!(
-            report.answers.iter().map(|(line, _)| *line).collect::<Vec<_>>(),
+            report
+                .answers
+                .iter()
+                .map(|(line, _)| *line)
+                .collect::<Vec<_>>(),
             [3, 4, 5, 6]
         );
-        assert_eq!((report.run, &report.candidate), (local.run, &local.candidate));
+        assert_eq!(
+            (report.run, &report.candidate),
+            (local.run, &local.candidate)
+        );
         assert_eq!(
             report
                 .answers
@@ -254,12 +270,19 @@ fn feed_list_toggle_status_and_infer_over_http_match_the_embedded_store() {
                 .map(|(_, answer)| answer.output.clone())
                 .collect::<Vec<_>>()
         );
-        assert!(matches!(report.score, Some(Score::Accuracy { total: 4, .. })));
+        assert!(matches!(
+            report.score,
+            Some(Score::Accuracy { total: 4, .. })
+        ));
         assert_eq!(report.score, local.score);
         // Typed inputs.
         let typed = client.infer((30..33).map(image)).unwrap();
         assert_eq!(
-            typed.answers.iter().map(|(position, _)| *position).collect::<Vec<_>>(),
+            typed
+                .answers
+                .iter()
+                .map(|(position, _)| *position)
+                .collect::<Vec<_>>(),
             [1, 2, 3]
         );
         assert!(typed.score.is_none());
@@ -302,7 +325,11 @@ fn bad_lines_are_named_here_and_nothing_is_sent() {
     let report = client.feed_lines(Cursor::new(feed), &options).unwrap();
     assert_eq!(report.added, 2);
     assert_eq!(
-        report.skipped.iter().map(|error| error.line).collect::<Vec<_>>(),
+        report
+            .skipped
+            .iter()
+            .map(|error| error.line)
+            .collect::<Vec<_>>(),
         [2, 4, 5]
     );
     assert_eq!(client.status().unwrap().examples, 2);
@@ -411,14 +438,20 @@ fn a_refused_token_says_which_app_and_how_to_fix_it() {
         "{error:?}"
     );
     let message = error.to_string();
-    assert!(message.contains("refused the token of app `pics`"), "{message}");
+    assert!(
+        message.contains("refused the token of app `pics`"),
+        "{message}"
+    );
     assert!(message.contains("EASEML_TOKEN"), "{message}");
     assert!(!message.contains(&real), "{message}");
 
     // No token anywhere, and the app is registered already (by someone else): 409 says where to
     // put the token.
     let error = Client::open(&remote(&server, &tokens), schema(PICS)).unwrap_err();
-    assert!(matches!(error, Error::Unauthorized { status: 409, .. }), "{error:?}");
+    assert!(
+        matches!(error, Error::Unauthorized { status: 409, .. }),
+        "{error:?}"
+    );
     let message = error.to_string();
     let file = tokens.join(format!(
         "http_127.0.0.1_{}/pics.token",
@@ -435,7 +468,10 @@ fn a_refused_token_says_which_app_and_how_to_fix_it() {
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     std::fs::write(&file, format!("{real}\n")).unwrap();
     let client = Client::open(&remote(&server, &tokens), schema(PICS)).unwrap();
-    assert_eq!(client.token_origin(), Some(&TokenOrigin::File(file.clone())));
+    assert_eq!(
+        client.token_origin(),
+        Some(&TokenOrigin::File(file.clone()))
+    );
     std::fs::write(&file, "stale").unwrap();
     let error = Client::open(&remote(&server, &tokens), schema(PICS)).unwrap_err();
     let message = error.to_string();
@@ -490,13 +526,19 @@ fn registering_needs_the_admin_token_when_the_server_has_one() {
         token_dir: Some(dir.path().to_owned()),
     };
     let error = Client::open(&connection(None), schema(PICS)).unwrap_err();
-    assert!(matches!(error, Error::Unauthorized { status: 401, .. }), "{error:?}");
+    assert!(
+        matches!(error, Error::Unauthorized { status: 401, .. }),
+        "{error:?}"
+    );
     assert!(
         error.to_string().contains("set EASEML_ADMIN_TOKEN"),
         "{error}"
     );
     let error = Client::open(&connection(Some("not-the-admin-token")), schema(PICS)).unwrap_err();
-    assert!(matches!(error, Error::Unauthorized { status: 403, .. }), "{error:?}");
+    assert!(
+        matches!(error, Error::Unauthorized { status: 403, .. }),
+        "{error:?}"
+    );
     assert!(
         error
             .to_string()
@@ -538,12 +580,18 @@ fn the_servers_4xx_come_back_with_its_message() {
     );
     let message = error.to_string();
     assert!(
-        message.starts_with(&format!("the easeml server at {} answered 404: ", server.url)),
+        message.starts_with(&format!(
+            "the easeml server at {} answered 404: ",
+            server.url
+        )),
         "{message}"
     );
     assert!(message.contains("123456"), "{message}");
     let error = client.example(ExampleId(123_456)).unwrap_err();
-    assert!(matches!(error, Error::Server { status: 404, .. }), "{error:?}");
+    assert!(
+        matches!(error, Error::Server { status: 404, .. }),
+        "{error:?}"
+    );
 
     // The app removed on the server while a client holds it: its token opens nothing now.
     {
@@ -646,7 +694,10 @@ fn a_server_that_goes_away_mid_feed_leaves_the_earlier_requests_stored_and_says_
         .unwrap();
     assert!(!stored.is_empty() && stored.len() < 200);
     assert_eq!(
-        page.items.iter().map(|record| record.id).collect::<Vec<_>>(),
+        page.items
+            .iter()
+            .map(|record| record.id)
+            .collect::<Vec<_>>(),
         *stored
     );
 }
@@ -672,7 +723,11 @@ fn app_cli_child() {
         &baked,
         arguments,
     );
-    std::process::exit(if code == std::process::ExitCode::SUCCESS { 0 } else { 1 });
+    std::process::exit(if code == std::process::ExitCode::SUCCESS {
+        0
+    } else {
+        1
+    });
 }
 
 /// What one run of the app's command line did.
@@ -689,7 +744,13 @@ fn pics(args: &[&str], env: &[(&str, &str)], dir: &Path, stdin: &str) -> Run {
     arguments.extend_from_slice(args);
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
-        .args(["app_cli_child", "--exact", "--nocapture", "--quiet", "--test-threads=1"])
+        .args([
+            "app_cli_child",
+            "--exact",
+            "--nocapture",
+            "--quiet",
+            "--test-threads=1",
+        ])
         .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -699,7 +760,10 @@ fn pics(args: &[&str], env: &[(&str, &str)], dir: &Path, stdin: &str) -> Run {
             command.env_remove(name);
         }
     }
-    command.env("EASEML_TEST_APP_ARGS", serde_json::to_string(&arguments).unwrap());
+    command.env(
+        "EASEML_TEST_APP_ARGS",
+        serde_json::to_string(&arguments).unwrap(),
+    );
     command.env("EASEML_HOME", dir.join("local-home"));
     for (name, value) in env {
         command.env(name, value);
@@ -757,13 +821,24 @@ fn the_app_command_line_works_against_a_server() {
         run.stderr
     );
     // Nothing went to the local store.
-    assert!(!dir.path().join("local-home").join("easeml.sqlite3").exists());
+    assert!(
+        !dir.path()
+            .join("local-home")
+            .join("easeml.sqlite3")
+            .exists()
+    );
 
     // A bad line from standard input names its line; nothing is stored.
-    let run = pics(&["feed"], &env, dir.path(), &format!("{}[1, 2] dog\n", image_lines(0..1)));
+    let run = pics(
+        &["feed"],
+        &env,
+        dir.path(),
+        &format!("{}[1, 2] dog\n", image_lines(0..1)),
+    );
     assert_eq!(run.code, 1);
     assert!(
-        run.stderr.contains("pics: error: 1 of 2 line(s) are bad") && run.stderr.contains("line 2:"),
+        run.stderr.contains("pics: error: 1 of 2 line(s) are bad")
+            && run.stderr.contains("line 2:"),
         "{}",
         run.stderr
     );
@@ -785,7 +860,9 @@ fn the_app_command_line_works_against_a_server() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stdout.starts_with("app pics: ")
-            && run.stdout.contains("8 examples (7 enabled), data version 2"),
+            && run
+                .stdout
+                .contains("8 examples (7 enabled), data version 2"),
         "{}",
         run.stdout
     );
@@ -797,12 +874,17 @@ fn the_app_command_line_works_against_a_server() {
         run.stdout,
         format!("pics: the refine page is at {url}/apps/pics/refine\n")
     );
-    assert!(run.stderr.contains(&token_file.display().to_string()), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&token_file.display().to_string()),
+        "{}",
+        run.stderr
+    );
     let run = pics(&["train", "--budget", "1m"], &env, dir.path(), "");
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stderr
-            .contains(&format!("the server at {url} trains every app in the background")),
+        run.stderr.contains(&format!(
+            "the server at {url} trains every app in the background"
+        )),
         "{}",
         run.stderr
     );
@@ -813,15 +895,30 @@ fn the_app_command_line_works_against_a_server() {
     let with_config = [("EASEML_CONFIG_DIR", config)];
     let run = pics(&["--server", url, "status"], &with_config, dir.path(), "");
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("8 examples (7 enabled)"), "{}", run.stdout);
-    let baked = [("EASEML_CONFIG_DIR", config), ("EASEML_TEST_BAKED_SERVER", url)];
+    assert!(
+        run.stdout.contains("8 examples (7 enabled)"),
+        "{}",
+        run.stdout
+    );
+    let baked = [
+        ("EASEML_CONFIG_DIR", config),
+        ("EASEML_TEST_BAKED_SERVER", url),
+    ];
     let run = pics(&["status"], &baked, dir.path(), "");
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("8 examples (7 enabled)"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("8 examples (7 enabled)"),
+        "{}",
+        run.stdout
+    );
     let local = [("EASEML_SERVER", ""), ("EASEML_TEST_BAKED_SERVER", url)];
     let run = pics(&["status"], &local, dir.path(), "");
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("0 examples (0 enabled)"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("0 examples (0 enabled)"),
+        "{}",
+        run.stdout
+    );
 
     #[cfg(feature = "engine")]
     {
@@ -847,7 +944,10 @@ fn the_app_command_line_works_against_a_server() {
         assert_eq!(answers.len(), 3, "{}", run.stdout);
         for (index, answer) in answers.iter().enumerate() {
             assert_eq!(answer["line"], index + 1);
-            assert!(matches!(answer["output"].as_str(), Some("cat" | "dog")), "{answer}");
+            assert!(
+                matches!(answer["output"].as_str(), Some("cat" | "dog")),
+                "{answer}"
+            );
         }
         assert!(run.stderr.contains("pics: accuracy "), "{}", run.stderr);
     }
@@ -876,9 +976,9 @@ fn the_app_command_line_works_against_a_server() {
     let run = pics(&["status"], &[("EASEML_SERVER", &dead)], dir.path(), "");
     assert_eq!(run.code, 1);
     assert!(
-        run.stderr
-            .starts_with(&format!("pics: error: cannot reach the easeml server at {dead} ("))
-            && run.stderr.contains("easeml serve")
+        run.stderr.starts_with(&format!(
+            "pics: error: cannot reach the easeml server at {dead} ("
+        )) && run.stderr.contains("easeml serve")
             && run.stderr.contains("EASEML_SERVER"),
         "{}",
         run.stderr

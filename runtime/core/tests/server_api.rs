@@ -720,10 +720,7 @@ fn fifty_concurrent_feeders_store_every_example_exactly_once() {
         client.status().unwrap().examples,
         (FEEDERS * PER_FEEDER) as u64
     );
-    assert_eq!(
-        client.store().unwrap().integrity_check().unwrap(),
-        Ok(())
-    );
+    assert_eq!(client.store().unwrap().integrity_check().unwrap(), Ok(()));
 }
 
 /// Inference over HTTP once the engine has trained a model: answers in the app's terms with their

@@ -83,8 +83,8 @@ impl From<crate::Error> for ApiError {
                 ApiError::bad_request(error.to_string())
             }
             crate::Error::NoModel { training, .. } => {
-                let mut error =
-                    ApiError::new(StatusCode::CONFLICT, error.to_string()).with_code(code::NO_MODEL);
+                let mut error = ApiError::new(StatusCode::CONFLICT, error.to_string())
+                    .with_code(code::NO_MODEL);
                 error.body.training = Some(training);
                 error
             }

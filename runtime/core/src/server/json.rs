@@ -142,7 +142,10 @@ fn write_output(
     match output {
         CheckedOutput::Label(label) => write_value(&Value::String(label.clone()), out),
         CheckedOutput::Object(object) => {
-            match (single_tensor_dims(&schema.output), object.tensors.as_slice()) {
+            match (
+                single_tensor_dims(&schema.output),
+                object.tensors.as_slice(),
+            ) {
                 (Some(dims), [values]) => write_tensor(dims, values, ryu, out),
                 _ => write_value(&object_to_json(&schema.output, object), out),
             }
@@ -254,7 +257,12 @@ mod tests {
 
     /// The bits of every value of an object and its children, depth first.
     fn bits(object: &Object) -> Vec<u32> {
-        let mut all: Vec<u32> = object.tensors.iter().flatten().map(|v| v.to_bits()).collect();
+        let mut all: Vec<u32> = object
+            .tensors
+            .iter()
+            .flatten()
+            .map(|v| v.to_bits())
+            .collect();
         for child in object.children.iter().flatten() {
             all.extend(bits(child));
         }
@@ -271,7 +279,8 @@ mod tests {
         };
         let schema_of = |source: &str| compile(source, "app", &Registry::builtin()).unwrap().schema;
         // One tensor: `INPUT OUTPUT` lines; many random values, labels that need quoting.
-        let schema = schema_of("Input = [20, 50]\nOutput = [3]\nlabels = [\"a b\", \"[x\", \"c.npy.txt\"]");
+        let schema =
+            schema_of("Input = [20, 50]\nOutput = [3]\nlabels = [\"a b\", \"[x\", \"c.npy.txt\"]");
         for seed in 0..20 {
             let input = Object::single(values(seed, 1000));
             for label in ["a b", "[x", "c.npy.txt"] {
@@ -321,7 +330,12 @@ mod tests {
             let input = object_from_json(&schema.input, &input, "input").unwrap();
             let output = object_from_json(&schema.output, &output, "output").unwrap();
             let mut line = Vec::new();
-            write_feed_line(&schema, &input, Some(&CheckedOutput::Object(output.clone())), &mut line);
+            write_feed_line(
+                &schema,
+                &input,
+                Some(&CheckedOutput::Object(output.clone())),
+                &mut line,
+            );
             let text = std::str::from_utf8(&line).unwrap();
             let back = LineChecker::new(&schema, &server, false)
                 .check_line(text)
