@@ -160,8 +160,8 @@ pub struct Client {
 /// Where the app's data is.
 #[derive(Debug)]
 enum Backend {
-    /// The local store.
-    Embedded(Local),
+    /// The local store (boxed: it holds the loaded model).
+    Embedded(Box<Local>),
     /// An `easeml serve` server.
     Remote(Remote),
 }
@@ -333,12 +333,12 @@ impl Client {
     fn local(store: Store, app: App, schema: Schema) -> Client {
         Client {
             schema,
-            backend: Backend::Embedded(Local {
+            backend: Backend::Embedded(Box::new(Local {
                 store,
                 app,
                 #[cfg(feature = "engine")]
                 served: None,
-            }),
+            })),
         }
     }
 
