@@ -781,11 +781,20 @@ pub(crate) fn token_file(dir: &Path, url: &str, app: &str) -> PathBuf {
     dir.join(server).join(format!("{app}.token"))
 }
 
-/// The token saved in `path`; `None` when there is no such file (or it is blank).
+/// The token saved in `path`; `None` when there is no such file (or it is blank); an error when it
+/// cannot be read (permissions, a folder in its place).
 fn read_token(path: &Path) -> Result<Option<String>> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(text.trim().to_owned()).filter(|token| !token.is_empty())),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        // No such file, or a folder on its path that is a file: no token there.
+        Err(error)
+            if matches!(
+                error.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(None)
+        }
         Err(source) => Err(Error::TokenFile {
             path: path.to_owned(),
             source,
