@@ -71,8 +71,8 @@ pub struct SchedulerBenchArgs {
     #[arg(long, default_value_t = 1.0, value_name = "F")]
     beta_scale: f64,
     /// Per-user amplitude estimate of the GPs, as pseudo-observations at the shared amplitude
-    /// (0 turns it off).
-    #[arg(long, default_value_t = 0.0, value_name = "C")]
+    /// (0 turns it off; 1: each user's amplitude is nearly its own maximum-likelihood value).
+    #[arg(long, default_value_t = 1.0, value_name = "C")]
     amplitude_prior: f64,
 }
 

@@ -150,7 +150,9 @@ pub struct ReplayConfig {
     pub beta_scale: f64,
     /// The form of GP-UCB's `beta_t`.
     pub beta_form: BetaForm,
-    /// Per-user amplitude estimate of the GP policies (pseudo-observations; `None`: off).
+    /// Per-user amplitude estimate of the GP policies, in pseudo-observations at the history's
+    /// amplitude (`None`: off). Default 1: each user's kernel amplitude is (nearly) its own
+    /// maximum-likelihood value, as scikit-learn's per-user fit in the paper's protocol would give.
     pub amplitude_prior_strength: Option<f64>,
 }
 
@@ -174,7 +176,7 @@ impl Default for ReplayConfig {
             ucb_delta: 0.1,
             beta_scale: 1.0,
             beta_form: BetaForm::Practical,
-            amplitude_prior_strength: None,
+            amplitude_prior_strength: Some(1.0),
         }
     }
 }
@@ -369,6 +371,7 @@ fn policy_config(
         seed,
         amplitude_prior_strength: config.amplitude_prior_strength,
         calibrate_costs: false,
+        quality_ceiling: Some(1.0),
     }
 }
 

@@ -45,6 +45,10 @@ pub struct SchedulerConfig {
     /// estimates (FLOPs over an assumed device speed) that are off by a common factor; off for the
     /// replay, whose expected costs are the true ones.
     pub calibrate_costs: bool,
+    /// The largest quality there is (qualities are accuracies or clipped R^2, so 1): the user
+    /// pickers' regret estimates clip upper confidence bounds to it, since no model can do better.
+    /// `None`: unbounded qualities.
+    pub quality_ceiling: Option<f64>,
 }
 
 impl Default for SchedulerConfig {
@@ -56,6 +60,7 @@ impl Default for SchedulerConfig {
             seed: 0,
             amplitude_prior_strength: None,
             calibrate_costs: false,
+            quality_ceiling: Some(1.0),
         }
     }
 }
@@ -156,6 +161,7 @@ pub struct Scheduler {
     next_registration_sequence: u64,
     amplitude_prior_strength: Option<f64>,
     calibrate_costs: bool,
+    quality_ceiling: f64,
 }
 
 fn validate_cost(user: &str, model: &str, cost: f64) -> Result<()> {
@@ -191,6 +197,10 @@ impl Scheduler {
             next_registration_sequence: 0,
             amplitude_prior_strength: config.amplitude_prior_strength,
             calibrate_costs: config.calibrate_costs,
+            quality_ceiling: config
+                .quality_ceiling
+                .filter(|c| c.is_finite())
+                .unwrap_or(f64::INFINITY),
         }
     }
 
@@ -430,6 +440,53 @@ impl Scheduler {
             .max(1e-300)
     }
 
+    fn is_cost_aware(&self) -> bool {
+        matches!(
+            self.candidate_policy,
+            CandidatePolicy::Ucb {
+                cost_aware: true,
+                ..
+            } | CandidatePolicy::ExpectedImprovement { per_cost: true }
+        )
+    }
+
+    /// Cost-oblivious UCBs (bounds on quality) of a user's eligible candidates.
+    fn quality_upper_confidence_bounds(&self, user: &UserState) -> Vec<(usize, f64)> {
+        let (beta_form, delta, beta_scale) = match &self.candidate_policy {
+            CandidatePolicy::Ucb {
+                beta_form,
+                delta,
+                beta_scale,
+                ..
+            } => (*beta_form, *delta, *beta_scale),
+            _ => (BetaForm::Practical, 0.1, 1.0),
+        };
+        let beta_scale = if beta_scale.is_finite() && beta_scale > 0.0 {
+            beta_scale
+        } else {
+            1.0
+        };
+        let beta_t = beta_scale
+            * beta(
+                beta_form,
+                user.candidates.len(),
+                user.gp.n_observations() + 1,
+                delta,
+                1.0,
+            );
+        user.candidates
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.status == CandidateStatus::Eligible)
+            .map(|(k, _)| {
+                (
+                    k,
+                    upper_confidence_bound(user.gp.mean()[k], user.gp.standard_deviation(k), beta_t, 1.0),
+                )
+            })
+            .collect()
+    }
+
     /// UCB scores of a user's eligible candidates: `(candidate index, score)`.
     fn upper_confidence_bounds(&self, user: &UserState, cost_scale: f64) -> Vec<(usize, f64)> {
         let (cost_aware, beta_form, delta, beta_scale) = match &self.candidate_policy {
@@ -529,6 +586,60 @@ impl Scheduler {
         }
     }
 
+    /// What the user pickers see of one user (`None` when it has no eligible candidate), with the
+    /// user's candidate scores.
+    fn summarize(
+        &self,
+        user: &UserState,
+        cost_scale: f64,
+    ) -> Option<(UserSummary, Vec<(usize, f64)>)> {
+        let bounds = self.upper_confidence_bounds(user, cost_scale);
+        if bounds.is_empty() {
+            return None;
+        }
+        // Line 8's regret estimate bounds the quality (never cost-weighted, clipped to the
+        // ceiling); in cost-aware mode it is divided by the cost of the candidate the user would
+        // train next (the cost-aware UCB's choice): improvement per unit cost.
+        let largest = self
+            .quality_upper_confidence_bounds(user)
+            .iter()
+            .map(|&(_, bound)| bound)
+            .fold(f64::NEG_INFINITY, f64::max)
+            .min(self.quality_ceiling);
+        let next_cost = if self.is_cost_aware() {
+            self.pick_candidate(user, &bounds, cost_scale)
+                .map_or(1.0, |k| {
+                    (user.candidates[k].expected_cost / cost_scale).max(1e-12)
+                })
+        } else {
+            1.0
+        };
+        let summary = UserSummary {
+            registration_sequence: user.registration_sequence,
+            n_observations: user.gp.n_observations(),
+            best_quality: user.best_current.as_ref().map(|best| best.quality),
+            largest_upper_confidence_bound: largest,
+            empirical_gap: user.empirical_gap,
+            next_cost,
+        };
+        Some((summary, bounds))
+    }
+
+    /// What the user picker currently sees of every user that can still be served (registration
+    /// order): best quality, largest upper confidence bound on quality (clipped to the ceiling),
+    /// Algorithm 2's empirical gap, the normalised cost of the next candidate. For operators and
+    /// diagnostics.
+    pub fn user_summaries(&self) -> Vec<(String, UserSummary)> {
+        let cost_scale = self.cost_scale();
+        self.users
+            .iter()
+            .filter_map(|user| {
+                self.summarize(user, cost_scale)
+                    .map(|(summary, _)| (user.user_id.clone(), summary))
+            })
+            .collect()
+    }
+
     /// The next (user, candidate) to train, or `None` when no user has an eligible candidate.
     /// The candidate is marked in flight until [`Scheduler::report`] is called for it.
     pub fn next_decision(&mut self) -> Option<Decision> {
@@ -536,23 +647,10 @@ impl Scheduler {
         let mut summaries = Vec::new();
         let mut bounds_by_summary = Vec::new();
         for (index, user) in self.users.iter().enumerate() {
-            let bounds = self.upper_confidence_bounds(user, cost_scale);
-            if bounds.is_empty() {
-                continue;
+            if let Some((summary, bounds)) = self.summarize(user, cost_scale) {
+                summaries.push(summary);
+                bounds_by_summary.push((index, bounds));
             }
-            let largest = bounds
-                .iter()
-                .map(|&(_, score)| score)
-                .fold(f64::NEG_INFINITY, f64::max);
-            let best_quality = user.best_current.as_ref().map(|best| best.quality);
-            summaries.push(UserSummary {
-                registration_sequence: user.registration_sequence,
-                n_observations: user.gp.n_observations(),
-                best_quality,
-                largest_upper_confidence_bound: largest,
-                empirical_gap: user.empirical_gap,
-            });
-            bounds_by_summary.push((index, bounds));
         }
         if summaries.is_empty() {
             return None;
@@ -588,7 +686,9 @@ impl Scheduler {
         let candidate = self
             .pick_candidate(user, bounds, cost_scale)
             .unwrap_or(bounds[0].0);
-        let bound_at_pick = bounds
+        // Line 6's B(a_t): the bound on the picked candidate's quality (not cost-weighted).
+        let bound_at_pick = self
+            .quality_upper_confidence_bounds(user)
             .iter()
             .find(|&&(k, _)| k == candidate)
             .map(|&(_, score)| score);
@@ -673,6 +773,7 @@ impl Scheduler {
         // Algorithm 2, line 6: the empirical confidence bound is the running minimum of the UCBs
         // of the picked arms; the gap is that bound minus the latest observation.
         if let Some(bound) = bound_at_pick.filter(|b| b.is_finite()) {
+            let bound = bound.min(self.quality_ceiling);
             let empirical_bound = user.empirical_bound.map_or(bound, |e| e.min(bound));
             user.empirical_bound = Some(empirical_bound);
             user.empirical_gap = Some((empirical_bound - quality).max(0.0));
