@@ -261,6 +261,7 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             BetaArg::Theorem => BetaForm::Theorem,
         },
         amplitude_prior_strength: (args.amplitude_prior > 0.0).then_some(args.amplitude_prior),
+        quality_ceiling: Some(1.0),
     };
     if args.lesion == Some(LesionArg::Kernel) {
         return run_kernel_lesion(&dataset, &config, &external, &args.out);

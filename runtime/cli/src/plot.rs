@@ -13,6 +13,23 @@ use plotters::prelude::*;
 const WIDTH: u32 = 1200;
 const HEIGHT: u32 = 500;
 
+/// The bottom of the loss plots' log axis.
+const LOSS_FLOOR: f64 = 1e-3;
+
+/// Line colours of the loss plots (distinct on white).
+const COLORS: [RGBColor; 10] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(0, 0, 0),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+    RGBColor(127, 127, 127),
+];
+
 fn find_font_file() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("EASEML_FONT") {
         return Some(PathBuf::from(path));
@@ -108,14 +125,17 @@ where
     };
     for (panel_index, panel) in panels.iter().enumerate() {
         let worst = panel_index == 1;
+        // Log scale: the first round takes the loss from ~0.5 to ~0.05, and the levels that tell
+        // the policies apart (0.02, 0.01) would be invisible on a linear axis. Losses below the
+        // floor (found the best model) are drawn at it.
         let y_max = plot
             .series
             .iter()
             .flat_map(|s| if worst { s.worst_loss } else { s.mean_loss }.iter())
             .copied()
             .fold(0.0, f64::max)
-            .max(1e-6)
-            * 1.05;
+            .max(LOSS_FLOOR * 10.0)
+            * 1.2;
         let mut builder = ChartBuilder::on(panel);
         builder.margin(15);
         if with_text {
@@ -130,17 +150,18 @@ where
                 .y_label_area_size(55);
         }
         let mut chart = builder
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .build_cartesian_2d(0.0..x_max, (LOSS_FLOOR..y_max).log_scale())
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut mesh = chart.configure_mesh();
         if with_text {
-            mesh.x_desc(x_label).y_desc("accuracy loss");
+            mesh.x_desc(x_label)
+                .y_desc("accuracy loss (log scale, floor 0.001)");
         } else {
             mesh.disable_x_mesh().disable_y_mesh();
         }
         mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
         for (index, line) in plot.series.iter().enumerate() {
-            let color = Palette99::pick(index).to_rgba();
+            let color = COLORS[index % COLORS.len()].to_rgba();
             let values = if worst {
                 line.worst_loss
             } else {
@@ -148,7 +169,10 @@ where
             };
             let series = chart
                 .draw_series(LineSeries::new(
-                    plot.grid.iter().copied().zip(values.iter().copied()),
+                    plot.grid
+                        .iter()
+                        .copied()
+                        .zip(values.iter().map(|&loss| loss.max(LOSS_FLOOR))),
                     color.stroke_width(2),
                 ))
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -178,7 +202,11 @@ pub fn write_plots(outcome: &ReplayOutcome, out: &Path) -> anyhow::Result<Vec<St
 }
 
 /// Writes `STEM.svg` and `STEM.png` into `out`; returns notes for the user (e.g. no font found).
-pub fn write_loss_plots(plot: &LossPlot<'_>, out: &Path, stem: &str) -> anyhow::Result<Vec<String>> {
+pub fn write_loss_plots(
+    plot: &LossPlot<'_>,
+    out: &Path,
+    stem: &str,
+) -> anyhow::Result<Vec<String>> {
     let with_text = font_available();
     let mut notes = Vec::new();
     if !with_text {

@@ -4,7 +4,8 @@
 //! `delgado179`, `easeml-dl` or `synthetic:SIGMA_M,ALPHA` (tables from `$EASEML_SHARED_DATA`, else
 //! `../shared/data`). Options: `--cost-aware`, `--repeats N` (10), `--test-users N` (10),
 //! `--seed S` (0), `--policies a,b,...`, `--kernel-fraction F`, `--hybrid-patience S`,
-//! `--threads N` (1), `--out FILE` (writes summary.json). Prints the cost to reach each loss level
+//! `--threads N` (1), `--amplitude-prior C` (1; 0 = off), `--beta-scale F`, `--delta D`,
+//! `--no-ceiling` (regret estimates not clipped to quality 1), `--out FILE` (writes summary.json). Prints the cost to reach each loss level
 //! and Hybrid's speed-up against every other policy. `easeml bench scheduler` is the interface of
 //! record (plots, curves.csv); this example prints the same numbers.
 
@@ -44,6 +45,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 index += 1;
                 continue;
             }
+            "--no-ceiling" => {
+                config.quality_ceiling = None;
+                index += 1;
+                continue;
+            }
             "--repeats" => config.repeats = value()?.parse()?,
             "--test-users" => config.test_users = value()?.parse()?,
             "--seed" => config.seed = value()?.parse()?,
@@ -71,7 +77,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("../shared/data"));
     let data = if let Some(parameters) = spec.strip_prefix("synthetic:") {
-        let (sigma_m, alpha) = parameters.split_once(',').ok_or("synthetic:SIGMA_M,ALPHA")?;
+        let (sigma_m, alpha) = parameters
+            .split_once(',')
+            .ok_or("synthetic:SIGMA_M,ALPHA")?;
         dataset::generate_synthetic(
             SyntheticSpec::paper(sigma_m.parse()?, alpha.parse()?),
             config.seed,
@@ -107,7 +115,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 None => print!(" {:>9}", "-"),
             }
         }
-        print!(" {:>10.4} ", entry["final_mean_loss"].as_f64().unwrap_or(f64::NAN));
+        print!(
+            " {:>10.4} ",
+            entry["final_mean_loss"].as_f64().unwrap_or(f64::NAN)
+        );
         if name != "hybrid" {
             let speedups = &summary["policies"]["hybrid"]["speedup_vs"][name.as_str()];
             for level in LOSS_LEVELS {

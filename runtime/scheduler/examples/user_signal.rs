@@ -11,8 +11,8 @@ use std::sync::Arc;
 use easeml_scheduler::acquisition::{BetaForm, CandidatePolicy, beta, expected_improvement};
 use easeml_scheduler::dataset::load_delgado179;
 use easeml_scheduler::{
-    CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory,
-    Scheduler, SchedulerConfig, UserPickerKind,
+    CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory, Scheduler,
+    SchedulerConfig, UserPickerKind,
 };
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -28,9 +28,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| PathBuf::from("../shared/data"));
     let data = load_delgado179(&data_dir)?;
     let names = [
-        "ucb_beta_t", "ucb_2sd", "max_ei", "sum_ei", "max_mean", "alg2_gap", "ucb_minus_latest",
-        "headroom_1_minus_best", "observed_spread", "best_minus_mean_obs", "last_regret_est",
-        "ucb_clip1", "ei_clip1", "ucb2sd_clip1", "sum_ei_clip1",
+        "ucb_beta_t",
+        "ucb_2sd",
+        "max_ei",
+        "sum_ei",
+        "max_mean",
+        "alg2_gap",
+        "ucb_minus_latest",
+        "headroom_1_minus_best",
+        "observed_spread",
+        "best_minus_mean_obs",
+        "last_regret_est",
+        "ucb_clip1",
+        "ei_clip1",
+        "ucb2sd_clip1",
+        "sum_ei_clip1",
     ];
     let mut captured = vec![0.0; names.len()];
     let mut best_total = 0.0;
@@ -42,7 +54,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let test: Vec<usize> = users[..10].to_vec();
         let history = QualityHistory {
             model_ids: data.model_ids.clone(),
-            rows: users[10..].iter().map(|&u| data.quality[u].clone()).collect(),
+            rows: users[10..]
+                .iter()
+                .map(|&u| data.quality[u].clone())
+                .collect(),
         };
         let kernel = Arc::new(KernelModel::from_history(
             &history,
@@ -77,7 +92,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let best_possible: Vec<f64> = test
             .iter()
-            .map(|&u| data.quality[u].iter().flatten().copied().fold(0.0, f64::max))
+            .map(|&u| {
+                data.quality[u]
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .fold(0.0, f64::max)
+            })
             .collect();
         let mut best = vec![0.0f64; 10];
         let mut latest = vec![0.0f64; 10];
@@ -96,21 +117,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     let posterior = scheduler.posterior(&format!("u{t}"))?;
                     let n_obs = trained[t].iter().filter(|&&x| x).count();
-                    let beta_t = beta(BetaForm::Practical, candidates[t].len(), n_obs + 1, 0.1, 1.0);
+                    let beta_t = beta(
+                        BetaForm::Practical,
+                        candidates[t].len(),
+                        n_obs + 1,
+                        0.1,
+                        1.0,
+                    );
                     let eligible = posterior
                         .iter()
                         .enumerate()
                         .filter(|(k, _)| !trained[t][*k])
                         .map(|(_, p)| (p.1, p.2));
                     let fold_max = |f: &dyn Fn(f64, f64) -> f64| {
-                        eligible.clone().map(|(m, s)| f(m, s)).fold(f64::NEG_INFINITY, f64::max)
+                        eligible
+                            .clone()
+                            .map(|(m, s)| f(m, s))
+                            .fold(f64::NEG_INFINITY, f64::max)
                     };
                     let ucb = fold_max(&|m, s| m + beta_t.sqrt() * s);
                     let scores = vec![
                         ucb - best[t],
                         fold_max(&|m, s| m + 2.0 * s) - best[t],
                         fold_max(&|m, s| expected_improvement(m, s, best[t])),
-                        eligible.clone().map(|(m, s)| expected_improvement(m, s, best[t])).sum(),
+                        eligible
+                            .clone()
+                            .map(|(m, s)| expected_improvement(m, s, best[t]))
+                            .sum(),
                         fold_max(&|m, _| m) - best[t],
                         gap[t],
                         ucb - latest[t],
@@ -118,14 +151,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         {
                             let ys = &observed[t];
                             let mean = ys.iter().sum::<f64>() / ys.len() as f64;
-                            (ys.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / ys.len() as f64).sqrt()
+                            (ys.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / ys.len() as f64)
+                                .sqrt()
                         },
                         best[t] - observed[t].iter().sum::<f64>() / observed[t].len() as f64,
                         (1.0 - best[t]) * (ucb - best[t]),
                         ucb.min(1.0) - best[t],
-                        fold_max(&|m, s| expected_improvement(m, s, best[t]) - expected_improvement(m, s, 1.0)),
+                        fold_max(&|m, s| {
+                            expected_improvement(m, s, best[t]) - expected_improvement(m, s, 1.0)
+                        }),
                         fold_max(&|m, s| m + 2.0 * s).min(1.0) - best[t],
-                        eligible.clone().map(|(m, s)| expected_improvement(m, s, best[t]) - expected_improvement(m, s, 1.0)).sum(),
+                        eligible
+                            .clone()
+                            .map(|(m, s)| {
+                                expected_improvement(m, s, best[t])
+                                    - expected_improvement(m, s, 1.0)
+                            })
+                            .sum(),
                     ];
                     rows.push((best_possible[t] - best[t], scores));
                 }
@@ -144,14 +186,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 }
             }
-            let Some(decision) = scheduler.next_decision() else { break };
+            let Some(decision) = scheduler.next_decision() else {
+                break;
+            };
             let t: usize = decision.user_id[1..].parse()?;
-            let m = data.model_ids.iter().position(|id| *id == decision.model_id).unwrap();
+            let m = data
+                .model_ids
+                .iter()
+                .position(|id| *id == decision.model_id)
+                .unwrap();
             let k = candidates[t].iter().position(|&c| c == m).unwrap();
             // The UCB at pick (before the report), for the Algorithm-2 gap.
             let posterior = scheduler.posterior(&decision.user_id)?;
             let n_obs = trained[t].iter().filter(|&&x| x).count();
-            let beta_t = beta(BetaForm::Practical, candidates[t].len(), n_obs + 1, 0.1, 1.0);
+            let beta_t = beta(
+                BetaForm::Practical,
+                candidates[t].len(),
+                n_obs + 1,
+                0.1,
+                1.0,
+            );
             let bound = posterior[k].1 + beta_t.sqrt() * posterior[k].2;
             let quality = data.quality[test[t]][m].unwrap();
             scheduler.report(&decision, quality, 1.0)?;

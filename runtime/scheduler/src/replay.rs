@@ -154,6 +154,9 @@ pub struct ReplayConfig {
     /// amplitude (`None`: off). Default 1: each user's kernel amplitude is (nearly) its own
     /// maximum-likelihood value, as scikit-learn's per-user fit in the paper's protocol would give.
     pub amplitude_prior_strength: Option<f64>,
+    /// The largest possible quality, to which the user pickers clip their regret estimates
+    /// (`None`: unclipped; the tables' qualities are accuracies, so 1).
+    pub quality_ceiling: Option<f64>,
 }
 
 impl Default for ReplayConfig {
@@ -177,6 +180,7 @@ impl Default for ReplayConfig {
             beta_scale: 1.0,
             beta_form: BetaForm::Practical,
             amplitude_prior_strength: Some(1.0),
+            quality_ceiling: Some(1.0),
         }
     }
 }
@@ -371,7 +375,7 @@ fn policy_config(
         seed,
         amplitude_prior_strength: config.amplitude_prior_strength,
         calibrate_costs: false,
-        quality_ceiling: Some(1.0),
+        quality_ceiling: config.quality_ceiling,
     }
 }
 
@@ -815,6 +819,7 @@ impl ReplayOutcome {
             "beta_scale": self.config.beta_scale,
             "beta_form": self.config.beta_form,
             "amplitude_prior_strength": self.config.amplitude_prior_strength,
+            "quality_ceiling": self.config.quality_ceiling,
             "mean_budget": mean_budget,
             "kernel_fit_seconds": self.kernel_fit_seconds,
             "hyperparameters_first_repetition": self.hyperparameters.first(),

@@ -481,7 +481,12 @@ impl Scheduler {
             .map(|(k, _)| {
                 (
                     k,
-                    upper_confidence_bound(user.gp.mean()[k], user.gp.standard_deviation(k), beta_t, 1.0),
+                    upper_confidence_bound(
+                        user.gp.mean()[k],
+                        user.gp.standard_deviation(k),
+                        beta_t,
+                        1.0,
+                    ),
                 )
             })
             .collect()

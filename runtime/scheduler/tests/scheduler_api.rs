@@ -342,8 +342,14 @@ fn greedy_scheduler(cost_aware: bool, quality_ceiling: Option<f64>) -> Scheduler
 fn regret_estimates_are_clipped_to_the_quality_ceiling() {
     for ceiling in [Some(1.0), None] {
         let mut scheduler = greedy_scheduler(false, ceiling);
-        let candidates = || (0..5).map(|m| CandidateSpec::new(format!("m{m}"))).collect();
-        scheduler.register_user("perfect", candidates(), &[]).unwrap();
+        let candidates = || {
+            (0..5)
+                .map(|m| CandidateSpec::new(format!("m{m}")))
+                .collect()
+        };
+        scheduler
+            .register_user("perfect", candidates(), &[])
+            .unwrap();
         scheduler.register_user("weak", candidates(), &[]).unwrap();
         let first = scheduler.next_decision().unwrap();
         assert_eq!(first.user_id, "perfect");
@@ -387,8 +393,12 @@ fn cost_aware_greedy_prefers_cheaper_improvement() {
             })
             .collect::<Vec<_>>()
     };
-    scheduler.register_user("expensive", with_cost(1.0), &[]).unwrap();
-    scheduler.register_user("cheap", with_cost(0.01), &[]).unwrap();
+    scheduler
+        .register_user("expensive", with_cost(1.0), &[])
+        .unwrap();
+    scheduler
+        .register_user("cheap", with_cost(0.01), &[])
+        .unwrap();
     observe(&mut scheduler, "expensive", "m0", 0.5, 1.0);
     observe(&mut scheduler, "cheap", "m0", 0.5, 0.01);
     let summaries = scheduler.user_summaries();
