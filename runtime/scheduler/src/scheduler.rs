@@ -450,50 +450,9 @@ impl Scheduler {
         )
     }
 
-    /// Cost-oblivious UCBs (bounds on quality) of a user's eligible candidates.
-    fn quality_upper_confidence_bounds(&self, user: &UserState) -> Vec<(usize, f64)> {
-        let (beta_form, delta, beta_scale) = match &self.candidate_policy {
-            CandidatePolicy::Ucb {
-                beta_form,
-                delta,
-                beta_scale,
-                ..
-            } => (*beta_form, *delta, *beta_scale),
-            _ => (BetaForm::Practical, 0.1, 1.0),
-        };
-        let beta_scale = if beta_scale.is_finite() && beta_scale > 0.0 {
-            beta_scale
-        } else {
-            1.0
-        };
-        let beta_t = beta_scale
-            * beta(
-                beta_form,
-                user.candidates.len(),
-                user.gp.n_observations() + 1,
-                delta,
-                1.0,
-            );
-        user.candidates
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.status == CandidateStatus::Eligible)
-            .map(|(k, _)| {
-                (
-                    k,
-                    upper_confidence_bound(
-                        user.gp.mean()[k],
-                        user.gp.standard_deviation(k),
-                        beta_t,
-                        1.0,
-                    ),
-                )
-            })
-            .collect()
-    }
-
-    /// UCB scores of a user's eligible candidates: `(candidate index, score)`.
-    fn upper_confidence_bounds(&self, user: &UserState, cost_scale: f64) -> Vec<(usize, f64)> {
+    /// GP-UCB's `beta_t` for a user's next step (its own step `t` = observations + 1) and whether
+    /// candidate scores are cost-weighted.
+    fn exploration(&self, user: &UserState) -> (f64, bool) {
         let (cost_aware, beta_form, delta, beta_scale) = match &self.candidate_policy {
             CandidatePolicy::Ucb {
                 cost_aware,
@@ -516,6 +475,23 @@ impl Scheduler {
                 delta,
                 1.0,
             );
+        (beta_t, cost_aware)
+    }
+
+    /// The upper confidence bound on candidate `k`'s quality, `mean + sqrt(beta_t) sd` (never
+    /// cost-weighted): what Algorithm 2's lines 6 and 8 compare across users.
+    fn quality_bound(user: &UserState, k: usize, beta_t: f64) -> f64 {
+        upper_confidence_bound(
+            user.gp.mean()[k],
+            user.gp.standard_deviation(k),
+            beta_t,
+            1.0,
+        )
+    }
+
+    /// UCB scores of a user's eligible candidates: `(candidate index, score)`.
+    fn upper_confidence_bounds(&self, user: &UserState, cost_scale: f64) -> Vec<(usize, f64)> {
+        let (beta_t, cost_aware) = self.exploration(user);
         user.candidates
             .iter()
             .enumerate()
@@ -605,10 +581,10 @@ impl Scheduler {
         // Line 8's regret estimate bounds the quality (never cost-weighted, clipped to the
         // ceiling); in cost-aware mode it is divided by the cost of the candidate the user would
         // train next (the cost-aware UCB's choice): improvement per unit cost.
-        let largest = self
-            .quality_upper_confidence_bounds(user)
+        let (beta_t, _) = self.exploration(user);
+        let largest = bounds
             .iter()
-            .map(|&(_, bound)| bound)
+            .map(|&(k, _)| Self::quality_bound(user, k, beta_t))
             .fold(f64::NEG_INFINITY, f64::max)
             .min(self.quality_ceiling);
         let next_cost = if self.is_cost_aware() {
@@ -692,11 +668,11 @@ impl Scheduler {
             .pick_candidate(user, bounds, cost_scale)
             .unwrap_or(bounds[0].0);
         // Line 6's B(a_t): the bound on the picked candidate's quality (not cost-weighted).
-        let bound_at_pick = self
-            .quality_upper_confidence_bounds(user)
-            .iter()
-            .find(|&&(k, _)| k == candidate)
-            .map(|&(_, score)| score);
+        let bound_at_pick = Some(Self::quality_bound(
+            user,
+            candidate,
+            self.exploration(user).0,
+        ));
         let user = &mut self.users[user_index];
         let state = &mut user.candidates[candidate];
         state.status = CandidateStatus::InFlight;
