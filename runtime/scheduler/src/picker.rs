@@ -4,7 +4,9 @@
 //! eligible candidate (finished users are never shown, so never picked) and returns an index into
 //! that slice. FCFS serves the earliest user until it has nothing left to train; RoundRobin cycles
 //! in registration order; Random draws uniformly (from the scheduler's seeded generator); Greedy
-//! is Algorithm 2; Hybrid is Greedy that switches to round robin once frozen (section 4.4).
+//! is Algorithm 2; Hybrid is Greedy that switches to round robin once frozen (section 4.4). In
+//! cost-aware mode Greedy's line 8 compares estimated improvement per unit cost of each user's next
+//! run (see [`UserSummary::next_cost`]).
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;

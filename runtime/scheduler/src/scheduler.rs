@@ -11,6 +11,11 @@
 //! already trained in the current data version, one in flight, or one removed. Costs are
 //! normalised over all registered users (the most expensive candidate has cost 1). All randomness
 //! comes from one generator seeded at construction, so a run is reproducible.
+//!
+//! What the user pickers see ([`Scheduler::user_summaries`]): per user, the largest upper
+//! confidence bound on quality `mean + sqrt(beta_t) sd` over its eligible candidates and Algorithm
+//! 2's empirical gap, both from bounds on quality (never the cost-weighted scores) clipped to the
+//! quality ceiling (1 by default), and the normalised cost of the candidate it would train next.
 
 use std::collections::HashMap;
 use std::sync::Arc;
