@@ -42,7 +42,8 @@ pub struct SchedulerBenchArgs {
     seed: u64,
     /// Comma-separated policies: fcfs, round_robin, random, greedy, hybrid, most_cited,
     /// most_recent, spearmint, hybrid_cost_oblivious (lesion), oracle_user (diagnostic: serves the
-    /// user with the largest true loss). Default: all but the lesion and the diagnostic.
+    /// user with the largest true loss), hybrid_ei (diagnostic: Hybrid's user picker over
+    /// Spearmint*'s EI per second). Default: all but the lesion and the diagnostics.
     #[arg(long, value_delimiter = ',', value_name = "a,b,...")]
     policies: Option<Vec<String>>,
     /// Output folder (created if missing).
@@ -221,7 +222,12 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             .collect::<Result<Vec<_>, _>>()?,
         (None, None) => PolicyName::ALL
             .into_iter()
-            .filter(|p| !matches!(p, PolicyName::HybridCostOblivious | PolicyName::OracleUser))
+            .filter(|p| {
+                !matches!(
+                    p,
+                    PolicyName::HybridCostOblivious | PolicyName::OracleUser | PolicyName::HybridEi
+                )
+            })
             .collect(),
     };
     let (external, policies): (Vec<PolicyName>, Vec<PolicyName>) =

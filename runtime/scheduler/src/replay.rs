@@ -52,6 +52,9 @@ pub enum PolicyName {
     MostRecent,
     /// Spearmint*: GP-EI (per second when cost-aware) with an RBF kernel + round robin.
     Spearmint,
+    /// Diagnostic: Spearmint*'s single-user policy (GP-EI per second, RBF) under Hybrid's user
+    /// picker instead of round robin; isolates what the user picker adds over Spearmint*.
+    HybridEi,
     /// Optuna's GP sampler, one study per test user, round robin (run by `bench/peers/`).
     OptunaGp,
     /// Optuna's TPE sampler, one study per test user, round robin (run by `bench/peers/`).
@@ -64,7 +67,7 @@ pub enum PolicyName {
 
 impl PolicyName {
     /// Every policy implemented in Rust, in report order.
-    pub const ALL: [PolicyName; 10] = [
+    pub const ALL: [PolicyName; 11] = [
         PolicyName::Hybrid,
         PolicyName::Greedy,
         PolicyName::RoundRobin,
@@ -75,6 +78,7 @@ impl PolicyName {
         PolicyName::Spearmint,
         PolicyName::HybridCostOblivious,
         PolicyName::OracleUser,
+        PolicyName::HybridEi,
     ];
 
     /// The peers run outside this crate (by the Python harness under `bench/peers/`).
@@ -97,6 +101,7 @@ impl PolicyName {
             PolicyName::MostCited => "most_cited",
             PolicyName::MostRecent => "most_recent",
             PolicyName::Spearmint => "spearmint",
+            PolicyName::HybridEi => "hybrid_ei",
             PolicyName::OracleUser => "oracle_user",
             PolicyName::OptunaGp => "optuna_gp",
             PolicyName::OptunaTpe => "optuna_tpe",
@@ -368,6 +373,12 @@ fn policy_config(
             },
             UserPickerKind::RoundRobin,
         ),
+        PolicyName::HybridEi => (
+            CandidatePolicy::ExpectedImprovement {
+                per_cost: cost_aware,
+            },
+            UserPickerKind::Hybrid { patience },
+        ),
     };
     SchedulerConfig {
         candidate_policy,
@@ -426,16 +437,20 @@ fn run_repetition(
         config.kernel,
         HyperparameterChoice::FitMarginalLikelihood,
     )?);
-    let rbf_kernel =
-        if config.policies.contains(&PolicyName::Spearmint) && config.kernel != KernelKind::Rbf {
-            Arc::new(KernelModel::from_history(
-                &history,
-                KernelKind::Rbf,
-                HyperparameterChoice::FitMarginalLikelihood,
-            )?)
-        } else {
-            Arc::clone(&kernel)
-        };
+    let rbf_kernel = if config
+        .policies
+        .iter()
+        .any(|p| matches!(p, PolicyName::Spearmint | PolicyName::HybridEi))
+        && config.kernel != KernelKind::Rbf
+    {
+        Arc::new(KernelModel::from_history(
+            &history,
+            KernelKind::Rbf,
+            HyperparameterChoice::FitMarginalLikelihood,
+        )?)
+    } else {
+        Arc::clone(&kernel)
+    };
     let kernel_fit_seconds = fit_start.elapsed().as_secs_f64();
     // Fixed orders: "most cited" proxy = descending mean quality over the kernel users (the
     // tables name no citations); "most recent" proxy = the table's columns from last to first.
@@ -480,7 +495,7 @@ fn run_repetition(
     for &policy in &config.policies {
         let scheduler_seed = rng.r#gen::<u64>();
         let started = Instant::now();
-        let policy_kernel = if policy == PolicyName::Spearmint {
+        let policy_kernel = if matches!(policy, PolicyName::Spearmint | PolicyName::HybridEi) {
             Arc::clone(&rbf_kernel)
         } else {
             Arc::clone(&kernel)
