@@ -457,3 +457,48 @@ fn print_report(summary: &serde_json::Value, out: &Path) {
         out.display()
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use easeml_scheduler::dataset::{SyntheticSpec, generate_synthetic};
+
+    use super::*;
+
+    #[test]
+    fn kernel_lesion_writes_one_run_per_fraction_and_a_comparison() {
+        let spec = SyntheticSpec {
+            n_users: 16,
+            n_models: 8,
+            ..SyntheticSpec::paper(0.5, 0.1)
+        };
+        let dataset = generate_synthetic(spec, 3).unwrap();
+        let config = ReplayConfig {
+            cost_aware: true,
+            repeats: 2,
+            test_users: 3,
+            policies: vec![PolicyName::Hybrid],
+            ..ReplayConfig::default()
+        };
+        let out = tempfile::tempdir().unwrap();
+        run_kernel_lesion(&dataset, &config, &[], out.path()).unwrap();
+        for percent in [10, 50, 100] {
+            let folder = out.path().join(format!("kernel-{percent}"));
+            let summary: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(folder.join("summary.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(summary["kernel_user_fraction"], f64::from(percent) / 100.0);
+            assert!(folder.join("loss.svg").is_file());
+        }
+        let lesion: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("lesion.json")).unwrap())
+                .unwrap();
+        assert_eq!(lesion["fractions"].as_object().unwrap().len(), 3);
+        for level in LOSS_LEVELS {
+            let ratio = &lesion["fractions"]["100%"]["cost_relative_to_100%"][format!("{level}")];
+            assert!(ratio.is_null() || ratio.as_f64() == Some(1.0), "{ratio}");
+        }
+        assert!(out.path().join("lesion.svg").is_file());
+        assert!(out.path().join("lesion.png").is_file());
+    }
+}
