@@ -100,11 +100,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .fold(0.0, f64::max)
             })
             .collect();
-        let mut best = vec![0.0f64; 10];
-        let mut latest = vec![0.0f64; 10];
+        let mut best = [0.0f64; 10];
+        let mut latest = [0.0f64; 10];
         let mut trained: Vec<Vec<bool>> = candidates.iter().map(|c| vec![false; c.len()]).collect();
-        let mut empirical_bound = vec![f64::INFINITY; 10];
-        let mut gap = vec![0.0f64; 10];
+        let mut empirical_bound = [f64::INFINITY; 10];
+        let mut gap = [0.0f64; 10];
         let mut observed: Vec<Vec<f64>> = vec![Vec::new(); 10];
         let budget: usize = candidates.iter().map(Vec::len).sum::<usize>() / 2;
         for step in 0..budget {
