@@ -461,7 +461,7 @@ impl Lowering {
                 let dims = match (dims, shape_attribute) {
                     (Some(_), Some(attribute)) => {
                         return Err(syn::Error::new(
-                            attribute.span(),
+                            attribute.meta.span(),
                             "the shape is given twice: write either `Tensor<28, 28>` or `#[shape(28, 28)] field: Tensor`",
                         ));
                     }
