@@ -22,12 +22,14 @@ use std::path::{Path, PathBuf};
 /// Copies every `.eml` file of `from` into `to` (created).
 fn copy_programs(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap_or_else(|error| panic!("{}: {error}", to.display()));
-    let entries = std::fs::read_dir(from).unwrap_or_else(|error| panic!("{}: {error}", from.display()));
+    let entries =
+        std::fs::read_dir(from).unwrap_or_else(|error| panic!("{}: {error}", from.display()));
     for path in entries.filter_map(|entry| entry.ok().map(|entry| entry.path())) {
         if path.extension().is_some_and(|extension| extension == "eml") {
             let target = to.join(path.file_name().unwrap_or_default());
-            std::fs::copy(&path, &target)
-                .unwrap_or_else(|error| panic!("{} -> {}: {error}", path.display(), target.display()));
+            std::fs::copy(&path, &target).unwrap_or_else(|error| {
+                panic!("{} -> {}: {error}", path.display(), target.display())
+            });
         }
     }
 }
@@ -40,7 +42,10 @@ fn ui() {
         .join("../tests/trybuild")
         .join(env!("CARGO_PKG_NAME"));
     copy_programs(&repository.join("examples"), &project.join("examples"));
-    copy_programs(&repository.join("tests/fixtures"), &project.join("fixtures"));
+    copy_programs(
+        &repository.join("tests/fixtures"),
+        &project.join("fixtures"),
+    );
 
     let cases = trybuild::TestCases::new();
     cases.pass("tests/ui/pass/*.rs");

@@ -155,8 +155,16 @@ fn printed_items(items: Vec<syn::Item>) -> (Vec<String>, Option<ManifestValue>) 
                             .iter()
                             .map(|segment| segment.ident.to_string())
                             .collect();
-                        let leading = if call.mac.path.leading_colon.is_some() { "::" } else { "" };
-                        ManifestValue::Macro(format!("{leading}{}!({})", path.join("::"), call.mac.tokens))
+                        let leading = if call.mac.path.leading_colon.is_some() {
+                            "::"
+                        } else {
+                            ""
+                        };
+                        ManifestValue::Macro(format!(
+                            "{leading}{}!({})",
+                            path.join("::"),
+                            call.mac.tokens
+                        ))
                     }
                     _ => ManifestValue::Other,
                 });
@@ -173,8 +181,8 @@ fn printed_items(items: Vec<syn::Item>) -> (Vec<String>, Option<ManifestValue>) 
 /// The expansion of `#[easeml_schema(attr)] item`, as the module's items.
 fn expansion(stem: &str, attr: &str, item: &str) -> Vec<syn::Item> {
     let tokens = expand(attr.parse().unwrap(), item.parse().unwrap());
-    let module: syn::ItemMod = syn::parse2(tokens.clone())
-        .unwrap_or_else(|error| panic!("{stem}: {error}: {tokens}"));
+    let module: syn::ItemMod =
+        syn::parse2(tokens.clone()).unwrap_or_else(|error| panic!("{stem}: {error}: {tokens}"));
     module.content.map(|(_, items)| items).unwrap_or_default()
 }
 
@@ -196,7 +204,11 @@ fn both_macro_forms_expand_to_the_generated_crates_types_and_client_for_every_ex
             // `mod types; pub use types::*;`: the crate's two files are the macro's one module.
             !matches!(item, syn::Item::Mod(_) | syn::Item::Use(_))
         });
-        let crate_items: Vec<syn::Item> = parse("src/types.rs").items.into_iter().chain(lib_items).collect();
+        let crate_items: Vec<syn::Item> = parse("src/types.rs")
+            .items
+            .into_iter()
+            .chain(lib_items)
+            .collect();
         let (crate_printed, crate_manifest) = printed_items(crate_items);
         assert_eq!(
             crate_manifest,
@@ -206,7 +218,9 @@ fn both_macro_forms_expand_to_the_generated_crates_types_and_client_for_every_ex
             "{stem}"
         );
         assert!(
-            crate_printed.iter().any(|item| item.contains("pub struct Client")),
+            crate_printed
+                .iter()
+                .any(|item| item.contains("pub struct Client")),
             "{stem}: {crate_printed:#?}"
         );
 

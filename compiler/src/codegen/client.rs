@@ -165,7 +165,11 @@ mod tests {
             None,
         );
         assert!(labelled.contains("pub fn feed_labelled("), "{labelled}");
-        let unlabelled = items("Input = [3]\nOutput = [2]", ManifestSource::Literal("{}"), None);
+        let unlabelled = items(
+            "Input = [3]\nOutput = [2]",
+            ManifestSource::Literal("{}"),
+            None,
+        );
         assert!(!unlabelled.contains("feed_labelled"), "{unlabelled}");
         assert!(unlabelled.contains("pub fn infer("), "{unlabelled}");
     }
@@ -215,13 +219,17 @@ mod tests {
         let bytes = text.as_bytes();
         for (index, _) in text.match_indices("::") {
             let leading = index == 0
-                || !(bytes[index - 1].is_ascii_alphanumeric() || matches!(bytes[index - 1], b'_' | b'>' | b':'));
+                || !(bytes[index - 1].is_ascii_alphanumeric()
+                    || matches!(bytes[index - 1], b'_' | b'>' | b':'));
             if !leading {
                 continue;
             }
-            let mut segments = text[index + 2..]
-                .split("::")
-                .map(|segment| segment.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or(""));
+            let mut segments = text[index + 2..].split("::").map(|segment| {
+                segment
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or("")
+            });
             let root = segments.next().unwrap_or("");
             roots.insert(root.to_owned());
             if root == "easeml_runtime" {

@@ -16,8 +16,8 @@ mod labels;
 mod manifest;
 mod types;
 
-pub use client::{ManifestSource, client_items};
 pub(crate) use client::client_tokens;
+pub use client::{ManifestSource, client_items};
 pub use crate_files::{CrateOptions, GenerateError, crate_files};
 pub use labels::label_variants;
 pub use manifest::{Manifest, app_id};

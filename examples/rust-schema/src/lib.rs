@@ -51,7 +51,10 @@ pub struct Table {
 /// Reads scikit-learn's CSV form: a header `n_samples,n_features,class names...`, then rows of
 /// `n_features` numbers and a class index. Every count is checked; an error names the line.
 pub fn parse_table(text: &str) -> Result<Table, String> {
-    let mut lines = text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty());
     let (_, header) = lines.next().ok_or("the table is empty")?;
     let header: Vec<&str> = header.split(',').map(str::trim).collect();
     let count = |index: usize, what: &str| -> Result<usize, String> {
@@ -197,7 +200,8 @@ pub fn run(home: &Path, budget: Duration, max_run: Duration) -> Result<Report, E
     let summary = easeml_runtime::app_cli::train_with_progress(&mut engine, Some(budget))?;
     let train_seconds = started.elapsed().as_secs_f64();
 
-    let wine_answers = wine_client.infer(wine_rows.held_out.iter().map(|(input, _)| input.clone()))?;
+    let wine_answers =
+        wine_client.infer(wine_rows.held_out.iter().map(|(input, _)| input.clone()))?;
     let cancer_answers =
         cancer_client.infer(cancer_rows.held_out.iter().map(|(input, _)| input.clone()))?;
     let wine_names: Vec<&str> = wine::Label::ALL.iter().map(|l| l.name()).collect();
@@ -283,15 +287,24 @@ mod tests {
         let cancer = parse_table(BREAST_CANCER_CSV).unwrap();
         assert_eq!(cancer.rows.len(), 569);
         assert_eq!(cancer.classes, ["malignant", "benign"]);
-        assert_eq!(cancer.rows.iter().filter(|(_, class)| *class == 0).count(), 212);
+        assert_eq!(
+            cancer.rows.iter().filter(|(_, class)| *class == 0).count(),
+            212
+        );
     }
 
     #[test]
     fn bad_tables_name_the_line() {
         let error = |text: &str| parse_table(text).unwrap_err();
         assert_eq!(error(""), "the table is empty");
-        assert_eq!(error("x,2,a,b\n"), "line 1: the header does not give the number of rows");
-        assert_eq!(error("1,y,a,b\n"), "line 1: the header does not give the number of features");
+        assert_eq!(
+            error("x,2,a,b\n"),
+            "line 1: the header does not give the number of rows"
+        );
+        assert_eq!(
+            error("1,y,a,b\n"),
+            "line 1: the header does not give the number of features"
+        );
         assert_eq!(
             error("1,2,a,b\n1,2\n"),
             "line 2: 2 values, expected 2 features and a class"

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use easeml_example_rust_schema::run;
 
-const USAGE: &str = "usage: easeml-example-rust-schema [--budget SECONDS] [--max-run SECONDS] [--home DIR]
+const USAGE: &str =
+    "usage: easeml-example-rust-schema [--budget SECONDS] [--max-run SECONDS] [--home DIR]
   --budget SECONDS   training time for both apps together (default 30)
   --max-run SECONDS  the longest one training run may take (default 10)
   --home DIR         the store to use (default: a fresh temporary one, removed at the end)";
@@ -136,7 +137,10 @@ mod tests {
         let defaults = parse(&[]).unwrap();
         assert_eq!(defaults.budget, Duration::from_secs(30));
         assert!(defaults.home.is_none());
-        assert_eq!(parse(&["--budget"]).err().unwrap(), "--budget needs a value");
+        assert_eq!(
+            parse(&["--budget"]).err().unwrap(),
+            "--budget needs a value"
+        );
         assert_eq!(
             parse(&["--budget", "-1"]).err().unwrap(),
             "--budget: `-1` is not a positive number of seconds"

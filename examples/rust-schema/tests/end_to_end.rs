@@ -36,7 +36,10 @@ fn both_forms_feed_train_and_answer_real_data() {
     );
     // Measured: 1.000 and about 0.96-0.98; a model that learnt nothing would score about 0.4 / 0.63.
     assert!(accuracy(&stdout, "wine") >= 0.85, "{stdout}\n{stderr}");
-    assert!(accuracy(&stdout, "breast_cancer") >= 0.85, "{stdout}\n{stderr}");
+    assert!(
+        accuracy(&stdout, "breast_cancer") >= 0.85,
+        "{stdout}\n{stderr}"
+    );
     // The temporary store is removed at the end.
     let store = stdout
         .lines()
@@ -44,7 +47,10 @@ fn both_forms_feed_train_and_answer_real_data() {
         .and_then(|line| line.strip_prefix("store: "))
         .and_then(|rest| rest.split(" (embedded)").next())
         .unwrap_or_else(|| panic!("no store line in {stdout}"));
-    assert!(!std::path::Path::new(store).exists(), "{store} is left behind");
+    assert!(
+        !std::path::Path::new(store).exists(),
+        "{store} is left behind"
+    );
 }
 
 #[test]
@@ -56,7 +62,8 @@ fn bad_arguments_are_refused_with_the_usage() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--budget: `soon` is not a positive number of seconds") && stderr.contains("usage:"),
+        stderr.contains("--budget: `soon` is not a positive number of seconds")
+            && stderr.contains("usage:"),
         "{stderr}"
     );
 }

@@ -13,9 +13,9 @@ use serde::Serialize;
 #[cfg(feature = "engine")]
 use easeml_engine::ServedModel;
 use easeml_example::Inference;
+use easeml_store::RunId;
 #[cfg(feature = "engine")]
 use easeml_store::RunState;
-use easeml_store::RunId;
 
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError};
 use crate::{Connection, Error, Result, Status};

@@ -29,9 +29,9 @@ pub use easeml_compiler::schema::Schema;
 /// The engine: training across every app of a store, and serving the best models.
 #[cfg(feature = "engine")]
 pub use easeml_engine as engine;
-pub use easeml_example::Inference;
 /// The checked object model and its encoding (re-exported so generated crates need only this crate).
 pub use easeml_example as example;
+pub use easeml_example::Inference;
 pub use easeml_example::Object;
 /// The store (re-exported for the engine and server of later slices).
 pub use easeml_store as store;
