@@ -555,7 +555,11 @@ pub fn train_with_progress(
     budget: Option<std::time::Duration>,
 ) -> Result<crate::engine::TrainSummary, String> {
     use crate::engine::Event;
-    let progress = if std::io::stderr().is_terminal() {
+    // On a terminal: a spinner that says what trains now, finished runs printed above it. Elsewhere
+    // (a log, CI, a pipe): plain lines, a start line per run included, so the log still shows what
+    // happened and when.
+    let terminal = std::io::stderr().is_terminal();
+    let progress = if terminal {
         let bar = ProgressBar::new_spinner();
         bar.set_style(
             ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
@@ -566,26 +570,40 @@ pub fn train_with_progress(
     } else {
         ProgressBar::hidden()
     };
+    let say = |line: String| {
+        if terminal {
+            progress.println(line);
+        } else {
+            eprintln!("{line}");
+        }
+    };
     let mut on_event = |event: Event| match event {
         Event::AppRegistered { app, candidates } => {
-            progress.println(format!("{app}: {candidates} candidate models"));
+            say(format!("{app}: {candidates} candidate models"));
         }
-        Event::DataChanged { app, data_version } => progress.println(format!(
+        Event::DataChanged { app, data_version } => say(format!(
             "{app}: data changed (version {data_version}); every candidate is eligible again"
         )),
         Event::AppSkipped { app, reason } => {
-            progress.println(format!("{app}: left out: {reason}"));
+            say(format!("{app}: left out: {reason}"));
         }
         Event::RunStarted {
             app,
             candidate,
             run,
             max_seconds,
-        } => progress.set_message(format!(
-            "{app}: training {candidate} (run {}, at most {})",
-            run.0,
-            format_seconds(max_seconds)
-        )),
+        } => {
+            let message = format!(
+                "{app}: training {candidate} (run {}, at most {})",
+                run.0,
+                format_seconds(max_seconds)
+            );
+            if terminal {
+                progress.set_message(message);
+            } else {
+                eprintln!("{message}");
+            }
+        }
         Event::RunFinished {
             app,
             candidate,
@@ -593,7 +611,7 @@ pub fn train_with_progress(
             cost_seconds,
             best,
             ..
-        } => progress.println(format!(
+        } => say(format!(
             "{app}: {candidate:<22} quality {quality:.3}  cost {:>7}{}",
             format_seconds(cost_seconds),
             if best { "  * best so far" } else { "" }
@@ -603,7 +621,7 @@ pub fn train_with_progress(
             candidate,
             reason,
             ..
-        } => progress.println(format!("{app}: {candidate:<22} failed: {reason}")),
+        } => say(format!("{app}: {candidate:<22} failed: {reason}")),
     };
     let summary = engine.train(budget, &mut on_event);
     progress.finish_and_clear();
