@@ -42,6 +42,19 @@ fn ui() {
         .join("../tests/trybuild")
         .join(env!("CARGO_PKG_NAME"));
     copy_programs(&repository.join("examples"), &project.join("examples"));
+    let file_form = include_str!("ui/pass/file_form.rs");
+    for entry in std::fs::read_dir(repository.join("examples"))
+        .unwrap()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".eml") {
+            assert!(
+                file_form.contains(&format!("(file = \"examples/{name}\")")),
+                "ui/pass/file_form.rs does not compile examples/{name}"
+            );
+        }
+    }
     copy_programs(
         &repository.join("tests/fixtures"),
         &project.join("fixtures"),

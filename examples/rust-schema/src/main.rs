@@ -1,8 +1,8 @@
 //! `easeml-example-rust-schema [--budget SECONDS] [--max-run SECONDS] [--home DIR]`: both
 //! `#[easeml_schema]` forms end to end in embedded mode (see the library's docs). Without `--home`
 //! the store is a fresh temporary directory, removed at the end. Prints each app's status report
-//! (every run, the best marked) and its held-out accuracy; on a terminal, a spinner and one line per
-//! finished run while training.
+//! (every run, the best marked) and its held-out accuracy; while training, one line per run started
+//! and finished on stderr (a spinner on a terminal).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -41,6 +41,9 @@ mod skin_lesions_formal {}
 #[easeml_schema(file = "examples/traffic_forecast.eml")]
 mod traffic_forecast {}
 
+#[easeml_schema(file = "examples/vowel_speakers.eml")]
+mod vowel_speakers {}
+
 #[easeml_schema(file = "examples/wine_cultivar.eml")]
 mod wine_cultivar {}
 
