@@ -11,9 +11,11 @@ use easeml_store::{
 use serde::Serialize;
 
 #[cfg(feature = "engine")]
-use easeml_engine::{Inference, ServedModel};
+use easeml_engine::ServedModel;
+use easeml_example::Inference;
+use easeml_store::RunId;
 #[cfg(feature = "engine")]
-use easeml_store::{RunId, RunState};
+use easeml_store::RunState;
 
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError};
 use crate::{Connection, Error, Result, Status};
@@ -157,7 +159,6 @@ pub struct Client {
 }
 
 /// What `infer` answered for a batch of inputs.
-#[cfg(feature = "engine")]
 #[derive(Debug, Clone, PartialEq)]
 pub struct InferReport {
     /// One answer per input, in order, with the input's 1-based line (or position).
@@ -171,7 +172,6 @@ pub struct InferReport {
 }
 
 /// How answers compare with expected outputs given alongside the inputs.
-#[cfg(feature = "engine")]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Score {
     /// Classification: the share of right labels.
@@ -615,6 +615,31 @@ impl Client {
             candidate: served.run().candidate.clone(),
             score: None,
         })
+    }
+
+    /// Without the `engine` feature: [`Error::NoEngine`] (the inputs are not read).
+    #[cfg(not(feature = "engine"))]
+    pub fn infer_lines(
+        &mut self,
+        _reader: impl BufRead,
+        _options: &FeedOptions,
+    ) -> Result<InferReport> {
+        Err(Error::NoEngine)
+    }
+
+    /// Without the `engine` feature: [`Error::NoEngine`] (the inputs are not read).
+    #[cfg(not(feature = "engine"))]
+    pub fn infer<I: Serialize>(
+        &mut self,
+        _inputs: impl IntoIterator<Item = I>,
+    ) -> Result<InferReport> {
+        Err(Error::NoEngine)
+    }
+
+    /// Without the `engine` feature: [`Error::NoEngine`].
+    #[cfg(not(feature = "engine"))]
+    pub fn infer_objects(&mut self, _inputs: &[Object]) -> Result<InferReport> {
+        Err(Error::NoEngine)
     }
 
     #[cfg(feature = "engine")]

@@ -23,18 +23,15 @@ pub mod server;
 mod status;
 pub mod tensor;
 
-pub use client::{AppSpec, Client, FeedReport, LoadedExample};
-#[cfg(feature = "engine")]
-pub use client::{InferReport, Score};
+pub use client::{AppSpec, Client, FeedReport, InferReport, LoadedExample, Score};
 pub use connection::Connection;
 pub use easeml_compiler::schema::Schema;
 /// The engine: training across every app of a store, and serving the best models.
 #[cfg(feature = "engine")]
 pub use easeml_engine as engine;
-#[cfg(feature = "engine")]
-pub use easeml_engine::Inference;
 /// The checked object model and its encoding (re-exported so generated crates need only this crate).
 pub use easeml_example as example;
+pub use easeml_example::Inference;
 pub use easeml_example::Object;
 /// The store (re-exported for the engine and server of later slices).
 pub use easeml_store as store;
@@ -101,6 +98,13 @@ pub enum Error {
         /// Whether a run is queued or running now.
         training: bool,
     },
+    /// Inference asked of a build without the `engine` feature (libtorch): [`Client::infer`] and the
+    /// other `infer*` calls exist in every build, so code written against the client compiles either
+    /// way, and say so at run time.
+    #[error(
+        "this build of easeml-runtime has no `engine` feature (libtorch), so it cannot answer with a model; build easeml-runtime with its default features (or `features = [\"engine\"]`) to infer, and train with `<app> train` or `easeml train`"
+    )]
+    NoEngine,
     /// The engine (training, loading or running a model) failed.
     #[cfg(feature = "engine")]
     #[error(transparent)]
