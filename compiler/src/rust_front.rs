@@ -12,7 +12,14 @@
 //! Rust items are lowered into [`easeml_grammar::ast`] with synthetic spans (an index into a table
 //! of token spans), so every check of [`crate::check`] runs unchanged and each diagnostic comes back
 //! as a `syn::Error` on the offending tokens, prefixed with its code. On error the module is still
-//! emitted with stub `Input` / `Output` types, so the user sees the real error, not ten follow-ups.
+//! emitted with stub `Input` / `Output` types and the client, so the user sees the real error, not
+//! ten follow-ups.
+//!
+//! The module's items are exactly those of the crate `easemlc` generates for the same program:
+//! [`rust_types`] (`APP`, `SYSTEM_TYPE`, `Input`, `Output`, `Label`) and [`client_items`]
+//! (`MANIFEST`, `SERVER`, `Client`), with the manifest (`easeml.json`, from [`Manifest`]) computed
+//! here at compile time and emitted as a string literal. The macro has no `--server` option:
+//! `SERVER` is `None`, and `EASEML_SERVER` picks a server at run time.
 
 use std::path::{Path, PathBuf};
 
@@ -28,7 +35,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::spanned::Spanned;
 use syn::{Token, bracketed, parenthesized};
 
-use crate::codegen::rust_types;
+use crate::codegen::{Manifest, ManifestSource, client_items, client_tokens, rust_types};
 use crate::diagnostic::line_column;
 use crate::{Compiled, Registry, compile, compile_ast};
 
@@ -45,17 +52,31 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     match lower_module(attr, &module) {
-        Ok(lowered) => emit(
-            &module,
-            rust_types(&lowered.compiled.schema),
-            lowered.tracked_file,
-        ),
+        Ok(lowered) => {
+            let compiled = &lowered.compiled;
+            let manifest = Manifest::new(compiled).to_json();
+            let mut items = rust_types(&compiled.schema);
+            items.extend(client_items(
+                compiled,
+                ManifestSource::Literal(&manifest),
+                None,
+            ));
+            emit(&module, items, lowered.tracked_file)
+        }
         Err(error) => {
+            let client = client_tokens(false, ManifestSource::Literal(""), None);
             let stub = quote! {
+                use ::easeml_runtime::__private as easeml;
+
                 /// Stub emitted because the schema has errors.
+                #[derive(easeml::serde::Serialize)]
+                #[serde(crate = "easeml::serde")]
                 pub struct Input;
                 /// Stub emitted because the schema has errors.
+                #[derive(easeml::serde::Serialize)]
+                #[serde(crate = "easeml::serde")]
                 pub struct Output;
+                #client
             };
             let mut tokens = error.to_compile_error();
             tokens.extend(emit(&module, stub, None));
@@ -440,7 +461,7 @@ impl Lowering {
                 let dims = match (dims, shape_attribute) {
                     (Some(_), Some(attribute)) => {
                         return Err(syn::Error::new(
-                            attribute.span(),
+                            attribute.meta.span(),
                             "the shape is given twice: write either `Tensor<28, 28>` or `#[shape(28, 28)] field: Tensor`",
                         ));
                     }
@@ -751,6 +772,8 @@ mod tests {
         .to_string();
         assert!(good.starts_with("pub mod a"), "{good}");
         assert!(good.contains("pub struct Input"), "{good}");
+        assert!(good.contains("pub struct Client"), "{good}");
+        assert!(good.contains("pub const MANIFEST : & str = \"{"), "{good}");
         let bad = expand(
             TokenStream::new(),
             "mod a { pub struct Input(Tensor<0>); pub struct Output(Tensor<2>); }"
@@ -761,6 +784,7 @@ mod tests {
         assert!(bad.contains("compile_error"), "{bad}");
         assert!(bad.contains("E006"), "{bad}");
         assert!(bad.contains("pub struct Input ;"), "{bad}");
+        assert!(bad.contains("pub struct Client"), "{bad}");
         let not_module = expand(TokenStream::new(), "fn f() {}".parse().unwrap()).to_string();
         assert!(
             not_module.contains("goes on an inline module"),

@@ -43,6 +43,9 @@ mod golden {
     pub mod skin_lesions_formal {
         include!("../golden/skin_lesions_formal/src/types.rs");
     }
+    pub mod vowel_speakers {
+        include!("../golden/vowel_speakers/src/types.rs");
+    }
     pub mod wine_cultivar {
         include!("../golden/wine_cultivar/src/types.rs");
     }

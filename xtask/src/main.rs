@@ -8,8 +8,9 @@
 //!   (`eval "$(cargo xtask env)"`).
 //! - `cargo xtask test`: everything CI checks (fmt, clippy, docs, the whole test suite), with the
 //!   time each step took; runs `setup` first.
-//! - `cargo xtask demo [--budget 3m]`: the main job end to end on the embedded default: three apps
-//!   compiled, built, fed real data, trained together, asked about held-out data, and plotted.
+//! - `cargo xtask demo [--budget 4m]`: the main job end to end on the embedded default: four apps
+//!   (tabular, images, sequences) compiled, built, fed real data, trained together by one scheduler,
+//!   asked about held-out data, and plotted (`demo.rs`).
 //! - `cargo xtask fuzz [--seconds N]`: the cargo-fuzz target over parse + check + explain.
 //! - `cargo xtask bench`: the criterion benchmarks.
 //! - `cargo xtask bless`: refresh the golden generated files under `tests/golden/`.
@@ -22,6 +23,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 mod browser;
+mod demo;
 mod torch;
 
 use torch::{TorchEnv, setup};
@@ -45,11 +47,11 @@ enum Task {
     Env,
     /// Run every check CI runs: rustfmt, clippy (-D warnings), rustdoc (-D warnings), all tests.
     Test,
-    /// Run the main job end to end on the embedded default: compile three example apps, build them,
+    /// Run the main job end to end on the embedded default: compile four example apps, build them,
     /// feed them real data, train across them within the budget, infer on held-out data, plot.
     Demo {
-        /// How long the multi-tenant training may take in all (e.g. 90s, 3m, 10m).
-        #[arg(long, default_value = "3m")]
+        /// How long the multi-tenant training may take in all (e.g. 90s, 4m, 10m).
+        #[arg(long, default_value = "4m")]
         budget: String,
     },
     /// Fuzz parse + check + explain with cargo-fuzz (installs cargo-fuzz when missing).
@@ -80,7 +82,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Task::Test => test(),
-        Task::Demo { budget } => demo(&root, &budget),
+        Task::Demo { budget } => demo::run(&root, &budget),
         Task::Fuzz { seconds } => fuzz(seconds),
         Task::Bench => run_step(
             "criterion benchmarks",
@@ -163,150 +165,6 @@ fn test() -> Result<()> {
     eprintln!(
         "==> all checks passed in {:.1}s",
         started.elapsed().as_secs_f64()
-    );
-    Ok(())
-}
-
-/// The apps of the demo: (example stem, the scikit-learn loader that ships its real data).
-const DEMO_APPS: [(&str, &str); 3] = [
-    ("breast_cancer", "load_breast_cancer"),
-    ("wine_cultivar", "load_wine"),
-    ("handwritten_digits", "load_digits"),
-];
-
-/// Writes each demo app's real data (from scikit-learn's bundled datasets) as feed files:
-/// `<app>.train.txt` (80%) and `<app>.heldout.txt` (20%), one `INPUT LABEL` line per example.
-const EXPORT_DATA: &str = r#"
-import json, random, sys
-from sklearn import datasets
-out = sys.argv[1]
-apps = {"breast_cancer": ("load_breast_cancer", None, ["malignant", "benign"]),
-        "wine_cultivar": ("load_wine", None, None),
-        "handwritten_digits": ("load_digits", (8, 8), [str(d) for d in range(10)])}
-for app, (loader, shape, names) in apps.items():
-    data = getattr(datasets, loader)()
-    lines = []
-    for x, y in zip(data.data, data.target):
-        x = [float(v) / (16.0 if shape else 1.0) for v in x]
-        if shape:
-            x = [x[r * shape[1]:(r + 1) * shape[1]] for r in range(shape[0])]
-        label = names[y] if names else str(data.target_names[y])
-        lines.append(json.dumps(x) + " " + label)
-    random.Random(0).shuffle(lines)  # the data sets are sorted by class; hold out a fair 20%
-    cut = len(lines) * 4 // 5
-    with open(f"{out}/{app}.train.txt", "w") as f:
-        f.write("\n".join(lines[:cut]) + "\n")
-    with open(f"{out}/{app}.heldout.txt", "w") as f:
-        f.write("\n".join(lines[cut:]) + "\n")
-    print(f"{app}: {cut} training and {len(lines) - cut} held-out examples from sklearn.datasets.{loader}")
-"#;
-
-/// The main job: compile three example apps, generate and build their crates, feed each the real
-/// data of a scikit-learn data set (80%) through its generated `feed` binary, train across the three
-/// apps within `budget` (one scheduler decides which candidate of which app runs next), answer the
-/// held-out 20% with each app's `infer` binary (which prints the held-out accuracy), print each
-/// status report, and plot every app's best quality over time.
-fn demo(root: &Path, budget: &str) -> Result<()> {
-    let torch = setup()?;
-    let python = torch.python();
-    let has_sklearn = Command::new(&python)
-        .args(["-c", "import sklearn"])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !has_sklearn {
-        let mut pip = Command::new(&python);
-        pip.args(["-m", "pip", "install", "--quiet", "scikit-learn"]);
-        run_step("install scikit-learn (for its bundled real data sets)", pip)?;
-    }
-    let demo_dir = root.join("target/demo");
-    let data_dir = demo_dir.join("data");
-    let home = demo_dir.join("home");
-    let _ = std::fs::remove_dir_all(&home);
-    std::fs::create_dir_all(&data_dir)?;
-    let mut export = Command::new(&python);
-    export.arg("-c").arg(EXPORT_DATA).arg(&data_dir);
-    run_step("export real data sets from scikit-learn", export)?;
-    run_step(
-        "build easemlc and easeml",
-        cargo(&[
-            "build",
-            "--quiet",
-            "-p",
-            "easeml-compiler",
-            "--bin",
-            "easemlc",
-            "-p",
-            "easeml-cli",
-            "--bin",
-            "easeml",
-        ]),
-    )?;
-    let easemlc = root.join("target/debug/easemlc");
-    let easeml = root.join("target/debug/easeml");
-    let runtime = std::fs::canonicalize(root.join("runtime/core"))?;
-    // The workspace's own target dir: the generated crates use the same profiles, so the runtime and
-    // the libtorch bindings built for `easeml` are reused, not built again.
-    let target = root.join("target");
-    for (app, _) in DEMO_APPS {
-        let example = root.join(format!("examples/{app}.eml"));
-        let mut explain = Command::new(&easemlc);
-        explain.arg("explain").arg(&example);
-        run_step(&format!("easemlc explain examples/{app}.eml"), explain)?;
-        let crate_dir = demo_dir.join("apps").join(app);
-        let mut build = Command::new(&easemlc);
-        build
-            .arg(&example)
-            .arg("-o")
-            .arg(&crate_dir)
-            .arg("--runtime-path")
-            .arg(&runtime);
-        run_step(&format!("easemlc examples/{app}.eml"), build)?;
-        std::fs::copy(root.join("Cargo.lock"), crate_dir.join("Cargo.lock"))?;
-        let mut cargo_build = cargo(&["build", "--quiet", "--offline", "--manifest-path"]);
-        cargo_build
-            .arg(crate_dir.join("Cargo.toml"))
-            .env("CARGO_TARGET_DIR", &target);
-        run_step(
-            &format!("cargo build the generated `{app}` crate"),
-            cargo_build,
-        )?;
-    }
-    let binary = |name: &str| target.join("debug").join(name);
-    for (app, _) in DEMO_APPS {
-        let mut feed = Command::new(binary(&format!("{app}-feed")));
-        feed.arg(data_dir.join(format!("{app}.train.txt")))
-            .env("EASEML_HOME", &home);
-        run_step(&format!("{app}-feed {app}.train.txt"), feed)?;
-    }
-    let mut train = Command::new(&easeml);
-    train
-        .args(["train", "--budget", budget, "--max-run", "45s", "--plot"])
-        .arg(&demo_dir)
-        .arg("--data")
-        .arg(&home);
-    run_step(
-        &format!("easeml train --budget {budget} (one scheduler over the three apps)"),
-        train,
-    )?;
-    for (app, _) in DEMO_APPS {
-        let answers = demo_dir.join(format!("{app}.answers.txt"));
-        let mut infer = Command::new(binary(&format!("{app}-infer")));
-        infer
-            .arg(data_dir.join(format!("{app}.heldout.txt")))
-            .env("EASEML_HOME", &home)
-            .stdout(std::fs::File::create(&answers)?);
-        run_step(
-            &format!("{app}-infer {app}.heldout.txt > {}", answers.display()),
-            infer,
-        )?;
-        let mut status = Command::new(binary(app));
-        status.env("EASEML_HOME", &home);
-        run_step(&format!("{app} (the status report)"), status)?;
-    }
-    eprintln!(
-        "==> demo done: the store is {}, the answers and quality.svg / quality.png / quality.csv are in {}",
-        home.display(),
-        demo_dir.display()
     );
     Ok(())
 }

@@ -2,18 +2,22 @@
 //! files of the app's client crate.
 //!
 //! The core does no IO (the prost-build pattern): [`rust_types`] turns a [`Schema`](crate::Schema) into Rust items
-//! (the one function that both `easemlc` and `#[easeml_schema]` call, so they can never disagree),
-//! and [`Manifest`] is the `easeml.json` the runtime registers the app from. Generated code names
-//! only `::easeml_runtime::__private::...` paths.
+//! and [`client_items`] into the typed `Client` (the functions that both `easemlc` and
+//! `#[easeml_schema]` call, so they can never disagree), and [`Manifest`] is the `easeml.json` the
+//! runtime registers the app from. Generated code names only the runtime's public API
+//! (`::easeml_runtime::...`) and `::easeml_runtime::__private::...` paths.
 //!
 //! [`crate_files`] adds the scaffolding of the whole client crate (handlebars templates in
 //! `templates/crate/`); only `easemlc build` writes files, and only those that changed.
 
+mod client;
 mod crate_files;
 mod labels;
 mod manifest;
 mod types;
 
+pub(crate) use client::client_tokens;
+pub use client::{ManifestSource, client_items};
 pub use crate_files::{CrateOptions, GenerateError, crate_files};
 pub use labels::label_variants;
 pub use manifest::{Manifest, app_id};

@@ -8,8 +8,12 @@ use clap::{Args, ValueEnum};
 use easeml_scheduler::KernelKind;
 use easeml_scheduler::acquisition::BetaForm;
 use easeml_scheduler::dataset::{self, Dataset, SyntheticSpec};
-use easeml_scheduler::replay::{PolicyName, ReplayConfig, run_replay};
+use easeml_scheduler::replay::{
+    LOSS_LEVELS, PolicyName, ReplayConfig, ReplayOutcome, cost_to_reach, run_replay,
+};
 use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::plot::{LossPlot, LossSeries};
 
 /// The environment variable that points at the shared data tables.
 pub const DATA_DIR_ENV: &str = "EASEML_SHARED_DATA";
@@ -38,7 +42,8 @@ pub struct SchedulerBenchArgs {
     seed: u64,
     /// Comma-separated policies: fcfs, round_robin, random, greedy, hybrid, most_cited,
     /// most_recent, spearmint, hybrid_cost_oblivious (lesion), oracle_user (diagnostic: serves the
-    /// user with the largest true loss). Default: all but the lesion and the diagnostic.
+    /// user with the largest true loss), hybrid_ei (diagnostic: Hybrid's user picker over
+    /// Spearmint*'s EI per second). Default: all but the lesion and the diagnostics.
     #[arg(long, value_delimiter = ',', value_name = "a,b,...")]
     policies: Option<Vec<String>>,
     /// Output folder (created if missing).
@@ -71,10 +76,31 @@ pub struct SchedulerBenchArgs {
     #[arg(long, default_value_t = 1.0, value_name = "F")]
     beta_scale: f64,
     /// Per-user amplitude estimate of the GPs, as pseudo-observations at the shared amplitude
-    /// (0 turns it off).
-    #[arg(long, default_value_t = 0.0, value_name = "C")]
+    /// (0 turns it off; 1: each user's amplitude is nearly its own maximum-likelihood value).
+    #[arg(long, default_value_t = 1.0, value_name = "C")]
     amplitude_prior: f64,
+    /// Reproduce a lesion study of the paper (section 5.3) on --dataset: `cost` (figure 13: hybrid
+    /// against hybrid_cost_oblivious; implies --cost-aware), `kernel` (figure 14: hybrid with the
+    /// kernel built from 10%, 50% and 100% of the training users; implies --cost-aware; one
+    /// sub-folder per fraction plus lesion.json and lesion.svg/png comparing them), `hybrid`
+    /// (figure 15: hybrid, greedy and round_robin). Replaces --policies (and --kernel-fraction).
+    #[arg(long, value_enum, value_name = "NAME")]
+    lesion: Option<LesionArg>,
 }
+
+/// The lesion studies of section 5.3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LesionArg {
+    /// Figure 13: cost-aware against cost-oblivious GP-UCB inside Hybrid.
+    Cost,
+    /// Figure 14: the kernel from 10%, 50% and 100% of the training users.
+    Kernel,
+    /// Figure 15: Hybrid against Greedy and RoundRobin.
+    Hybrid,
+}
+
+/// The kernel fractions of figure 14.
+pub const KERNEL_LESION_FRACTIONS: [f64; 3] = [0.1, 0.5, 1.0];
 
 /// The beta forms on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -181,15 +207,27 @@ pub fn load_dataset(spec: &str, data_dir: Option<&Path>, seed: u64) -> anyhow::R
 /// Runs the benchmark and writes its outputs.
 pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
     let dataset = load_dataset(&args.dataset, args.data_dir.as_deref(), args.seed)?;
-    let all_policies = match &args.policies {
-        Some(names) => names
+    let all_policies = match (args.lesion, &args.policies) {
+        (Some(LesionArg::Cost), _) => vec![PolicyName::Hybrid, PolicyName::HybridCostOblivious],
+        (Some(LesionArg::Kernel), _) => vec![PolicyName::Hybrid],
+        (Some(LesionArg::Hybrid), _) => vec![
+            PolicyName::Hybrid,
+            PolicyName::Greedy,
+            PolicyName::RoundRobin,
+        ],
+        (None, Some(names)) => names
             .iter()
             .filter(|name| !name.trim().is_empty())
             .map(|name| PolicyName::parse(name))
             .collect::<Result<Vec<_>, _>>()?,
-        None => PolicyName::ALL
+        (None, None) => PolicyName::ALL
             .into_iter()
-            .filter(|p| !matches!(p, PolicyName::HybridCostOblivious | PolicyName::OracleUser))
+            .filter(|p| {
+                !matches!(
+                    p,
+                    PolicyName::HybridCostOblivious | PolicyName::OracleUser | PolicyName::HybridEi
+                )
+            })
             .collect(),
     };
     let (external, policies): (Vec<PolicyName>, Vec<PolicyName>) =
@@ -209,7 +247,8 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             .unwrap_or(1)
     });
     let config = ReplayConfig {
-        cost_aware: args.cost_aware,
+        cost_aware: args.cost_aware
+            || matches!(args.lesion, Some(LesionArg::Cost | LesionArg::Kernel)),
         repeats: args.repeats,
         test_users: args.test_users,
         seed: args.seed,
@@ -228,37 +267,152 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             BetaArg::Theorem => BetaForm::Theorem,
         },
         amplitude_prior_strength: (args.amplitude_prior > 0.0).then_some(args.amplitude_prior),
+        quality_ceiling: Some(1.0),
     };
-    let progress = ProgressBar::new(args.repeats as u64);
+    if args.lesion == Some(LesionArg::Kernel) {
+        return run_kernel_lesion(&dataset, &config, &external, &args.out);
+    }
+    run_and_write(&dataset, &config, &external, &args.out)?;
+    Ok(())
+}
+
+/// Runs one replay (and the peers) and writes its outputs into `out`.
+fn run_and_write(
+    dataset: &Dataset,
+    config: &ReplayConfig,
+    external: &[PolicyName],
+    out: &Path,
+) -> anyhow::Result<ReplayOutcome> {
+    let progress = ProgressBar::new(config.repeats as u64);
     progress.set_style(
         ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} repetitions ({elapsed})")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
     progress.set_prefix(dataset.name.clone());
-    let mut outcome = run_replay(&dataset, &config, &|| progress.inc(1))?;
+    let mut outcome = run_replay(dataset, config, &|| progress.inc(1))?;
     progress.finish_and_clear();
 
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create `{}`", args.out.display()))?;
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create `{}`", out.display()))?;
     write(
-        &args.out.join("splits.json"),
+        &out.join("splits.json"),
         &serde_json::to_string(&outcome.splits)?,
     )?;
     if !external.is_empty() {
-        crate::peers::run_peers(&mut outcome, &external, &args.out)?;
+        crate::peers::run_peers(&mut outcome, external, out)?;
     }
     let summary = outcome.summary();
-    write(&args.out.join("curves.csv"), &outcome.curves_csv())?;
+    write(&out.join("curves.csv"), &outcome.curves_csv())?;
     write(
-        &args.out.join("summary.json"),
+        &out.join("summary.json"),
         &(serde_json::to_string_pretty(&summary)? + "\n"),
     )?;
-    let plot_notes = crate::plot::write_plots(&outcome, &args.out)?;
-    print_report(&summary, &args.out);
+    let plot_notes = crate::plot::write_plots(&outcome, out)?;
+    print_report(&summary, out);
     for note in plot_notes {
         eprintln!("note: {note}");
     }
+    Ok(outcome)
+}
+
+/// Figure 14: Hybrid with the kernel from 10%, 50% and 100% of the training users, each in
+/// `out/kernel-PERCENT/`, and `lesion.json` + `lesion.svg/png` comparing them in `out`.
+fn run_kernel_lesion(
+    dataset: &Dataset,
+    config: &ReplayConfig,
+    external: &[PolicyName],
+    out: &Path,
+) -> anyhow::Result<()> {
+    let mut outcomes = Vec::new();
+    for fraction in KERNEL_LESION_FRACTIONS {
+        let percent = (fraction * 100.0).round() as u32;
+        let config = ReplayConfig {
+            kernel_user_fraction: fraction,
+            ..config.clone()
+        };
+        println!("kernel from {percent}% of the training users:");
+        let outcome = run_and_write(
+            dataset,
+            &config,
+            external,
+            &out.join(format!("kernel-{percent}")),
+        )?;
+        outcomes.push((percent, outcome));
+    }
+    // The splits and costs do not depend on the fraction (the kernel users are drawn after them),
+    // so every run has the same grid.
+    let grid = outcomes[0].1.grid.clone();
+    if outcomes.iter().any(|(_, o)| o.grid != grid) {
+        bail!("the kernel lesion's runs have different cost grids");
+    }
+    let label = |percent: u32| format!("hybrid, kernel from {percent}% of training users");
+    let mut entries = serde_json::Map::new();
+    let full = &outcomes.last().expect("three fractions").1.curves[0];
+    for (percent, outcome) in &outcomes {
+        let curves = &outcome.curves[0];
+        let mut to_mean = serde_json::Map::new();
+        let mut slowdown = serde_json::Map::new();
+        for level in LOSS_LEVELS {
+            let mine = cost_to_reach(&grid, &curves.mean_loss, level);
+            let with_all = cost_to_reach(&grid, &full.mean_loss, level);
+            to_mean.insert(format!("{level}"), serde_json::json!(mine));
+            let ratio = match (mine, with_all) {
+                (Some(mine), Some(all)) if all > 0.0 => Some(mine / all),
+                _ => None,
+            };
+            slowdown.insert(format!("{level}"), serde_json::json!(ratio));
+        }
+        entries.insert(
+            format!("{percent}%"),
+            serde_json::json!({
+                "kernel_user_fraction": *percent as f64 / 100.0,
+                "cost_to_mean_loss": to_mean,
+                "cost_relative_to_100%": slowdown,
+                "final_mean_loss": curves.mean_loss.last(),
+                "final_worst_loss": curves.worst_loss.last(),
+            }),
+        );
+    }
+    let lesion = serde_json::json!({
+        "lesion": "kernel (figure 14)",
+        "dataset": dataset.name,
+        "mode": if config.cost_aware { "cost_aware" } else { "cost_oblivious" },
+        "repeats": config.repeats,
+        "policy": "hybrid",
+        "fractions": entries,
+    });
+    write(
+        &out.join("lesion.json"),
+        &(serde_json::to_string_pretty(&lesion)? + "\n"),
+    )?;
+    let plot = LossPlot {
+        subject: format!(
+            "{} ({}), kernel lesion",
+            dataset.name,
+            if config.cost_aware {
+                "cost-aware"
+            } else {
+                "cost-oblivious"
+            }
+        ),
+        cost_aware: config.cost_aware,
+        grid: &grid,
+        series: outcomes
+            .iter()
+            .map(|(percent, outcome)| LossSeries {
+                label: label(*percent),
+                mean_loss: &outcome.curves[0].mean_loss,
+                worst_loss: &outcome.curves[0].worst_loss,
+            })
+            .collect(),
+    };
+    for note in crate::plot::write_loss_plots(&plot, out, "lesion")? {
+        eprintln!("note: {note}");
+    }
+    println!(
+        "wrote {}/{{lesion.json, lesion.svg, lesion.png}} and kernel-{{10,50,100}}/",
+        out.display()
+    );
     Ok(())
 }
 
@@ -302,4 +456,49 @@ fn print_report(summary: &serde_json::Value, out: &Path) {
         "wrote {}/{{curves.csv, summary.json, loss.svg, loss.png}}",
         out.display()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use easeml_scheduler::dataset::{SyntheticSpec, generate_synthetic};
+
+    use super::*;
+
+    #[test]
+    fn kernel_lesion_writes_one_run_per_fraction_and_a_comparison() {
+        let spec = SyntheticSpec {
+            n_users: 16,
+            n_models: 8,
+            ..SyntheticSpec::paper(0.5, 0.1)
+        };
+        let dataset = generate_synthetic(spec, 3).unwrap();
+        let config = ReplayConfig {
+            cost_aware: true,
+            repeats: 2,
+            test_users: 3,
+            policies: vec![PolicyName::Hybrid],
+            ..ReplayConfig::default()
+        };
+        let out = tempfile::tempdir().unwrap();
+        run_kernel_lesion(&dataset, &config, &[], out.path()).unwrap();
+        for percent in [10, 50, 100] {
+            let folder = out.path().join(format!("kernel-{percent}"));
+            let summary: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(folder.join("summary.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(summary["kernel_user_fraction"], f64::from(percent) / 100.0);
+            assert!(folder.join("loss.svg").is_file());
+        }
+        let lesion: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("lesion.json")).unwrap())
+                .unwrap();
+        assert_eq!(lesion["fractions"].as_object().unwrap().len(), 3);
+        for level in LOSS_LEVELS {
+            let ratio = &lesion["fractions"]["100%"]["cost_relative_to_100%"][format!("{level}")];
+            assert!(ratio.is_null() || ratio.as_f64() == Some(1.0), "{ratio}");
+        }
+        assert!(out.path().join("lesion.svg").is_file());
+        assert!(out.path().join("lesion.png").is_file());
+    }
 }

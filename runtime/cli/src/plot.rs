@@ -13,6 +13,23 @@ use plotters::prelude::*;
 const WIDTH: u32 = 1200;
 const HEIGHT: u32 = 500;
 
+/// The bottom of the loss plots' log axis.
+const LOSS_FLOOR: f64 = 1e-3;
+
+/// Line colours of the loss plots (distinct on white).
+const COLORS: [RGBColor; 10] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(0, 0, 0),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+    RGBColor(127, 127, 127),
+];
+
 fn find_font_file() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("EASEML_FONT") {
         return Some(PathBuf::from(path));
@@ -40,9 +57,59 @@ fn font_available() -> bool {
     })
 }
 
+/// One line of a loss plot: a label and its mean and worst-case loss on the plot's grid.
+pub struct LossSeries<'a> {
+    /// The legend text.
+    pub label: String,
+    /// Mean loss at every grid point.
+    pub mean_loss: &'a [f64],
+    /// Worst-case loss at every grid point.
+    pub worst_loss: &'a [f64],
+}
+
+/// What a loss plot shows: the title's subject, the x-axis and the lines.
+pub struct LossPlot<'a> {
+    /// The title's subject, e.g. "delgado179 (cost-oblivious)".
+    pub subject: String,
+    /// Whether the x-axis is summed cost (else runs).
+    pub cost_aware: bool,
+    /// The x values shared by every line.
+    pub grid: &'a [f64],
+    /// The lines.
+    pub series: Vec<LossSeries<'a>>,
+}
+
+impl<'a> LossPlot<'a> {
+    /// One line per policy of a replay.
+    pub fn of_outcome(outcome: &'a ReplayOutcome) -> Self {
+        LossPlot {
+            subject: format!(
+                "{} ({})",
+                outcome.dataset,
+                if outcome.config.cost_aware {
+                    "cost-aware"
+                } else {
+                    "cost-oblivious"
+                }
+            ),
+            cost_aware: outcome.config.cost_aware,
+            grid: &outcome.grid,
+            series: outcome
+                .curves
+                .iter()
+                .map(|curves| LossSeries {
+                    label: curves.policy.as_str().to_owned(),
+                    mean_loss: &curves.mean_loss,
+                    worst_loss: &curves.worst_loss,
+                })
+                .collect(),
+        }
+    }
+}
+
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
-    outcome: &ReplayOutcome,
+    plot: &LossPlot<'_>,
     with_text: bool,
 ) -> anyhow::Result<()>
 where
@@ -50,33 +117,31 @@ where
 {
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
     let panels = root.split_evenly((1, 2));
-    let x_max = outcome.grid.last().copied().unwrap_or(1.0).max(1e-9);
-    let x_label = if outcome.config.cost_aware {
+    let x_max = plot.grid.last().copied().unwrap_or(1.0).max(1e-9);
+    let x_label = if plot.cost_aware {
         "cost (summed)"
     } else {
         "runs"
     };
     for (panel_index, panel) in panels.iter().enumerate() {
         let worst = panel_index == 1;
-        let y_max = outcome
-            .curves
+        // Log scale: the first round takes the loss from ~0.5 to ~0.05, and the levels that tell
+        // the policies apart (0.02, 0.01) would be invisible on a linear axis. Losses below the
+        // floor (found the best model) are drawn at it.
+        let y_max = plot
+            .series
             .iter()
-            .flat_map(|c| if worst { &c.worst_loss } else { &c.mean_loss }.iter())
+            .flat_map(|s| if worst { s.worst_loss } else { s.mean_loss }.iter())
             .copied()
             .fold(0.0, f64::max)
-            .max(1e-6)
-            * 1.05;
+            .max(LOSS_FLOOR * 10.0)
+            * 1.2;
         let mut builder = ChartBuilder::on(panel);
         builder.margin(15);
         if with_text {
             let title = format!(
-                "{} ({}): {} accuracy loss",
-                outcome.dataset,
-                if outcome.config.cost_aware {
-                    "cost-aware"
-                } else {
-                    "cost-oblivious"
-                },
+                "{}: {} accuracy loss",
+                plot.subject,
                 if worst { "worst-case" } else { "mean" }
             );
             builder
@@ -85,30 +150,34 @@ where
                 .y_label_area_size(55);
         }
         let mut chart = builder
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .build_cartesian_2d(0.0..x_max, (LOSS_FLOOR..y_max).log_scale())
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut mesh = chart.configure_mesh();
         if with_text {
-            mesh.x_desc(x_label).y_desc("accuracy loss");
+            mesh.x_desc(x_label)
+                .y_desc("accuracy loss (log scale, floor 0.001)");
         } else {
             mesh.disable_x_mesh().disable_y_mesh();
         }
         mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
-        for (index, curves) in outcome.curves.iter().enumerate() {
-            let color = Palette99::pick(index).to_rgba();
+        for (index, line) in plot.series.iter().enumerate() {
+            let color = COLORS[index % COLORS.len()].to_rgba();
             let values = if worst {
-                &curves.worst_loss
+                line.worst_loss
             } else {
-                &curves.mean_loss
+                line.mean_loss
             };
             let series = chart
                 .draw_series(LineSeries::new(
-                    outcome.grid.iter().copied().zip(values.iter().copied()),
+                    plot.grid
+                        .iter()
+                        .copied()
+                        .zip(values.iter().map(|&loss| loss.max(LOSS_FLOOR))),
                     color.stroke_width(2),
                 ))
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             if with_text {
-                series.label(curves.policy.as_str()).legend(move |(x, y)| {
+                series.label(line.label.as_str()).legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
                 });
             }
@@ -129,6 +198,15 @@ where
 
 /// Writes `loss.svg` and `loss.png` into `out`; returns notes for the user (e.g. no font found).
 pub fn write_plots(outcome: &ReplayOutcome, out: &Path) -> anyhow::Result<Vec<String>> {
+    write_loss_plots(&LossPlot::of_outcome(outcome), out, "loss")
+}
+
+/// Writes `STEM.svg` and `STEM.png` into `out`; returns notes for the user (e.g. no font found).
+pub fn write_loss_plots(
+    plot: &LossPlot<'_>,
+    out: &Path,
+    stem: &str,
+) -> anyhow::Result<Vec<String>> {
     let with_text = font_available();
     let mut notes = Vec::new();
     if !with_text {
@@ -137,17 +215,17 @@ pub fn write_plots(outcome: &ReplayOutcome, out: &Path) -> anyhow::Result<Vec<St
                 .to_owned(),
         );
     }
-    let svg_path = out.join("loss.svg");
+    let svg_path = out.join(format!("{stem}.svg"));
     draw(
         SVGBackend::new(&svg_path, (WIDTH, HEIGHT)).into_drawing_area(),
-        outcome,
+        plot,
         with_text,
     )
     .with_context(|| format!("cannot draw `{}`", svg_path.display()))?;
-    let png_path = out.join("loss.png");
+    let png_path = out.join(format!("{stem}.png"));
     draw(
         BitMapBackend::new(&png_path, (WIDTH, HEIGHT)).into_drawing_area(),
-        outcome,
+        plot,
         with_text,
     )
     .with_context(|| format!("cannot draw `{}`", png_path.display()))?;

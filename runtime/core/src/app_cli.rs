@@ -5,20 +5,16 @@
 //! Generated `main.rs` files are one line that calls [`run`]: the behaviour lives here, once, and is
 //! tested here, so every app behaves the same and regenerating an app never changes its behaviour.
 
-#[cfg(feature = "engine")]
-use std::io::Write;
-use std::io::{BufReader, IsTerminal};
+use std::io::{BufReader, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Arg, ArgAction, ArgGroup, ArgMatches, Command};
 use indicatif::{ProgressBar, ProgressStyle};
 
-#[cfg(feature = "engine")]
-use crate::Score;
 use crate::feed::FeedOptions;
 use crate::{
-    AppSpec, Client, Connection, ExampleId, PageRequest, Schema, StoredOutput, TokenOrigin,
+    AppSpec, Client, Connection, ExampleId, PageRequest, Schema, Score, StoredOutput, TokenOrigin,
 };
 use easeml_compiler::schema::FieldKind;
 
@@ -357,15 +353,15 @@ fn execute(
     match command {
         "feed" => feed(&mut client, arguments),
         "refine" => refine(&mut client, arguments),
-        #[cfg(feature = "engine")]
         "infer" => infer(&mut client, arguments),
         "train" if client.server_url().is_some() => remote_train(&client),
         #[cfg(feature = "engine")]
         "train" => train(&client, arguments),
         #[cfg(not(feature = "engine"))]
-        "infer" | "train" => Err(format!(
-            "`{command}` needs the runtime's `engine` feature (libtorch), which this build leaves out"
-        )),
+        "train" => Err(
+            "`train` needs the runtime's `engine` feature (libtorch), which this build leaves out"
+                .to_owned(),
+        ),
         _ => {
             let status = client.status().map_err(|error| error.to_string())?;
             print!("{status}");
@@ -484,7 +480,6 @@ fn refine_page(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
     .map_err(|error| error.to_string())
 }
 
-#[cfg(feature = "engine")]
 fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     let options = FeedOptions::default();
     let report = match arguments.get_one::<String>("file") {
@@ -636,7 +631,11 @@ pub fn train_with_progress(
     budget: Option<std::time::Duration>,
 ) -> Result<crate::engine::TrainSummary, String> {
     use crate::engine::Event;
-    let progress = if std::io::stderr().is_terminal() {
+    // On a terminal: a spinner that says what trains now, finished runs printed above it. Elsewhere
+    // (a log, CI, a pipe): plain lines, a start line per run included, so the log still shows what
+    // happened and when.
+    let terminal = std::io::stderr().is_terminal();
+    let progress = if terminal {
         let bar = ProgressBar::new_spinner();
         bar.set_style(
             ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
@@ -647,26 +646,40 @@ pub fn train_with_progress(
     } else {
         ProgressBar::hidden()
     };
+    let say = |line: String| {
+        if terminal {
+            progress.println(line);
+        } else {
+            eprintln!("{line}");
+        }
+    };
     let mut on_event = |event: Event| match event {
         Event::AppRegistered { app, candidates } => {
-            progress.println(format!("{app}: {candidates} candidate models"));
+            say(format!("{app}: {candidates} candidate models"));
         }
-        Event::DataChanged { app, data_version } => progress.println(format!(
+        Event::DataChanged { app, data_version } => say(format!(
             "{app}: data changed (version {data_version}); every candidate is eligible again"
         )),
         Event::AppSkipped { app, reason } => {
-            progress.println(format!("{app}: left out: {reason}"));
+            say(format!("{app}: left out: {reason}"));
         }
         Event::RunStarted {
             app,
             candidate,
             run,
             max_seconds,
-        } => progress.set_message(format!(
-            "{app}: training {candidate} (run {}, at most {})",
-            run.0,
-            format_seconds(max_seconds)
-        )),
+        } => {
+            let message = format!(
+                "{app}: training {candidate} (run {}, at most {})",
+                run.0,
+                format_seconds(max_seconds)
+            );
+            if terminal {
+                progress.set_message(message);
+            } else {
+                eprintln!("{message}");
+            }
+        }
         Event::RunFinished {
             app,
             candidate,
@@ -674,7 +687,7 @@ pub fn train_with_progress(
             cost_seconds,
             best,
             ..
-        } => progress.println(format!(
+        } => say(format!(
             "{app}: {candidate:<22} quality {quality:.3}  cost {:>7}{}",
             format_seconds(cost_seconds),
             if best { "  * best so far" } else { "" }
@@ -684,7 +697,7 @@ pub fn train_with_progress(
             candidate,
             reason,
             ..
-        } => progress.println(format!("{app}: {candidate:<22} failed: {reason}")),
+        } => say(format!("{app}: {candidate:<22} failed: {reason}")),
     };
     let summary = engine.train(budget, &mut on_event);
     progress.finish_and_clear();

@@ -14,9 +14,11 @@ use easeml_store::{
 use serde::Serialize;
 
 #[cfg(feature = "engine")]
-use easeml_engine::{Inference, ServedModel};
+use easeml_engine::ServedModel;
+use easeml_example::Inference;
+use easeml_store::RunId;
 #[cfg(feature = "engine")]
-use easeml_store::{RunId, RunState};
+use easeml_store::RunState;
 
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError};
 use crate::remote::{Outbox, Remote, RemoteSettings, TokenOrigin};
@@ -177,7 +179,6 @@ struct Local {
 }
 
 /// What `infer` answered for a batch of inputs.
-#[cfg(feature = "engine")]
 #[derive(Debug, Clone, PartialEq)]
 pub struct InferReport {
     /// One answer per input, in order, with the input's 1-based line (or position).
@@ -191,7 +192,6 @@ pub struct InferReport {
 }
 
 /// How answers compare with expected outputs given alongside the inputs.
-#[cfg(feature = "engine")]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Score {
     /// Classification: the share of right labels.
@@ -582,7 +582,9 @@ impl Client {
     /// Answers inputs given in the `feed` line formats (DESIGN.md section 2), each line `INPUT` or
     /// `INPUT OUTPUT`, with the best model so far. When every line also gives its expected output,
     /// the report scores the answers. A bad line fails the whole batch, naming every bad line.
-    #[cfg(feature = "engine")]
+    ///
+    /// Remote: the inputs are checked here, answered by the server's best model, and scored here.
+    /// Embedded without the `engine` feature (libtorch): [`Error::NoEngine`].
     pub fn infer_lines(
         &mut self,
         reader: impl BufRead,
@@ -633,7 +635,6 @@ impl Client {
 
     /// Answers typed inputs (the generated crate's `Input`, or anything that serializes to the JSON
     /// Lines form's `input`) with the best model so far.
-    #[cfg(feature = "engine")]
     pub fn infer<I: Serialize>(
         &mut self,
         inputs: impl IntoIterator<Item = I>,
@@ -668,15 +669,17 @@ impl Client {
 
     /// Answers checked input objects with the best model so far (embedded: loaded once, and again
     /// when a better run has finished since; remote: the server's, which does the same).
-    #[cfg(feature = "engine")]
+    /// Embedded without the `engine` feature (libtorch): [`Error::NoEngine`].
     pub fn infer_objects(&mut self, inputs: &[Object]) -> Result<InferReport> {
         match &mut self.backend {
+            #[cfg(feature = "engine")]
             Backend::Embedded(local) => local.infer(&self.schema, inputs),
+            #[cfg(not(feature = "engine"))]
+            Backend::Embedded(_) => Err(Error::NoEngine),
             Backend::Remote(remote) => remote.infer(&self.schema, inputs),
         }
     }
 
-    #[cfg(feature = "engine")]
     fn score(&self, answers: &[(usize, Inference)], expected: &[CheckedOutput]) -> Option<Score> {
         let total = answers.len();
         if label_capacity(&self.schema).is_some() {
@@ -687,7 +690,7 @@ impl Client {
                     CheckedOutput::Label(label) => answer.output.as_str() == Some(label.as_str()),
                     CheckedOutput::Object(object) => {
                         let values: Vec<f32> = object.tensors.iter().flatten().copied().collect();
-                        answer.class == Some(easeml_engine::dataset::argmax(&values))
+                        answer.class == Some(argmax(&values))
                     }
                 })
                 .count();
@@ -742,6 +745,17 @@ impl Client {
             Backend::Remote(_) => None,
         }
     }
+}
+
+/// The index of the largest value, the first on ties (the engine's rule for a class vector).
+fn argmax(values: &[f32]) -> u32 {
+    let mut best = 0;
+    for (index, value) in values.iter().enumerate() {
+        if *value > values[best] {
+            best = index;
+        }
+    }
+    best as u32
 }
 
 /// The app's `train_time` constraint in seconds, if any.

@@ -27,18 +27,15 @@ mod status;
 pub mod tensor;
 mod wire;
 
-pub use client::{AppSpec, Client, FeedReport, LoadedExample};
-#[cfg(feature = "engine")]
-pub use client::{InferReport, Score};
+pub use client::{AppSpec, Client, FeedReport, InferReport, LoadedExample, Score};
 pub use connection::Connection;
 pub use easeml_compiler::schema::Schema;
 /// The engine: training across every app of a store, and serving the best models.
 #[cfg(feature = "engine")]
 pub use easeml_engine as engine;
-#[cfg(feature = "engine")]
-pub use easeml_engine::Inference;
 /// The checked object model and its encoding (re-exported so generated crates need only this crate).
 pub use easeml_example as example;
+pub use easeml_example::Inference;
 pub use easeml_example::Object;
 /// The store (re-exported for the engine and server of later slices).
 pub use easeml_store as store;
@@ -173,6 +170,14 @@ pub enum Error {
         /// store.
         server: Option<String>,
     },
+    /// Inference asked of an embedded client in a build without the `engine` feature (libtorch):
+    /// [`Client::infer`] and the other `infer*` calls exist in every build, so code written against
+    /// the client compiles either way, and say so at run time. A remote client infers in every build
+    /// (the server's model answers).
+    #[error(
+        "this build of easeml-runtime has no `engine` feature (libtorch), so it cannot answer with a model of the local store; build easeml-runtime with its default features (or `features = [\"engine\"]`) to infer, and train with `<app> train` or `easeml train`; or use a server (EASEML_SERVER), which answers in every build"
+    )]
+    NoEngine,
     /// The engine (training, loading or running a model) failed.
     #[cfg(feature = "engine")]
     #[error(transparent)]

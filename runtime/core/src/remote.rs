@@ -523,7 +523,6 @@ impl Remote {
 
     /// Answers checked inputs with the server's best model, in requests of at most
     /// `request_bytes`; each answer carries its input's 1-based position.
-    #[cfg(feature = "engine")]
     pub(crate) fn infer(&self, schema: &Schema, inputs: &[Object]) -> Result<crate::InferReport> {
         let mut outbox = Outbox::new(usize::MAX);
         for (index, input) in inputs.iter().enumerate() {

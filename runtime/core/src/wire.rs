@@ -99,16 +99,14 @@ pub(crate) struct Toggled {
 }
 
 /// One answer of `POST .../infer`: the input's line in the request and the answer.
-#[cfg(feature = "engine")]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Answer {
     pub line: usize,
     #[serde(flatten)]
-    pub inference: easeml_engine::Inference,
+    pub inference: easeml_example::Inference,
 }
 
 /// How the answers of `POST .../infer` scored, when every line gave its expected output.
-#[cfg(feature = "engine")]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub(crate) enum WireScore {
@@ -124,7 +122,6 @@ pub(crate) enum WireScore {
 }
 
 /// `POST .../infer` -> 200.
-#[cfg(feature = "engine")]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Answered {
     pub answers: Vec<Answer>,

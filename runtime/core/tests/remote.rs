@@ -216,6 +216,19 @@ fn feed_list_toggle_status_and_infer_over_http_match_the_embedded_store() {
     assert_eq!(again.token_origin(), Some(&TokenOrigin::File(token_file)));
     assert_eq!(again.status().unwrap().examples, 8);
 
+    #[cfg(not(feature = "engine"))]
+    {
+        // Without the engine (here, and in the test's server too) the remote client still asks the
+        // server, which says that it cannot answer.
+        let error = client
+            .infer_lines(Cursor::new(image_lines(20..21)), &FeedOptions::default())
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::Server { status: 501, .. }),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("`engine` feature"), "{error}");
+    }
     #[cfg(feature = "engine")]
     {
         use easeml_runtime::Score;

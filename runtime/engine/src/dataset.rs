@@ -20,6 +20,10 @@ use serde_json::Value;
 use crate::app::{AppModel, Workload};
 use crate::error::{Error, Result};
 
+/// One inference result in the app's terms (defined in `easeml-example`, so that the client library
+/// has it without the engine).
+pub use easeml_example::Inference;
+
 /// A stored example's output, decoded.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoredTarget {
@@ -179,20 +183,6 @@ pub fn examples_of(
         inputs: inputs_of(app, inputs),
         targets,
     })
-}
-
-/// One inference result in the app's terms (JSON both ways: the server sends it, a remote client
-/// reads it back).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Inference {
-    /// The output in the feed's JSON form: the label name for classification, else the output object.
-    pub output: Value,
-    /// The class index, for classification.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub class: Option<u32>,
-    /// The probability of that class, for classification.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub confidence: Option<f32>,
 }
 
 /// Splits a chain's steps back into records of `data_type`'s tensor fields, linked through its first

@@ -34,7 +34,14 @@ fn scheduler_after(observations: usize) -> (Scheduler, Vec<Option<f64>>) {
         HyperparameterChoice::FitMarginalLikelihood,
     )
     .unwrap();
-    let mut scheduler = Scheduler::new(Arc::new(kernel), SchedulerConfig::default());
+    // The replay's configuration: Hybrid over cost-aware GP-UCB with the per-user amplitude.
+    let mut scheduler = Scheduler::new(
+        Arc::new(kernel),
+        SchedulerConfig {
+            amplitude_prior_strength: Some(1.0),
+            ..SchedulerConfig::default()
+        },
+    );
     let candidates = data
         .model_ids
         .iter()

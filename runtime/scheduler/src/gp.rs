@@ -30,6 +30,9 @@ pub struct UserGp {
     posterior_variance: Vec<f64>,
     /// Pseudo-observations of the per-user amplitude estimate (`None`: amplitude fixed at 1).
     amplitude_prior_strength: Option<f64>,
+    /// The amplitude factor for the current observations (kept up to date: decisions read it once
+    /// per candidate).
+    amplitude_factor: f64,
 }
 
 impl UserGp {
@@ -51,6 +54,7 @@ impl UserGp {
             observed_candidates: Vec::new(),
             posterior_variance,
             amplitude_prior_strength: None,
+            amplitude_factor: 1.0,
         }
     }
 
@@ -62,11 +66,16 @@ impl UserGp {
     pub fn with_amplitude_estimate(mut self, prior_strength: f64) -> Self {
         self.amplitude_prior_strength =
             (prior_strength.is_finite() && prior_strength > 0.0).then_some(prior_strength);
+        self.amplitude_factor = self.estimate_amplitude();
         self
     }
 
     /// The user's amplitude factor `a` (1 when the estimate is off).
     pub fn amplitude(&self) -> f64 {
+        self.amplitude_factor
+    }
+
+    fn estimate_amplitude(&self) -> f64 {
         match self.amplitude_prior_strength {
             None => 1.0,
             Some(strength) => {
@@ -154,6 +163,7 @@ impl UserGp {
         self.projected_rows.push(new_row);
         self.whitened_targets.push(whitened);
         self.observed_candidates.push(candidate);
+        self.amplitude_factor = self.estimate_amplitude();
     }
 
     /// Adds a candidate with the given prior mean, prior variance and prior covariance with every

@@ -4,7 +4,9 @@
 //! eligible candidate (finished users are never shown, so never picked) and returns an index into
 //! that slice. FCFS serves the earliest user until it has nothing left to train; RoundRobin cycles
 //! in registration order; Random draws uniformly (from the scheduler's seeded generator); Greedy
-//! is Algorithm 2; Hybrid is Greedy that switches to round robin once frozen (section 4.4).
+//! is Algorithm 2; Hybrid is Greedy that switches to round robin once frozen (section 4.4). In
+//! cost-aware mode Greedy's line 8 compares estimated improvement per unit cost of each user's next
+//! run (see [`UserSummary::next_cost`]).
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -18,11 +20,15 @@ pub struct UserSummary {
     pub n_observations: usize,
     /// Best quality observed so far in the current data version.
     pub best_quality: Option<f64>,
-    /// The largest (cost-aware, if configured) upper confidence bound over eligible candidates.
+    /// The largest upper confidence bound on quality (`mean + sqrt(beta_t) sd`, never cost-weighted)
+    /// over eligible candidates, clipped to the quality ceiling (no model can beat a quality of 1).
     pub largest_upper_confidence_bound: f64,
     /// Algorithm 2, line 6: `sigma~ = min(B(a_t), min_{t'<t} y_t' + sigma~_t') - y_t`, the empirical
     /// confidence gap after the user's latest observation (`None` before the first one).
     pub empirical_gap: Option<f64>,
+    /// Normalised cost of the candidate the user would train next (1 when cost-oblivious): Greedy
+    /// divides the user's estimated regret by it, so it picks the largest improvement per unit cost.
+    pub next_cost: f64,
 }
 
 /// A multi-user policy.
@@ -151,7 +157,8 @@ pub struct GreedyDecision {
 /// Algorithm 2: users without an observation first (lines 1-4, in registration order); then the
 /// candidate set `V_t` of users whose empirical gap is at least the mean gap (line 7), and from it
 /// the user with the largest gap between its highest upper confidence bound and its best quality
-/// so far (line 8, "Strategy for Line 8"). Ties go to the earlier user.
+/// so far (line 8, "Strategy for Line 8"), per unit of the normalised cost of the candidate it
+/// would train next (cost-aware mode; the cost is 1 otherwise). Ties go to the earlier user.
 pub fn greedy_decision(users: &[UserSummary]) -> Option<GreedyDecision> {
     if users.is_empty() {
         return None;
@@ -183,7 +190,10 @@ pub fn greedy_decision(users: &[UserSummary]) -> Option<GreedyDecision> {
     }
     let potential = |index: usize| {
         let user = &users[index];
-        finite_or_zero(user.largest_upper_confidence_bound - user.best_quality.unwrap_or(0.0))
+        finite_or_zero(
+            (user.largest_upper_confidence_bound - user.best_quality.unwrap_or(0.0))
+                / user.next_cost,
+        )
     };
     let picked = candidate_indices
         .iter()
@@ -313,6 +323,7 @@ mod tests {
             best_quality: (observations > 0).then_some(best),
             largest_upper_confidence_bound: ucb,
             empirical_gap: (observations > 0).then_some(gap),
+            next_cost: 1.0,
         }
     }
 
@@ -348,6 +359,16 @@ mod tests {
         assert_eq!(decision.picked, 2);
         assert_eq!(decision.candidate_set, vec![1, 2]);
         assert!((decision.estimated_regret - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn greedy_divides_the_estimated_regret_by_the_next_candidates_cost() {
+        // Same gaps (both in V_t), potentials 0.3 and 0.2; the second user's next run costs a
+        // quarter: 0.2 / 0.25 = 0.8 > 0.3 / 1.
+        let mut users = vec![user(0, 2, 0.6, 0.9, 0.2), user(1, 2, 0.6, 0.8, 0.2)];
+        assert_eq!(greedy_decision(&users).unwrap().picked, 0);
+        users[1].next_cost = 0.25;
+        assert_eq!(greedy_decision(&users).unwrap().picked, 1);
     }
 
     #[test]

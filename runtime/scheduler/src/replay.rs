@@ -52,6 +52,9 @@ pub enum PolicyName {
     MostRecent,
     /// Spearmint*: GP-EI (per second when cost-aware) with an RBF kernel + round robin.
     Spearmint,
+    /// Diagnostic: Spearmint*'s single-user policy (GP-EI per second, RBF) under Hybrid's user
+    /// picker instead of round robin; isolates what the user picker adds over Spearmint*.
+    HybridEi,
     /// Optuna's GP sampler, one study per test user, round robin (run by `bench/peers/`).
     OptunaGp,
     /// Optuna's TPE sampler, one study per test user, round robin (run by `bench/peers/`).
@@ -64,7 +67,7 @@ pub enum PolicyName {
 
 impl PolicyName {
     /// Every policy implemented in Rust, in report order.
-    pub const ALL: [PolicyName; 10] = [
+    pub const ALL: [PolicyName; 11] = [
         PolicyName::Hybrid,
         PolicyName::Greedy,
         PolicyName::RoundRobin,
@@ -75,6 +78,7 @@ impl PolicyName {
         PolicyName::Spearmint,
         PolicyName::HybridCostOblivious,
         PolicyName::OracleUser,
+        PolicyName::HybridEi,
     ];
 
     /// The peers run outside this crate (by the Python harness under `bench/peers/`).
@@ -97,6 +101,7 @@ impl PolicyName {
             PolicyName::MostCited => "most_cited",
             PolicyName::MostRecent => "most_recent",
             PolicyName::Spearmint => "spearmint",
+            PolicyName::HybridEi => "hybrid_ei",
             PolicyName::OracleUser => "oracle_user",
             PolicyName::OptunaGp => "optuna_gp",
             PolicyName::OptunaTpe => "optuna_tpe",
@@ -150,8 +155,13 @@ pub struct ReplayConfig {
     pub beta_scale: f64,
     /// The form of GP-UCB's `beta_t`.
     pub beta_form: BetaForm,
-    /// Per-user amplitude estimate of the GP policies (pseudo-observations; `None`: off).
+    /// Per-user amplitude estimate of the GP policies, in pseudo-observations at the history's
+    /// amplitude (`None`: off). Default 1: each user's kernel amplitude is (nearly) its own
+    /// maximum-likelihood value, as scikit-learn's per-user fit in the paper's protocol would give.
     pub amplitude_prior_strength: Option<f64>,
+    /// The largest possible quality, to which the user pickers clip their regret estimates
+    /// (`None`: unclipped; the tables' qualities are accuracies, so 1).
+    pub quality_ceiling: Option<f64>,
 }
 
 impl Default for ReplayConfig {
@@ -174,7 +184,8 @@ impl Default for ReplayConfig {
             ucb_delta: 0.1,
             beta_scale: 1.0,
             beta_form: BetaForm::Practical,
-            amplitude_prior_strength: None,
+            amplitude_prior_strength: Some(1.0),
+            quality_ceiling: Some(1.0),
         }
     }
 }
@@ -362,6 +373,12 @@ fn policy_config(
             },
             UserPickerKind::RoundRobin,
         ),
+        PolicyName::HybridEi => (
+            CandidatePolicy::ExpectedImprovement {
+                per_cost: cost_aware,
+            },
+            UserPickerKind::Hybrid { patience },
+        ),
     };
     SchedulerConfig {
         candidate_policy,
@@ -369,6 +386,7 @@ fn policy_config(
         seed,
         amplitude_prior_strength: config.amplitude_prior_strength,
         calibrate_costs: false,
+        quality_ceiling: config.quality_ceiling,
     }
 }
 
@@ -419,16 +437,20 @@ fn run_repetition(
         config.kernel,
         HyperparameterChoice::FitMarginalLikelihood,
     )?);
-    let rbf_kernel =
-        if config.policies.contains(&PolicyName::Spearmint) && config.kernel != KernelKind::Rbf {
-            Arc::new(KernelModel::from_history(
-                &history,
-                KernelKind::Rbf,
-                HyperparameterChoice::FitMarginalLikelihood,
-            )?)
-        } else {
-            Arc::clone(&kernel)
-        };
+    let rbf_kernel = if config
+        .policies
+        .iter()
+        .any(|p| matches!(p, PolicyName::Spearmint | PolicyName::HybridEi))
+        && config.kernel != KernelKind::Rbf
+    {
+        Arc::new(KernelModel::from_history(
+            &history,
+            KernelKind::Rbf,
+            HyperparameterChoice::FitMarginalLikelihood,
+        )?)
+    } else {
+        Arc::clone(&kernel)
+    };
     let kernel_fit_seconds = fit_start.elapsed().as_secs_f64();
     // Fixed orders: "most cited" proxy = descending mean quality over the kernel users (the
     // tables name no citations); "most recent" proxy = the table's columns from last to first.
@@ -473,7 +495,7 @@ fn run_repetition(
     for &policy in &config.policies {
         let scheduler_seed = rng.r#gen::<u64>();
         let started = Instant::now();
-        let policy_kernel = if policy == PolicyName::Spearmint {
+        let policy_kernel = if matches!(policy, PolicyName::Spearmint | PolicyName::HybridEi) {
             Arc::clone(&rbf_kernel)
         } else {
             Arc::clone(&kernel)
@@ -812,6 +834,7 @@ impl ReplayOutcome {
             "beta_scale": self.config.beta_scale,
             "beta_form": self.config.beta_form,
             "amplitude_prior_strength": self.config.amplitude_prior_strength,
+            "quality_ceiling": self.config.quality_ceiling,
             "mean_budget": mean_budget,
             "kernel_fit_seconds": self.kernel_fit_seconds,
             "hyperparameters_first_repetition": self.hyperparameters.first(),

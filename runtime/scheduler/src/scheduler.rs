@@ -11,6 +11,11 @@
 //! already trained in the current data version, one in flight, or one removed. Costs are
 //! normalised over all registered users (the most expensive candidate has cost 1). All randomness
 //! comes from one generator seeded at construction, so a run is reproducible.
+//!
+//! What the user pickers see ([`Scheduler::user_summaries`]): per user, the largest upper
+//! confidence bound on quality `mean + sqrt(beta_t) sd` over its eligible candidates and Algorithm
+//! 2's empirical gap, both from bounds on quality (never the cost-weighted scores) clipped to the
+//! quality ceiling (1 by default), and the normalised cost of the candidate it would train next.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,6 +50,10 @@ pub struct SchedulerConfig {
     /// estimates (FLOPs over an assumed device speed) that are off by a common factor; off for the
     /// replay, whose expected costs are the true ones.
     pub calibrate_costs: bool,
+    /// The largest quality there is (qualities are accuracies or clipped R^2, so 1): the user
+    /// pickers' regret estimates clip upper confidence bounds to it, since no model can do better.
+    /// `None`: unbounded qualities.
+    pub quality_ceiling: Option<f64>,
 }
 
 impl Default for SchedulerConfig {
@@ -56,6 +65,7 @@ impl Default for SchedulerConfig {
             seed: 0,
             amplitude_prior_strength: None,
             calibrate_costs: false,
+            quality_ceiling: Some(1.0),
         }
     }
 }
@@ -156,6 +166,7 @@ pub struct Scheduler {
     next_registration_sequence: u64,
     amplitude_prior_strength: Option<f64>,
     calibrate_costs: bool,
+    quality_ceiling: f64,
 }
 
 fn validate_cost(user: &str, model: &str, cost: f64) -> Result<()> {
@@ -191,6 +202,10 @@ impl Scheduler {
             next_registration_sequence: 0,
             amplitude_prior_strength: config.amplitude_prior_strength,
             calibrate_costs: config.calibrate_costs,
+            quality_ceiling: config
+                .quality_ceiling
+                .filter(|c| c.is_finite())
+                .unwrap_or(f64::INFINITY),
         }
     }
 
@@ -430,8 +445,19 @@ impl Scheduler {
             .max(1e-300)
     }
 
-    /// UCB scores of a user's eligible candidates: `(candidate index, score)`.
-    fn upper_confidence_bounds(&self, user: &UserState, cost_scale: f64) -> Vec<(usize, f64)> {
+    fn is_cost_aware(&self) -> bool {
+        matches!(
+            self.candidate_policy,
+            CandidatePolicy::Ucb {
+                cost_aware: true,
+                ..
+            } | CandidatePolicy::ExpectedImprovement { per_cost: true }
+        )
+    }
+
+    /// GP-UCB's `beta_t` for a user's next step (its own step `t` = observations + 1) and whether
+    /// candidate scores are cost-weighted.
+    fn exploration(&self, user: &UserState) -> (f64, bool) {
         let (cost_aware, beta_form, delta, beta_scale) = match &self.candidate_policy {
             CandidatePolicy::Ucb {
                 cost_aware,
@@ -454,6 +480,23 @@ impl Scheduler {
                 delta,
                 1.0,
             );
+        (beta_t, cost_aware)
+    }
+
+    /// The upper confidence bound on candidate `k`'s quality, `mean + sqrt(beta_t) sd` (never
+    /// cost-weighted): what Algorithm 2's lines 6 and 8 compare across users.
+    fn quality_bound(user: &UserState, k: usize, beta_t: f64) -> f64 {
+        upper_confidence_bound(
+            user.gp.mean()[k],
+            user.gp.standard_deviation(k),
+            beta_t,
+            1.0,
+        )
+    }
+
+    /// UCB scores of a user's eligible candidates: `(candidate index, score)`.
+    fn upper_confidence_bounds(&self, user: &UserState, cost_scale: f64) -> Vec<(usize, f64)> {
+        let (beta_t, cost_aware) = self.exploration(user);
         user.candidates
             .iter()
             .enumerate()
@@ -529,6 +572,60 @@ impl Scheduler {
         }
     }
 
+    /// What the user pickers see of one user (`None` when it has no eligible candidate), with the
+    /// user's candidate scores.
+    fn summarize(
+        &self,
+        user: &UserState,
+        cost_scale: f64,
+    ) -> Option<(UserSummary, Vec<(usize, f64)>)> {
+        let bounds = self.upper_confidence_bounds(user, cost_scale);
+        if bounds.is_empty() {
+            return None;
+        }
+        // Line 8's regret estimate bounds the quality (never cost-weighted, clipped to the
+        // ceiling); in cost-aware mode it is divided by the cost of the candidate the user would
+        // train next (the cost-aware UCB's choice): improvement per unit cost.
+        let (beta_t, _) = self.exploration(user);
+        let largest = bounds
+            .iter()
+            .map(|&(k, _)| Self::quality_bound(user, k, beta_t))
+            .fold(f64::NEG_INFINITY, f64::max)
+            .min(self.quality_ceiling);
+        let next_cost = if self.is_cost_aware() {
+            self.pick_candidate(user, &bounds, cost_scale)
+                .map_or(1.0, |k| {
+                    (user.candidates[k].expected_cost / cost_scale).max(1e-12)
+                })
+        } else {
+            1.0
+        };
+        let summary = UserSummary {
+            registration_sequence: user.registration_sequence,
+            n_observations: user.gp.n_observations(),
+            best_quality: user.best_current.as_ref().map(|best| best.quality),
+            largest_upper_confidence_bound: largest,
+            empirical_gap: user.empirical_gap,
+            next_cost,
+        };
+        Some((summary, bounds))
+    }
+
+    /// What the user picker currently sees of every user that can still be served (registration
+    /// order): best quality, largest upper confidence bound on quality (clipped to the ceiling),
+    /// Algorithm 2's empirical gap, the normalised cost of the next candidate. For operators and
+    /// diagnostics.
+    pub fn user_summaries(&self) -> Vec<(String, UserSummary)> {
+        let cost_scale = self.cost_scale();
+        self.users
+            .iter()
+            .filter_map(|user| {
+                self.summarize(user, cost_scale)
+                    .map(|(summary, _)| (user.user_id.clone(), summary))
+            })
+            .collect()
+    }
+
     /// The next (user, candidate) to train, or `None` when no user has an eligible candidate.
     /// The candidate is marked in flight until [`Scheduler::report`] is called for it.
     pub fn next_decision(&mut self) -> Option<Decision> {
@@ -536,23 +633,10 @@ impl Scheduler {
         let mut summaries = Vec::new();
         let mut bounds_by_summary = Vec::new();
         for (index, user) in self.users.iter().enumerate() {
-            let bounds = self.upper_confidence_bounds(user, cost_scale);
-            if bounds.is_empty() {
-                continue;
+            if let Some((summary, bounds)) = self.summarize(user, cost_scale) {
+                summaries.push(summary);
+                bounds_by_summary.push((index, bounds));
             }
-            let largest = bounds
-                .iter()
-                .map(|&(_, score)| score)
-                .fold(f64::NEG_INFINITY, f64::max);
-            let best_quality = user.best_current.as_ref().map(|best| best.quality);
-            summaries.push(UserSummary {
-                registration_sequence: user.registration_sequence,
-                n_observations: user.gp.n_observations(),
-                best_quality,
-                largest_upper_confidence_bound: largest,
-                empirical_gap: user.empirical_gap,
-            });
-            bounds_by_summary.push((index, bounds));
         }
         if summaries.is_empty() {
             return None;
@@ -588,10 +672,12 @@ impl Scheduler {
         let candidate = self
             .pick_candidate(user, bounds, cost_scale)
             .unwrap_or(bounds[0].0);
-        let bound_at_pick = bounds
-            .iter()
-            .find(|&&(k, _)| k == candidate)
-            .map(|&(_, score)| score);
+        // Line 6's B(a_t): the bound on the picked candidate's quality (not cost-weighted).
+        let bound_at_pick = Some(Self::quality_bound(
+            user,
+            candidate,
+            self.exploration(user).0,
+        ));
         let user = &mut self.users[user_index];
         let state = &mut user.candidates[candidate];
         state.status = CandidateStatus::InFlight;
@@ -673,6 +759,7 @@ impl Scheduler {
         // Algorithm 2, line 6: the empirical confidence bound is the running minimum of the UCBs
         // of the picked arms; the gap is that bound minus the latest observation.
         if let Some(bound) = bound_at_pick.filter(|b| b.is_finite()) {
+            let bound = bound.min(self.quality_ceiling);
             let empirical_bound = user.empirical_bound.map_or(bound, |e| e.min(bound));
             user.empirical_bound = Some(empirical_bound);
             user.empirical_gap = Some((empirical_bound - quality).max(0.0));

@@ -26,6 +26,7 @@ fn scheduler(picker: UserPickerKind, seed: u64) -> Scheduler {
             seed,
             amplitude_prior_strength: None,
             calibrate_costs: false,
+            quality_ceiling: Some(1.0),
         },
     )
 }
@@ -126,6 +127,7 @@ fn never_picks_a_finished_user_or_a_trained_candidate() {
                     seed: 11,
                     amplitude_prior_strength: Some(2.0),
                     calibrate_costs: false,
+                    quality_ceiling: Some(1.0),
                 },
             );
             let mut remaining: HashMap<String, HashSet<String>> = HashMap::new();
@@ -289,6 +291,7 @@ fn calibration_scales_the_untrained_candidates_by_the_observed_cost_ratio() {
         no_history_kernel(),
         SchedulerConfig {
             calibrate_costs: true,
+            quality_ceiling: Some(1.0),
             ..SchedulerConfig::default()
         },
     );
@@ -305,4 +308,111 @@ fn calibration_scales_the_untrained_candidates_by_the_observed_cost_ratio() {
     scheduler.report(&decision, 0.5, 4.0).unwrap();
     let (_, costs) = scheduler.expected_costs("u").unwrap();
     assert_eq!(costs, vec![4.0, 8.0]);
+}
+
+/// Gives the user's next decision back and reports `model` instead (a chosen observation).
+fn observe(scheduler: &mut Scheduler, user: &str, model: &str, quality: f64, cost: f64) {
+    let decision = scheduler.next_decision_for_user(user).unwrap().unwrap();
+    scheduler.cancel(&decision).unwrap();
+    let decision = easeml_scheduler::Decision {
+        model_id: model.to_owned(),
+        ..decision
+    };
+    scheduler.report(&decision, quality, cost).unwrap();
+}
+
+fn greedy_scheduler(cost_aware: bool, quality_ceiling: Option<f64>) -> Scheduler {
+    Scheduler::new(
+        no_history_kernel(),
+        SchedulerConfig {
+            candidate_policy: CandidatePolicy::ucb(cost_aware),
+            user_picker: UserPickerKind::Greedy,
+            seed: 0,
+            amplitude_prior_strength: None,
+            calibrate_costs: false,
+            quality_ceiling,
+        },
+    )
+}
+
+/// Qualities are at most 1, so are the regret estimates' bounds: a user whose best is already 1
+/// has nothing left to gain (line 8's estimate 0, line 6's empirical gap 0), however wide its
+/// posterior. Without the ceiling its bounds exceed 1 and it looks promising.
+#[test]
+fn regret_estimates_are_clipped_to_the_quality_ceiling() {
+    for ceiling in [Some(1.0), None] {
+        let mut scheduler = greedy_scheduler(false, ceiling);
+        let candidates = || {
+            (0..5)
+                .map(|m| CandidateSpec::new(format!("m{m}")))
+                .collect()
+        };
+        scheduler
+            .register_user("perfect", candidates(), &[])
+            .unwrap();
+        scheduler.register_user("weak", candidates(), &[]).unwrap();
+        let first = scheduler.next_decision().unwrap();
+        assert_eq!(first.user_id, "perfect");
+        scheduler.report(&first, 1.0, 1.0).unwrap();
+        let second = scheduler.next_decision().unwrap();
+        scheduler.report(&second, 0.9, 1.0).unwrap();
+        let summaries = scheduler.user_summaries();
+        let perfect = &summaries[0].1;
+        let weak = &summaries[1].1;
+        match ceiling {
+            Some(ceiling) => {
+                assert_eq!(perfect.largest_upper_confidence_bound, ceiling);
+                assert_eq!(perfect.empirical_gap, Some(0.0));
+                assert!(weak.largest_upper_confidence_bound <= ceiling);
+                assert!(weak.empirical_gap.unwrap() <= 0.1 + 1e-12);
+                // Greedy serves "weak" until it is done (1 - 0.9 left to gain there, 0 here).
+                for _ in 0..4 {
+                    let next = scheduler.next_decision().unwrap();
+                    assert_eq!(next.user_id, "weak");
+                    scheduler.report(&next, 0.9, 1.0).unwrap();
+                }
+            }
+            None => {
+                assert!(perfect.largest_upper_confidence_bound > 1.0);
+            }
+        }
+    }
+}
+
+/// Cost-aware Greedy compares users by estimated improvement per unit cost of the candidate each
+/// would train next, and the bounds of lines 6 and 8 bound quality (not the cost-weighted score,
+/// which for a cheap candidate is far above any quality).
+#[test]
+fn cost_aware_greedy_prefers_cheaper_improvement() {
+    let mut scheduler = greedy_scheduler(true, Some(1.0));
+    let with_cost = |cost: f64| {
+        (0..4)
+            .map(|m| CandidateSpec {
+                model_id: format!("m{m}"),
+                expected_cost: cost,
+            })
+            .collect::<Vec<_>>()
+    };
+    scheduler
+        .register_user("expensive", with_cost(1.0), &[])
+        .unwrap();
+    scheduler
+        .register_user("cheap", with_cost(0.01), &[])
+        .unwrap();
+    observe(&mut scheduler, "expensive", "m0", 0.5, 1.0);
+    observe(&mut scheduler, "cheap", "m0", 0.5, 0.01);
+    let summaries = scheduler.user_summaries();
+    let (expensive, cheap) = (&summaries[0].1, &summaries[1].1);
+    assert_eq!(expensive.next_cost, 1.0);
+    assert!((cheap.next_cost - 0.01).abs() < 1e-12);
+    // Same observations and prior: the same quality bounds and gaps, below the ceiling.
+    assert_eq!(
+        expensive.largest_upper_confidence_bound,
+        cheap.largest_upper_confidence_bound
+    );
+    assert_eq!(expensive.empirical_gap, cheap.empirical_gap);
+    assert!(cheap.largest_upper_confidence_bound <= 1.0);
+    // Equal gaps, so both are in V_t; per unit cost "cheap" is 100x better although "expensive"
+    // registered first (a tie would go to it).
+    assert_eq!(scheduler.next_decision().unwrap().user_id, "cheap");
 }

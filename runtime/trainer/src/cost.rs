@@ -1,6 +1,13 @@
-//! The cost estimate before training, for the scheduler: the model's forward FLOPs per example
-//! (counted by running one example through the layers), times the work of a run (forward + backward
-//! is about 3x forward; every epoch of every learning rate), divided by an assumed device speed.
+//! The cost estimate before training, for the scheduler: the work of a run (forward + backward is
+//! about 3x forward; every epoch of every learning rate) times the cost of one forward pass per
+//! example. On the CPU that cost is measured: the model runs a batch of up to 8 examples (best of two
+//! timed passes, after the pass that counts its FLOPs), because on small inputs per-layer overhead,
+//! not FLOPs, decides the speed (on 8x8 images SqueezeNet has the fewest FLOPs of the image models
+//! and is still three times slower per epoch than NIN). On CUDA, where that timing would be of the
+//! wrong device, it is the counted FLOPs divided by an assumed device speed. Either way it is a
+//! prior: the scheduler calibrates it with the costs runs actually take.
+
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
@@ -26,7 +33,10 @@ pub struct CostEstimate {
     pub forward_flops_per_example: f64,
     /// FLOPs of the whole run at most (every epoch of every learning rate).
     pub total_flops: f64,
-    /// `total_flops / device speed`, capped by the budget's `max_seconds`.
+    /// Seconds of one forward pass per example: measured on the CPU, `forward_flops_per_example /
+    /// CUDA_FLOPS` on CUDA.
+    pub forward_seconds_per_example: f64,
+    /// The seconds of the whole run at most, capped by the budget's `max_seconds`.
     pub seconds: f64,
 }
 
@@ -39,15 +49,21 @@ pub fn estimate_cost(
     let task = Task::of(examples)?;
     candidate.check_fits(&task)?;
     let (train_rows, validation_rows) = split_by_id(&examples.ids, budget.validation_fraction);
-    let forward = if candidate.model == ModelKind::TreeKernelSvm {
+    let speed = match budget.device {
+        Device::Cuda(_) => CUDA_FLOPS,
+        _ => CPU_FLOPS_PER_THREAD * f64::from(tch::get_num_threads().max(1)),
+    };
+    let (forward, forward_seconds) = if candidate.model == ModelKind::TreeKernelSvm {
         // Kernel evaluations: about (nodes^2) per pair, n_train pairs per example.
         let nodes = 50.0;
-        nodes * nodes * train_rows.len() as f64
+        let flops = nodes * nodes * train_rows.len() as f64;
+        (flops, flops / speed)
     } else {
         let store = nn::VarStore::new(Device::Cpu);
         let model = models::build(&store.root(), candidate, &task, &budget.model)?;
         let _guard = tch::no_grad_guard();
         let sample: Vec<usize> = (0..examples.len().min(8)).collect();
+        let per_example = sample.len().max(1) as f64;
         let steps = crate::batch::target_steps(examples, &sample);
         let batch = input_batch(
             &examples.inputs,
@@ -57,21 +73,34 @@ pub fn estimate_cost(
             steps,
             Device::Cpu,
         );
-        count_flops(|| {
+        let flops = count_flops(|| {
             let _ = model.forward(&batch, false);
         }) as f64
-            / sample.len().max(1) as f64
+            / per_example;
+        let seconds = match budget.device {
+            Device::Cuda(_) => flops / speed,
+            _ => {
+                let timed = || {
+                    let started = Instant::now();
+                    let _ = model.forward(&batch, false);
+                    started.elapsed().as_secs_f64()
+                };
+                timed().min(timed()) / per_example
+            }
+        };
+        (flops, seconds)
     };
     let epochs = budget.max_epochs.max(1) as f64 * budget.learning_rates.len().max(1) as f64;
-    let total_flops =
-        epochs * (3.0 * forward * train_rows.len() as f64 + forward * validation_rows.len() as f64);
-    let speed = match budget.device {
-        Device::Cuda(_) => CUDA_FLOPS,
-        _ => CPU_FLOPS_PER_THREAD * f64::from(tch::get_num_threads().max(1)),
+    let run_work = |per_example: f64| {
+        epochs
+            * (3.0 * per_example * train_rows.len() as f64
+                + per_example * validation_rows.len() as f64)
     };
+    let total_flops = run_work(forward);
     Ok(CostEstimate {
         forward_flops_per_example: forward,
         total_flops,
-        seconds: (total_flops / speed).min(budget.max_seconds),
+        forward_seconds_per_example: forward_seconds,
+        seconds: run_work(forward_seconds).min(budget.max_seconds),
     })
 }

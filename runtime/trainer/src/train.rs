@@ -28,7 +28,8 @@ use crate::task::Task;
 /// What a run may spend, and how it trains.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Budget {
-    /// The learning-rate grid; each is tried and the best kept.
+    /// The learning-rate grid, in order of preference; each is tried and the best kept, unless one
+    /// epoch is too slow for the grid to fit the time limit (see [`min_epochs_per_rate`]).
     pub learning_rates: Vec<f64>,
     /// Epochs per learning rate at most.
     pub max_epochs: usize,
@@ -52,10 +53,11 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// The paper's grid, 20 epochs, 10 minutes, batch 32, patience 3, 20% validation, on `device`.
+    /// The paper's grid (Adam's default rate 0.001 first, then 0.01 and 0.1), 20 epochs, 10 minutes,
+    /// batch 32, patience 3, 20% validation, on `device`.
     pub fn new(device: Device) -> Self {
         Self {
-            learning_rates: vec![0.1, 0.01, 0.001],
+            learning_rates: vec![0.001, 0.01, 0.1],
             max_epochs: 20,
             max_seconds: 600.0,
             batch_size: 32,
@@ -153,6 +155,16 @@ impl TrainedRun {
     }
 }
 
+/// The fewest epochs worth giving one learning rate: the early-stopping patience plus two, so a rate
+/// can show gains beyond one patience window. The time limit is split evenly over the grid; when the
+/// first epoch of a trial shows that the rates still to try cannot each get this many epochs in the
+/// time left, that trial keeps the whole rest of the time and the rates after it are not tried
+/// (recorded as such): one well-trained model beats three that barely started, which is what an
+/// expensive model under a short limit (an image network on the CPU) would otherwise get.
+pub fn min_epochs_per_rate(budget: &Budget) -> usize {
+    budget.patience.max(1) + 2
+}
+
 /// Trains `candidate` on `examples` within `budget`.
 pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Result<TrainedRun> {
     let started = Instant::now();
@@ -184,9 +196,9 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
     let mut best: Option<BestTrial> = None;
     let n_rates = budget.learning_rates.len().max(1);
     for (trial_index, &learning_rate) in budget.learning_rates.iter().enumerate() {
-        let seed = mix64(budget.seed ^ (trial_index as u64).wrapping_mul(0x1000_0001));
+        let seed = trial_seed(budget, trial_index);
         let deadline = budget.max_seconds * (trial_index + 1) as f64 / n_rates as f64;
-        let context = TrialContext {
+        let mut context = TrialContext {
             candidate,
             examples,
             task: &task,
@@ -195,8 +207,10 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
             validation_rows: &validation_rows,
             started,
             deadline,
+            rates_left: n_rates - trial_index,
+            takes_the_rest: None,
         };
-        let trial = run_trial(&context, learning_rate, seed, &mut run.curve)?;
+        let trial = run_trial(&mut context, learning_rate, seed, &mut run.curve)?;
         let (trial_record, kept) = trial;
         if let (Some(quality), Some(weights)) = (trial_record.best_quality, kept)
             && best.as_ref().is_none_or(|best| quality > best.quality)
@@ -209,6 +223,29 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
             });
         }
         run.trials.push(trial_record);
+        if let Some(epoch_seconds) = context.takes_the_rest {
+            for (skipped, &learning_rate) in budget
+                .learning_rates
+                .iter()
+                .enumerate()
+                .skip(trial_index + 1)
+            {
+                run.trials.push(LearningRateTrial {
+                    learning_rate,
+                    seed: trial_seed(budget, skipped),
+                    epochs: 0,
+                    best_quality: None,
+                    failure: Some(format!(
+                        "not tried: an epoch took {epoch_seconds:.1} s, too slow to give {} rates \
+                         {} epochs each in the {:.0} s limit",
+                        n_rates - trial_index,
+                        min_epochs_per_rate(budget),
+                        budget.max_seconds
+                    )),
+                });
+            }
+            break;
+        }
     }
     run.outcome = match best {
         Some(BestTrial {
@@ -249,6 +286,11 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
     Ok(run)
 }
 
+/// The seed of the grid's `index`-th trial.
+fn trial_seed(budget: &Budget, index: usize) -> u64 {
+    mix64(budget.seed ^ (index as u64).wrapping_mul(0x1000_0001))
+}
+
 struct TrialContext<'a> {
     candidate: &'a Candidate,
     examples: &'a Examples,
@@ -257,7 +299,12 @@ struct TrialContext<'a> {
     train_rows: &'a [usize],
     validation_rows: &'a [usize],
     started: Instant,
+    /// Seconds since `started` by which the trial stops.
     deadline: f64,
+    /// The rates still to try, this one included.
+    rates_left: usize,
+    /// Set by the trial when it keeps the rest of the time: the seconds of its first epoch.
+    takes_the_rest: Option<f64>,
 }
 
 /// The adversary of GAN and pix2pix, in its own `VarStore` (not part of the checkpoint).
@@ -294,7 +341,7 @@ fn snapshot(store: &nn::VarStore) -> Weights {
 
 /// Trains one learning rate; returns its record and, unless it failed, its best weights.
 fn run_trial(
-    context: &TrialContext<'_>,
+    context: &mut TrialContext<'_>,
     learning_rate: f64,
     seed: u64,
     curve: &mut Vec<CurvePoint>,
@@ -365,6 +412,7 @@ fn run_trial(
     let mut epochs_without_gain = 0;
     let mut order = context.train_rows.to_vec();
     let batch_size = budget.batch_size.max(1);
+    let trial_started = context.started.elapsed().as_secs_f64();
     'epochs: for epoch in 1..=budget.max_epochs.max(1) {
         // A deterministic shuffle from the trial seed and the epoch.
         order.sort_by_key(|&row| mix64(seed ^ mix64(epoch as u64) ^ context.examples.ids[row]));
@@ -402,6 +450,16 @@ fn run_trial(
             }
         }
         record.epochs = epoch;
+        if epoch == 1 && context.rates_left > 1 {
+            let now = context.started.elapsed().as_secs_f64();
+            let epoch_seconds = now - trial_started;
+            let time_left = budget.max_seconds - trial_started;
+            let needed = min_epochs_per_rate(budget) * context.rates_left;
+            if epoch_seconds * needed as f64 > time_left {
+                context.deadline = budget.max_seconds;
+                context.takes_the_rest = Some(epoch_seconds);
+            }
+        }
         let quality = match evaluate(context, &model) {
             Some(quality) => quality,
             None => {

@@ -214,7 +214,8 @@ fn cost_estimates_grow_with_the_model_and_the_data() {
     let a = estimate_cost(&resnet18, &small, &budget).unwrap();
     let b = estimate_cost(&resnet50, &small, &budget).unwrap();
     let c = estimate_cost(&resnet18, &large, &budget).unwrap();
-    assert!(a.forward_flops_per_example > 0.0 && a.seconds > 0.0);
+    assert!(a.forward_flops_per_example > 0.0 && a.forward_seconds_per_example > 0.0);
+    assert!(a.seconds > 0.0);
     assert!(b.forward_flops_per_example > a.forward_flops_per_example);
     assert!(c.total_flops > 3.0 * a.total_flops);
     for (examples, model) in [
@@ -378,4 +379,24 @@ fn built_binaries_find_libtorch_and_keep_libtorch_cuda() {
             "libtorch_cuda.so is not NEEDED:\n{dynamic}"
         );
     }
+}
+
+#[test]
+fn a_grid_too_slow_for_the_time_limit_gives_the_first_rate_all_of_it() {
+    let _serial = serial();
+    let examples = synthetic::quadrant_images(2000, [16, 16, 3], 18);
+    let mut budget = budget(20);
+    budget.learning_rates = vec![0.001, 0.01, 0.1];
+    // Far less than three epochs per rate: the first epoch shows the grid cannot fit.
+    budget.max_seconds = 0.05;
+    let run = train(&Candidate::parse("resnet18").unwrap(), &examples, &budget).unwrap();
+    let rates: Vec<f64> = run.trials.iter().map(|trial| trial.learning_rate).collect();
+    assert_eq!(rates, vec![0.001, 0.01, 0.1], "every rate is recorded");
+    assert!(run.trials[0].epochs >= 1 && run.trials[0].best_quality.is_some());
+    for skipped in &run.trials[1..] {
+        assert_eq!(skipped.epochs, 0);
+        let reason = skipped.failure.as_deref().unwrap();
+        assert!(reason.starts_with("not tried: an epoch took"), "{reason}");
+    }
+    assert_eq!(run.quality(), run.trials[0].best_quality);
 }

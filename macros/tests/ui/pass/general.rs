@@ -1,6 +1,8 @@
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
 
+include!("../client_round_trip.rs");
+
 #[easeml_schema]
 mod galaxy_with_metadata {
     pub struct Input {
@@ -20,4 +22,23 @@ fn main() {
     let value = serde_json::to_value(galaxy_with_metadata::Input::new(Tensor::zeros(vec![32, 32, 3]), Tensor::zeros(vec![5])).unwrap()).unwrap();
     assert_eq!(value["photometry"], serde_json::json!([0.0, 0.0, 0.0, 0.0, 0.0]));
     assert!(molecule::Output::new(Tensor::zeros(vec![32, 32])).is_ok());
+
+    client_round_trip!(
+        molecule,
+        feed,
+        vec![(
+            molecule::Input::new(Tensor::zeros(vec![16, 16, 16])).unwrap(),
+            molecule::Output::new(Tensor::zeros(vec![32, 32])).unwrap(),
+        )],
+        molecule::Input::new(Tensor::zeros(vec![16, 16, 16])).unwrap()
+    );
+    let metadata = || {
+        galaxy_with_metadata::Input::new(Tensor::zeros(vec![32, 32, 3]), Tensor::zeros(vec![5])).unwrap()
+    };
+    client_round_trip!(
+        galaxy_with_metadata,
+        feed,
+        vec![(metadata(), galaxy_with_metadata::Output::new(Tensor::zeros(vec![3])).unwrap())],
+        metadata()
+    );
 }

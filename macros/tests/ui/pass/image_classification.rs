@@ -1,6 +1,8 @@
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
 
+include!("../client_round_trip.rs");
+
 #[easeml_schema(labels = [elliptical, spiral, irregular], constraint(train_time <= 30m))]
 mod galaxies {
     pub struct Input {
@@ -16,4 +18,12 @@ fn main() {
     assert_eq!(galaxies::Label::Spiral.index(), 1);
     assert_eq!(galaxies::SYSTEM_TYPE, "{input: {[Tensor[256,256,3]], []}, output: {[Tensor[3]], []}}");
     assert_eq!(galaxies::APP, "galaxies");
+
+    let image = || galaxies::Input::new(Tensor::zeros(vec![256, 256, 3])).unwrap();
+    client_round_trip!(
+        galaxies,
+        feed_labelled,
+        vec![(image(), galaxies::Label::Spiral), (image(), galaxies::Label::Irregular)],
+        image()
+    );
 }

@@ -1,6 +1,8 @@
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
 
+include!("../client_round_trip.rs");
+
 #[easeml_schema]
 mod deblur {
     pub struct Input {
@@ -16,4 +18,15 @@ mod deblur {
 fn main() {
     assert_eq!(deblur::Output::RESTORED_SHAPE, [64, 64, 3]);
     assert!(deblur::Output::new(Tensor::zeros(vec![64, 64, 3])).is_ok());
+
+    let image = || Tensor::zeros(vec![64, 64, 3]);
+    client_round_trip!(
+        deblur,
+        feed,
+        vec![(
+            deblur::Input::new(image()).unwrap(),
+            deblur::Output::new(image()).unwrap(),
+        )],
+        deblur::Input::new(image()).unwrap()
+    );
 }

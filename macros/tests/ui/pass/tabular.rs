@@ -1,6 +1,8 @@
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
 
+include!("../client_round_trip.rs");
+
 #[easeml_schema(labels = [malignant, benign])]
 mod cancer {
     pub struct Input(Tensor<30>);
@@ -20,4 +22,38 @@ mod diabetes {
 fn main() {
     assert_eq!(cancer::Label::ALL.len(), 2);
     assert!(diabetes::Output::new(Tensor::zeros(vec![1])).is_ok());
+
+    client_round_trip!(
+        cancer,
+        feed_labelled,
+        vec![
+            (cancer::Input::new(Tensor::zeros(vec![30])).unwrap(), cancer::Label::Malignant),
+            (cancer::Input::new(Tensor::zeros(vec![30])).unwrap(), cancer::Label::Benign),
+        ],
+        cancer::Input::new(Tensor::zeros(vec![30])).unwrap()
+    );
+    client_round_trip!(
+        diabetes,
+        feed,
+        vec![(
+            diabetes::Input::new(Tensor::zeros(vec![10])).unwrap(),
+            diabetes::Output::new(Tensor::zeros(vec![1])).unwrap(),
+        )],
+        diabetes::Input::new(Tensor::zeros(vec![10])).unwrap()
+    );
+    // A value built around `new` with the wrong shape is refused by the store's check, whole batch.
+    let home = std::env::temp_dir().join(format!("easeml-trybuild-bad-{}", std::process::id()));
+    let mut client = cancer::Client::open(&easeml_runtime::Connection::embedded(&home)).unwrap();
+    let good = cancer::Input::new(Tensor::zeros(vec![30])).unwrap();
+    let bad = cancer::Input { field1: Tensor::zeros(vec![3]) };
+    let error = client
+        .feed_labelled([(good, cancer::Label::Benign), (bad, cancer::Label::Benign)])
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("1 of 2 line(s) are bad; nothing was stored"),
+        "{error}"
+    );
+    assert_eq!(client.status().unwrap().examples, 0);
+    drop(client);
+    std::fs::remove_dir_all(&home).unwrap();
 }

@@ -1,6 +1,8 @@
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
 
+include!("../client_round_trip.rs");
+
 #[easeml_schema(labels = [negative, neutral, positive])]
 mod sentiment {
     pub struct Input {
@@ -14,4 +16,15 @@ mod sentiment {
 fn main() {
     let leaf = sentiment::Input::new(Tensor::zeros(vec![50]), None, None).unwrap();
     let _root = sentiment::Input::new(Tensor::zeros(vec![50]), Some(Box::new(leaf.clone())), Some(Box::new(leaf))).unwrap();
+
+    let tree = || {
+        let leaf = sentiment::Input::new(Tensor::zeros(vec![50]), None, None).unwrap();
+        sentiment::Input::new(Tensor::zeros(vec![50]), Some(Box::new(leaf.clone())), Some(Box::new(leaf))).unwrap()
+    };
+    client_round_trip!(
+        sentiment,
+        feed_labelled,
+        vec![(tree(), sentiment::Label::Negative), (tree(), sentiment::Label::Positive)],
+        tree()
+    );
 }

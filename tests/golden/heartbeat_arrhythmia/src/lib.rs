@@ -11,55 +11,50 @@ mod types;
 pub use types::*;
 
 /// The app's manifest (`easeml.json`), from which the runtime registers it.
-pub const MANIFEST: &str = include_str!("../easeml.json");
-
+pub const MANIFEST: &str = ::core::include_str!("../easeml.json");
 /// The server URL given to `easemlc --server`, if any (`EASEML_SERVER` overrides it).
-pub const SERVER: Option<&str> = None;
-
+pub const SERVER: ::core::option::Option<&str> = ::core::option::Option::None;
 /// A typed handle on the app's examples and runs.
 pub struct Client {
     inner: ::easeml_runtime::Client,
 }
-
 impl Client {
     /// Opens the app where the environment says: `EASEML_SERVER`, else the local store in
     /// `EASEML_HOME` (default: the platform data dir).
     pub fn open_default() -> ::easeml_runtime::Result<Client> {
         let server = ::std::env::var("EASEML_SERVER")
             .ok()
-            .or(SERVER.map(str::to_owned));
-        let connection = ::easeml_runtime::Connection::from_settings(server.as_deref(), None)?;
+            .or(SERVER.map(::std::borrow::ToOwned::to_owned));
+        let connection = ::easeml_runtime::Connection::from_settings(
+            server.as_deref(),
+            ::core::option::Option::None,
+        )?;
         Client::open(&connection)
     }
-
     /// Opens the app through a connection.
     pub fn open(connection: &::easeml_runtime::Connection) -> ::easeml_runtime::Result<Client> {
         let spec = ::easeml_runtime::AppSpec::from_manifest_json(MANIFEST)?;
-        Ok(Client {
+        ::core::result::Result::Ok(Client {
             inner: ::easeml_runtime::Client::open(connection, spec)?,
         })
     }
-
     /// Stores labelled examples: all of them, or none when one is bad.
     pub fn feed(
         &mut self,
-        examples: impl IntoIterator<Item = (Input, Output)>,
+        examples: impl ::core::iter::IntoIterator<Item = (Input, Output)>,
     ) -> ::easeml_runtime::Result<::easeml_runtime::FeedReport> {
         self.inner.feed(examples)
     }
-
     /// Stores examples labelled by class: all of them, or none when one is bad.
     pub fn feed_labelled(
         &mut self,
-        examples: impl IntoIterator<Item = (Input, Label)>,
+        examples: impl ::core::iter::IntoIterator<Item = (Input, Label)>,
     ) -> ::easeml_runtime::Result<::easeml_runtime::FeedReport> {
         self.inner.feed(
-            examples
-                .into_iter()
+            ::core::iter::IntoIterator::into_iter(examples)
                 .map(|(input, label)| (input, label.name())),
         )
     }
-
     /// One page of the stored examples.
     pub fn examples(
         &self,
@@ -67,7 +62,6 @@ impl Client {
     ) -> ::easeml_runtime::Result<::easeml_runtime::Page<::easeml_runtime::ExampleRecord>> {
         self.inner.examples(page)
     }
-
     /// Turns an example on or off for training; returns the app's new data version.
     pub fn set_enabled(
         &mut self,
@@ -76,22 +70,22 @@ impl Client {
     ) -> ::easeml_runtime::Result<u64> {
         self.inner.set_enabled(id, enabled)
     }
-
     /// Answers inputs with the best model so far (label names for classification, else the output
-    /// in its JSON form); an error says when no model is trained yet.
+    /// in its JSON form); an error says when no model is trained yet, or when this build of
+    /// `easeml-runtime` has no `engine` feature.
     pub fn infer(
         &mut self,
-        inputs: impl IntoIterator<Item = Input>,
+        inputs: impl ::core::iter::IntoIterator<Item = Input>,
     ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Inference>> {
-        Ok(self
-            .inner
-            .infer(inputs)?
-            .answers
-            .into_iter()
-            .map(|(_, answer)| answer)
-            .collect())
+        ::core::result::Result::Ok(
+            self.inner
+                .infer(inputs)?
+                .answers
+                .into_iter()
+                .map(|(_, answer)| answer)
+                .collect(),
+        )
     }
-
     /// The report of every training run, the best marked.
     pub fn status(&self) -> ::easeml_runtime::Result<::easeml_runtime::Status> {
         self.inner.status()
