@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 use easeml_scheduler::KernelKind;
 use easeml_scheduler::acquisition::BetaForm;
 use easeml_scheduler::dataset::{self, Dataset, SyntheticSpec};
+use easeml_scheduler::picker::Line8Rule;
 use easeml_scheduler::replay::{
     LOSS_LEVELS, PolicyName, ReplayConfig, ReplayOutcome, cost_to_reach, run_replay,
 };
@@ -62,6 +63,11 @@ pub struct SchedulerBenchArgs {
     /// Hybrid's s: frozen steps before switching to round robin.
     #[arg(long, default_value_t = 10, value_name = "S")]
     hybrid_patience: usize,
+    /// Algorithm 2's line-8 rule for greedy and hybrid: ucb-gap (the paper's: largest upper
+    /// confidence bound minus the best quality so far) or expected-improvement (the expected gain
+    /// of the user's next run over its best so far); per unit cost of that run when cost-aware.
+    #[arg(long, value_enum, default_value_t = Line8Arg::UcbGap, value_name = "RULE")]
+    line8: Line8Arg,
     /// Worker threads (results do not depend on it). Default: available cores.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -101,6 +107,15 @@ pub enum LesionArg {
 
 /// The kernel fractions of figure 14.
 pub const KERNEL_LESION_FRACTIONS: [f64; 3] = [0.1, 0.5, 1.0];
+
+/// Line-8 rules on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Line8Arg {
+    /// The largest upper confidence bound minus the best quality so far (the paper's rule).
+    UcbGap,
+    /// The expected improvement of the user's next run over its best quality so far.
+    ExpectedImprovement,
+}
 
 /// The beta forms on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -268,6 +283,10 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
         },
         amplitude_prior_strength: (args.amplitude_prior > 0.0).then_some(args.amplitude_prior),
         quality_ceiling: Some(1.0),
+        line8_rule: match args.line8 {
+            Line8Arg::UcbGap => Line8Rule::UcbGap,
+            Line8Arg::ExpectedImprovement => Line8Rule::ExpectedImprovement,
+        },
     };
     if args.lesion == Some(LesionArg::Kernel) {
         return run_kernel_lesion(&dataset, &config, &external, &args.out);

@@ -67,6 +67,7 @@ fn a_matrix_with_costs_produces_every_output() {
             "--policies",
             "hybrid,round_robin,random,spearmint,most_cited",
         ])
+        .args(["--line8", "expected-improvement"])
         .arg("--out")
         .arg(&out)
         .output()
@@ -83,6 +84,7 @@ fn a_matrix_with_costs_produces_every_output() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["mode"], "cost_aware");
     assert_eq!(summary["repeats"], 3);
+    assert_eq!(summary["line8_rule"], "expected_improvement");
     let hybrid = &summary["policies"]["hybrid"];
     assert!(hybrid["cost_to_mean_loss"].get("0.1").is_some());
     assert!(hybrid["final_mean_loss"].is_number());
@@ -101,6 +103,19 @@ fn unknown_policies_and_missing_data_are_clear_errors() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown policy `nonsense`"));
+    let output = easeml()
+        .args(["bench", "scheduler", "--dataset", "synthetic:0.5,0.1"])
+        .args(["--line8", "largest", "--repeats", "1"])
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("invalid value 'largest'") && stderr.contains("expected-improvement"),
+        "{stderr}"
+    );
     let output = easeml()
         .args([
             "bench",

@@ -3,7 +3,7 @@
 //! `cargo run --release -p easeml-scheduler --example replay -- DATASET [OPTIONS]` with DATASET
 //! `delgado179`, `easeml-dl` or `synthetic:SIGMA_M,ALPHA` (tables from `$EASEML_SHARED_DATA`, else
 //! `../shared/data`). Options: `--cost-aware`, `--repeats N` (10), `--test-users N` (10),
-//! `--seed S` (0), `--policies a,b,...`, `--kernel-fraction F`, `--hybrid-patience S`,
+//! `--seed S` (0), `--policies a,b,...`, `--kernel-fraction F`, `--hybrid-patience S`, `--line8 ucb_gap|expected_improvement`,
 //! `--threads N` (1), `--amplitude-prior C` (1; 0 = off), `--beta-scale F`, `--delta D`,
 //! `--no-ceiling` (regret estimates not clipped to quality 1), `--out FILE` (writes summary.json). Prints the cost to reach each loss level
 //! and Hybrid's speed-up against every other policy. `easeml bench scheduler` is the interface of
@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 
 use easeml_scheduler::dataset::{self, SyntheticSpec};
+use easeml_scheduler::picker::Line8Rule;
 use easeml_scheduler::replay::{LOSS_LEVELS, PolicyName, ReplayConfig, run_replay};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -55,6 +56,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--seed" => config.seed = value()?.parse()?,
             "--kernel-fraction" => config.kernel_user_fraction = value()?.parse()?,
             "--hybrid-patience" => config.hybrid_patience = value()?.parse()?,
+            "--line8" => {
+                config.line8_rule = Line8Rule::from_name(&value()?)
+                    .ok_or("--line8 takes ucb_gap or expected_improvement")?
+            }
             "--threads" => config.threads = value()?.parse()?,
             "--amplitude-prior" => {
                 let strength: f64 = value()?.parse()?;

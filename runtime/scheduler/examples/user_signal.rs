@@ -73,6 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 amplitude_prior_strength: (amplitude > 0.0).then_some(amplitude),
                 calibrate_costs: false,
                 quality_ceiling: Some(1.0),
+                line8_rule: Default::default(),
             },
         );
         let mut candidates: Vec<Vec<usize>> = Vec::new();

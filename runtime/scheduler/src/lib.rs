@@ -20,7 +20,7 @@ pub use error::{Result, SchedulerError};
 pub use kernel::{
     HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel, QualityHistory,
 };
-pub use picker::{UserPicker, UserPickerKind, UserSummary};
+pub use picker::{Line8Rule, UserPicker, UserPickerKind, UserSummary};
 pub use scheduler::{
     BestModel, CandidateSpec, Decision, PriorObservation, Scheduler, SchedulerConfig,
 };

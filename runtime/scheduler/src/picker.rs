@@ -29,6 +29,53 @@ pub struct UserSummary {
     /// Normalised cost of the candidate the user would train next (1 when cost-oblivious): Greedy
     /// divides the user's estimated regret by it, so it picks the largest improvement per unit cost.
     pub next_cost: f64,
+    /// The expected improvement over `best_quality` of the candidate the user would train next
+    /// (GP posterior; quality capped at the ceiling): what [`Line8Rule::ExpectedImprovement`] ranks.
+    pub next_expected_improvement: f64,
+}
+
+/// The rule of Algorithm 2's line 8: which user of the candidate set `V_t` to serve. The paper
+/// leaves it open ("any rule"; the regret bound holds for every rule) and uses the UCB gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Line8Rule {
+    /// The paper's rule: the largest gap between the user's highest upper confidence bound and its
+    /// best quality so far (per unit cost of its next run in cost-aware mode).
+    #[default]
+    UcbGap,
+    /// The largest expected improvement of the run the user would train next over its best quality
+    /// so far (per unit cost in cost-aware mode): the posterior's own estimate of how much the next
+    /// run of that user lowers the total regret, instead of an upper bound on it.
+    ExpectedImprovement,
+}
+
+impl Line8Rule {
+    /// The rule's name as the benchmark spells it (`ucb_gap`, `expected_improvement`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Line8Rule::UcbGap => "ucb_gap",
+            Line8Rule::ExpectedImprovement => "expected_improvement",
+        }
+    }
+
+    /// The rule named `name` (see [`Line8Rule::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "ucb_gap" => Some(Line8Rule::UcbGap),
+            "expected_improvement" | "ei" => Some(Line8Rule::ExpectedImprovement),
+            _ => None,
+        }
+    }
+
+    /// What the rule ranks a user by (larger is served first).
+    pub fn potential(self, user: &UserSummary) -> f64 {
+        let gain = match self {
+            Line8Rule::UcbGap => {
+                user.largest_upper_confidence_bound - user.best_quality.unwrap_or(0.0)
+            }
+            Line8Rule::ExpectedImprovement => user.next_expected_improvement,
+        };
+        finite_or_zero(gain / user.next_cost)
+    }
 }
 
 /// A multi-user policy.
@@ -58,14 +105,16 @@ pub enum UserPickerKind {
 }
 
 impl UserPickerKind {
-    /// A fresh picker of this kind.
-    pub fn build(self) -> Box<dyn UserPicker> {
+    /// A fresh picker of this kind; Greedy and Hybrid rank the users of `V_t` by `line8_rule`.
+    pub fn build(self, line8_rule: Line8Rule) -> Box<dyn UserPicker> {
         match self {
             UserPickerKind::Fcfs => Box::new(FcfsPicker),
             UserPickerKind::RoundRobin => Box::new(RoundRobinPicker::default()),
             UserPickerKind::Random => Box::new(RandomPicker),
-            UserPickerKind::Greedy => Box::new(GreedyPicker),
-            UserPickerKind::Hybrid { patience } => Box::new(HybridPicker::new(patience)),
+            UserPickerKind::Greedy => Box::new(GreedyPicker { rule: line8_rule }),
+            UserPickerKind::Hybrid { patience } => {
+                Box::new(HybridPicker::new(patience).with_line8_rule(line8_rule))
+            }
         }
     }
 }
@@ -159,7 +208,7 @@ pub struct GreedyDecision {
 /// the user with the largest gap between its highest upper confidence bound and its best quality
 /// so far (line 8, "Strategy for Line 8"), per unit of the normalised cost of the candidate it
 /// would train next (cost-aware mode; the cost is 1 otherwise). Ties go to the earlier user.
-pub fn greedy_decision(users: &[UserSummary]) -> Option<GreedyDecision> {
+pub fn greedy_decision(users: &[UserSummary], rule: Line8Rule) -> Option<GreedyDecision> {
     if users.is_empty() {
         return None;
     }
@@ -188,13 +237,7 @@ pub fn greedy_decision(users: &[UserSummary]) -> Option<GreedyDecision> {
     if candidate_indices.is_empty() {
         candidate_indices = (0..users.len()).collect();
     }
-    let potential = |index: usize| {
-        let user = &users[index];
-        finite_or_zero(
-            (user.largest_upper_confidence_bound - user.best_quality.unwrap_or(0.0))
-                / user.next_cost,
-        )
-    };
+    let potential = |index: usize| rule.potential(&users[index]);
     let picked = candidate_indices
         .iter()
         .copied()
@@ -227,7 +270,10 @@ fn finite_or_zero(value: f64) -> f64 {
 
 /// Algorithm 2 (Greedy).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct GreedyPicker;
+pub struct GreedyPicker {
+    /// Line 8's rule.
+    pub rule: Line8Rule,
+}
 
 impl UserPicker for GreedyPicker {
     fn name(&self) -> &'static str {
@@ -235,7 +281,7 @@ impl UserPicker for GreedyPicker {
     }
 
     fn pick_user(&mut self, users: &[UserSummary], _rng: &mut ChaCha8Rng) -> Option<usize> {
-        greedy_decision(users).map(|decision| decision.picked)
+        greedy_decision(users, self.rule).map(|decision| decision.picked)
     }
 }
 
@@ -246,6 +292,7 @@ impl UserPicker for GreedyPicker {
 #[derive(Debug, Clone)]
 pub struct HybridPicker {
     patience: usize,
+    rule: Line8Rule,
     round_robin: RoundRobinPicker,
     previous_candidate_set: Option<Vec<u64>>,
     lowest_estimated_regret: f64,
@@ -258,12 +305,19 @@ impl HybridPicker {
     pub fn new(patience: usize) -> Self {
         HybridPicker {
             patience,
+            rule: Line8Rule::default(),
             round_robin: RoundRobinPicker::default(),
             previous_candidate_set: None,
             lowest_estimated_regret: f64::INFINITY,
             stale_steps: 0,
             switched_to_round_robin: false,
         }
+    }
+
+    /// The same picker with another line-8 rule for its Greedy phase.
+    pub fn with_line8_rule(mut self, rule: Line8Rule) -> Self {
+        self.rule = rule;
+        self
     }
 
     /// Whether the picker has switched to round robin.
@@ -278,7 +332,7 @@ impl UserPicker for HybridPicker {
     }
 
     fn pick_user(&mut self, users: &[UserSummary], rng: &mut ChaCha8Rng) -> Option<usize> {
-        let decision = greedy_decision(users)?;
+        let decision = greedy_decision(users, self.rule)?;
         if decision.initial_phase {
             self.switched_to_round_robin = false;
             self.previous_candidate_set = None;
@@ -324,6 +378,7 @@ mod tests {
             largest_upper_confidence_bound: ucb,
             empirical_gap: (observations > 0).then_some(gap),
             next_cost: 1.0,
+            next_expected_improvement: 0.0,
         }
     }
 
@@ -348,14 +403,17 @@ mod tests {
     #[test]
     fn greedy_serves_unobserved_users_first_then_the_largest_potential_above_the_mean() {
         let users = vec![user(0, 2, 0.9, 0.95, 0.05), user(1, 0, 0.0, 1.0, 0.0)];
-        assert_eq!(greedy_decision(&users).unwrap().picked, 1);
+        assert_eq!(
+            greedy_decision(&users, Line8Rule::UcbGap).unwrap().picked,
+            1
+        );
         // Gaps 0.05, 0.3, 0.25: mean 0.2, V = {1, 2}; potentials 0.2 and 0.35 -> user 2.
         let users = vec![
             user(0, 2, 0.9, 0.95, 0.05),
             user(1, 2, 0.6, 0.8, 0.3),
             user(2, 2, 0.5, 0.85, 0.25),
         ];
-        let decision = greedy_decision(&users).unwrap();
+        let decision = greedy_decision(&users, Line8Rule::UcbGap).unwrap();
         assert_eq!(decision.picked, 2);
         assert_eq!(decision.candidate_set, vec![1, 2]);
         assert!((decision.estimated_regret - 0.6).abs() < 1e-12);
@@ -366,9 +424,40 @@ mod tests {
         // Same gaps (both in V_t), potentials 0.3 and 0.2; the second user's next run costs a
         // quarter: 0.2 / 0.25 = 0.8 > 0.3 / 1.
         let mut users = vec![user(0, 2, 0.6, 0.9, 0.2), user(1, 2, 0.6, 0.8, 0.2)];
-        assert_eq!(greedy_decision(&users).unwrap().picked, 0);
+        assert_eq!(
+            greedy_decision(&users, Line8Rule::UcbGap).unwrap().picked,
+            0
+        );
         users[1].next_cost = 0.25;
-        assert_eq!(greedy_decision(&users).unwrap().picked, 1);
+        assert_eq!(
+            greedy_decision(&users, Line8Rule::UcbGap).unwrap().picked,
+            1
+        );
+    }
+
+    #[test]
+    fn line8_rules_rank_the_candidate_set_by_their_own_estimate() {
+        // Both users are in V_t (equal gaps). User 0 has the wider upper bound (0.95 - 0.6 = 0.35
+        // against 0.3) but its next run is expected to gain less (0.02 against 0.05).
+        let mut users = vec![user(0, 2, 0.6, 0.95, 0.2), user(1, 2, 0.6, 0.9, 0.2)];
+        users[0].next_expected_improvement = 0.02;
+        users[1].next_expected_improvement = 0.05;
+        assert_eq!(
+            greedy_decision(&users, Line8Rule::UcbGap).unwrap().picked,
+            0
+        );
+        let by_gain = Line8Rule::ExpectedImprovement;
+        assert_eq!(greedy_decision(&users, by_gain).unwrap().picked, 1);
+        // Per unit cost: user 0's next run is five times cheaper (0.02 / 0.2 = 0.1 > 0.05).
+        users[0].next_cost = 0.2;
+        assert_eq!(greedy_decision(&users, by_gain).unwrap().picked, 0);
+        // A NaN estimate never wins.
+        users[0].next_expected_improvement = f64::NAN;
+        assert_eq!(greedy_decision(&users, by_gain).unwrap().picked, 1);
+        for rule in [Line8Rule::UcbGap, Line8Rule::ExpectedImprovement] {
+            assert_eq!(Line8Rule::from_name(rule.name()), Some(rule));
+        }
+        assert_eq!(Line8Rule::from_name("largest"), None);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::error::{Result, SchedulerError};
 use crate::kernel::{
     HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel, QualityHistory,
 };
-use crate::picker::UserPickerKind;
+use crate::picker::{Line8Rule, UserPickerKind};
 use crate::scheduler::{CandidateSpec, Scheduler, SchedulerConfig};
 
 /// The loss levels of `summary.json`'s `cost_to_mean_loss`.
@@ -162,6 +162,8 @@ pub struct ReplayConfig {
     /// The largest possible quality, to which the user pickers clip their regret estimates
     /// (`None`: unclipped; the tables' qualities are accuracies, so 1).
     pub quality_ceiling: Option<f64>,
+    /// Greedy's and Hybrid's line-8 rule.
+    pub line8_rule: Line8Rule,
 }
 
 impl Default for ReplayConfig {
@@ -186,6 +188,7 @@ impl Default for ReplayConfig {
             beta_form: BetaForm::Practical,
             amplitude_prior_strength: Some(1.0),
             quality_ceiling: Some(1.0),
+            line8_rule: Line8Rule::default(),
         }
     }
 }
@@ -387,6 +390,7 @@ fn policy_config(
         amplitude_prior_strength: config.amplitude_prior_strength,
         calibrate_costs: false,
         quality_ceiling: config.quality_ceiling,
+        line8_rule: config.line8_rule,
     }
 }
 
@@ -835,6 +839,7 @@ impl ReplayOutcome {
             "beta_form": self.config.beta_form,
             "amplitude_prior_strength": self.config.amplitude_prior_strength,
             "quality_ceiling": self.config.quality_ceiling,
+            "line8_rule": self.config.line8_rule.name(),
             "mean_budget": mean_budget,
             "kernel_fit_seconds": self.kernel_fit_seconds,
             "hyperparameters_first_repetition": self.hyperparameters.first(),

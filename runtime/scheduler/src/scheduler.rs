@@ -30,7 +30,7 @@ use crate::acquisition::{
 use crate::error::{Result, SchedulerError};
 use crate::gp::UserGp;
 use crate::kernel::KernelModel;
-use crate::picker::{UserPicker, UserPickerKind, UserSummary};
+use crate::picker::{Line8Rule, UserPicker, UserPickerKind, UserSummary};
 
 /// How a scheduler decides.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +54,8 @@ pub struct SchedulerConfig {
     /// pickers' regret estimates clip upper confidence bounds to it, since no model can do better.
     /// `None`: unbounded qualities.
     pub quality_ceiling: Option<f64>,
+    /// Algorithm 2's line-8 rule (Greedy and Hybrid): which user of the candidate set to serve.
+    pub line8_rule: Line8Rule,
 }
 
 impl Default for SchedulerConfig {
@@ -66,6 +68,7 @@ impl Default for SchedulerConfig {
             amplitude_prior_strength: None,
             calibrate_costs: false,
             quality_ceiling: Some(1.0),
+            line8_rule: Line8Rule::default(),
         }
     }
 }
@@ -196,7 +199,7 @@ impl Scheduler {
             kernel,
             candidate_policy: config.candidate_policy,
             fixed_rank_by_model,
-            picker: config.user_picker.build(),
+            picker: config.user_picker.build(config.line8_rule),
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             users: Vec::new(),
             next_registration_sequence: 0,
@@ -592,21 +595,32 @@ impl Scheduler {
             .map(|&(k, _)| Self::quality_bound(user, k, beta_t))
             .fold(f64::NEG_INFINITY, f64::max)
             .min(self.quality_ceiling);
+        let next = self.pick_candidate(user, &bounds, cost_scale);
         let next_cost = if self.is_cost_aware() {
-            self.pick_candidate(user, &bounds, cost_scale)
-                .map_or(1.0, |k| {
-                    (user.candidates[k].expected_cost / cost_scale).max(1e-12)
-                })
+            next.map_or(1.0, |k| {
+                (user.candidates[k].expected_cost / cost_scale).max(1e-12)
+            })
         } else {
             1.0
         };
+        let best_quality = user.best_current.as_ref().map(|best| best.quality);
+        let next_expected_improvement = next.map_or(0.0, |k| {
+            let improvement = expected_improvement(
+                user.gp.mean()[k],
+                user.gp.standard_deviation(k),
+                best_quality.unwrap_or(0.0),
+            );
+            // No model beats the ceiling: the gain is at most what is left below it.
+            improvement.min((self.quality_ceiling - best_quality.unwrap_or(0.0)).max(0.0))
+        });
         let summary = UserSummary {
             registration_sequence: user.registration_sequence,
             n_observations: user.gp.n_observations(),
-            best_quality: user.best_current.as_ref().map(|best| best.quality),
+            best_quality,
             largest_upper_confidence_bound: largest,
             empirical_gap: user.empirical_gap,
             next_cost,
+            next_expected_improvement,
         };
         Some((summary, bounds))
     }

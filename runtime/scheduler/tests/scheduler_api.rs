@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use easeml_scheduler::acquisition::CandidatePolicy;
+use easeml_scheduler::picker::Line8Rule;
 use easeml_scheduler::{
     CandidateSpec, KernelHyperparameters, KernelKind, KernelModel, PriorObservation, Scheduler,
     SchedulerConfig, UserPickerKind,
@@ -27,6 +28,7 @@ fn scheduler(picker: UserPickerKind, seed: u64) -> Scheduler {
             amplitude_prior_strength: None,
             calibrate_costs: false,
             quality_ceiling: Some(1.0),
+            line8_rule: Line8Rule::UcbGap,
         },
     )
 }
@@ -117,7 +119,11 @@ fn quality_of(user: &str, model: &str) -> f64 {
 
 #[test]
 fn never_picks_a_finished_user_or_a_trained_candidate() {
-    for picker in all_pickers() {
+    let rules = [Line8Rule::UcbGap, Line8Rule::ExpectedImprovement];
+    for (picker, line8_rule) in all_pickers()
+        .into_iter()
+        .flat_map(|p| rules.map(|r| (p, r)))
+    {
         for policy in all_candidate_policies() {
             let mut scheduler = Scheduler::new(
                 no_history_kernel(),
@@ -128,6 +134,7 @@ fn never_picks_a_finished_user_or_a_trained_candidate() {
                     amplitude_prior_strength: Some(2.0),
                     calibrate_costs: false,
                     quality_ceiling: Some(1.0),
+                    line8_rule,
                 },
             );
             let mut remaining: HashMap<String, HashSet<String>> = HashMap::new();
@@ -331,6 +338,7 @@ fn greedy_scheduler(cost_aware: bool, quality_ceiling: Option<f64>) -> Scheduler
             amplitude_prior_strength: None,
             calibrate_costs: false,
             quality_ceiling,
+            line8_rule: Line8Rule::UcbGap,
         },
     )
 }
