@@ -859,3 +859,24 @@ fn refine_serves_the_page_without_an_action_and_keeps_its_flags() {
         assert!(parse(Entry::App, args).is_err(), "{args:?}");
     }
 }
+
+/// A server thread that cannot listen says so (the address and why) instead of hanging or
+/// panicking, and a stopped one frees its port.
+#[test]
+fn a_server_thread_on_a_taken_port_is_a_clear_error() {
+    use easeml_runtime::server::{Config, ServerThread};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new(dir.path().join("home"));
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let mut first = ServerThread::spawn(config.clone()).unwrap();
+    config.listen = first.address();
+    let error = ServerThread::spawn(config.clone()).unwrap_err().to_string();
+    assert!(
+        error.contains(&format!("cannot listen on {}", first.address())),
+        "{error}"
+    );
+    first.stop().unwrap();
+    first.stop().unwrap();
+    let again = ServerThread::spawn(config).unwrap();
+    assert_eq!(again.address(), first.address());
+}

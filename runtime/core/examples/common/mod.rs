@@ -14,8 +14,7 @@ pub struct LoopbackServer {
     pub token: String,
     /// The store's folder.
     pub home: PathBuf,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: easeml_runtime::server::ServerThread,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -33,30 +32,8 @@ impl LoopbackServer {
         let mut config = easeml_runtime::server::Config::new(home);
         config.listen = "127.0.0.1:0".parse()?;
         config.max_body_bytes = 1 << 30;
-        let (address_sender, address) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let Ok(runtime) = easeml_runtime::server::runtime() else {
-                return;
-            };
-            runtime.block_on(async move {
-                let server = match easeml_runtime::server::Server::bind(config).await {
-                    Ok(server) => server,
-                    Err(error) => {
-                        let _ = address_sender.send(Err(error.to_string()));
-                        return;
-                    }
-                };
-                let _ = address_sender.send(server.local_addr().map_err(|e| e.to_string()));
-                let _ = server
-                    .run(async move {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
-        });
-        let address = address.recv()?.map_err(anyhow::Error::msg)?;
-        let url = format!("http://{address}");
+        let server = easeml_runtime::server::ServerThread::spawn(config)?;
+        let url = server.url();
         let response = reqwest::blocking::Client::new()
             .post(format!("{url}/api/v1/apps"))
             .body(manifest.to_owned())
@@ -70,8 +47,7 @@ impl LoopbackServer {
             url,
             token,
             home: home.to_owned(),
-            stop: Some(stop),
-            thread: Some(thread),
+            _server: server,
             _dir: None,
         })
     }
@@ -83,17 +59,6 @@ impl LoopbackServer {
             token: Some(self.token.clone()),
             admin_token: None,
             token_dir: None,
-        }
-    }
-}
-
-impl Drop for LoopbackServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
         }
     }
 }

@@ -280,6 +280,92 @@ impl Server {
     }
 }
 
+/// A server serving from a thread of this process until [`ServerThread::stop`] or drop: for the
+/// tests, the benchmarks and programs that embed the service beside other work.
+#[derive(Debug)]
+pub struct ServerThread {
+    address: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl ServerThread {
+    /// Binds `config.listen` (port 0: a free port) and serves from a new thread with its own
+    /// [`runtime`]; returns once the server listens, or the error that kept it from listening.
+    pub fn spawn(config: Config) -> crate::Result<ServerThread> {
+        let (ready_sender, ready) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || -> std::io::Result<()> {
+            let runtime = runtime()?;
+            runtime.block_on(async move {
+                let server = match Server::bind(config).await {
+                    Ok(server) => server,
+                    Err(error) => {
+                        let _ = ready_sender.send(Err(error));
+                        return Ok(());
+                    }
+                };
+                let _ = ready_sender.send(server.local_addr().map_err(serve_error));
+                server
+                    .run(async move {
+                        let _ = stopped.await;
+                    })
+                    .await
+            })
+        });
+        match ready.recv() {
+            Ok(Ok(address)) => Ok(ServerThread {
+                address,
+                stop: Some(stop),
+                thread: Some(thread),
+            }),
+            Ok(Err(error)) => {
+                let _ = thread.join();
+                Err(error)
+            }
+            // The thread ended without a word: its runtime did not start (or it panicked).
+            Err(_) => Err(crate::Error::Serve {
+                what: "starting the server thread".to_owned(),
+                source: match thread.join() {
+                    Ok(Err(source)) => source,
+                    _ => std::io::Error::other("the server thread ended before listening"),
+                },
+            }),
+        }
+    }
+
+    /// The address the server listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// `http://ADDRESS`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// Stops accepting, lets the requests in flight finish and waits for the thread (drop does
+    /// the same and ignores the outcome). A second call does nothing.
+    pub fn stop(&mut self) -> crate::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(source))) => Err(serve_error(source)),
+            Some(Err(_)) => Err(serve_error(std::io::Error::other(
+                "the server thread panicked",
+            ))),
+        }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
 /// Binds `config.listen` and serves until `shutdown` completes (graceful: requests in flight finish).
 pub async fn serve(
     config: Config,

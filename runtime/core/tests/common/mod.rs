@@ -3,12 +3,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use easeml_compiler::{Registry, compile, schema::Schema};
 use easeml_runtime::AppSpec;
-use easeml_runtime::server::{Config, Server};
+use easeml_runtime::server::{Config, ServerThread};
 use reqwest::blocking::{Client as Http, RequestBuilder, Response};
 use serde_json::Value;
 
@@ -40,8 +39,7 @@ pub struct TestServer {
     pub home: PathBuf,
     /// The address it listens on.
     pub address: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    server: ServerThread,
     _dir: tempfile::TempDir,
 }
 
@@ -66,30 +64,12 @@ impl TestServer {
         let mut config = Config::new(&home);
         config.listen = "127.0.0.1:0".parse().unwrap();
         configure(&mut config);
-        let (address_sender, address_receiver) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime = easeml_runtime::server::runtime().unwrap();
-            runtime.block_on(async move {
-                let server = Server::bind(config).await.unwrap();
-                address_sender.send(server.local_addr().unwrap()).unwrap();
-                server
-                    .run(async move {
-                        let _ = stopped.await;
-                    })
-                    .await
-                    .unwrap();
-            });
-        });
-        let address = address_receiver
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the server did not start");
+        let server = ServerThread::spawn(config).expect("the server did not start");
         TestServer {
-            url: format!("http://{address}"),
+            url: server.url(),
             home,
-            address,
-            stop: Some(stop),
-            thread: Some(thread),
+            address: server.address(),
+            server,
             _dir: dir,
         }
     }
@@ -113,23 +93,7 @@ impl TestServer {
 
     /// Stops the server and waits for it (also done on drop).
     pub fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            thread.join().expect("the server thread panicked");
-        }
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.server.stop().expect("the server did not stop cleanly");
     }
 }
 
