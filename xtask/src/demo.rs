@@ -9,12 +9,12 @@
 //! the UCI Japanese Vowels data inside sktime's wheel (downloaded once from PyPI, not installed).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 
-use crate::{cargo, run_step, setup};
+use crate::{cargo, run_step, run_step_capturing_stderr, setup};
 
 /// The demo's apps, by example stem (`examples/<stem>.eml`): two tabular tasks, images, sequences.
 const DEMO_APPS: [&str; 4] = [
@@ -112,12 +112,12 @@ pub fn run(root: &Path, budget: &str) -> Result<()> {
         infer
             .arg(data_dir.join(format!("{app}.heldout.txt")))
             .env("EASEML_HOME", &home)
-            .stdout(std::fs::File::create(&answers)?)
-            .stderr(Stdio::piped());
-        let score = run_capturing_stderr(
+            .stdout(std::fs::File::create(&answers)?);
+        let stderr = run_step_capturing_stderr(
             &format!("{app}-infer {app}.heldout.txt > {}", answers.display()),
             infer,
         )?;
+        let score = held_out_score(&stderr);
         scores.push((app, score));
         let mut status = Command::new(binary(app));
         status.env("EASEML_HOME", &home);
@@ -177,27 +177,14 @@ fn export_data(python: &Path, demo_dir: &Path, data_dir: &Path) -> Result<()> {
 
 /// Runs one step whose standard error is passed through; returns its last `accuracy` /
 /// `mean squared error` line (what `infer` prints when the inputs carry their true outputs).
-fn run_capturing_stderr(name: &str, mut command: Command) -> Result<String> {
-    eprintln!("==> {name}");
-    let started = Instant::now();
-    let output = command
-        .output()
-        .with_context(|| format!("could not start the step `{name}`"))?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    eprint!("{stderr}");
-    let seconds = started.elapsed().as_secs_f64();
-    if !output.status.success() {
-        bail!(
-            "step `{name}` failed after {seconds:.1}s ({})",
-            output.status
-        );
-    }
-    eprintln!("==> {name}: ok in {seconds:.1}s");
-    let score = stderr
+/// The last score line an `-infer` binary printed (`...: accuracy ...` or `...: mean squared
+/// error ...`).
+fn held_out_score(stderr: &str) -> String {
+    stderr
         .lines()
         .filter_map(|line| line.split_once(": "))
         .map(|(_, rest)| rest)
         .rfind(|rest| rest.starts_with("accuracy") || rest.starts_with("mean squared error"))
-        .unwrap_or("(no score printed)");
-    Ok(score.to_owned())
+        .unwrap_or("(no score printed)")
+        .to_owned()
 }

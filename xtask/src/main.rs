@@ -118,18 +118,40 @@ fn cargo(args: &[&str]) -> Command {
 }
 
 /// Runs one named step, prints how long it took, and fails with the step's name when it fails.
-fn run_step(name: &str, mut command: Command) -> Result<()> {
+fn run_step(name: &str, command: Command) -> Result<()> {
+    run_step_with(name, command, false).map(|_| ())
+}
+
+/// [`run_step`] that also hands back what the step wrote to stderr (echoed when it ends).
+fn run_step_capturing_stderr(name: &str, command: Command) -> Result<String> {
+    run_step_with(name, command, true)
+}
+
+fn run_step_with(name: &str, mut command: Command, capture_stderr: bool) -> Result<String> {
     eprintln!("==> {name}");
     let started = Instant::now();
-    let status = command
-        .status()
-        .with_context(|| format!("could not start the step `{name}`"))?;
+    let could_not_start = || format!("could not start the step `{name}`");
+    let (status, stderr) = if capture_stderr {
+        let output = command
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|child| child.wait_with_output())
+            .with_context(could_not_start)?;
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        eprint!("{stderr}");
+        (output.status, stderr)
+    } else {
+        (
+            command.status().with_context(could_not_start)?,
+            String::new(),
+        )
+    };
     let seconds = started.elapsed().as_secs_f64();
     if !status.success() {
         bail!("step `{name}` failed after {seconds:.1}s ({status})");
     }
     eprintln!("==> {name}: ok in {seconds:.1}s");
-    Ok(())
+    Ok(stderr)
 }
 
 /// A cargo command for `cargo xtask test`: without incremental compilation, whose caches only cost

@@ -107,6 +107,20 @@ impl<'a> LossPlot<'a> {
     }
 }
 
+/// The series legend (white box, black border) at `position`: the same in every plot.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> anyhow::Result<()> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(position)
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     plot: &LossPlot<'_>,
@@ -183,13 +197,7 @@ where
             }
         }
         if with_text {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperRight)
-                .draw()
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         }
     }
     root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -309,13 +317,7 @@ where
         }
     }
     if with_text {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     }
     root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())

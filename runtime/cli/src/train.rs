@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use easeml_runtime::app_cli::{parse_duration, train_with_progress};
-use easeml_runtime::engine::{Engine, EngineConfig, choose_device, device_name};
+use easeml_runtime::engine::{Engine, EngineConfig, choose_device};
 
 use crate::plot::QualityCurve;
 
@@ -38,12 +38,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     }
     let mut engine = Engine::open(&home, config)
         .with_context(|| format!("opening the store at {}", home.display()))?;
-    eprintln!(
-        "training every app in {} on {}",
-        home.display(),
-        device_name(device)
-    );
-    let summary = train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
+    train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
     for app in engine.store().apps()? {
         let runs = engine.store().runs(app.id)?;
         match easeml_runtime::engine::best_run(&runs, None) {
@@ -77,16 +72,6 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             out.display()
         );
     }
-    eprintln!(
-        "{} runs finished, {} failed{}",
-        summary.finished,
-        summary.failed,
-        if summary.exhausted {
-            "; every candidate is trained on the current data"
-        } else {
-            ""
-        }
-    );
     Ok(())
 }
 

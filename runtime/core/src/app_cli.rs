@@ -549,27 +549,7 @@ fn train(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
         .to_owned();
     let mut engine =
         crate::engine::Engine::open(&home, config).map_err(|error| error.to_string())?;
-    eprintln!(
-        "training every app in {} on {}{}",
-        home.display(),
-        crate::engine::device_name(device),
-        budget.map_or_else(String::new, |budget| format!(
-            " for at most {}",
-            format_seconds(budget.as_secs_f64())
-        ))
-    );
-    let summary = train_with_progress(&mut engine, budget)?;
-    eprintln!(
-        "{} run{} finished, {} failed{}",
-        summary.finished,
-        if summary.finished == 1 { "" } else { "s" },
-        summary.failed,
-        if summary.exhausted {
-            "; every candidate is trained on the current data"
-        } else {
-            "; the budget is spent (run `train` again to go on)"
-        }
-    );
+    train_with_progress(&mut engine, budget)?;
     let status = client.status().map_err(|error| error.to_string())?;
     print!("{status}");
     Ok(())
@@ -624,13 +604,23 @@ fn remote_train(client: &Client) -> Result<(), String> {
 }
 
 #[cfg(feature = "engine")]
-/// Runs the engine's loop with a spinner (on a terminal) and one line per finished run; shared by
-/// the apps' `train` and `easeml train`.
+/// Runs the engine's loop as a training session: a line saying where, on what and for how long,
+/// a spinner (on a terminal) and one line per finished run, then how many runs finished and
+/// whether anything is left to train. Shared by the apps' `train` and `easeml train`.
 pub fn train_with_progress(
     engine: &mut crate::engine::Engine,
     budget: Option<std::time::Duration>,
 ) -> Result<crate::engine::TrainSummary, String> {
     use crate::engine::Event;
+    eprintln!(
+        "training every app in {} on {}{}",
+        engine.store().home().display(),
+        crate::engine::device_name(engine.config().device),
+        budget.map_or_else(String::new, |budget| format!(
+            " for at most {}",
+            format_seconds(budget.as_secs_f64())
+        ))
+    );
     // On a terminal: a spinner that says what trains now, finished runs printed above it. Elsewhere
     // (a log, CI, a pipe): plain lines, a start line per run included, so the log still shows what
     // happened and when.
@@ -701,7 +691,19 @@ pub fn train_with_progress(
     };
     let summary = engine.train(budget, &mut on_event);
     progress.finish_and_clear();
-    summary.map_err(|error| error.to_string())
+    let summary = summary.map_err(|error| error.to_string())?;
+    eprintln!(
+        "{} run{} finished, {} failed{}",
+        summary.finished,
+        if summary.finished == 1 { "" } else { "s" },
+        summary.failed,
+        if summary.exhausted {
+            "; every candidate is trained on the current data"
+        } else {
+            "; the budget is spent (run `train` again to go on)"
+        }
+    );
+    Ok(summary)
 }
 
 #[cfg(feature = "engine")]
