@@ -10,7 +10,8 @@ use easeml_scheduler::acquisition::BetaForm;
 use easeml_scheduler::dataset::{self, Dataset, SyntheticSpec};
 use easeml_scheduler::picker::Line8Rule;
 use easeml_scheduler::replay::{
-    LOSS_LEVELS, PolicyName, ReplayConfig, ReplayOutcome, cost_to_reach, run_replay,
+    LOSS_LEVELS, PolicyName, ReplayConfig, ReplayOutcome, cost_to_reach, effective_test_users,
+    run_replay,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -288,6 +289,19 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             Line8Arg::ExpectedImprovement => Line8Rule::ExpectedImprovement,
         },
     };
+    let test_users = effective_test_users(&dataset, &config);
+    if test_users != config.test_users {
+        eprintln!(
+            "note: {} allows {test_users} test users here, not {} ({}); using {test_users}",
+            dataset.name,
+            config.test_users,
+            if config.cost_aware && dataset.has_real_costs() {
+                "only the users with runtimes can be test users"
+            } else {
+                "at least two users must be left to build the kernel"
+            }
+        );
+    }
     if args.lesion == Some(LesionArg::Kernel) {
         return run_kernel_lesion(&dataset, &config, &external, &args.out);
     }

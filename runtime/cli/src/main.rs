@@ -46,9 +46,11 @@ enum BenchCommand {
     Trainer(bench_trainer::TrainerBenchArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command; an error is printed as `error: what: why` (the whole chain of causes, never a
+/// backtrace, even with `RUST_BACKTRACE` set) with exit status 1.
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Serve(args) => serve::run(&args),
         Command::Apps(args) => apps::run(&args),
         Command::Train(args) => train::run(&args),
@@ -58,5 +60,12 @@ fn main() -> anyhow::Result<()> {
         Command::Bench {
             bench: BenchCommand::Trainer(args),
         } => bench_trainer::run(&args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

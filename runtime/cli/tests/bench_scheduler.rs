@@ -85,6 +85,8 @@ fn a_matrix_with_costs_produces_every_output() {
     assert_eq!(summary["mode"], "cost_aware");
     assert_eq!(summary["repeats"], 3);
     assert_eq!(summary["line8_rule"], "expected_improvement");
+    // 8 users, 3 test users asked for: no note. (The note is tested below.)
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("note:"));
     let hybrid = &summary["policies"]["hybrid"];
     assert!(hybrid["cost_to_mean_loss"].get("0.1").is_some());
     assert!(hybrid["final_mean_loss"].is_number());
@@ -116,6 +118,23 @@ fn unknown_policies_and_missing_data_are_clear_errors() {
         stderr.contains("invalid value 'largest'") && stderr.contains("expected-improvement"),
         "{stderr}"
     );
+    // A bad value caught after parsing: one `error:` line with its cause, no backtrace even when
+    // the environment asks for backtraces.
+    let output = easeml()
+        .args(["bench", "scheduler", "--dataset", "synthetic:0.5,0.1"])
+        .args(["--repeats", "0"])
+        .arg("--out")
+        .arg(dir.join("out"))
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("--repeats must be at least 1"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("backtrace"), "{stderr}");
     let output = easeml()
         .args([
             "bench",
@@ -171,5 +190,33 @@ fn optuna_peers_run_over_the_same_splits_when_a_peer_python_is_set() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("out/summary.json")).unwrap())
             .unwrap();
     assert!(summary["policies"]["optuna_tpe"]["final_mean_loss"].is_number());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn more_test_users_than_the_table_allows_are_capped_with_a_note() {
+    let dir = scratch_dir("cap");
+    let rows = ["0.5 0.6 0.7", "0.6 0.5 0.9", "0.7 0.8 0.6", "0.9 0.6 0.5"];
+    std::fs::write(dir.join("quality.txt"), rows.join("\n")).unwrap();
+    let spec = format!("matrix:{}", dir.join("quality.txt").display());
+    let output = easeml()
+        .args(["bench", "scheduler", "--dataset", &spec])
+        .args(["--repeats", "1", "--test-users", "10"])
+        .args(["--policies", "round_robin"])
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("allows 2 test users here, not 10")
+            && stderr.contains("at least two users must be left to build the kernel"),
+        "{stderr}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["test_users"], 2);
     let _ = std::fs::remove_dir_all(&dir);
 }

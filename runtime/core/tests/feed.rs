@@ -251,6 +251,23 @@ fn npy_errors_name_the_file_field_and_shapes() {
 }
 
 #[test]
+fn json_errors_give_the_column_in_the_line_and_say_what_to_write_for_nan() {
+    let fixture = Fixture::new();
+    let mut client = fixture.client("app pairs\nInput = [2]\nOutput = [2]");
+    let feed =
+        "[NaN, 1] [0, 1]\n[1, -Infinity] [0, 1]\n[1, 2] [0, 1\n[1, 2] [0, nan]\n[1, 2] [0, 1]\n";
+    let message = fixture.feed_error(&mut client, feed);
+    insta::assert_snapshot!(message, @r"
+    4 of 5 line(s) are bad; nothing was stored (use --skip-bad to store the good ones):
+      line 1: malformed JSON at column 2: NaN and infinities are not JSON numbers; every value must be a finite number
+      line 2: malformed JSON at column 6: NaN and infinities are not JSON numbers; every value must be a finite number
+      line 3: malformed JSON at column 12: EOF while parsing a list
+      line 4: malformed JSON at column 12: NaN and infinities are not JSON numbers; every value must be a finite number
+    ");
+    assert_eq!(total(&client), 0);
+}
+
+#[test]
 fn inline_json_is_checked_and_a_bad_line_stores_nothing() {
     let fixture = Fixture::new();
     let mut client = fixture.client("app grid\nInput = [2, 2]\nOutput = [3]");
@@ -259,7 +276,7 @@ fn inline_json_is_checked_and_a_bad_line_stores_nothing() {
     insta::assert_snapshot!(message, @r"
     5 of 8 line(s) are bad; nothing was stored (use --skip-bad to store the good ones):
       line 2: field `input`: expected shape [2,2], found a ragged array (element 0 has shape [2], element 1 has shape [1])
-      line 4: malformed JSON: expected `,` or `]` at line 1 column 17
+      line 4: malformed JSON at column 17: expected `,` or `]`
       line 5: field `input`: the value 1e+39 at [0,0] does not fit in a 32-bit float
       line 6: missing the output: a line is `INPUT OUTPUT`
       line 8: field `output`: label `bird` would be label number 4, but the output [3] holds at most 3; the labels so far are: cat, sea lion, fish
@@ -389,7 +406,7 @@ fn json_lines_errors_name_the_record_and_field() {
     insta::assert_snapshot!(message, @r#"
     6 of 6 line(s) are bad; nothing was stored (use --skip-bad to store the good ones):
       line 1: field `input[1].reading`: expected shape [2], found [3]
-      line 2: malformed JSON: EOF while parsing an object at line 1 column 47
+      line 2: malformed JSON at column 47: EOF while parsing an object
       line 3: field `input.nxt` is not in the schema; the fields are: reading, next
       line 4: missing `output`
       line 5: field `output`: expected shape [2], found [1,2]

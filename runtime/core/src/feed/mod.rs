@@ -152,7 +152,7 @@ impl<'a> LineChecker<'a> {
         }
         if line.starts_with('{') {
             let value: Value =
-                serde_json::from_str(line).map_err(|error| format!("malformed JSON: {error}"))?;
+                serde_json::from_str(line).map_err(|error| malformed_json(&error, line, 0))?;
             return self.check_record(&value).map(Some);
         }
         let (input, rest) = match single_tensor_dims(&self.schema.input)
@@ -162,7 +162,7 @@ impl<'a> LineChecker<'a> {
             Some((values, rest)) if rest.is_empty() || rest.starts_with(char::is_whitespace) => {
                 (Token::Checked(Object::single(values)), rest)
             }
-            _ => split_token(line)?,
+            _ => split_token(line, 0)?,
         };
         let rest = rest.trim_start();
         let input = self.input_from(input)?;
@@ -170,7 +170,7 @@ impl<'a> LineChecker<'a> {
             return Ok(Some((input, None)));
         }
         let (output, trailing) = if rest.starts_with(['[', '{', '"']) {
-            split_token(rest)?
+            split_token(rest, line.len() - rest.len())?
         } else {
             (Token::Text(rest.to_owned()), "")
         };
@@ -301,6 +301,39 @@ fn refused_path(side: &str, path: &str) -> String {
     )
 }
 
+/// A JSON syntax error in a feed line, by its column in the line (serde counts lines and columns
+/// from where the value starts, and a feed line is one line), with what to do when the value is a
+/// number JSON does not have (NaN, infinities). `text` starts `offset` bytes into the line.
+fn malformed_json(error: &serde_json::Error, text: &str, offset: usize) -> String {
+    let full = error.to_string();
+    let what = full
+        .strip_suffix(&format!(
+            " at line {} column {}",
+            error.line(),
+            error.column()
+        ))
+        .unwrap_or(&full);
+    let start = error.column().saturating_sub(1);
+    // serde stops at the first byte it cannot take: the `N` of `NaN`, the `I` of `-Infinity`, but
+    // the `a` of `nan` (an `n` may start `null`).
+    let non_finite = |at: usize| {
+        let rest = text.get(at..).unwrap_or("");
+        ["NaN", "nan", "Infinity", "infinity", "inf"]
+            .iter()
+            .any(|token| rest.starts_with(token))
+    };
+    if let Some(at) = [start, start.saturating_sub(1)]
+        .into_iter()
+        .find(|&at| non_finite(at))
+    {
+        return format!(
+            "malformed JSON at column {}: NaN and infinities are not JSON numbers; every value must be a finite number",
+            offset + at + 1
+        );
+    }
+    format!("malformed JSON at column {}: {what}", offset + start + 1)
+}
+
 /// The dims of a type that is exactly one tensor field.
 fn single_tensor_dims(data_type: &DataType) -> Option<&[u64]> {
     match data_type.fields.as_slice() {
@@ -313,13 +346,13 @@ fn single_tensor_dims(data_type: &DataType) -> Option<&[u64]> {
 }
 
 /// Splits the first token off a line: a JSON value when it starts with `[`, `{` or `"`, else text
-/// up to the first whitespace.
-fn split_token(text: &str) -> Result<(Token, &str), String> {
+/// up to the first whitespace. `text` starts `offset` bytes into its line (for error columns).
+fn split_token(text: &str, offset: usize) -> Result<(Token, &str), String> {
     if text.starts_with(['[', '{', '"']) {
         let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
         let value = match stream.next() {
             Some(Ok(value)) => value,
-            Some(Err(error)) => return Err(format!("malformed JSON: {error}")),
+            Some(Err(error)) => return Err(malformed_json(&error, text, offset)),
             None => return Err("malformed JSON: nothing to read".to_owned()),
         };
         let rest = &text[stream.byte_offset()..];
