@@ -36,6 +36,11 @@ enum AppsCommand {
 /// Runs one `apps` command.
 pub fn run(args: &AppsArgs) -> Result<()> {
     let home = crate::serve::data_dir(args.data.as_ref())?;
+    // Registering may create the store; listing and removing only read an existing one.
+    let home = match &args.command {
+        AppsCommand::Register { .. } => home,
+        AppsCommand::List | AppsCommand::Remove { .. } => crate::serve::existing_store(home)?,
+    };
     let mut store = Store::open(&home)?;
     match &args.command {
         AppsCommand::List => {

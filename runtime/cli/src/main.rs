@@ -46,7 +46,7 @@ enum BenchCommand {
     Trainer(bench_trainer::TrainerBenchArgs),
 }
 
-/// Runs the command; an error is printed as `error: what: why` (the whole chain of causes, never a
+/// Runs the command; an error is printed as `error: what: why` (its chain of causes, never a
 /// backtrace, even with `RUST_BACKTRACE` set) with exit status 1.
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -64,8 +64,22 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_chain(&error));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `what: why: ...` from an error and its causes, leaving out a cause whose text the message
+/// already holds (the crates' errors name their cause in their own message).
+fn error_chain(error: &anyhow::Error) -> String {
+    let mut message = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
 }

@@ -59,6 +59,18 @@ pub fn data_dir(data: Option<&PathBuf>) -> Result<PathBuf> {
     }
 }
 
+/// `home` when it holds a store; else an error saying how one comes to be (commands that only
+/// read or train a store must not create an empty one at a mistyped path).
+pub fn existing_store(home: PathBuf) -> Result<PathBuf> {
+    if !easeml_runtime::store::Store::exists(&home) {
+        bail!(
+            "no easeml store in {}: feed an app first (its `feed` command creates the store), or point --data (or EASEML_HOME) at an existing store",
+            home.display()
+        );
+    }
+    Ok(home)
+}
+
 /// Runs the server until Ctrl-C or SIGTERM.
 pub fn run(args: &ServeArgs) -> Result<()> {
     server::init_logging(args.log_format == LogFormat::Json);
@@ -79,8 +91,8 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         config.admin_token = Some(token.to_owned());
     }
     // The train lock is taken before the server starts, so a store trained elsewhere is an error
-    // at once rather than a log line later.
-    let trainer = if args.no_train {
+    // at once rather than a log line later; the loop itself starts once the server listens.
+    let engine = if args.no_train {
         None
     } else {
         let device = choose_device()?;
@@ -90,24 +102,24 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         }
         let engine = Engine::open(&home, engine_config)
             .with_context(|| format!("opening the store at {} for training", home.display()))?;
-        tracing::info!(device = %device_name(device), "training every app of the store");
-        Some(Trainer::start(engine))
+        Some((engine, device))
     };
     let runtime = server::runtime().context("starting the async runtime")?;
-    let served = runtime.block_on(async {
-        let server = server::Server::bind(config).await?;
-        let address = server.local_addr()?;
-        println!(
-            "easeml: serving http://{address} (store {}); Ctrl-C stops",
-            home.display()
-        );
-        server.run(server::shutdown_signal()).await?;
-        anyhow::Ok(())
+    let server = runtime.block_on(server::Server::bind(config))?;
+    let address = server.local_addr()?;
+    let trainer = engine.map(|(engine, device)| {
+        tracing::info!(device = %device_name(device), "training every app of the store");
+        Trainer::start(engine)
     });
+    println!(
+        "easeml: serving http://{address} (store {}); Ctrl-C stops",
+        home.display()
+    );
+    let served = runtime.block_on(server.run(server::shutdown_signal()));
     if let Some(trainer) = trainer {
         trainer.stop();
     }
-    served
+    served.context("serving")
 }
 
 /// The engine's loop on a thread: a run at a time, a short nap when nothing is left to train (a feed

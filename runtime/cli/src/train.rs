@@ -30,7 +30,7 @@ pub struct TrainArgs {
 
 /// Trains the store's apps and prints each app's best model at the end.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
-    let home = crate::serve::data_dir(args.data.as_ref())?;
+    let home = crate::serve::existing_store(crate::serve::data_dir(args.data.as_ref())?)?;
     let device = choose_device()?;
     let mut config = EngineConfig::for_device(device);
     if let Some(max_run) = args.max_run {

@@ -103,9 +103,21 @@ fn apps_register_list_and_remove_work_on_the_local_store() {
     std::fs::write(&manifest, AppSpec::from_schema(schema()).manifest()).unwrap();
     let manifest = manifest.to_str().unwrap();
 
-    let listed = easeml(&["apps", "list"], &data);
-    assert!(listed.status.success(), "{}", text(&listed));
-    assert!(text(&listed).contains("no apps"), "{}", text(&listed));
+    // No store there yet: listing, removing and training say so and create nothing.
+    for args in [
+        &["apps", "list"][..],
+        &["apps", "remove", "crashy"],
+        &["train", "--budget", "5s"],
+    ] {
+        let refused = easeml(args, &data);
+        assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+        assert!(
+            text(&refused).starts_with(&format!("error: no easeml store in {}", data.display())),
+            "{}",
+            text(&refused)
+        );
+        assert!(!data.exists());
+    }
 
     let registered = easeml(&["apps", "register", manifest], &data);
     assert!(registered.status.success(), "{}", text(&registered));
@@ -150,7 +162,39 @@ fn apps_register_list_and_remove_work_on_the_local_store() {
     let missing = easeml(&["apps", "remove", "crashy"], &data);
     assert!(!missing.status.success());
     assert!(text(&missing).contains("no app named `crashy`"));
-    assert!(text(&easeml(&["apps", "list"], &data)).contains("no apps"));
+    let listed = easeml(&["apps", "list"], &data);
+    assert!(listed.status.success(), "{}", text(&listed));
+    assert!(text(&listed).contains("no apps"), "{}", text(&listed));
+}
+
+/// A port in use: one clear error (the cause said once), at once: training does not start first.
+#[test]
+fn serve_on_a_taken_port_is_one_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let output = Command::new(EASEML)
+        .args(["serve", "--listen", &address, "--data"])
+        .arg(dir.path().join("home"))
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let error_line = stderr
+        .lines()
+        .find(|line| line.starts_with("error: "))
+        .unwrap_or_else(|| panic!("no error line in {stderr}"));
+    assert!(
+        error_line.contains(&format!("cannot listen on {address}")),
+        "{error_line}"
+    );
+    assert_eq!(
+        error_line.matches("Address already in use").count(),
+        1,
+        "{error_line}"
+    );
+    assert!(!stderr.contains("training every app"), "{stderr}");
 }
 
 /// Feeders stream batches of 25 to a real `easeml serve`; after at least 40 acknowledged batches

@@ -265,6 +265,11 @@ const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_in
 const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error";
 
 impl Store {
+    /// Whether `home` holds a store (its database file), without creating anything.
+    pub fn exists(home: impl AsRef<Path>) -> bool {
+        home.as_ref().join(DATABASE_FILE).is_file()
+    }
+
     /// Opens (creating when needed) the store under `home` and brings its schema up to date.
     pub fn open(home: impl AsRef<Path>) -> Result<Store> {
         Store::open_with(home, &StoreOptions::default())
