@@ -388,8 +388,7 @@ fn feed(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     let mut on_line = |lines: usize| progress.set_position(lines as u64);
     let report = match arguments.get_one::<String>("file") {
         Some(path) => {
-            let file = std::fs::File::open(path)
-                .map_err(|error| format!("cannot read `{path}`: {error}"))?;
+            let file = open_lines_file(path)?;
             let mut options = options;
             options.base_dir = PathBuf::from(path).parent().map(PathBuf::from);
             client.feed_lines_with_progress(BufReader::new(file), &options, &mut on_line)
@@ -480,12 +479,21 @@ fn refine_page(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
     .map_err(|error| error.to_string())
 }
 
+/// The FILE of `feed` / `infer`, opened for reading (a folder is named as such, not as an I/O error).
+fn open_lines_file(path: &str) -> Result<std::fs::File, String> {
+    if std::path::Path::new(path).is_dir() {
+        return Err(format!(
+            "`{path}` is a folder; give a file of lines, or no FILE to read standard input"
+        ));
+    }
+    std::fs::File::open(path).map_err(|error| format!("cannot read `{path}`: {error}"))
+}
+
 fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     let options = FeedOptions::default();
     let report = match arguments.get_one::<String>("file") {
         Some(path) => {
-            let file = std::fs::File::open(path)
-                .map_err(|error| format!("cannot read `{path}`: {error}"))?;
+            let file = open_lines_file(path)?;
             let mut options = options;
             options.base_dir = PathBuf::from(path).parent().map(PathBuf::from);
             client.infer_lines(BufReader::new(file), &options)

@@ -1032,3 +1032,30 @@ fn the_app_command_line_works_against_a_server() {
         run.stderr
     );
 }
+
+/// `feed FILE` / `infer FILE` with no such file, or with a folder: one error line naming it (here
+/// embedded: the same code serves both modes, before any connection is made).
+#[test]
+fn feed_and_infer_name_a_missing_file_or_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("photos")).unwrap();
+    for command in ["feed", "infer"] {
+        let run = pics(&[command, "photos"], &[], dir.path(), "");
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr.starts_with(
+                "pics: error: `photos` is a folder; give a file of lines, or no FILE to read standard input"
+            ),
+            "{}",
+            run.stderr
+        );
+        let run = pics(&[command, "missing.txt"], &[], dir.path(), "");
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr
+                .starts_with("pics: error: cannot read `missing.txt`: No such file"),
+            "{}",
+            run.stderr
+        );
+    }
+}
