@@ -10,8 +10,8 @@ use easeml_scheduler::acquisition::BetaForm;
 use easeml_scheduler::dataset::{self, Dataset, SyntheticSpec};
 use easeml_scheduler::picker::Line8Rule;
 use easeml_scheduler::replay::{
-    LOSS_LEVELS, PolicyName, ReplayConfig, ReplayOutcome, cost_to_reach, effective_test_users,
-    run_replay,
+    LOSS_LEVELS, PolicyName, ReplayConfig, ReplayOutcome, check_replay, cost_to_reach,
+    effective_test_users, run_replay,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -289,6 +289,7 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             Line8Arg::ExpectedImprovement => Line8Rule::ExpectedImprovement,
         },
     };
+    check_replay(&dataset, &config)?;
     let test_users = effective_test_users(&dataset, &config);
     if test_users != config.test_users {
         eprintln!(

@@ -218,5 +218,23 @@ fn more_test_users_than_the_table_allows_are_capped_with_a_note() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("out/summary.json")).unwrap())
             .unwrap();
     assert_eq!(summary["test_users"], 2);
+    // Too few users for any replay: the error alone, no note about test users before it.
+    std::fs::write(dir.join("two.txt"), rows[..2].join("\n")).unwrap();
+    let spec = format!("matrix:{}", dir.join("two.txt").display());
+    let output = easeml()
+        .args(["bench", "scheduler", "--dataset", &spec])
+        .args(["--repeats", "1", "--policies", "round_robin"])
+        .arg("--out")
+        .arg(dir.join("out2"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim_end(),
+        format!(
+            "error: data set: `{}` has 2 users; the replay needs at least 3",
+            "two.txt"
+        )
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -602,12 +602,8 @@ fn run_repetition(
     })
 }
 
-/// Runs the benchmark; `on_repetition_done` is called once per finished repetition (any thread).
-pub fn run_replay(
-    dataset: &Dataset,
-    config: &ReplayConfig,
-    on_repetition_done: &(dyn Fn() + Sync),
-) -> Result<ReplayOutcome> {
+/// The benchmark's checks: what [`run_replay`] refuses, said before any work starts.
+pub fn check_replay(dataset: &Dataset, config: &ReplayConfig) -> Result<()> {
     if config.policies.is_empty() {
         return Err(SchedulerError::Config("no policy to run".into()));
     }
@@ -629,6 +625,16 @@ pub fn run_replay(
             dataset.quality.len()
         )));
     }
+    Ok(())
+}
+
+/// Runs the benchmark; `on_repetition_done` is called once per finished repetition (any thread).
+pub fn run_replay(
+    dataset: &Dataset,
+    config: &ReplayConfig,
+    on_repetition_done: &(dyn Fn() + Sync),
+) -> Result<ReplayOutcome> {
+    check_replay(dataset, config)?;
     let started = Instant::now();
     let mut config = config.clone();
     config.test_users = effective_test_users(dataset, &config);
