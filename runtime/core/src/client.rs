@@ -619,7 +619,11 @@ impl Client {
             }
         }
         if !errors.is_empty() {
-            return Err(Error::BadInput { errors, total });
+            return Err(Error::BadInput {
+                errors,
+                total,
+                batch: crate::Batch::Infer,
+            });
         }
         let (lines, objects): (Vec<usize>, Vec<Object>) = inputs.into_iter().unzip();
         let mut report = self.infer_objects(&objects)?;
@@ -662,7 +666,11 @@ impl Client {
             }
         }
         if !errors.is_empty() {
-            return Err(Error::BadInput { errors, total });
+            return Err(Error::BadInput {
+                errors,
+                total,
+                batch: crate::Batch::Infer,
+            });
         }
         self.infer_objects(&objects)
     }
@@ -928,6 +936,7 @@ impl Batch {
             return Err(Error::BadInput {
                 errors: self.errors,
                 total: self.total,
+                batch: crate::Batch::Feed,
             });
         }
         Ok(self.errors)

@@ -139,13 +139,16 @@ pub enum Error {
         /// This program's.
         given: String,
     },
-    /// Input lines or values that failed their checks; nothing was stored.
-    #[error("{}", bad_input_message(.errors, *.total))]
+    /// Input lines or values that failed their checks; nothing was stored (a feed) or answered
+    /// (an inference).
+    #[error("{}", bad_input_message(.errors, *.total, *.batch))]
     BadInput {
         /// Every bad line, in order.
         errors: Vec<LineError>,
         /// How many lines or values the batch had.
         total: usize,
+        /// What the batch was for.
+        batch: Batch,
     },
     /// Reading the feed itself failed.
     #[error("reading the feed: {0}")]
@@ -225,15 +228,29 @@ fn partly_stored_message(stored: &[ExampleId], source: &Error) -> String {
     )
 }
 
+/// What a batch of lines or values was for: it words [`Error::BadInput`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batch {
+    /// Examples to store (`feed`): a bad one stores nothing, unless bad ones may be skipped.
+    Feed,
+    /// Inputs to answer (`infer`): a bad one answers nothing.
+    Infer,
+}
+
 /// The result type of the client library.
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// At most this many bad lines are spelled out in an error message (all are in `errors`).
 const SHOWN_ERRORS: usize = 20;
 
-fn bad_input_message(errors: &[LineError], total: usize) -> String {
+fn bad_input_message(errors: &[LineError], total: usize, batch: Batch) -> String {
+    let unit = errors.first().map_or("line", |error| error.unit);
+    let consequence = match batch {
+        Batch::Feed => "nothing was stored (use --skip-bad to store the good ones)",
+        Batch::Infer => "nothing was answered",
+    };
     let mut message = format!(
-        "{} of {total} line(s) are bad; nothing was stored (use --skip-bad to store the good ones):",
+        "{} of {total} {unit}(s) are bad; {consequence}:",
         errors.len()
     );
     for error in errors.iter().take(SHOWN_ERRORS) {

@@ -103,6 +103,8 @@ struct Lines<'a> {
     unit: &'static str,
     /// How many lines or values the whole batch had.
     total: usize,
+    /// What the batch is for.
+    batch: crate::Batch,
 }
 
 impl Remote {
@@ -389,6 +391,7 @@ impl Remote {
             return Err(Error::BadInput {
                 errors: oversized,
                 total,
+                batch: crate::Batch::Feed,
             });
         }
         let mut report = FeedReport {
@@ -409,6 +412,7 @@ impl Remote {
                 lines: &outbox.lines[range],
                 unit,
                 total,
+                batch: crate::Batch::Feed,
             };
             let fed: Fed = match self
                 .finish(request.send(&body[..]))
@@ -545,6 +549,7 @@ impl Remote {
                 lines: &outbox.lines[range.clone()],
                 unit: "input",
                 total: inputs.len(),
+                batch: crate::Batch::Infer,
             };
             let answered: crate::wire::Answered = self
                 .finish(request.send(&body[..]))
@@ -656,6 +661,7 @@ impl Remote {
                             })
                             .collect(),
                         total: lines.total,
+                        batch: lines.batch,
                     };
                 }
                 _ => {}

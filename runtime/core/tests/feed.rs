@@ -451,7 +451,7 @@ fn typed_values_feed_through_serde() {
     let error = client.feed([(bad, "up")]).unwrap_err().to_string();
     assert_eq!(
         error,
-        "1 of 1 line(s) are bad; nothing was stored (use --skip-bad to store the good ones):\n  example 1: field `input.reading`: expected shape [2], found null (NaN and infinity serialize as null)"
+        "1 of 1 example(s) are bad; nothing was stored (use --skip-bad to store the good ones):\n  example 1: field `input.reading`: expected shape [2], found null (NaN and infinity serialize as null)"
     );
 }
 

@@ -201,7 +201,9 @@ fn typed_inputs_are_checked_before_any_model_runs() {
     assert!(matches!(error, Error::BadInput { .. }), "{error}");
     let message = error.to_string();
     assert!(
-        message.contains("input 1") && message.contains("expected shape [3]"),
+        message.starts_with("1 of 1 input(s) are bad; nothing was answered:")
+            && message.contains("input 1")
+            && message.contains("expected shape [3]"),
         "{message}"
     );
     let error = client.infer([vec![1.0, 2.0, 3.0]]).unwrap_err();

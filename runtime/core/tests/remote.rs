@@ -316,10 +316,16 @@ fn bad_lines_are_named_here_and_nothing_is_sent() {
     let error = client
         .feed_lines(Cursor::new(feed.clone()), &FeedOptions::default())
         .unwrap_err();
-    let Error::BadInput { errors, total } = &error else {
+    let Error::BadInput {
+        errors,
+        total,
+        batch,
+    } = &error
+    else {
         panic!("{error:?}");
     };
     assert_eq!(*total, 5);
+    assert_eq!(*batch, easeml_runtime::Batch::Feed);
     assert_eq!(
         errors.iter().map(|error| error.line).collect::<Vec<_>>(),
         [2, 4, 5]
@@ -1058,4 +1064,13 @@ fn feed_and_infer_name_a_missing_file_or_a_folder() {
             run.stderr
         );
     }
+    // A bad input line: infer answers nothing and says so (no word of storing or --skip-bad).
+    let run = pics(&["infer"], &[], dir.path(), "[1, 2]\n");
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .starts_with("pics: error: 1 of 1 line(s) are bad; nothing was answered:\n  line 1: "),
+        "{}",
+        run.stderr
+    );
 }

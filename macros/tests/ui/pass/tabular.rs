@@ -50,7 +50,7 @@ fn main() {
         .feed_labelled([(good, cancer::Label::Benign), (bad, cancer::Label::Benign)])
         .unwrap_err();
     assert!(
-        error.to_string().contains("1 of 2 line(s) are bad; nothing was stored"),
+        error.to_string().contains("1 of 2 example(s) are bad; nothing was stored"),
         "{error}"
     );
     assert_eq!(client.status().unwrap().examples, 0);

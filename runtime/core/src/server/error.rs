@@ -63,7 +63,11 @@ impl From<crate::Error> for ApiError {
     fn from(error: crate::Error) -> ApiError {
         use easeml_store::Error as StoreError;
         match error {
-            crate::Error::BadInput { errors, total } => {
+            crate::Error::BadInput {
+                errors,
+                total,
+                batch,
+            } => {
                 let lines: Vec<BadLine> = errors
                     .iter()
                     .map(|error| BadLine {
@@ -71,9 +75,13 @@ impl From<crate::Error> for ApiError {
                         message: error.message.clone(),
                     })
                     .collect();
-                let message = crate::Error::BadInput { errors, total }
-                    .to_string()
-                    .replace(" (use --skip-bad to store the good ones)", "");
+                let message = crate::Error::BadInput {
+                    errors,
+                    total,
+                    batch,
+                }
+                .to_string()
+                .replace(" (use --skip-bad to store the good ones)", "");
                 let mut error = ApiError::bad_request(message).with_code(code::BAD_INPUT);
                 error.body.errors = Some(lines);
                 error.body.total = Some(total);
