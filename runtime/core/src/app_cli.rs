@@ -706,7 +706,7 @@ pub fn train_with_progress(
         if summary.finished == 1 { "" } else { "s" },
         summary.failed,
         if summary.exhausted {
-            "; every candidate is trained on the current data"
+            "; nothing is left to train on the current data"
         } else {
             "; the budget is spent (run `train` again to go on)"
         }

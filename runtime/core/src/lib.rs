@@ -196,8 +196,8 @@ pub enum Error {
     },
 }
 
-/// Enabled examples an app needs before it is trained (the engine's `MIN_EXAMPLES`).
-const MIN_EXAMPLES: usize = 4;
+/// Enabled examples an app needs before it is trained.
+const MIN_EXAMPLES: usize = easeml_store::MIN_TRAINING_EXAMPLES;
 
 fn no_model_message(app: &str, training: bool, server: Option<&str>) -> String {
     if training {

@@ -143,6 +143,13 @@ impl fmt::Display for Status {
             self.examples, self.enabled_examples, self.data_version
         )?;
         if self.runs.is_empty() {
+            let needed = easeml_store::MIN_TRAINING_EXAMPLES as u64;
+            if self.enabled_examples < needed {
+                return writeln!(
+                    f,
+                    "no model trained yet: training starts at {needed} enabled examples (feed more)"
+                );
+            }
             return writeln!(f, "no model trained yet");
         }
         writeln!(
@@ -220,5 +227,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("unknown run state `paused`"), "{error}");
+    }
+
+    #[test]
+    fn an_app_without_runs_says_whether_it_has_enough_examples_to_train() {
+        let status = |enabled_examples| Status {
+            app: "pics".to_owned(),
+            system_type: "{input: {[Tensor[2]], []}, output: {[Tensor[2]], []}}".to_owned(),
+            data_version: 1,
+            examples: 5,
+            enabled_examples,
+            runs: Vec::new(),
+            best: None,
+        };
+        let waiting = status(2).to_string();
+        assert!(
+            waiting.ends_with(
+                "no model trained yet: training starts at 4 enabled examples (feed more)\n"
+            ),
+            "{waiting}"
+        );
+        let ready = status(5).to_string();
+        assert!(ready.ends_with("\nno model trained yet\n"), "{ready}");
     }
 }

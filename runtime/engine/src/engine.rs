@@ -37,7 +37,7 @@ use crate::error::{Error, Result};
 
 /// An app needs at least this many enabled examples before it is trained (so that the split by id
 /// leaves examples on both sides).
-pub const MIN_EXAMPLES: usize = 4;
+pub const MIN_EXAMPLES: usize = easeml_store::MIN_TRAINING_EXAMPLES;
 
 /// How the engine trains.
 #[derive(Debug, Clone)]
@@ -254,11 +254,18 @@ impl Engine {
                     self.apps.insert(app.name.clone(), state);
                 }
                 Ok(None) => {
-                    // Too few examples for now: look again when the data changes.
+                    // Too few examples for now: say so once, look again when the data changes.
                     if self.apps.remove(&app.name).is_some() {
                         self.scheduler.remove_user(&app.name)?;
                     }
                     self.skipped.insert(app.name.clone(), app.data_version);
+                    let (_, enabled) = self.store.example_counts(app.id)?;
+                    events(Event::AppSkipped {
+                        app: app.name.clone(),
+                        reason: format!(
+                            "{enabled} enabled example(s); training starts at {MIN_EXAMPLES} (feed more, or enable some with `refine`)"
+                        ),
+                    });
                 }
                 Err(error) => {
                     if self.apps.remove(&app.name).is_some() {

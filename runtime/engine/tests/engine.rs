@@ -254,9 +254,18 @@ fn apps_with_too_few_examples_or_a_broken_manifest_wait_without_stopping_the_oth
             _ => None,
         })
         .collect();
-    assert_eq!(skipped.len(), 1, "{events:?}");
-    assert_eq!(skipped[0].0, "broken");
-    assert!(skipped[0].1.contains("schema"), "{}", skipped[0].1);
+    assert_eq!(skipped.len(), 2, "{events:?}");
+    // The app with too few examples is said to wait, once, with how many it has and needs.
+    assert_eq!(skipped[0].0, "sides");
+    assert!(
+        skipped[0]
+            .1
+            .starts_with("2 enabled example(s); training starts at 4"),
+        "{}",
+        skipped[0].1
+    );
+    assert_eq!(skipped[1].0, "broken");
+    assert!(skipped[1].1.contains("schema"), "{}", skipped[1].1);
     assert!(engine.store().runs(few).unwrap().is_empty());
     assert!(
         ServedModel::load(engine.store(), few, Device::Cpu)

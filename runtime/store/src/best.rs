@@ -8,6 +8,11 @@
 
 use crate::store::{RunRecord, RunState};
 
+/// An app needs at least this many enabled examples before it is trained (so that the split by id
+/// leaves examples on both sides): the engine's rule, which the status report and the client's
+/// messages state.
+pub const MIN_TRAINING_EXAMPLES: usize = 4;
+
 /// True when a run's cost breaks the `train_time` limit (seconds).
 pub fn over_train_time(run: &RunRecord, train_time_limit: Option<f64>) -> bool {
     matches!((run.cost_seconds, train_time_limit), (Some(cost), Some(limit)) if cost > limit)

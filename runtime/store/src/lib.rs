@@ -18,7 +18,7 @@ mod migrations;
 mod store;
 mod time;
 
-pub use best::{best_run, over_train_time};
+pub use best::{MIN_TRAINING_EXAMPLES, best_run, over_train_time};
 pub use blobs::BlobHash;
 pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};
