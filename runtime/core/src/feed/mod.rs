@@ -334,8 +334,9 @@ fn malformed_json(error: &serde_json::Error, text: &str, offset: usize) -> Strin
     format!("malformed JSON at column {}: {what}", offset + start + 1)
 }
 
-/// The dims of a type that is exactly one tensor field.
-fn single_tensor_dims(data_type: &DataType) -> Option<&[u64]> {
+/// The dims of a type that is exactly one tensor field (no recursive field): the feed's fast path
+/// and the server's JSON writer both take it.
+pub(crate) fn single_tensor_dims(data_type: &DataType) -> Option<&[u64]> {
     match data_type.fields.as_slice() {
         [field] => match &field.kind {
             FieldKind::Tensor(tensor) => Some(&tensor.dims),

@@ -5,6 +5,7 @@ use easeml_compiler::schema::{DataType, FieldKind};
 use easeml_example::Object;
 use serde_json::{Map, Value, json};
 
+use crate::feed::single_tensor_dims;
 use crate::wire::{FullExample, Listed};
 use crate::{CheckedOutput, ExampleRecord, LoadedExample, StoredOutput};
 
@@ -188,17 +189,6 @@ fn write_tensor(dims: &[u64], values: &[f32], ryu: &mut ryu::Buffer, out: &mut V
             }
             out.push(b']');
         }
-    }
-}
-
-/// The dims of a type that is exactly one tensor field (no recursive field).
-fn single_tensor_dims(data_type: &DataType) -> Option<&[u64]> {
-    match data_type.fields.as_slice() {
-        [field] => match &field.kind {
-            FieldKind::Tensor(tensor) => Some(&tensor.dims),
-            FieldKind::Recursive => None,
-        },
-        _ => None,
     }
 }
 
