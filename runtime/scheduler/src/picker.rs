@@ -31,6 +31,7 @@ pub struct UserSummary {
     pub next_cost: f64,
     /// The expected improvement over `best_quality` of the candidate the user would train next
     /// (GP posterior; quality capped at the ceiling): what [`Line8Rule::ExpectedImprovement`] ranks.
+    /// The scheduler computes it only under that rule (0 otherwise).
     pub next_expected_improvement: f64,
 }
 

@@ -170,6 +170,7 @@ pub struct Scheduler {
     amplitude_prior_strength: Option<f64>,
     calibrate_costs: bool,
     quality_ceiling: f64,
+    line8_rule: Line8Rule,
 }
 
 fn validate_cost(user: &str, model: &str, cost: f64) -> Result<()> {
@@ -209,6 +210,7 @@ impl Scheduler {
                 .quality_ceiling
                 .filter(|c| c.is_finite())
                 .unwrap_or(f64::INFINITY),
+            line8_rule: config.line8_rule,
         }
     }
 
@@ -595,7 +597,14 @@ impl Scheduler {
             .map(|&(k, _)| Self::quality_bound(user, k, beta_t))
             .fold(f64::NEG_INFINITY, f64::max)
             .min(self.quality_ceiling);
-        let next = self.pick_candidate(user, &bounds, cost_scale);
+        // The candidate the user would train next matters to the pickers only through its cost
+        // (cost-aware mode) and its expected improvement (the EI line-8 rule): found only then.
+        let by_expected_improvement = self.line8_rule == Line8Rule::ExpectedImprovement;
+        let next = if self.is_cost_aware() || by_expected_improvement {
+            self.pick_candidate(user, &bounds, cost_scale)
+        } else {
+            None
+        };
         let next_cost = if self.is_cost_aware() {
             next.map_or(1.0, |k| {
                 (user.candidates[k].expected_cost / cost_scale).max(1e-12)
@@ -604,7 +613,7 @@ impl Scheduler {
             1.0
         };
         let best_quality = user.best_current.as_ref().map(|best| best.quality);
-        let next_expected_improvement = next.map_or(0.0, |k| {
+        let next_expected_improvement = next.filter(|_| by_expected_improvement).map_or(0.0, |k| {
             let improvement = expected_improvement(
                 user.gp.mean()[k],
                 user.gp.standard_deviation(k),
