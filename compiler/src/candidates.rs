@@ -4,28 +4,9 @@
 //! Candidate ids are stable strings: `resnet18`, `resnet18+norm_k2`. Order: model by model, each
 //! first without normalization, then with each k in the registry's order.
 
-use serde::Serialize;
+use easeml_schema::{Candidate, Normalization};
 
 use crate::templates::Template;
-
-/// One candidate model for an app.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct Candidate {
-    /// The stable id, e.g. `resnet18+norm_k2`.
-    pub id: String,
-    /// The model id, e.g. `resnet18`.
-    pub model: String,
-    /// The input normalization, or `None` for raw inputs.
-    pub normalization: Option<Normalization>,
-}
-
-/// The normalization of a candidate's inputs: min-max scaling to `[0, 1]` per channel over the
-/// training set, then f_k(x) = -x^(2k) + x^k.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub struct Normalization {
-    /// The exponent k.
-    pub k: u32,
-}
 
 /// The candidates of a template, with normalization exponents `ks` when the template normalizes.
 pub fn candidates(template: &Template, ks: &[u32]) -> Vec<Candidate> {

@@ -11,10 +11,10 @@ use easeml_grammar::ast::{
 };
 use easeml_grammar::{Code, Diagnostic, Span};
 
-use crate::schema::{Constraint, DataType, Field, FieldKind, Metric, Schema, Tensor};
-
-/// The largest number of elements a tensor may have (E007).
-pub const MAX_TENSOR_ELEMENTS: u64 = (1 << 31) - 1;
+use easeml_schema::rules::{
+    MAX_TENSOR_ELEMENTS, app_name_from_stem, app_name_problem, is_field_name,
+};
+use easeml_schema::{Constraint, DataType, Field, FieldKind, Metric, Schema, Tensor};
 
 /// Checks a parsed file and lowers it; `default_app` names the app when the file has no `app` item
 /// (it is made valid first, see [`app_name_from_stem`]). `had_syntax_errors` suppresses E002.
@@ -108,29 +108,6 @@ pub fn check(
         _ => None,
     };
     (schema, checker.diagnostics)
-}
-
-/// Makes a valid app name (`[a-z][a-z0-9_]*`) from a file stem: `My-App` becomes `my_app`,
-/// `2019 survey` becomes `app_2019_survey`, and an empty stem becomes `app`.
-pub fn app_name_from_stem(stem: &str) -> String {
-    let mut name: String = stem
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_lowercase() || c.is_ascii_digit() {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if name.is_empty() {
-        return "app".to_owned();
-    }
-    if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
-        name.insert_str(0, "app_");
-    }
-    name
 }
 
 /// Which of the two types a definition is.
@@ -420,7 +397,7 @@ impl Checker {
         );
     }
 
-    /// E014: at most one `app`, named `[a-z][a-z0-9_]*`.
+    /// E014: at most one `app`, named `[a-z][a-z0-9_]*`, at most 64 characters long.
     fn app(&mut self, apps: &[&ast::AppDecl], default_app: &str) -> String {
         for duplicate in apps.iter().skip(1) {
             self.report(
@@ -434,14 +411,14 @@ impl Checker {
             return app_name_from_stem(default_app);
         };
         let name = &first.name.text;
-        if !is_app_name(name) {
+        if let Some(problem) = app_name_problem(name) {
             self.report(
                 Diagnostic::new(
                     Code::E014,
                     first.name.span,
                     format!("invalid app name `{name}`"),
                 )
-                .with_label("app names are `[a-z][a-z0-9_]*`")
+                .with_label(problem)
                 .with_help(format!("try `app {}`", app_name_from_stem(name))),
             );
         }
@@ -664,19 +641,6 @@ fn unnamed_field_name(position: usize, declared: &HashMap<&str, Span>, so_far: &
         }
         number += 1;
     }
-}
-
-/// `[a-z0-9_]+`.
-pub fn is_field_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-}
-
-/// `[a-z][a-z0-9_]*`.
-pub fn is_app_name(name: &str) -> bool {
-    name.starts_with(|c: char| c.is_ascii_lowercase()) && is_field_name(name)
 }
 
 /// The closest of `options` to `word`, when it is close enough to be a likely typo.

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::schema::Constraint;
-use crate::templates::TemplateSummary;
+use easeml_schema::{Constraint, TemplateSummary};
+
 use crate::{Candidate, Compiled, Registry};
 
 /// The JSON of `easemlc explain --json`.

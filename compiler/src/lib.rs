@@ -11,12 +11,12 @@ pub mod codegen;
 pub mod diagnostic;
 pub mod explain;
 pub mod rust_front;
-pub mod schema;
 pub mod templates;
 
-pub use candidates::{Candidate, Normalization};
 pub use easeml_grammar::{Code, Diagnostic, Span};
-pub use schema::Schema;
+/// The schema model (`easeml-schema`), re-exported: the compiler produces its types.
+pub use easeml_schema as schema;
+pub use easeml_schema::{Candidate, Normalization, Schema};
 pub use templates::{Registry, Template};
 
 /// A program that passed every check: its schema, the chosen template, and the candidates.
@@ -31,6 +31,20 @@ pub struct Compiled {
 }
 
 impl Compiled {
+    /// The compiled program of an already checked schema: the templates of `registry` that accept
+    /// it and the first one's candidates; `None` when no template accepts it (E013).
+    pub fn from_schema(schema: Schema, registry: &Registry) -> Option<Compiled> {
+        let matching_templates: Vec<Template> =
+            registry.matching(&schema).into_iter().cloned().collect();
+        let chosen = matching_templates.first()?;
+        let candidates = candidates::candidates(chosen, &registry.normalization_ks);
+        Some(Compiled {
+            schema,
+            matching_templates,
+            candidates,
+        })
+    }
+
     /// The chosen template (the first that matches).
     pub fn template(&self) -> &Template {
         // `compile` only builds a `Compiled` with at least one matching template.
@@ -71,25 +85,19 @@ pub fn compile_ast(
         Some(schema) if diagnostics.is_empty() => schema,
         _ => return Err(diagnostics),
     };
-    let matching_templates: Vec<Template> =
-        registry.matching(&schema).into_iter().cloned().collect();
-    let Some(chosen) = matching_templates.first() else {
+    let system_type = schema.system_type();
+    let Some(compiled) = Compiled::from_schema(schema, registry) else {
         return Err(vec![
             Diagnostic::new(
                 Code::E013,
                 input_definition_span(file),
-                format!("no model template accepts `{}`", schema.system_type()),
+                format!("no model template accepts `{system_type}`"),
             )
             .with_label("no template in the registry matches this program")
             .with_help("add a template for this type to the registry, or compile with the default registry"),
         ]);
     };
-    let candidates = candidates::candidates(chosen, &registry.normalization_ks);
-    Ok(Compiled {
-        schema,
-        matching_templates,
-        candidates,
-    })
+    Ok(compiled)
 }
 
 /// Where the program's `Input` is defined (its name), for diagnostics about the whole program.

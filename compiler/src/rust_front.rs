@@ -17,7 +17,7 @@
 //!
 //! The module's items are exactly those of the crate `easemlc` generates for the same program:
 //! [`rust_types`] (`APP`, `SYSTEM_TYPE`, `Input`, `Output`, `Label`) and [`client_items`]
-//! (`MANIFEST`, `SERVER`, `Client`), with the manifest (`easeml.json`, from [`Manifest`]) computed
+//! (`MANIFEST`, `SERVER`, `Client`), with the manifest (`easeml.json`, from [`manifest`]) computed
 //! here at compile time and emitted as a string literal. The macro has no `--server` option:
 //! `SERVER` is `None`, and `EASEML_SERVER` picks a server at run time.
 
@@ -35,7 +35,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::spanned::Spanned;
 use syn::{Token, bracketed, parenthesized};
 
-use crate::codegen::{Manifest, ManifestSource, client_items, client_tokens, rust_types};
+use crate::codegen::{ManifestSource, client_items, client_tokens, manifest, rust_types};
 use crate::diagnostic::line_column;
 use crate::{Compiled, Registry, compile, compile_ast};
 
@@ -54,7 +54,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     match lower_module(attr, &module) {
         Ok(lowered) => {
             let compiled = &lowered.compiled;
-            let manifest = Manifest::new(compiled).to_json();
+            let manifest = manifest(compiled).to_json();
             let mut items = rust_types(&compiled.schema);
             items.extend(client_items(
                 compiled,

@@ -11,9 +11,9 @@ use std::fmt;
 use easeml_grammar::pattern::{
     DataTypePattern, DimPattern, ListPattern, NamePattern, TensorPattern,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use crate::schema::{DataType, Schema, Tensor};
+use easeml_schema::{DataType, Schema, TemplateSummary, Tensor};
 
 /// The text of the default registry.
 pub const DEFAULT_REGISTRY: &str = include_str!("../../templates/registry.toml");
@@ -336,24 +336,6 @@ fn match_tensor(pattern: &TensorPattern, tensor: &Tensor, bindings: &mut Binding
 
 fn match_name<'s>(pattern: NamePattern, name: &'s str, bindings: &mut Bindings<'s>) -> bool {
     *bindings.names.entry(pattern.0).or_insert(name) == name
-}
-
-/// A template as shown by `easemlc explain`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TemplateSummary {
-    /// The template's id.
-    pub id: String,
-    /// Its row in LANGUAGE.md's table.
-    pub row: String,
-    /// The input pattern.
-    pub input: String,
-    /// The output pattern.
-    pub output: String,
-    /// Its conditions, e.g. `["D >= 2"]`.
-    #[serde(rename = "where", skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<String>,
-    /// Its workload.
-    pub workload: String,
 }
 
 impl From<&Template> for TemplateSummary {

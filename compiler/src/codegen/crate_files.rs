@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use handlebars::Handlebars;
 use serde::Serialize;
 
-use super::{GENERATED_HEADER, Manifest, ManifestSource, client_items, format_items, rust_types};
+use super::{GENERATED_HEADER, ManifestSource, client_items, format_items, manifest, rust_types};
 use crate::Compiled;
 
 /// Options of `easemlc build`.
@@ -155,7 +155,7 @@ pub fn crate_files(
     let types = format_items(GENERATED_HEADER, rust_types(schema))
         .map_err(|error| GenerateError::Rust(error.to_string()))?;
     files.insert("src/types.rs".to_owned(), types);
-    files.insert("easeml.json".to_owned(), Manifest::new(compiled).to_json());
+    files.insert("easeml.json".to_owned(), manifest(compiled).to_json());
     Ok(files)
 }
 

@@ -6,7 +6,7 @@
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
 
-use crate::schema::{DataType, FieldKind, Schema};
+use easeml_schema::{DataType, FieldKind, Schema};
 
 use super::labels::label_variants;
 

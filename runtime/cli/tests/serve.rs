@@ -20,10 +20,16 @@ const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
 const SOURCE: &str = "app crashy\nInput = [3]\nOutput = [1]";
 const BATCH: usize = 25;
 
-fn schema() -> easeml_runtime::Schema {
-    easeml_compiler::compile(SOURCE, "app", &easeml_compiler::Registry::builtin())
-        .unwrap()
-        .schema
+/// The `easeml.json` easemlc writes for a program.
+fn manifest_of(source: &str) -> String {
+    let compiled =
+        easeml_compiler::compile(source, "app", &easeml_compiler::Registry::builtin()).unwrap();
+    easeml_compiler::codegen::manifest(&compiled).to_json()
+}
+
+/// The app of a program, described by its manifest.
+fn spec_of(source: &str) -> AppSpec {
+    AppSpec::from_manifest_json(&manifest_of(source)).unwrap()
 }
 
 fn easeml(args: &[&str], data: &Path) -> Output {
@@ -73,7 +79,7 @@ fn start_server(data: &Path) -> (Child, String) {
 }
 
 fn register(url: &str) -> String {
-    let manifest = AppSpec::from_schema(schema()).manifest().to_owned();
+    let manifest = manifest_of(SOURCE);
     let response = http()
         .post(format!("{url}/api/v1/apps"))
         .body(manifest)
@@ -100,7 +106,7 @@ fn apps_register_list_and_remove_work_on_the_local_store() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
     let manifest = dir.path().join("easeml.json");
-    std::fs::write(&manifest, AppSpec::from_schema(schema()).manifest()).unwrap();
+    std::fs::write(&manifest, manifest_of(SOURCE)).unwrap();
     let manifest = manifest.to_str().unwrap();
 
     // No store there yet: listing, removing and training say so and create nothing.
@@ -263,7 +269,7 @@ fn a_server_killed_during_feeds_keeps_every_acknowledged_batch_and_no_half_batch
         .unwrap();
     assert_eq!(response.status(), 200);
 
-    let client = Client::open(&Connection::embedded(&data), schema()).unwrap();
+    let client = Client::open(&Connection::embedded(&data), spec_of(SOURCE)).unwrap();
     assert_eq!(client.store().unwrap().integrity_check().unwrap(), Ok(()));
     let mut batches: HashMap<(u32, u32), Vec<i64>> = HashMap::new();
     let mut request = PageRequest {
@@ -335,17 +341,7 @@ fn rss_kib(pid: u32, key: &str) -> Option<u64> {
 fn measure_server_memory() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
-    let manifest = AppSpec::from_schema(
-        easeml_compiler::compile(
-            "app mem\nInput = [32, 32, 3]\nOutput = [10]",
-            "app",
-            &easeml_compiler::Registry::builtin(),
-        )
-        .unwrap()
-        .schema,
-    )
-    .manifest()
-    .to_owned();
+    let manifest = manifest_of("app mem\nInput = [32, 32, 3]\nOutput = [10]");
     let (mut child, url) = start_server(&data);
     let pid = child.id();
     let response = http()
@@ -457,10 +453,8 @@ fn running_run(data: &Path) -> Option<i64> {
 fn a_server_killed_during_a_training_run_reruns_it_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
-    let schema = easeml_compiler::compile(IMAGES, "app", &easeml_compiler::Registry::builtin())
-        .unwrap()
-        .schema;
-    let mut client = Client::open(&Connection::embedded(&data), schema.clone()).unwrap();
+    let spec = spec_of(IMAGES);
+    let mut client = Client::open(&Connection::embedded(&data), spec).unwrap();
     let pixel = |i: usize, j: usize| {
         if i.is_multiple_of(2) {
             0.8

@@ -17,20 +17,21 @@ use std::time::Instant;
 
 use anyhow::Result;
 use common::LoopbackServer;
-use easeml_runtime::{Client, Connection, FeedOptions};
+use easeml_runtime::{AppSpec, Client, Connection, FeedOptions};
 
 fn main() -> Result<()> {
     let n: usize = std::env::args()
         .nth(1)
         .map_or(Ok(2000), |arg| arg.parse())?;
     let dir = tempfile::tempdir()?;
-    let schema = easeml_compiler::compile(
+    let compiled = easeml_compiler::compile(
         "app bench\nInput = [32, 32, 3]\nOutput = [10]",
         "bench",
         &easeml_compiler::Registry::builtin(),
     )
-    .map_err(|diagnostics| anyhow::anyhow!("{diagnostics:?}"))?
-    .schema;
+    .map_err(|diagnostics| anyhow::anyhow!("{diagnostics:?}"))?;
+    let manifest = easeml_compiler::codegen::manifest(&compiled).to_json();
+    let spec = AppSpec::from_manifest_json(&manifest)?;
 
     // Data: pixel values in [0, 1], different for every example.
     let example = |index: usize| -> Vec<f32> {
@@ -93,7 +94,7 @@ fn main() -> Result<()> {
     let blob_store = easeml_runtime::store::Store::open(blob_home.path())?;
     let encoded: Vec<Vec<u8>> = (0..n)
         .map(|index| {
-            easeml_runtime::example::codec::encode(&easeml_runtime::Object::single(example(index)))
+            easeml_runtime::object::codec::encode(&easeml_runtime::Object::single(example(index)))
         })
         .collect();
     let start = Instant::now();
@@ -115,7 +116,7 @@ fn main() -> Result<()> {
         (".npy paths", &npy_feed, npy_baseline),
     ] {
         let home = tempfile::tempdir()?;
-        let mut client = Client::open(&Connection::embedded(home.path()), schema.clone())?;
+        let mut client = Client::open(&Connection::embedded(home.path()), spec.clone())?;
         let start = Instant::now();
         let report = client.feed_lines(Cursor::new(feed.as_bytes()), &options)?;
         let seconds = start.elapsed().as_secs_f64();
@@ -129,9 +130,6 @@ fn main() -> Result<()> {
 
     // The same inline-JSON lines over HTTP on loopback, each variant into a fresh store.
     let lines: Vec<&str> = json_feed.lines().collect();
-    let manifest = easeml_runtime::AppSpec::from_schema(schema.clone())
-        .manifest()
-        .to_owned();
     for (variant, batch, clients) in [
         ("one request", n, 1usize),
         ("batches of 100, 4 clients", 100, 4),
@@ -192,7 +190,7 @@ fn main() -> Result<()> {
         (".npy paths", &npy_feed, npy_baseline),
     ] {
         let server = LoopbackServer::start(&manifest)?;
-        let mut client = Client::open(&server.connection(), schema.clone())?;
+        let mut client = Client::open(&server.connection(), spec.clone())?;
         let start = Instant::now();
         let report = client.feed_lines(Cursor::new(feed.as_bytes()), &options)?;
         let seconds = start.elapsed().as_secs_f64();

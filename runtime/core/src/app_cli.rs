@@ -16,7 +16,7 @@ use crate::feed::FeedOptions;
 use crate::{
     AppSpec, Client, Connection, ExampleId, PageRequest, Schema, Score, StoredOutput, TokenOrigin,
 };
-use easeml_compiler::schema::FieldKind;
+use easeml_schema::FieldKind;
 
 /// Which binary of the app is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,7 +296,7 @@ pub fn feed_help(schema: &Schema) -> String {
 }
 
 /// A compact JSON example of a data type (long tensors shortened with `...`).
-fn json_example(data_type: &easeml_compiler::schema::DataType) -> String {
+fn json_example(data_type: &easeml_schema::DataType) -> String {
     let tensor_example = |dims: &[u64]| -> String {
         let mut text = "0.5".to_owned();
         for dim in dims.iter().rev() {

@@ -5,8 +5,8 @@
 
 use std::io::BufRead;
 
-use easeml_compiler::schema::{Metric, Schema};
-use easeml_example::{Object, codec};
+use easeml_object::{Object, codec};
+use easeml_schema::{Manifest, Schema};
 use easeml_store::{
     App, Blob, ExampleId, ExampleRecord, LabelMap, NewApp, NewExample, NewOutput, Page,
     PageRequest, Store, StoredOutput,
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 #[cfg(feature = "engine")]
 use easeml_engine::ServedModel;
-use easeml_example::Inference;
+use easeml_object::Inference;
 use easeml_store::RunId;
 #[cfg(feature = "engine")]
 use easeml_store::RunState;
@@ -32,40 +32,26 @@ pub struct AppSpec {
 }
 
 impl AppSpec {
-    /// An app described by its schema alone (the manifest stored is `{app, system_type, schema}`).
-    pub fn from_schema(schema: Schema) -> AppSpec {
-        let manifest = serde_json::json!({
-            "app": schema.app,
-            "system_type": schema.system_type(),
-            "schema": schema,
+    /// An app described by its manifest (checked: [`Manifest::check`]); the text stored with the
+    /// app is the manifest's JSON.
+    pub fn from_manifest(manifest: &Manifest) -> Result<AppSpec> {
+        manifest
+            .check()
+            .map_err(|error| Error::Manifest(error.to_string()))?;
+        Ok(AppSpec {
+            schema: manifest.schema.clone(),
+            manifest: manifest.to_json(),
         })
-        .to_string();
-        AppSpec { schema, manifest }
     }
 
-    /// An app described by the generated crate's `easeml.json`: a JSON object whose `schema` key is the
-    /// [`Schema`]; a `system_type` key, when present, must be the schema's. Other keys are kept as they
-    /// are.
+    /// An app described by the generated crate's `easeml.json` ([`Manifest::from_json`]: every key
+    /// checked against the schema, the schema against the rules of `easeml_schema::rules`). The
+    /// text is stored as it is.
     pub fn from_manifest_json(text: &str) -> Result<AppSpec> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|error| Error::Manifest(error.to_string()))?;
-        let schema_value = value
-            .get("schema")
-            .ok_or_else(|| Error::Manifest("no `schema` key".to_owned()))?;
-        let schema: Schema = serde_json::from_value(schema_value.clone())
-            .map_err(|error| Error::Manifest(format!("`schema`: {error}")))?;
-        validate_schema(&schema)
-            .map_err(|message| Error::Manifest(format!("`schema`: {message}")))?;
-        if let Some(system_type) = value.get("system_type").and_then(|value| value.as_str())
-            && system_type != schema.system_type()
-        {
-            return Err(Error::Manifest(format!(
-                "`system_type` is {system_type}, but the schema's is {}",
-                schema.system_type()
-            )));
-        }
+        let manifest =
+            Manifest::from_json(text).map_err(|error| Error::Manifest(error.to_string()))?;
         Ok(AppSpec {
-            schema,
+            schema: manifest.schema,
             manifest: text.to_owned(),
         })
     }
@@ -89,7 +75,7 @@ impl AppSpec {
             name: schema.app.clone(),
             manifest: self.manifest.clone(),
             system_type: schema.system_type(),
-            label_capacity: label_capacity(schema),
+            label_capacity: schema.label_capacity(),
             declared_labels: schema.labels.clone(),
         };
         Ok(store.register_app(&new_app)?)
@@ -116,12 +102,6 @@ impl AppSpec {
             });
         }
         Ok(())
-    }
-}
-
-impl From<Schema> for AppSpec {
-    fn from(schema: Schema) -> AppSpec {
-        AppSpec::from_schema(schema)
     }
 }
 
@@ -210,76 +190,6 @@ pub enum Score {
     },
 }
 
-/// The largest tensor a schema may declare (LANGUAGE.md: the product of the dimensions is at most
-/// 2^31 - 1).
-const MAX_ELEMENTS: u64 = (1 << 31) - 1;
-
-/// The checks of the compiler that a manifest read from outside (a file, an HTTP request) must still
-/// pass, since its schema did not necessarily come from `easemlc`: a valid app name, non-empty unique
-/// field names, dimensions of at least 1 with a product of at most 2^31 - 1, and declared labels that
-/// fit a `[D]` output.
-fn validate_schema(schema: &Schema) -> std::result::Result<(), String> {
-    let name_ok = schema.app.len() <= 64
-        && schema.app.starts_with(|c: char| c.is_ascii_lowercase())
-        && schema
-            .app
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if !name_ok {
-        return Err(format!(
-            "app name {:?} is not a name: at most 64 of [a-z0-9_], starting with a letter",
-            schema.app
-        ));
-    }
-    for (side, data_type) in [("input", &schema.input), ("output", &schema.output)] {
-        if data_type.tensors().next().is_none() {
-            return Err(format!("the {side} has no tensor field"));
-        }
-        let mut names = std::collections::HashSet::new();
-        for field in &data_type.fields {
-            if field.name.is_empty() || !names.insert(field.name.as_str()) {
-                return Err(format!(
-                    "the {side} has an empty or repeated field name {:?}",
-                    field.name
-                ));
-            }
-        }
-        for tensor in data_type.tensors() {
-            let count = tensor.dims.iter().try_fold(1u64, |count, &dim| {
-                (dim >= 1).then(|| count.checked_mul(dim)).flatten()
-            });
-            if tensor.dims.is_empty() || count.is_none_or(|count| count > MAX_ELEMENTS) {
-                return Err(format!(
-                    "the {side} tensor {:?} is not a shape: dimensions of at least 1, at most 2^31 - 1 elements",
-                    tensor.dims
-                ));
-            }
-        }
-    }
-    if let Some(labels) = &schema.labels {
-        let distinct: std::collections::HashSet<&String> = labels.iter().collect();
-        if schema.output.single_vector() != Some(labels.len() as u64)
-            || distinct.len() != labels.len()
-            || labels.iter().any(String::is_empty)
-        {
-            return Err(
-                "declared labels must be distinct, not empty, and D of an output [D]".to_owned(),
-            );
-        }
-    }
-    Ok(())
-}
-
-/// D when an app's output can be a label: the declared labels' count, or D of an output `[D]` with
-/// D >= 2 (D = 1 is regression).
-pub(crate) fn label_capacity(schema: &Schema) -> Option<u64> {
-    match (&schema.labels, schema.output.single_vector()) {
-        (Some(labels), _) => Some(labels.len() as u64),
-        (None, Some(dimension)) if dimension >= 2 => Some(dimension),
-        _ => None,
-    }
-}
-
 impl Client {
     /// Opens `app` through `connection`, registering it on first use. An app of the same name with a
     /// different canonical type or declared labels is an error (its data would not fit).
@@ -288,8 +198,7 @@ impl Client {
     /// the token file for this server and app, else the app is registered on the server and its new
     /// token saved there (see [`TokenOrigin`]); a server that cannot be reached, or that refuses the
     /// token, is an error that says what to do.
-    pub fn open(connection: &Connection, app: impl Into<AppSpec>) -> Result<Client> {
-        let spec = app.into();
+    pub fn open(connection: &Connection, spec: AppSpec) -> Result<Client> {
         match connection {
             Connection::Embedded { home } => {
                 let mut store = Store::open(home)?;
@@ -450,7 +359,7 @@ impl Client {
         let checker = LineChecker::new(
             &self.schema,
             options,
-            label_capacity(&self.schema).is_some(),
+            self.schema.label_capacity().is_some(),
         );
         feed_checked(&self.schema, &mut self.backend, "line", options, |each| {
             let mut buffer = Vec::new();
@@ -486,7 +395,7 @@ impl Client {
         let checker = LineChecker::new(
             &self.schema,
             &options,
-            label_capacity(&self.schema).is_some(),
+            self.schema.label_capacity().is_some(),
         );
         feed_checked(
             &self.schema,
@@ -575,7 +484,7 @@ impl Client {
             app.data_version,
             local.store.example_counts(local.app.id)?,
             &runs,
-            train_time_limit(&self.schema),
+            self.schema.train_time_limit(),
         ))
     }
 
@@ -593,7 +502,7 @@ impl Client {
         let checker = LineChecker::new(
             &self.schema,
             options,
-            label_capacity(&self.schema).is_some(),
+            self.schema.label_capacity().is_some(),
         );
         let mut inputs = Vec::new();
         let mut expected = Vec::new();
@@ -690,7 +599,7 @@ impl Client {
 
     fn score(&self, answers: &[(usize, Inference)], expected: &[CheckedOutput]) -> Option<Score> {
         let total = answers.len();
-        if label_capacity(&self.schema).is_some() {
+        if self.schema.label_capacity().is_some() {
             let correct = answers
                 .iter()
                 .zip(expected)
@@ -711,7 +620,7 @@ impl Client {
                 return None;
             };
             let answered =
-                easeml_example::object_from_json(&self.schema.output, &answer.output, "output")
+                easeml_object::object_from_json(&self.schema.output, &answer.output, "output")
                     .ok()?;
             for (a, b) in answered
                 .tensors
@@ -766,20 +675,11 @@ fn argmax(values: &[f32]) -> u32 {
     best as u32
 }
 
-/// The app's `train_time` constraint in seconds, if any.
-fn train_time_limit(schema: &Schema) -> Option<f64> {
-    schema
-        .constraints
-        .iter()
-        .find(|constraint| constraint.metric == Metric::TrainTime)
-        .map(|constraint| constraint.seconds)
-}
-
 impl Local {
     #[cfg(feature = "engine")]
     fn infer(&mut self, schema: &Schema, inputs: &[Object]) -> Result<InferReport> {
         let runs = self.store.runs(self.app.id)?;
-        let best = easeml_store::best_run(&runs, train_time_limit(schema)).map(|run| run.id);
+        let best = easeml_store::best_run(&runs, schema.train_time_limit()).map(|run| run.id);
         let Some(best) = best else {
             let running = runs
                 .iter()

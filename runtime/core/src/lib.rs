@@ -15,7 +15,7 @@
 //! [`server`] is the HTTP side: `easeml serve` and the generated binaries' `refine` page.
 //!
 //! The loaders of the `feed` formats (DESIGN.md section 2) live in [`feed`]; the checked object model
-//! and its binary encoding in the `easeml-example` crate; the storage in `easeml-store`.
+//! and its binary encoding in the `easeml-object` crate; the storage in `easeml-store`.
 
 pub mod app_cli;
 mod client;
@@ -29,14 +29,16 @@ mod wire;
 
 pub use client::{AppSpec, Client, FeedReport, InferReport, LoadedExample, Score};
 pub use connection::Connection;
-pub use easeml_compiler::schema::Schema;
 /// The engine: training across every app of a store, and serving the best models.
 #[cfg(feature = "engine")]
 pub use easeml_engine as engine;
 /// The checked object model and its encoding (re-exported so generated crates need only this crate).
-pub use easeml_example as example;
-pub use easeml_example::Inference;
-pub use easeml_example::Object;
+pub use easeml_object as object;
+pub use easeml_object::Inference;
+pub use easeml_object::Object;
+/// The schema model (`easeml-schema`): what an app is, its manifest and its rules.
+pub use easeml_schema as schema;
+pub use easeml_schema::{Manifest, Schema};
 /// The store (re-exported for the engine and server of later slices).
 pub use easeml_store as store;
 pub use easeml_store::{
@@ -192,7 +194,7 @@ pub enum Error {
         id: i64,
         /// What is wrong.
         #[source]
-        source: easeml_example::Error,
+        source: easeml_object::Error,
     },
 }
 

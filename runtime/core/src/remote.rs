@@ -20,14 +20,13 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use easeml_compiler::schema::Schema;
-use easeml_example::{Object, object_from_json};
+use easeml_object::{Object, object_from_json};
+use easeml_schema::Schema;
 use easeml_store::{
     BlobHash, ExampleFilter, ExampleId, ExampleRecord, LabelMap, Page, PageRequest, StoredOutput,
 };
 use serde::de::DeserializeOwned;
 
-use crate::client::label_capacity;
 use crate::feed::{CheckedOutput, LineError};
 use crate::server::json::write_feed_line;
 use crate::wire::{
@@ -357,7 +356,7 @@ impl Remote {
 
     /// A snapshot of the app's label map, to check a feed's labels before it is sent.
     pub(crate) fn label_map(&self, schema: &Schema) -> Result<Option<LabelMap>> {
-        let Some(capacity) = label_capacity(schema) else {
+        let Some(capacity) = schema.label_capacity() else {
             return Ok(None);
         };
         Ok(self.labels()?.map(|labels| LabelMap {
@@ -488,7 +487,7 @@ impl Remote {
     pub(crate) fn example(&self, schema: &Schema, id: ExampleId) -> Result<LoadedExample> {
         let answer = self.get(&self.app_url(&format!("/examples/{}", id.0)), &[])?;
         let full: FullExample = self.parse(200, answer, None)?;
-        let unreadable = |error: easeml_example::Error| {
+        let unreadable = |error: easeml_object::Error| {
             self.protocol(format!("example {} does not fit the schema: {error}", id.0))
         };
         let input = object_from_json(&schema.input, &full.input, "input").map_err(unreadable)?;

@@ -103,7 +103,7 @@ pub(crate) struct Toggled {
 pub(crate) struct Answer {
     pub line: usize,
     #[serde(flatten)]
-    pub inference: easeml_example::Inference,
+    pub inference: easeml_object::Inference,
 }
 
 /// How the answers of `POST .../infer` scored, when every line gave its expected output.

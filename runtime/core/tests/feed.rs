@@ -30,7 +30,7 @@ impl Fixture {
     }
 
     fn client(&self, source: &str) -> Client {
-        Client::open(&self.connection(), schema(source)).unwrap()
+        Client::open(&self.connection(), app(source)).unwrap()
     }
 
     fn options(&self) -> FeedOptions {
@@ -56,6 +56,18 @@ fn schema(source: &str) -> Schema {
     compile(source, "app", &Registry::builtin())
         .unwrap_or_else(|diagnostics| panic!("{diagnostics:?}"))
         .schema
+}
+
+/// The app of a schema, described by the manifest easemlc writes for it.
+fn spec(schema: &Schema) -> easeml_runtime::AppSpec {
+    let compiled = easeml_compiler::Compiled::from_schema(schema.clone(), &Registry::builtin())
+        .expect("a template");
+    easeml_runtime::AppSpec::from_manifest(&easeml_compiler::codegen::manifest(&compiled)).unwrap()
+}
+
+/// The app of a small `.eml` program.
+fn app(source: &str) -> easeml_runtime::AppSpec {
+    spec(&schema(source))
 }
 
 fn total(client: &Client) -> u64 {
@@ -542,7 +554,7 @@ fn reopening_with_another_schema_is_refused() {
     drop(fixture.client("app tab\nInput = [1]\nOutput = [2]"));
     let error = Client::open(
         &fixture.connection(),
-        schema("app tab\nInput = [2]\nOutput = [2]"),
+        app("app tab\nInput = [2]\nOutput = [2]"),
     )
     .unwrap_err();
     assert_eq!(
@@ -554,15 +566,28 @@ fn reopening_with_another_schema_is_refused() {
 #[test]
 fn a_manifest_opens_the_same_app() {
     let fixture = Fixture::new();
-    let schema = schema("app tab\nInput = [1]\nOutput = [2]");
-    let manifest = serde_json::json!({"app": "tab", "system_type": schema.system_type(), "schema": schema, "workload": "tabular_classification"}).to_string();
+    let manifest = app("app tab\nInput = [1]\nOutput = [2]")
+        .manifest()
+        .to_owned();
     let spec = easeml_runtime::AppSpec::from_manifest_json(&manifest).unwrap();
     let mut client = Client::open(&fixture.connection(), spec).unwrap();
     fixture.feed(&mut client, "[1] a\n").unwrap();
     let again = fixture.client("app tab\nInput = [1]\nOutput = [2]");
     assert_eq!(total(&again), 1);
     let error = easeml_runtime::AppSpec::from_manifest_json("{\"app\": \"x\"}").unwrap_err();
-    assert_eq!(error.to_string(), "app manifest: no `schema` key");
+    assert!(
+        error
+            .to_string()
+            .starts_with("app manifest: missing field `app_id`"),
+        "{error}"
+    );
+    // A manifest whose keys disagree with its schema is refused, saying which key.
+    let broken = manifest.replacen("\"app\": \"tab\",", "\"app\": \"other\",", 1);
+    let error = easeml_runtime::AppSpec::from_manifest_json(&broken).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "app manifest: `app` is other, but the schema's is tab"
+    );
 }
 
 #[test]
@@ -573,9 +598,9 @@ fn concurrent_feeders_store_every_example_exactly_once() {
     let threads: Vec<_> = (0..4)
         .map(|feeder| {
             let connection = fixture.connection();
-            let schema = schema(source);
+            let spec = app(source);
             std::thread::spawn(move || {
-                let mut client = Client::open(&connection, schema).unwrap();
+                let mut client = Client::open(&connection, spec).unwrap();
                 let labels = ["a", "b", "c"];
                 let mut added = 0;
                 for batch in 0..5 {

@@ -6,13 +6,25 @@ use std::io::Cursor;
 
 use easeml_compiler::{Registry, compile, schema::Schema};
 use easeml_runtime::engine::{Engine, EngineConfig};
-use easeml_runtime::{Client, Connection, Error, FeedOptions, Score};
+use easeml_runtime::{CheckedOutput, Client, Connection, Error, FeedOptions, Score};
 use serde_json::{Value, json};
 
 fn schema(source: &str) -> Schema {
     compile(source, "app", &Registry::builtin())
         .unwrap_or_else(|diagnostics| panic!("{diagnostics:?}"))
         .schema
+}
+
+/// The app of a schema, described by the manifest easemlc writes for it.
+fn spec(schema: &Schema) -> easeml_runtime::AppSpec {
+    let compiled = easeml_compiler::Compiled::from_schema(schema.clone(), &Registry::builtin())
+        .expect("a template");
+    easeml_runtime::AppSpec::from_manifest(&easeml_compiler::codegen::manifest(&compiled)).unwrap()
+}
+
+/// The app of a small `.eml` program.
+fn app(source: &str) -> easeml_runtime::AppSpec {
+    spec(&schema(source))
 }
 
 /// A deterministic value in [0, 1).
@@ -87,10 +99,16 @@ const CASES: &[Case] = &[
         name: "time-series translation",
         source: "type Input\n  x :: Tensor[2]\n  next :: Nullable{Input}\nend\ntype Output\n  x :: Tensor[2]\n  next :: Nullable{Output}\nend\n",
         example: |i| json!({"input": chain(i, 3, true), "output": chain(i + 1, 3, false)}),
+        // A chain answers as a list of records, the form a stored example takes too.
         check: |output| {
-            output
-                .get("x")
-                .is_some_and(|x| x.as_array().is_some_and(|x| x.len() == 2))
+            output.as_array().is_some_and(|records| {
+                !records.is_empty()
+                    && records.iter().all(|record| {
+                        record
+                            .get("x")
+                            .is_some_and(|x| x.as_array().is_some_and(|x| x.len() == 2))
+                    })
+            })
         },
     },
     Case {
@@ -122,7 +140,7 @@ fn every_workload_trains_and_answers_in_its_own_terms() {
     for case in CASES {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
-        let mut client = Client::open(&Connection::embedded(&home), schema(case.source)).unwrap();
+        let mut client = Client::open(&Connection::embedded(&home), app(case.source)).unwrap();
         let feed: String = (0..24)
             .map(|i| format!("{}\n", (case.example)(i)))
             .collect();
@@ -182,6 +200,44 @@ fn every_workload_trains_and_answers_in_its_own_terms() {
             }
             None => panic!("{}: no score", case.name),
         }
+        // An answer and a stored example of the same object are the same JSON: fed back as an
+        // example's output, the answer is stored and renders exactly as it was answered.
+        if let (Some((_, answer)), CheckedOutputKind::Object) =
+            (report.answers.first(), output_kind(client.schema()))
+        {
+            let line = format!(
+                "{}\n",
+                json!({"input": (case.example)(0)["input"], "output": answer.output})
+            );
+            let fed = client
+                .feed_lines(Cursor::new(line), &FeedOptions::default())
+                .unwrap_or_else(|error| panic!("{}: {error}", case.name));
+            let id = *fed.ids.last().expect("one example stored");
+            let stored = client.example(id).unwrap();
+            let CheckedOutput::Object(object) = &stored.output else {
+                panic!("{}: stored as a label", case.name)
+            };
+            assert_eq!(
+                easeml_runtime::object::object_to_json(&client.schema().output, object),
+                answer.output,
+                "{}",
+                case.name
+            );
+        }
+    }
+}
+
+/// Whether an app's outputs are labels or objects.
+enum CheckedOutputKind {
+    Label,
+    Object,
+}
+
+fn output_kind(schema: &Schema) -> CheckedOutputKind {
+    if schema.label_capacity().is_some() {
+        CheckedOutputKind::Label
+    } else {
+        CheckedOutputKind::Object
     }
 }
 
@@ -194,7 +250,7 @@ fn typed_inputs_are_checked_before_any_model_runs() {
     let dir = tempfile::tempdir().unwrap();
     let mut client = Client::open(
         &Connection::embedded(dir.path().join("home")),
-        schema("Input = [3]\nOutput = [2]\n"),
+        app("Input = [3]\nOutput = [2]\n"),
     )
     .unwrap();
     let error = client.infer([vec![1.0, 2.0]]).unwrap_err();

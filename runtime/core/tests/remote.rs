@@ -11,7 +11,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{TestServer, schema};
+use common::{TestServer, app, schema};
 use easeml_runtime::store::Store;
 use easeml_runtime::{
     CheckedOutput, Client, Connection, Error, ExampleId, FeedOptions, PageRequest, TokenOrigin,
@@ -111,7 +111,7 @@ fn feed_list_toggle_status_and_infer_over_http_match_the_embedded_store() {
     let tokens = dir.path().join("tokens");
 
     // First use registers the app and saves its token (private).
-    let mut client = Client::open(&remote(&server, &tokens), schema(PICS)).unwrap();
+    let mut client = Client::open(&remote(&server, &tokens), app(PICS)).unwrap();
     let token_file = tokens.join(format!(
         "http_127.0.0.1_{}/pics.token",
         server.address.port()
@@ -170,7 +170,7 @@ fn feed_list_toggle_status_and_infer_over_http_match_the_embedded_store() {
             None => break,
         }
     }
-    let embedded = Client::open(&Connection::embedded(&server.home), schema(PICS)).unwrap();
+    let embedded = Client::open(&Connection::embedded(&server.home), app(PICS)).unwrap();
     let stored = embedded
         .examples(PageRequest {
             after: None,
@@ -212,7 +212,7 @@ fn feed_list_toggle_status_and_infer_over_http_match_the_embedded_store() {
     );
 
     // Opening again reads the saved token.
-    let again = Client::open(&remote(&server, &tokens), schema(PICS)).unwrap();
+    let again = Client::open(&remote(&server, &tokens), app(PICS)).unwrap();
     assert_eq!(again.token_origin(), Some(&TokenOrigin::File(token_file)));
     assert_eq!(again.status().unwrap().examples, 8);
 
@@ -306,7 +306,7 @@ fn feed_list_toggle_status_and_infer_over_http_match_the_embedded_store() {
 fn bad_lines_are_named_here_and_nothing_is_sent() {
     let server = TestServer::start(|_| {});
     let dir = tempfile::tempdir().unwrap();
-    let mut client = Client::open(&remote(&server, dir.path()), schema(PICS)).unwrap();
+    let mut client = Client::open(&remote(&server, dir.path()), app(PICS)).unwrap();
     let feed = format!(
         "{}[[1, 2]] cat\n{}missing.png dog\n{} bird\n",
         image_lines(0..1),
@@ -360,7 +360,7 @@ fn a_feed_larger_than_the_server_takes_at_once_goes_in_several_requests() {
     let dir = tempfile::tempdir().unwrap();
     let mut client = Client::open(
         &remote(&server, dir.path()),
-        schema("app big\nInput = [4, 4, 3]\nOutput = [2]"),
+        app("app big\nInput = [4, 4, 3]\nOutput = [2]"),
     )
     .unwrap();
     // About 300 bytes a line as the client writes it: 400 lines take several requests, each a
@@ -382,7 +382,7 @@ fn a_feed_larger_than_the_server_takes_at_once_goes_in_several_requests() {
     // An example larger than the whole limit is a bad line, and nothing is sent.
     let mut big = Client::open(
         &remote(&server, dir.path()),
-        schema("app huge\nInput = [2000]\nOutput = [1]"),
+        app("app huge\nInput = [2000]\nOutput = [1]"),
     )
     .unwrap();
     let values: Vec<f32> = (0..2000).map(|i| i as f32 / 3.0).collect();
@@ -410,7 +410,7 @@ fn no_server_says_which_url_and_what_to_do() {
         .unwrap()
         .port();
     let url = format!("http://127.0.0.1:{port}");
-    let error = Client::open(&with_token(&url, "t"), schema(PICS)).unwrap_err();
+    let error = Client::open(&with_token(&url, "t"), app(PICS)).unwrap_err();
     assert!(matches!(error, Error::Unreachable { .. }), "{error:?}");
     let message = error.to_string();
     assert!(
@@ -423,7 +423,7 @@ fn no_server_says_which_url_and_what_to_do() {
     );
 
     // A URL this client cannot use, and one that is not an easeml server.
-    let error = Client::open(&with_token("ftp://127.0.0.1:1", "t"), schema(PICS)).unwrap_err();
+    let error = Client::open(&with_token("ftp://127.0.0.1:1", "t"), app(PICS)).unwrap_err();
     assert!(
         error
             .to_string()
@@ -433,7 +433,7 @@ fn no_server_says_which_url_and_what_to_do() {
     let server = TestServer::start(|_| {});
     let error = Client::open(
         &with_token(&format!("{}/not-easeml", server.url), "t"),
-        schema(PICS),
+        app(PICS),
     )
     .unwrap_err();
     assert!(matches!(error, Error::Protocol { .. }), "{error:?}");
@@ -451,7 +451,7 @@ fn a_refused_token_says_which_app_and_how_to_fix_it() {
     let real = server.register(&schema(PICS));
 
     // EASEML_TOKEN with another token: 403, naming the app and the variable.
-    let error = Client::open(&with_token(&server.url, "not-the-token"), schema(PICS)).unwrap_err();
+    let error = Client::open(&with_token(&server.url, "not-the-token"), app(PICS)).unwrap_err();
     assert!(
         matches!(&error, Error::Unauthorized { status: 403, app, .. } if app == "pics"),
         "{error:?}"
@@ -466,7 +466,7 @@ fn a_refused_token_says_which_app_and_how_to_fix_it() {
 
     // No token anywhere, and the app is registered already (by someone else): 409 says where to
     // put the token.
-    let error = Client::open(&remote(&server, &tokens), schema(PICS)).unwrap_err();
+    let error = Client::open(&remote(&server, &tokens), app(PICS)).unwrap_err();
     assert!(
         matches!(error, Error::Unauthorized { status: 409, .. }),
         "{error:?}"
@@ -486,13 +486,13 @@ fn a_refused_token_says_which_app_and_how_to_fix_it() {
     // The token written there works; a wrong one there is refused, naming the file.
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     std::fs::write(&file, format!("{real}\n")).unwrap();
-    let client = Client::open(&remote(&server, &tokens), schema(PICS)).unwrap();
+    let client = Client::open(&remote(&server, &tokens), app(PICS)).unwrap();
     assert_eq!(
         client.token_origin(),
         Some(&TokenOrigin::File(file.clone()))
     );
     std::fs::write(&file, "stale").unwrap();
-    let error = Client::open(&remote(&server, &tokens), schema(PICS)).unwrap_err();
+    let error = Client::open(&remote(&server, &tokens), app(PICS)).unwrap_err();
     let message = error.to_string();
     assert!(
         matches!(error, Error::Unauthorized { status: 403, .. }),
@@ -511,7 +511,7 @@ fn a_refused_token_says_which_app_and_how_to_fix_it() {
         let app = store.app_by_name("pics").unwrap().unwrap();
         store.remove_app(app.id).unwrap();
     }
-    let client = Client::open(&remote(&server, &tokens), schema(PICS)).unwrap();
+    let client = Client::open(&remote(&server, &tokens), app(PICS)).unwrap();
     assert!(
         matches!(client.token_origin(), Some(TokenOrigin::Registered { file: Some(saved), .. }) if *saved == file)
     );
@@ -521,7 +521,7 @@ fn a_refused_token_says_which_app_and_how_to_fix_it() {
     // Another program's type under the same name.
     let error = Client::open(
         &remote(&server, &tokens),
-        schema("app pics\nInput = [5, 5, 3]\nOutput = [2]\nlabels = [cat, dog]"),
+        app("app pics\nInput = [5, 5, 3]\nOutput = [2]\nlabels = [cat, dog]"),
     )
     .unwrap_err();
     assert!(matches!(error, Error::SchemaMismatch { .. }), "{error:?}");
@@ -544,7 +544,7 @@ fn registering_needs_the_admin_token_when_the_server_has_one() {
         admin_token: admin_token.map(str::to_owned),
         token_dir: Some(dir.path().to_owned()),
     };
-    let error = Client::open(&connection(None), schema(PICS)).unwrap_err();
+    let error = Client::open(&connection(None), app(PICS)).unwrap_err();
     assert!(
         matches!(error, Error::Unauthorized { status: 401, .. }),
         "{error:?}"
@@ -553,7 +553,7 @@ fn registering_needs_the_admin_token_when_the_server_has_one() {
         error.to_string().contains("set EASEML_ADMIN_TOKEN"),
         "{error}"
     );
-    let error = Client::open(&connection(Some("not-the-admin-token")), schema(PICS)).unwrap_err();
+    let error = Client::open(&connection(Some("not-the-admin-token")), app(PICS)).unwrap_err();
     assert!(
         matches!(error, Error::Unauthorized { status: 403, .. }),
         "{error:?}"
@@ -564,7 +564,7 @@ fn registering_needs_the_admin_token_when_the_server_has_one() {
             .contains("EASEML_ADMIN_TOKEN is not this server's admin token"),
         "{error}"
     );
-    let client = Client::open(&connection(Some(admin)), schema(PICS)).unwrap();
+    let client = Client::open(&connection(Some(admin)), app(PICS)).unwrap();
     assert!(matches!(
         client.token_origin(),
         Some(TokenOrigin::Registered { file: Some(_), .. })
@@ -577,7 +577,7 @@ fn registering_needs_the_admin_token_when_the_server_has_one() {
             admin_token: Some(admin.to_owned()),
             token_dir: None,
         },
-        schema("app other\nInput = [2]\nOutput = [1]"),
+        app("app other\nInput = [2]\nOutput = [1]"),
     )
     .unwrap();
     assert!(matches!(
@@ -591,7 +591,7 @@ fn registering_needs_the_admin_token_when_the_server_has_one() {
 fn the_servers_4xx_come_back_with_its_message() {
     let server = TestServer::start(|_| {});
     let dir = tempfile::tempdir().unwrap();
-    let mut client = Client::open(&remote(&server, dir.path()), schema(PICS)).unwrap();
+    let mut client = Client::open(&remote(&server, dir.path()), app(PICS)).unwrap();
     let error = client.set_enabled(ExampleId(123_456), false).unwrap_err();
     assert!(
         matches!(&error, Error::Server { status: 404, url, .. } if *url == server.url),
@@ -683,7 +683,7 @@ fn a_server_that_goes_away_mid_feed_leaves_the_earlier_requests_stored_and_says_
     // Opening and the label snapshot are a few hundred bytes; then 16 KiB requests: the cut
     // falls in the second one.
     let proxy = CuttingProxy::start(server.address, 24 << 10);
-    let mut client = Client::open(&with_token(&proxy.url, &token), schema(PICS)).unwrap();
+    let mut client = Client::open(&with_token(&proxy.url, &token), app(PICS)).unwrap();
     let error = client
         .feed_lines(Cursor::new(image_lines(0..200)), &FeedOptions::default())
         .unwrap_err();
@@ -704,7 +704,7 @@ fn a_server_that_goes_away_mid_feed_leaves_the_earlier_requests_stored_and_says_
         "{message}"
     );
     // Exactly those are in the store.
-    let embedded = Client::open(&Connection::embedded(&server.home), schema(PICS)).unwrap();
+    let embedded = Client::open(&Connection::embedded(&server.home), app(PICS)).unwrap();
     let page = embedded
         .examples(PageRequest {
             after: None,

@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{TestServer, http, manifest, schema, status_json, with_token};
+use common::{TestServer, app, http, manifest, schema, status_json, with_token};
 use easeml_runtime::{Client, Connection, PageRequest};
 use serde_json::{Value, json};
 
@@ -691,7 +691,7 @@ fn fifty_concurrent_feeders_store_every_example_exactly_once() {
     server.stop();
 
     // Exactly once: 10,000 examples, each (feeder, index) once, its output matching its input.
-    let client = Client::open(&Connection::embedded(&server.home), schema(source)).unwrap();
+    let client = Client::open(&Connection::embedded(&server.home), app(source)).unwrap();
     let mut seen: HashMap<(u32, u32), usize> = HashMap::new();
     let mut request = PageRequest {
         after: None,
@@ -830,7 +830,7 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
 #[test]
 fn refine_serves_the_page_without_an_action_and_keeps_its_flags() {
     use easeml_runtime::app_cli::{Entry, command};
-    let spec = easeml_runtime::AppSpec::from_schema(schema(PICS));
+    let spec = app(PICS);
     let parse = |entry: Entry, args: &[&str]| command(&spec, entry).try_get_matches_from(args);
     let listen = |matches: &clap::ArgMatches| {
         matches

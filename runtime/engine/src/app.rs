@@ -1,68 +1,12 @@
-//! What the engine needs to know about an app, read from its stored manifest: the schema, the
-//! workload, the candidate ids and the constraints.
-//!
-//! A manifest written by `easemlc` (`easeml.json`) carries the workload and candidates; one made from
-//! a schema alone (a typed client opened without a manifest) does not, and then the built-in template
-//! registry chooses them, exactly as `easemlc` would have.
+//! What the engine needs to know about an app, read from its stored manifest
+//! ([`easeml_schema::Manifest`], written by `easemlc` or the macro): the schema, the workload and the
+//! candidate ids. The limits are the schema's (`Schema::train_time_limit`).
 
-use easeml_compiler::schema::{Metric, Schema};
-use easeml_compiler::{Registry, candidates};
-use serde_json::Value;
+use easeml_schema::{Manifest, Schema};
+
+pub use easeml_schema::Workload;
 
 use crate::error::{Error, Result};
-
-/// The workloads of LANGUAGE.md section 4 (the registry's `workload` names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Workload {
-    /// `image_classification`: `[A,B,C]` or `[A,B]` in, a class out.
-    ImageClassification,
-    /// `image_recovery`: an image in, an image out.
-    ImageRecovery,
-    /// `timeseries_classification`: a chain of records in, a class out.
-    TimeseriesClassification,
-    /// `timeseries_translation`: a chain in, a chain out.
-    TimeseriesTranslation,
-    /// `tree_classification`: a binary tree of records in, a class out.
-    TreeClassification,
-    /// `tabular_regression`: `[A]` in, `[1]` out.
-    TabularRegression,
-    /// `tabular_classification`: `[A]` in, a class out.
-    TabularClassification,
-    /// `general_classification`: anything in, a class out.
-    GeneralClassification,
-    /// `general_autoencoder`: anything in, reconstructed.
-    GeneralAutoencoder,
-}
-
-impl Workload {
-    /// Parses a registry workload name.
-    pub fn from_name(name: &str) -> Option<Workload> {
-        Some(match name {
-            "image_classification" => Workload::ImageClassification,
-            "image_recovery" => Workload::ImageRecovery,
-            "timeseries_classification" => Workload::TimeseriesClassification,
-            "timeseries_translation" => Workload::TimeseriesTranslation,
-            "tree_classification" => Workload::TreeClassification,
-            "tabular_regression" => Workload::TabularRegression,
-            "tabular_classification" => Workload::TabularClassification,
-            "general_classification" => Workload::GeneralClassification,
-            "general_autoencoder" => Workload::GeneralAutoencoder,
-            _ => return None,
-        })
-    }
-
-    /// True when the output is a class (quality is accuracy).
-    pub fn is_classification(self) -> bool {
-        matches!(
-            self,
-            Workload::ImageClassification
-                | Workload::TimeseriesClassification
-                | Workload::TreeClassification
-                | Workload::TabularClassification
-                | Workload::GeneralClassification
-        )
-    }
-}
 
 /// An app as the engine sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,75 +17,33 @@ pub struct AppModel {
     pub workload: Workload,
     /// The candidate ids, e.g. `resnet18+norm_k2`, in the manifest's order.
     pub candidates: Vec<String>,
-    /// The `train_time` constraint in seconds, if any.
-    pub train_time_limit: Option<f64>,
 }
 
 impl AppModel {
-    /// Reads a stored manifest (JSON text with a `schema` key, and `workload` + `candidates` when
-    /// `easemlc` wrote it).
+    /// Reads and checks a stored manifest ([`Manifest::from_json`]).
     pub fn from_manifest(app: &str, manifest: &str) -> Result<AppModel> {
         let bad = |message: String| Error::Manifest {
             app: app.to_owned(),
             message,
         };
-        let value: Value = serde_json::from_str(manifest)
-            .map_err(|error| bad(format!("the manifest is not JSON: {error}")))?;
-        let schema: Schema = serde_json::from_value(
-            value
-                .get("schema")
-                .cloned()
-                .ok_or_else(|| bad("the manifest has no `schema`".to_owned()))?,
-        )
-        .map_err(|error| bad(format!("the manifest's `schema`: {error}")))?;
-        let listed: Option<Vec<String>> =
-            value
-                .get("candidates")
-                .and_then(Value::as_array)
-                .map(|candidates| {
-                    candidates
-                        .iter()
-                        .filter_map(|candidate| candidate.get("id").and_then(Value::as_str))
-                        .map(str::to_owned)
-                        .collect()
-                });
-        let workload_name = value.get("workload").and_then(Value::as_str);
-        let (workload_name, candidate_ids) = match (workload_name, listed) {
-            (Some(workload), Some(candidates)) if !candidates.is_empty() => {
-                (workload.to_owned(), candidates)
-            }
-            _ => {
-                let registry = Registry::builtin();
-                let template = registry
-                    .matching(&schema)
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "no model template accepts `{}`",
-                            schema.system_type()
-                        ))
-                    })?;
-                let ids = candidates::candidates(template, &registry.normalization_ks)
-                    .into_iter()
-                    .map(|candidate| candidate.id)
-                    .collect();
-                (template.workload.clone(), ids)
-            }
-        };
-        let workload = Workload::from_name(&workload_name)
-            .ok_or_else(|| bad(format!("unknown workload `{workload_name}`")))?;
-        let train_time_limit = schema
-            .constraints
-            .iter()
-            .find(|constraint| constraint.metric == Metric::TrainTime)
-            .map(|constraint| constraint.seconds);
+        let manifest = Manifest::from_json(manifest).map_err(|error| {
+            bad(format!(
+                "its manifest cannot be used: {error} (regenerate the app with easemlc and feed it again)"
+            ))
+        })?;
+        let workload = manifest
+            .workload()
+            .ok_or_else(|| bad(format!("unknown workload `{}`", manifest.workload)))?;
         Ok(AppModel {
-            schema,
             workload,
-            candidates: candidate_ids,
-            train_time_limit,
+            candidates: manifest.candidate_ids().map(str::to_owned).collect(),
+            schema: manifest.schema,
         })
+    }
+
+    /// The `train_time` limit of one run in seconds, if the program has one.
+    pub fn train_time_limit(&self) -> Option<f64> {
+        self.schema.train_time_limit()
     }
 
     /// D, the number of classes, for classification workloads.

@@ -11,8 +11,8 @@
 //!
 //! Classes come from the stored label index, or from the argmax of a stored output vector.
 
-use easeml_compiler::schema::DataType;
-use easeml_example::{Object, codec, object_to_json, tensor_to_json};
+use easeml_object::{Object, codec, object_to_json, tensor_to_json};
+use easeml_schema::DataType;
 use easeml_trainer::data::Sequences;
 use easeml_trainer::{Examples, Inputs, Prediction, Targets, Tree};
 use serde_json::Value;
@@ -20,9 +20,9 @@ use serde_json::Value;
 use crate::app::{AppModel, Workload};
 use crate::error::{Error, Result};
 
-/// One inference result in the app's terms (defined in `easeml-example`, so that the client library
+/// One inference result in the app's terms (defined in `easeml-object`, so that the client library
 /// has it without the engine).
-pub use easeml_example::Inference;
+pub use easeml_object::Inference;
 
 /// A stored example's output, decoded.
 #[derive(Debug, Clone, PartialEq)]

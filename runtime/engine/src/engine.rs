@@ -21,7 +21,7 @@ use std::fs::File;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use easeml_example::codec;
+use easeml_object::codec;
 use easeml_scheduler::{
     CandidateSpec, Decision, KernelHyperparameters, KernelKind, KernelModel, PriorObservation,
     Scheduler, SchedulerConfig,
@@ -339,7 +339,7 @@ impl Engine {
         budget.max_epochs = self.config.max_epochs;
         budget.seed = self.config.seed;
         let mut seconds = self.config.max_run_seconds;
-        if let Some(limit) = state.model.train_time_limit {
+        if let Some(limit) = state.model.train_time_limit() {
             // The run stops inside the limit, so it never breaks the constraint.
             seconds = seconds.min(0.9 * limit);
         }
@@ -419,7 +419,7 @@ impl Engine {
         let budget = self.budget(state, deadline);
         let examples = Arc::clone(&state.examples);
         let app_id = state.id;
-        let train_time_limit = state.model.train_time_limit;
+        let train_time_limit = state.model.train_time_limit();
         self.store.start_run(run)?;
         events(Event::RunStarted {
             app: app.clone(),

@@ -29,7 +29,7 @@ pub enum Error {
         id: i64,
         /// What is wrong.
         #[source]
-        source: easeml_example::Error,
+        source: easeml_object::Error,
     },
     /// A checkpoint blob that cannot be read.
     #[error("checkpoint: {0}")]

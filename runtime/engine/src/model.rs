@@ -1,7 +1,7 @@
 //! Serving an app's best model: load the checkpoint of the best run once, then predict batches of
 //! checked input objects, answering in the app's terms (label names, output objects).
 
-use easeml_example::Object;
+use easeml_object::Object;
 use easeml_store::{AppId, RunRecord, Store, best_run};
 use easeml_trainer::Predictor;
 use tch::Device;
@@ -26,7 +26,7 @@ impl ServedModel {
         let stored = store.app(app)?;
         let model = AppModel::from_manifest(&stored.name, &stored.manifest)?;
         let runs = store.runs(app)?;
-        let Some(run) = best_run(&runs, model.train_time_limit).cloned() else {
+        let Some(run) = best_run(&runs, model.train_time_limit()).cloned() else {
             return Ok(None);
         };
         let hash = run.checkpoint.clone().ok_or_else(|| {

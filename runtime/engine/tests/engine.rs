@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use easeml_compiler::{Registry, compile};
 use easeml_engine::{Engine, EngineConfig, Error, Event, ServedModel, checkpoint_blob};
-use easeml_example::{Object, codec};
+use easeml_object::{Object, codec};
 use easeml_store::{AppId, Blob, NewApp, NewExample, NewOutput, RunState, Store};
 use tch::Device;
 
@@ -16,29 +16,16 @@ fn config() -> EngineConfig {
     config
 }
 
-/// Registers the program as an app; `full_manifest` writes workload and candidates like easemlc,
-/// else only the schema (the engine then asks the registry).
-fn register(store: &mut Store, source: &str, name: &str, full_manifest: bool) -> AppId {
+/// Registers the program as an app with the manifest easemlc writes for it.
+fn register(store: &mut Store, source: &str, name: &str) -> AppId {
     let compiled = compile(source, name, &Registry::builtin()).expect("the program compiles");
     let schema = &compiled.schema;
-    let manifest = if full_manifest {
-        serde_json::json!({
-            "schema": schema,
-            "workload": compiled.workload(),
-            "candidates": compiled.candidates,
-        })
-    } else {
-        serde_json::json!({ "schema": schema })
-    };
-    let label_capacity = match (&schema.labels, schema.output.single_vector()) {
-        (Some(labels), _) => Some(labels.len() as u64),
-        (None, Some(d)) if d >= 2 => Some(d),
-        _ => None,
-    };
+    let manifest = easeml_compiler::codegen::manifest(&compiled).to_json();
+    let label_capacity = schema.label_capacity();
     store
         .register_app(&NewApp {
             name: schema.app.clone(),
-            manifest: manifest.to_string(),
+            manifest,
             system_type: schema.system_type(),
             label_capacity,
             declared_labels: schema.labels.clone(),
@@ -96,8 +83,8 @@ const LEVEL: &str = "app level\nInput = [3]\nOutput = [1]\n";
 fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path()).unwrap();
-    let sides = register(&mut store, SIDES, "sides", true);
-    let level = register(&mut store, LEVEL, "level", false);
+    let sides = register(&mut store, SIDES, "sides");
+    let level = register(&mut store, LEVEL, "level");
     feed_labels(&mut store, sides, &clusters(120, 0));
     feed_regression(&mut store, level, 60);
     drop(store);
@@ -159,7 +146,7 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
 fn new_data_reopens_an_app_and_a_removed_app_is_dropped() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path()).unwrap();
-    let sides = register(&mut store, SIDES, "sides", true);
+    let sides = register(&mut store, SIDES, "sides");
     feed_labels(&mut store, sides, &clusters(40, 0));
     drop(store);
     let mut engine = Engine::open(home.path(), config()).unwrap();
@@ -193,7 +180,7 @@ fn new_data_reopens_an_app_and_a_removed_app_is_dropped() {
 fn one_engine_per_store_and_interrupted_runs_are_rerun_first() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path()).unwrap();
-    let sides = register(&mut store, SIDES, "sides", true);
+    let sides = register(&mut store, SIDES, "sides");
     feed_labels(&mut store, sides, &clusters(40, 0));
     // A run that a killed engine left running.
     let interrupted = store.queue_run(sides, "logistic").unwrap();
@@ -220,7 +207,7 @@ fn one_engine_per_store_and_interrupted_runs_are_rerun_first() {
 fn apps_with_too_few_examples_or_a_broken_manifest_wait_without_stopping_the_others() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path()).unwrap();
-    let few = register(&mut store, SIDES, "sides", true);
+    let few = register(&mut store, SIDES, "sides");
     feed_labels(&mut store, few, &clusters(2, 0));
     let broken = store
         .register_app(&NewApp {
@@ -234,7 +221,7 @@ fn apps_with_too_few_examples_or_a_broken_manifest_wait_without_stopping_the_oth
         .0
         .id;
     feed_regression(&mut store, broken, 10);
-    let level = register(&mut store, LEVEL, "level", true);
+    let level = register(&mut store, LEVEL, "level");
     feed_regression(&mut store, level, 30);
     drop(store);
 
@@ -265,7 +252,12 @@ fn apps_with_too_few_examples_or_a_broken_manifest_wait_without_stopping_the_oth
         skipped[0].1
     );
     assert_eq!(skipped[1].0, "broken");
-    assert!(skipped[1].1.contains("schema"), "{}", skipped[1].1);
+    assert!(
+        skipped[1].1.contains("its manifest cannot be used")
+            && skipped[1].1.contains("expected struct Schema"),
+        "{}",
+        skipped[1].1
+    );
     assert!(engine.store().runs(few).unwrap().is_empty());
     assert!(
         ServedModel::load(engine.store(), few, Device::Cpu)
@@ -278,7 +270,7 @@ fn apps_with_too_few_examples_or_a_broken_manifest_wait_without_stopping_the_oth
 fn a_time_budget_stops_the_loop() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path()).unwrap();
-    let sides = register(&mut store, SIDES, "sides", true);
+    let sides = register(&mut store, SIDES, "sides");
     feed_labels(&mut store, sides, &clusters(40, 0));
     drop(store);
     let mut engine = Engine::open(home.path(), config()).unwrap();

@@ -7,7 +7,7 @@
 //! blobs/ab/abcdef...              one file per distinct blob, named by the sha256 of its bytes
 //! blobs/tmp/                      blobs being written (renamed into place when complete)
 //! ```
-//! The store is schema-agnostic: it keeps encoded blobs (see `easeml_example::codec`), label
+//! The store is schema-agnostic: it keeps encoded blobs (see `easeml_object::codec`), label
 //! strings and the manifest as JSON text; checking examples against a schema is the client
 //! library's job, done before anything reaches the store. It never sees tch or HTTP.
 

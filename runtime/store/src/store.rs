@@ -103,7 +103,7 @@ pub enum NewOutput {
 /// An example to store: the encoded input and the output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewExample {
-    /// The encoded input object (`easeml_example::codec`).
+    /// The encoded input object (`easeml_object::codec`).
     pub input: Blob,
     /// The output.
     pub output: NewOutput,

@@ -14,7 +14,7 @@ pub(super) fn load(path: &Path, shown: &str, dims: &[u64]) -> Result<Vec<f32>, S
         _ => {
             return Err(format!(
                 "{shown}: an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]; this app's input is {}",
-                easeml_example::format_dims(dims)
+                easeml_object::format_dims(dims)
             ));
         }
     };

@@ -22,8 +22,8 @@ mod npy;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use easeml_compiler::schema::{DataType, FieldKind, Schema};
-use easeml_example::{Object, object_from_json};
+use easeml_object::{Object, object_from_json};
+use easeml_schema::{DataType, FieldKind, Schema};
 use serde_json::Value;
 
 /// How to read a feed.

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use easeml_example::{Error as ExampleError, check_tensor_values, format_dims};
+use easeml_object::{Error as ExampleError, check_tensor_values, format_dims};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 

@@ -1,76 +1,12 @@
 //! Stored examples as JSON: the same forms the feed reads (DESIGN.md section 2), so what the API
 //! returns can be fed back.
 
-use easeml_compiler::schema::{DataType, FieldKind};
-use easeml_example::Object;
-use serde_json::{Map, Value, json};
+use easeml_object::{Object, object_to_json};
+use serde_json::Value;
 
 use crate::feed::single_tensor_dims;
 use crate::wire::{FullExample, Listed};
 use crate::{CheckedOutput, ExampleRecord, LoadedExample, StoredOutput};
-
-/// An object as JSON: a nested array for a type that is one tensor field; else a record of its
-/// fields, a chain (one recursive field) as a list of records, a tree as nested records.
-pub(crate) fn object_to_json(data_type: &DataType, object: &Object) -> Value {
-    let recursive: Vec<&str> = data_type.recursive_names().collect();
-    if recursive.is_empty()
-        && let ([field], [values]) = (data_type.fields.as_slice(), object.tensors.as_slice())
-        && let FieldKind::Tensor(tensor) = &field.kind
-    {
-        return tensor_to_json(&tensor.dims, values);
-    }
-    if recursive.len() == 1 {
-        // A chain: walk it instead of recursing.
-        let mut records = Vec::new();
-        let mut next = Some(object);
-        while let Some(record) = next {
-            records.push(Value::Object(record_fields(data_type, record)));
-            next = record.children.first().and_then(|child| child.as_deref());
-        }
-        return Value::Array(records);
-    }
-    let mut map = record_fields(data_type, object);
-    for (name, child) in recursive.iter().zip(&object.children) {
-        let value = match child {
-            Some(child) => object_to_json(data_type, child),
-            None => Value::Null,
-        };
-        map.insert((*name).to_owned(), value);
-    }
-    Value::Object(map)
-}
-
-/// The tensor fields of one record.
-fn record_fields(data_type: &DataType, object: &Object) -> Map<String, Value> {
-    let mut map = Map::new();
-    let tensors = data_type
-        .fields
-        .iter()
-        .filter_map(|field| match &field.kind {
-            FieldKind::Tensor(tensor) => Some((field.name.as_str(), tensor)),
-            FieldKind::Recursive => None,
-        });
-    for ((name, tensor), values) in tensors.zip(&object.tensors) {
-        map.insert(name.to_owned(), tensor_to_json(&tensor.dims, values));
-    }
-    map
-}
-
-/// Row-major values as arrays nested to `dims`.
-fn tensor_to_json(dims: &[u64], values: &[f32]) -> Value {
-    match dims {
-        [] | [_] => Value::Array(values.iter().map(|value| json!(value)).collect()),
-        [_, inner @ ..] => {
-            let step = inner.iter().product::<u64>().max(1) as usize;
-            Value::Array(
-                values
-                    .chunks(step)
-                    .map(|chunk| tensor_to_json(inner, chunk))
-                    .collect(),
-            )
-        }
-    }
-}
 
 /// One example of a listing: `{id, enabled, label, label_index, input_hash, output_hash,
 /// data_version, created_ms}`.
@@ -196,7 +132,8 @@ fn write_tensor(dims: &[u64], values: &[f32], ryu: &mut ryu::Buffer, out: &mut V
 mod tests {
     use super::*;
     use easeml_compiler::{Registry, compile};
-    use easeml_example::object_from_json;
+    use easeml_object::object_from_json;
+    use serde_json::json;
 
     fn round_trip(source: &str, value: Value) {
         let schema = compile(source, "app", &Registry::builtin()).unwrap().schema;

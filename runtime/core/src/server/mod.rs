@@ -408,7 +408,7 @@ pub async fn shutdown_signal() {
 }
 
 /// A tokio runtime for the server binaries: worker threads, and blocking threads with 8 MiB stacks
-/// (decoding and printing deep recursive examples recurses up to `easeml_example::MAX_DEPTH`).
+/// (decoding and printing deep recursive examples recurses up to `easeml_object::MAX_DEPTH`).
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -5,7 +5,7 @@ use std::io::Cursor;
 
 use ::image::imageops::FilterType;
 use ::image::{DynamicImage, GrayImage, ImageFormat, RgbImage};
-use easeml_compiler::schema::{DataType, FieldKind};
+use easeml_schema::{DataType, FieldKind};
 
 /// The longest side of a thumbnail; smaller images keep their size (the page scales them up).
 const MAX_SIDE: u32 = 128;
@@ -71,7 +71,7 @@ pub(crate) fn png(data_type: &DataType, values: &[f32]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use easeml_compiler::schema::{Field, Tensor};
+    use easeml_schema::{Field, Tensor};
 
     fn data_type(dims: &[u64]) -> DataType {
         DataType {

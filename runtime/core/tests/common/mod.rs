@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use easeml_compiler::{Registry, compile, schema::Schema};
+use easeml_compiler::{Compiled, Registry, compile, schema::Schema};
 use easeml_runtime::AppSpec;
 use easeml_runtime::server::{Config, ServerThread};
 use reqwest::blocking::{Client as Http, RequestBuilder, Response};
@@ -18,9 +18,20 @@ pub fn schema(source: &str) -> Schema {
         .schema
 }
 
-/// The `easeml.json`-like manifest of a schema.
+/// The `easeml.json` easemlc writes for a schema (the builtin registry's template and candidates).
 pub fn manifest(schema: &Schema) -> String {
-    AppSpec::from_schema(schema.clone()).manifest().to_owned()
+    let compiled = Compiled::from_schema(schema.clone(), &Registry::builtin()).expect("a template");
+    easeml_compiler::codegen::manifest(&compiled).to_json()
+}
+
+/// The app of a schema, described by the manifest easemlc writes for it.
+pub fn spec(schema: &Schema) -> AppSpec {
+    AppSpec::from_manifest_json(&manifest(schema)).unwrap()
+}
+
+/// The app of a small `.eml` program.
+pub fn app(source: &str) -> AppSpec {
+    spec(&schema(source))
 }
 
 /// An HTTP client with a timeout, so that no test can hang on the server.

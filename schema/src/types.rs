@@ -1,4 +1,5 @@
-//! `Schema`: a checked program, i.e. the paper's system data type plus our optional items.
+//! `Schema`: a checked program, i.e. the paper's system data type plus our optional items, and its
+//! canonical printer.
 //!
 //! Every stage after checking consumes this type, never the AST, so two programs with the same
 //! canonical system type ([`Schema::system_type`]) are the same program to the rest of easeml.
@@ -126,6 +127,34 @@ impl Schema {
     /// `{input: {[Tensor[256,256,3]], []}, output: {[Tensor[3]], []}}`.
     pub fn system_type(&self) -> String {
         format!("{{input: {}, output: {}}}", self.input, self.output)
+    }
+
+    /// The limit of `metric` in seconds, when the program constrains it.
+    pub fn limit(&self, metric: Metric) -> Option<f64> {
+        self.constraints
+            .iter()
+            .find(|constraint| constraint.metric == metric)
+            .map(|constraint| constraint.seconds)
+    }
+
+    /// The `train_time` limit of one training run in seconds, if any.
+    pub fn train_time_limit(&self) -> Option<f64> {
+        self.limit(Metric::TrainTime)
+    }
+
+    /// The `infer_latency` limit of one example in seconds, if any.
+    pub fn infer_latency_limit(&self) -> Option<f64> {
+        self.limit(Metric::InferLatency)
+    }
+
+    /// D when the output can be a label: the declared labels' count, or D of an output `[D]` with
+    /// D >= 2 (D = 1 is regression).
+    pub fn label_capacity(&self) -> Option<u64> {
+        match (&self.labels, self.output.single_vector()) {
+            (Some(labels), _) => Some(labels.len() as u64),
+            (None, Some(dimension)) if dimension >= 2 => Some(dimension),
+            _ => None,
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 //! 4 + n * (40 + 1) bytes. Decoding checks the length, the link bytes, finiteness and the depth limit,
 //! so a corrupt or truncated blob is an error, never a panic.
 
-use easeml_compiler::schema::{DataType, FieldKind};
+use easeml_schema::{DataType, FieldKind};
 
 use crate::object::{MAX_DEPTH, Object, check_tensor_values};
 use crate::{Error, Result};
@@ -154,7 +154,7 @@ fn decode_node(
 
 #[cfg(test)]
 mod tests {
-    use easeml_compiler::schema::{Field, Tensor};
+    use easeml_schema::{Field, Tensor};
 
     use super::*;
 

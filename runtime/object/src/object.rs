@@ -1,6 +1,6 @@
 //! The checked object model and the finiteness / range checks shared by every loader.
 
-use easeml_compiler::schema::{DataType, FieldKind};
+use easeml_schema::{DataType, FieldKind};
 
 use crate::{Error, Result};
 

@@ -1,6 +1,6 @@
 //! easeml's example model: one input or output object checked against its schema, and its storage form.
 //!
-//! A checked [`Object`] holds, for every tensor field of its [`DataType`](easeml_compiler::schema::DataType), the values as row-major
+//! A checked [`Object`] holds, for every tensor field of its [`DataType`](easeml_schema::DataType), the values as row-major
 //! `f32`, and for every recursive field an optional child object. Objects are built from JSON by
 //! [`object_from_json`] (which checks shapes, types and finiteness and names the offending field), or
 //! by the runtime's loaders (images, `.npy`) through [`check_tensor_values`]. [`codec`] turns them into

@@ -1,7 +1,7 @@
 //! Property: every checked object decodes to itself, and JSON and the codec agree.
 
-use easeml_compiler::schema::{DataType, Field, FieldKind, Tensor};
-use easeml_example::{Object, codec};
+use easeml_object::{Object, codec};
+use easeml_schema::{DataType, Field, FieldKind, Tensor};
 use proptest::prelude::*;
 
 fn tree_type() -> DataType {
@@ -68,7 +68,7 @@ proptest! {
         object.check(&data_type, "input").unwrap();
         let bytes = codec::encode(&object);
         prop_assert_eq!(codec::decode(&data_type, &bytes).unwrap(), object.clone());
-        let from_json = easeml_example::object_from_json(&data_type, &to_json(&object), "input").unwrap();
+        let from_json = easeml_object::object_from_json(&data_type, &to_json(&object), "input").unwrap();
         prop_assert_eq!(from_json, object);
     }
 }

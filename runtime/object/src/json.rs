@@ -10,7 +10,7 @@
 //!
 //! Tensors are nested arrays matching the declared shape exactly.
 
-use easeml_compiler::schema::{DataType, FieldKind, Tensor};
+use easeml_schema::{DataType, FieldKind, Tensor};
 use serde_json::Value;
 
 use crate::object::{MAX_DEPTH, Object, format_dims, format_index};
@@ -280,7 +280,7 @@ fn expected_object(data_type: &DataType) -> String {
 
 #[cfg(test)]
 mod tests {
-    use easeml_compiler::schema::Field;
+    use easeml_schema::Field;
     use serde_json::json;
 
     use super::*;
@@ -440,32 +440,54 @@ mod tests {
     }
 }
 
-/// The JSON form of a checked object (the inverse of [`object_from_json`]): the nested array itself
-/// when the type is exactly one tensor field, else an object with one key per field, recursive fields
-/// nested (`null` when absent). Chains nest rather than list, which [`object_from_json`] also reads.
+/// The JSON form of a checked object, the inverse of [`object_from_json`] and the one function that
+/// writes an object as JSON (stored examples over HTTP, inference answers, the refine page): the
+/// nested array itself when the type is exactly one tensor field; else a record of the tensor
+/// fields, a chain (exactly one recursive field) as a list of records in chain order, a tree (two or
+/// more recursive fields) as nested records with `null` for an absent child.
 pub fn object_to_json(data_type: &DataType, object: &Object) -> Value {
-    if let [field] = data_type.fields.as_slice()
+    let recursive: Vec<&str> = data_type.recursive_names().collect();
+    if recursive.is_empty()
+        && let ([field], [values]) = (data_type.fields.as_slice(), object.tensors.as_slice())
         && let FieldKind::Tensor(tensor) = &field.kind
-        && let Some(values) = object.tensors.first()
     {
         return tensor_to_json(&tensor.dims, values);
     }
-    let mut map = serde_json::Map::new();
-    let mut tensors = object.tensors.iter();
-    let mut children = object.children.iter();
-    for field in &data_type.fields {
-        let value = match &field.kind {
-            FieldKind::Tensor(tensor) => tensors
-                .next()
-                .map_or(Value::Null, |values| tensor_to_json(&tensor.dims, values)),
-            FieldKind::Recursive => match children.next() {
-                Some(Some(child)) => object_to_json(data_type, child),
-                _ => Value::Null,
-            },
+    if recursive.len() == 1 {
+        // A chain: walk it instead of recursing, so a long chain needs no deep stack.
+        let mut records = Vec::new();
+        let mut next = Some(object);
+        while let Some(record) = next {
+            records.push(Value::Object(record_fields(data_type, record)));
+            next = record.children.first().and_then(|child| child.as_deref());
+        }
+        return Value::Array(records);
+    }
+    let mut map = record_fields(data_type, object);
+    for (name, child) in recursive.iter().zip(&object.children) {
+        let value = match child {
+            Some(child) => object_to_json(data_type, child),
+            None => Value::Null,
         };
-        map.insert(field.name.clone(), value);
+        map.insert((*name).to_owned(), value);
     }
     Value::Object(map)
+}
+
+/// The tensor fields of one record, by name.
+fn record_fields(data_type: &DataType, object: &Object) -> serde_json::Map<String, Value> {
+    let mut map = serde_json::Map::new();
+    let tensors = data_type
+        .fields
+        .iter()
+        .filter_map(|field| match &field.kind {
+            FieldKind::Tensor(tensor) => Some((field.name.as_str(), tensor)),
+            FieldKind::Recursive => None,
+        });
+    for ((name, tensor), values) in tensors.zip(&object.tensors) {
+        map.insert(name.to_owned(), tensor_to_json(&tensor.dims, values));
+    }
+    map
 }
 
 /// Row-major `values` as nested arrays of shape `dims` (a bare list for one dimension).
@@ -488,7 +510,7 @@ pub fn tensor_to_json(dims: &[u64], values: &[f32]) -> Value {
 #[cfg(test)]
 mod to_json_tests {
     use super::*;
-    use easeml_compiler::schema::Field;
+    use easeml_schema::Field;
 
     fn tensor(name: &str, dims: &[u64]) -> Field {
         Field {
@@ -528,7 +550,7 @@ mod to_json_tests {
         let json = object_to_json(&chain, &object);
         assert_eq!(
             json,
-            serde_json::json!({"reading": [1.0, 2.0], "next": {"reading": [3.0, 4.0], "next": null}})
+            serde_json::json!([{"reading": [1.0, 2.0]}, {"reading": [3.0, 4.0]}])
         );
         assert_eq!(object_from_json(&chain, &json, "input").unwrap(), object);
     }
