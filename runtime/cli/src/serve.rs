@@ -79,16 +79,9 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     config.listen = args.listen;
     config.max_body_bytes = args.max_body_bytes;
     if let Some(file) = &args.admin_token_file {
-        let token = std::fs::read_to_string(file)
-            .with_context(|| format!("reading the admin token file {}", file.display()))?;
-        let token = token.trim();
-        if token.len() < 16 {
-            bail!(
-                "the admin token in {} is shorter than 16 characters; use a long random one",
-                file.display()
-            );
-        }
-        config.admin_token = Some(token.to_owned());
+        let token = easeml_runtime::store::tokens::read_admin_token_file(file)
+            .map_err(anyhow::Error::msg)?;
+        config.admin_token = Some(token);
     }
     // The train lock is taken before the server starts, so a store trained elsewhere is an error
     // at once rather than a log line later; the loop itself starts once the server listens.

@@ -4,6 +4,7 @@
 //! 4xx, no model yet, a server that dies mid-feed), and the app command line (`app_cli`, run in a
 //! child process) with `EASEML_SERVER`, `--server` and a baked-in server URL.
 
+#[path = "../../server/tests/common/mod.rs"]
 mod common;
 
 use std::io::{Cursor, Read, Write};
@@ -1073,4 +1074,39 @@ fn feed_and_infer_name_a_missing_file_or_a_folder() {
         "{}",
         run.stderr
     );
+}
+
+/// The generated binaries' `refine`: no option serves the page (on `--listen`, 127.0.0.1:9000 by
+/// default); `--list`, `--enable`, `--disable` still work and do not take `--listen`.
+#[test]
+fn refine_serves_the_page_without_an_action_and_keeps_its_flags() {
+    use easeml_runtime::app_cli::{Entry, command};
+    let spec = app(PICS);
+    let parse = |entry: Entry, args: &[&str]| command(&spec, entry).try_get_matches_from(args);
+    let listen = |matches: &clap::ArgMatches| {
+        matches
+            .get_one::<std::net::SocketAddr>("listen")
+            .copied()
+            .unwrap()
+    };
+    let matches = parse(Entry::App, &["pics", "refine"]).unwrap();
+    let refine = matches.subcommand_matches("refine").unwrap();
+    assert_eq!(listen(refine), "127.0.0.1:9000".parse().unwrap());
+    assert!(!refine.get_flag("list"));
+    let matches = parse(Entry::Refine, &["pics-refine", "--listen", "127.0.0.1:0"]).unwrap();
+    assert_eq!(listen(&matches), "127.0.0.1:0".parse().unwrap());
+    for args in [
+        &["pics", "refine", "--list"][..],
+        &["pics", "refine", "--disable", "3"],
+        &["pics", "refine", "--enable", "3"],
+    ] {
+        assert!(parse(Entry::App, args).is_ok(), "{args:?}");
+    }
+    for args in [
+        &["pics", "refine", "--list", "--listen", "127.0.0.1:0"][..],
+        &["pics", "refine", "--enable", "1", "--disable", "2"],
+        &["pics", "refine", "--listen", "not-an-address"],
+    ] {
+        assert!(parse(Entry::App, args).is_err(), "{args:?}");
+    }
 }

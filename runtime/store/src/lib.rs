@@ -17,6 +17,7 @@ mod labels;
 mod migrations;
 mod store;
 mod time;
+pub mod tokens;
 
 pub use best::{MIN_TRAINING_EXAMPLES, best_run, over_train_time};
 pub use blobs::BlobHash;

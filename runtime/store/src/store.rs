@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use sha2::{Digest, Sha256};
 
-use crate::blobs::{BlobHash, Blobs, hex};
+use crate::blobs::{BlobHash, Blobs};
 use crate::labels::LabelMap;
 use crate::migrations::{self, MIGRATIONS, Migration};
 use crate::time::now_ms;
+use crate::tokens;
 use crate::{Error, Result, io, sqlite};
 
 /// The id of a registered app.
@@ -353,9 +353,7 @@ impl Store {
 
     /// Registers an app; returns it and its token (shown once: only its sha256 is stored).
     pub fn register_app(&mut self, new_app: &NewApp) -> Result<(App, String)> {
-        let mut token_bytes = [0u8; 32];
-        getrandom::fill(&mut token_bytes).map_err(|error| Error::Random(error.to_string()))?;
-        let token = hex(&token_bytes);
+        let token = tokens::issue()?;
         let context = format!("registering app `{}`", new_app.name);
         let transaction = self
             .connection
@@ -380,7 +378,7 @@ impl Store {
                     new_app.name,
                     new_app.manifest,
                     new_app.system_type,
-                    token_hash(&token),
+                    tokens::hash(&token),
                     new_app.label_capacity.map(|capacity| capacity as i64),
                     new_app.declared_labels.is_some(),
                     now_ms()
@@ -449,12 +447,7 @@ impl Store {
             .optional()
             .map_err(sqlite("reading an app token"))?
             .ok_or(Error::NoSuchAppId(id.0))?;
-        let given = token_hash(token);
-        let difference = stored
-            .bytes()
-            .zip(given.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        Ok(difference == 0 && stored.len() == given.len())
+        Ok(tokens::matches_hash(token, &stored))
     }
 
     fn query_app<P: rusqlite::ToSql>(&self, condition: &str, value: P) -> Result<Option<App>> {
@@ -997,8 +990,4 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
 /// one fails when its blob is read).
 fn trusted_hash(text: String) -> BlobHash {
     BlobHash::from_database(text)
-}
-
-fn token_hash(token: &str) -> String {
-    hex(&Sha256::digest(token.as_bytes()))
 }

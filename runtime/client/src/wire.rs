@@ -1,13 +1,15 @@
 //! The JSON bodies of the `/api/v1` routes, one type per body: the server's handlers serialize them
 //! and the remote client (`remote.rs`) deserializes them, so the two sides cannot drift apart.
-//! Examples themselves travel in the feed's JSON forms (`server/json.rs`).
+//! Examples themselves travel in the feed's JSON forms (`easeml_object::object_to_json`, and
+//! [`crate::feed::write_feed_line`] for what a client sends).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// `GET /api/v1/health` -> 200: the server is up, and what a client must know before sending.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Health {
+pub struct Health {
+    /// Always `true`.
     pub ok: bool,
     /// The largest request body the server reads (`--max-body-bytes`).
     pub max_body_bytes: usize,
@@ -15,32 +17,43 @@ pub(crate) struct Health {
 
 /// `POST /api/v1/apps` -> 201: the registered app and its token (shown this once).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Registered {
+pub struct Registered {
+    /// The app's id in the store.
     pub id: i64,
+    /// The app's name.
     pub name: String,
+    /// The app's token: shown this once; the server keeps only its sha256.
     pub token: String,
 }
 
 /// A label first seen in a feed, with its index.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct NewLabel {
+pub struct NewLabel {
+    /// The label as fed.
     pub label: String,
+    /// Its index (the class number models are trained on).
     pub index: u32,
 }
 
 /// `POST .../examples` -> 200: what the feed stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Fed {
+pub struct Fed {
+    /// Examples stored.
     pub added: usize,
+    /// Their ids, in feed order.
     pub ids: Vec<i64>,
+    /// The app's data version after the feed.
     pub data_version: u64,
+    /// Labels this feed saw first.
     pub new_labels: Vec<NewLabel>,
 }
 
 /// One example of a listing.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Listed {
+pub struct Listed {
+    /// The example's id.
     pub id: i64,
+    /// Whether training uses it.
     pub enabled: bool,
     /// The label, when the output is one.
     pub label: Option<String>,
@@ -50,14 +63,17 @@ pub(crate) struct Listed {
     pub input_hash: String,
     /// The sha256 of the encoded output, when it is not a label.
     pub output_hash: Option<String>,
+    /// The data version that stored it.
     pub data_version: u64,
+    /// When it was stored (milliseconds since the Unix epoch).
     pub created_ms: i64,
 }
 
 /// `GET .../examples` -> 200: one page of examples, and what the refine page and the remote
 /// client need to know about the app.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ExamplesPage {
+pub struct ExamplesPage {
+    /// The app's name.
     pub app: String,
     /// Examples that pass the filter, on every page.
     pub total: u64,
@@ -69,39 +85,50 @@ pub(crate) struct ExamplesPage {
     pub labels_declared: bool,
     /// Whether `.../thumbnail.png` answers (image inputs).
     pub thumbnails: bool,
+    /// The app's canonical system type.
     pub system_type: String,
+    /// The examples of this page, by id.
     pub items: Vec<Listed>,
 }
 
 /// `GET .../examples/{id}` -> 200: one example with its input and output in the feed's JSON forms
 /// (`output` is the label's name for a label).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct FullExample {
+pub struct FullExample {
+    /// What the listing shows of it.
     #[serde(flatten)]
     pub listed: Listed,
+    /// The input in the feed's JSON form (`easeml_object::object_to_json`).
     pub input: Value,
+    /// The output in the feed's JSON form, or the label's name.
     pub output: Value,
 }
 
 /// The body of `PATCH .../examples/{id}`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Toggle {
+pub struct Toggle {
+    /// Whether training should use the example.
     pub enabled: bool,
 }
 
 /// `PATCH .../examples/{id}` -> 200.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Toggled {
+pub struct Toggled {
+    /// The example's id.
     pub id: i64,
+    /// Its flag now.
     pub enabled: bool,
+    /// The app's data version now.
     pub data_version: u64,
 }
 
 /// One answer of `POST .../infer`: the input's line in the request and the answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Answer {
+pub struct Answer {
+    /// The 1-based line of the input in the request body.
     pub line: usize,
+    /// The answer.
     #[serde(flatten)]
     pub inference: easeml_object::Inference,
 }
@@ -109,29 +136,40 @@ pub(crate) struct Answer {
 /// How the answers of `POST .../infer` scored, when every line gave its expected output.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
-pub(crate) enum WireScore {
+pub enum WireScore {
+    /// Classification.
     Accuracy {
+        /// The share of right labels.
         accuracy: f64,
+        /// Right answers.
         correct: usize,
+        /// Answers scored.
         total: usize,
     },
+    /// Other outputs.
     MeanSquaredError {
+        /// The mean squared error over every output value.
         mean_squared_error: f64,
+        /// Answers scored.
         total: usize,
     },
 }
 
 /// `POST .../infer` -> 200.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Answered {
+pub struct Answered {
+    /// One answer per input line, in order.
     pub answers: Vec<Answer>,
+    /// The run whose model answered.
     pub run: i64,
+    /// That run's candidate id.
     pub candidate: String,
+    /// How the answers scored, when every line gave its expected output.
     pub score: Option<WireScore>,
 }
 
 /// What a client needs to tell errors apart, besides the status.
-pub(crate) mod code {
+pub mod code {
     /// 400: bad lines in a feed or an inference (`errors` lists them).
     pub const BAD_INPUT: &str = "bad_input";
     /// 409 on inference: no model is trained yet (`training` says whether a run is under way).
@@ -142,14 +180,16 @@ pub(crate) mod code {
 
 /// One bad line of a failed feed or inference (its 1-based line in the request body).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct BadLine {
+pub struct BadLine {
+    /// Its 1-based line in the request body.
     pub line: usize,
+    /// What is wrong with it.
     pub message: String,
 }
 
 /// Every error answer (4xx, 5xx): `{"error": "..."}` and, for some, the fields below.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(crate) struct ErrorBody {
+pub struct ErrorBody {
     /// The message, for people.
     pub error: String,
     /// A machine-readable kind (see [`code`]).

@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use easeml_client::AppSpec;
 use easeml_compiler::{Compiled, Registry, compile, schema::Schema};
-use easeml_runtime::AppSpec;
-use easeml_runtime::server::{Config, ServerThread};
+use easeml_server::{Config, ServerThread};
 use reqwest::blocking::{Client as Http, RequestBuilder, Response};
 use serde_json::Value;
 

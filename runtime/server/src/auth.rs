@@ -1,14 +1,42 @@
 //! Who may do what: one token per app (`Authorization: Bearer <token>`), an optional admin token for
 //! registration, and the embedded refine page's per-process token and loopback-only `Host`.
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, RawPathParams, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use easeml_store::tokens::same_secret;
 use easeml_store::{App, Store};
-use sha2::{Digest, Sha256};
 
 use super::{ApiError, AppState};
+
+/// Who an app route is for and what it presents: the `{name}` of the route and the request's
+/// bearer token. Every app route takes one, so the token is read in one place (no token is 401);
+/// whether it is this app's token is checked with the store (`authorize_app`: 403 otherwise).
+pub(crate) struct AppAccess {
+    /// The app named by the route.
+    pub(crate) name: String,
+    /// The bearer token presented.
+    pub(crate) token: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for AppAccess {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
+        let name = params
+            .iter()
+            .find(|(key, _)| *key == "name")
+            .map(|(_, value)| value.to_owned())
+            .ok_or_else(|| ApiError::internal("an app route without `{name}`"))?;
+        let token = bearer(&parts.headers)?;
+        Ok(AppAccess { name, token })
+    }
+}
 
 /// The bearer token of a request.
 pub(crate) fn bearer(headers: &HeaderMap) -> Result<String, ApiError> {
@@ -26,17 +54,6 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Result<String, ApiError> {
         return Err(missing());
     }
     Ok(token.to_owned())
-}
-
-/// Equal strings, compared in time that depends on neither their contents nor their lengths.
-pub(crate) fn same_secret(given: &str, expected: &str) -> bool {
-    let given = Sha256::digest(given.as_bytes());
-    let expected = Sha256::digest(expected.as_bytes());
-    given
-        .iter()
-        .zip(expected.iter())
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
 }
 
 /// The app `name` when `token` gives access to it. A missing app and a wrong token get the same

@@ -326,7 +326,7 @@ impl Client {
     }
 
     /// Whether the app's labels were declared by its program.
-    pub(crate) fn labels_declared(&self) -> bool {
+    pub fn labels_declared(&self) -> bool {
         match &self.backend {
             Backend::Embedded(local) => local.app.labels_declared,
             Backend::Remote(remote) => remote.labels_declared(),

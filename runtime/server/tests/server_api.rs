@@ -1,4 +1,4 @@
-//! The HTTP API of `easeml_runtime::server` on a real loopback socket: the routes, tenant
+//! The HTTP API of `easeml_client::server` on a real loopback socket: the routes, tenant
 //! isolation, bad input (each a clear 4xx that stores nothing), and a load of 50 concurrent feeders
 //! with concurrent readers where every example must be stored exactly once.
 
@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{TestServer, app, http, manifest, schema, status_json, with_token};
-use easeml_runtime::{Client, Connection, PageRequest};
+use easeml_client::{Client, Connection, PageRequest};
 use serde_json::{Value, json};
 
 const PICS: &str = "app pics\nInput = [4, 4, 3]\nOutput = [2]\nlabels = [cat, dog]";
@@ -52,7 +52,7 @@ fn register_feed_list_read_toggle_and_status() {
         (status, body),
         (
             200,
-            json!({"ok": true, "max_body_bytes": easeml_runtime::server::DEFAULT_MAX_BODY_BYTES})
+            json!({"ok": true, "max_body_bytes": easeml_server::DEFAULT_MAX_BODY_BYTES})
         )
     );
 
@@ -597,7 +597,7 @@ fn bad_input_gets_a_clear_4xx_and_stores_nothing() {
         (json!(3), json!(1))
     );
     let mut apps = 0;
-    let store = easeml_runtime::store::Store::open(&server.home).unwrap();
+    let store = easeml_client::store::Store::open(&server.home).unwrap();
     for app in store.apps().unwrap() {
         apps += 1;
         assert_eq!(app.name, "nums");
@@ -703,7 +703,7 @@ fn fifty_concurrent_feeders_store_every_example_exactly_once() {
             let example = client.example(record.id).unwrap();
             let input = &example.input.tensors[0];
             let (feeder, index) = (input[0] as u32, input[1] as u32);
-            let easeml_runtime::CheckedOutput::Object(output) = &example.output else {
+            let easeml_client::CheckedOutput::Object(output) = &example.output else {
                 panic!("a label output");
             };
             assert_eq!(output.tensors[0][0], (feeder * 1000 + index) as f32);
@@ -728,7 +728,7 @@ fn fifty_concurrent_feeders_store_every_example_exactly_once() {
 #[test]
 #[cfg(feature = "engine")]
 fn infer_answers_with_the_best_model_once_one_is_trained() {
-    use easeml_runtime::engine::{Engine, EngineConfig};
+    use easeml_client::engine::{Engine, EngineConfig};
     let server = TestServer::start(|_| {});
     let client = http();
     let token = server.register(&schema(
@@ -825,46 +825,11 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     assert_eq!(status, 403);
 }
 
-/// The generated binaries' `refine`: no option serves the page (on `--listen`, 127.0.0.1:9000 by
-/// default); `--list`, `--enable`, `--disable` still work and do not take `--listen`.
-#[test]
-fn refine_serves_the_page_without_an_action_and_keeps_its_flags() {
-    use easeml_runtime::app_cli::{Entry, command};
-    let spec = app(PICS);
-    let parse = |entry: Entry, args: &[&str]| command(&spec, entry).try_get_matches_from(args);
-    let listen = |matches: &clap::ArgMatches| {
-        matches
-            .get_one::<std::net::SocketAddr>("listen")
-            .copied()
-            .unwrap()
-    };
-    let matches = parse(Entry::App, &["pics", "refine"]).unwrap();
-    let refine = matches.subcommand_matches("refine").unwrap();
-    assert_eq!(listen(refine), "127.0.0.1:9000".parse().unwrap());
-    assert!(!refine.get_flag("list"));
-    let matches = parse(Entry::Refine, &["pics-refine", "--listen", "127.0.0.1:0"]).unwrap();
-    assert_eq!(listen(&matches), "127.0.0.1:0".parse().unwrap());
-    for args in [
-        &["pics", "refine", "--list"][..],
-        &["pics", "refine", "--disable", "3"],
-        &["pics", "refine", "--enable", "3"],
-    ] {
-        assert!(parse(Entry::App, args).is_ok(), "{args:?}");
-    }
-    for args in [
-        &["pics", "refine", "--list", "--listen", "127.0.0.1:0"][..],
-        &["pics", "refine", "--enable", "1", "--disable", "2"],
-        &["pics", "refine", "--listen", "not-an-address"],
-    ] {
-        assert!(parse(Entry::App, args).is_err(), "{args:?}");
-    }
-}
-
 /// A server thread that cannot listen says so (the address and why) instead of hanging or
 /// panicking, and a stopped one frees its port.
 #[test]
 fn a_server_thread_on_a_taken_port_is_a_clear_error() {
-    use easeml_runtime::server::{Config, ServerThread};
+    use easeml_server::{Config, ServerThread};
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::new(dir.path().join("home"));
     config.listen = "127.0.0.1:0".parse().unwrap();

@@ -6,7 +6,7 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::wire::{BadLine, ErrorBody, code};
+use easeml_client::wire::{BadLine, ErrorBody, code};
 
 /// A failed request: its status and its JSON body (a message for people, and for some errors a
 /// `code` and details such as a feed's bad lines).
@@ -59,11 +59,11 @@ impl ApiError {
     }
 }
 
-impl From<crate::Error> for ApiError {
-    fn from(error: crate::Error) -> ApiError {
+impl From<easeml_client::Error> for ApiError {
+    fn from(error: easeml_client::Error) -> ApiError {
         use easeml_store::Error as StoreError;
         match error {
-            crate::Error::BadInput {
+            easeml_client::Error::BadInput {
                 errors,
                 total,
                 batch,
@@ -75,7 +75,7 @@ impl From<crate::Error> for ApiError {
                         message: error.message.clone(),
                     })
                     .collect();
-                let message = crate::Error::BadInput {
+                let message = easeml_client::Error::BadInput {
                     errors,
                     total,
                     batch,
@@ -87,19 +87,19 @@ impl From<crate::Error> for ApiError {
                 error.body.total = Some(total);
                 error
             }
-            crate::Error::Manifest(_) | crate::Error::Read(_) => {
+            easeml_client::Error::Manifest(_) | easeml_client::Error::Read(_) => {
                 ApiError::bad_request(error.to_string())
             }
-            crate::Error::NoModel { training, .. } => {
+            easeml_client::Error::NoModel { training, .. } => {
                 let mut error = ApiError::new(StatusCode::CONFLICT, error.to_string())
                     .with_code(code::NO_MODEL);
                 error.body.training = Some(training);
                 error
             }
-            crate::Error::SchemaMismatch { .. } => {
+            easeml_client::Error::SchemaMismatch { .. } => {
                 ApiError::new(StatusCode::CONFLICT, error.to_string())
             }
-            crate::Error::Store(store_error) => match store_error {
+            easeml_client::Error::Store(store_error) => match store_error {
                 StoreError::AppExists(_) => {
                     ApiError::new(StatusCode::CONFLICT, store_error.to_string())
                         .with_code(code::APP_EXISTS)
@@ -162,8 +162,19 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<crate::ServerError> for ApiError {
+    fn from(error: crate::ServerError) -> ApiError {
+        match error {
+            crate::ServerError::Client(error) => ApiError::from(error),
+            crate::ServerError::Serve { .. } => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+            }
+        }
+    }
+}
+
 impl From<easeml_store::Error> for ApiError {
     fn from(error: easeml_store::Error) -> ApiError {
-        ApiError::from(crate::Error::Store(error))
+        ApiError::from(easeml_client::Error::Store(error))
     }
 }

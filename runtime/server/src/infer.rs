@@ -12,7 +12,7 @@ use std::sync::{Mutex, mpsc};
 use axum::body::Bytes;
 use tokio::sync::oneshot;
 
-use crate::{Client, FeedOptions, InferReport};
+use easeml_client::{Client, FeedOptions, InferReport};
 
 /// One inference request: the app (its token already checked), the body, where the answer goes.
 struct Job {
@@ -61,11 +61,11 @@ fn work(home: &std::path::Path, queue: &mpsc::Receiver<Job>) {
             answer(home, &mut clients, &job.app, &job.body)
         }));
         let result = match outcome {
-            Ok(result) => result,
+            Ok(result) => result.map_err(crate::ServerError::from),
             Err(_) => {
                 // A panic in a model must not leave a half-updated client behind.
                 clients.remove(&job.app);
-                Err(crate::Error::Serve {
+                Err(crate::ServerError::Serve {
                     what: format!("inference for app `{}`", job.app),
                     source: std::io::Error::other("the model panicked"),
                 })
@@ -80,7 +80,7 @@ fn answer(
     clients: &mut HashMap<String, Client>,
     app: &str,
     body: &[u8],
-) -> crate::Result<InferReport> {
+) -> easeml_client::Result<InferReport> {
     if !clients.contains_key(app) {
         let store = easeml_store::Store::open(home)?;
         clients.insert(app.to_owned(), Client::attach(store, app)?);
@@ -93,7 +93,7 @@ fn answer(
         ..FeedOptions::default()
     };
     let report = client.infer_lines(Cursor::new(body), &options);
-    if matches!(report, Err(crate::Error::Store(_))) {
+    if matches!(report, Err(easeml_client::Error::Store(_))) {
         // The app may have been removed (and registered again): open it afresh next time.
         clients.remove(app);
     }

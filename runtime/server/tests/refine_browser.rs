@@ -14,9 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{TestServer, http, schema, status_json, with_token};
-use easeml_runtime::ExampleId;
-use easeml_runtime::server::RefineOnly;
-use easeml_runtime::store::Store;
+use easeml_client::ExampleId;
+use easeml_client::store::Store;
+use easeml_server::RefineOnly;
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use serde_json::{Value, json};
 

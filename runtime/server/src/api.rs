@@ -7,16 +7,16 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::wire::{ExamplesPage, Fed, Health, NewLabel, Registered, Toggle, Toggled};
+use easeml_client::wire::{ExamplesPage, Fed, Health, NewLabel, Registered, Toggle, Toggled};
 
-use super::auth::{authorize_admin, authorize_app, bearer};
+use super::auth::{AppAccess, authorize_admin, authorize_app};
 use super::{ApiError, AppState, json as example_json, thumbnail};
-use crate::{AppSpec, Client, ExampleId, FeedOptions, PageRequest};
+use easeml_client::{AppSpec, Client, ExampleId, FeedOptions, PageRequest};
 
 /// The most examples one listing page returns.
 const MAX_PAGE: u32 = 1000;
@@ -38,22 +38,22 @@ async fn with_store<T: Send + 'static>(
     .map_err(ApiError::internal)?
 }
 
-/// Checks `token` for app `name`, then runs `work` on a blocking thread with the app's client.
+/// Checks the request's token for its app ([`AppAccess`]), then runs `work` on a blocking thread
+/// with the app's client.
 async fn with_app<T: Send + 'static>(
     state: &AppState,
-    name: String,
-    token: String,
+    access: AppAccess,
     work: impl FnOnce(&mut Client) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let state = state.clone();
     tokio::task::spawn_blocking(move || {
         let pool = &state.shared.pool;
         let store = pool.get()?;
-        if let Err(error) = authorize_app(&state, &store, &name, &token) {
+        if let Err(error) = authorize_app(&state, &store, &access.name, &access.token) {
             pool.put(store);
             return Err(error);
         }
-        let mut client = Client::attach(store, &name)?;
+        let mut client = Client::attach(store, &access.name)?;
         let result = work(&mut client);
         if let Some(store) = client.into_store() {
             pool.put(store);
@@ -64,20 +64,23 @@ async fn with_app<T: Send + 'static>(
     .map_err(ApiError::internal)?
 }
 
-/// The app name of an app route.
-fn app_name(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    Ok(path?.0)
+/// Checks the request's token for its app before its body is read (and again with the store, in
+/// [`with_app`]), so that a stranger's body is never read.
+async fn authorize_early(state: &AppState, access: &AppAccess) -> Result<(), ApiError> {
+    let (state_for_check, name, token) = (state.clone(), access.name.clone(), access.token.clone());
+    with_store(state, move |store| {
+        authorize_app(&state_for_check, store, &name, &token).map(drop)
+    })
+    .await
 }
 
-/// The app name and example id of an example route.
-fn example_path(
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<(String, ExampleId), ApiError> {
-    let Path((name, id)) = path?;
+/// The example id of an example route.
+fn example_id(path: Result<Path<(String, String)>, PathRejection>) -> Result<ExampleId, ApiError> {
+    let Path((_, id)) = path?;
     let id = id
         .parse::<i64>()
         .map_err(|_| ApiError::bad_request(format!("example id `{id}` is not a number")))?;
-    Ok((name, ExampleId(id)))
+    Ok(ExampleId(id))
 }
 
 /// `GET /api/v1/health`: up, with the body limit (the remote client sizes its requests by it).
@@ -111,24 +114,18 @@ pub(crate) async fn register(
 /// `GET /api/v1/apps/{name}/status`: the figure-5 report.
 pub(crate) async fn status(
     State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Result<Json<crate::Status>, ApiError> {
-    let name = app_name(path)?;
-    let token = bearer(&headers)?;
-    let status = with_app(&state, name, token, |client| Ok(client.status()?)).await?;
+    access: AppAccess,
+) -> Result<Json<easeml_client::Status>, ApiError> {
+    let status = with_app(&state, access, |client| Ok(client.status()?)).await?;
     Ok(Json(status))
 }
 
 /// `GET /api/v1/apps/{name}/runs`: every run, oldest first.
 pub(crate) async fn runs(
     State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
+    access: AppAccess,
 ) -> Result<Json<Value>, ApiError> {
-    let name = app_name(path)?;
-    let token = bearer(&headers)?;
-    let status = with_app(&state, name, token, |client| Ok(client.status()?)).await?;
+    let status = with_app(&state, access, |client| Ok(client.status()?)).await?;
     Ok(Json(
         json!({"app": status.app, "best": status.best.map(|id| id.0), "runs": status.runs}),
     ))
@@ -138,17 +135,10 @@ pub(crate) async fn runs(
 /// line is checked, then all examples are stored in one transaction, or none when a line is bad.
 pub(crate) async fn feed(
     State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
+    access: AppAccess,
     request: Request,
 ) -> Result<Json<Fed>, ApiError> {
-    let name = app_name(path)?;
-    let token = bearer(request.headers())?;
-    // The token is checked before the body is read (and again with the store, below).
-    with_store(&state, {
-        let (state, name, token) = (state.clone(), name.clone(), token.clone());
-        move |store| authorize_app(&state, store, &name, &token).map(drop)
-    })
-    .await?;
+    authorize_early(&state, &access).await?;
     let body = Bytes::from_request(request, &state).await?;
     let _permit = state
         .shared
@@ -157,7 +147,8 @@ pub(crate) async fn feed(
         .await
         .map_err(ApiError::internal)?;
     let lines = body.len();
-    let report = with_app(&state, name.clone(), token, move |client| {
+    let name = access.name.clone();
+    let report = with_app(&state, access, move |client| {
         let options = FeedOptions {
             allow_paths: false,
             ..FeedOptions::default()
@@ -195,13 +186,10 @@ pub(crate) struct ListQuery {
 /// `GET /api/v1/apps/{name}/examples?after=&limit=&enabled=&label=`: one page of examples.
 pub(crate) async fn list_examples(
     State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
+    access: AppAccess,
     query: Result<Query<ListQuery>, QueryRejection>,
-    headers: HeaderMap,
 ) -> Result<Json<ExamplesPage>, ApiError> {
-    let name = app_name(path)?;
     let Query(query) = query?;
-    let token = bearer(&headers)?;
     let request = PageRequest {
         after: query.after.map(ExampleId),
         limit: query.limit.unwrap_or(50).clamp(1, MAX_PAGE),
@@ -210,7 +198,7 @@ pub(crate) async fn list_examples(
         enabled: query.enabled,
         label: query.label,
     };
-    let value = with_app(&state, name, token, move |client| {
+    let value = with_app(&state, access, move |client| {
         let page = client.examples_filtered(request, &filter)?;
         Ok(ExamplesPage {
             app: client.app_name().to_owned(),
@@ -230,13 +218,12 @@ pub(crate) async fn list_examples(
 /// `GET /api/v1/apps/{name}/examples/{id}`: one example with its input and output.
 pub(crate) async fn get_example(
     State(state): State<AppState>,
+    access: AppAccess,
     path: Result<Path<(String, String)>, PathRejection>,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (name, id) = example_path(path)?;
-    let token = bearer(&headers)?;
+    let id = example_id(path)?;
     // Serialized on the blocking thread: deep recursive examples make deep JSON.
-    let bytes = with_app(&state, name, token, move |client| {
+    let bytes = with_app(&state, access, move |client| {
         let example = client.example(id)?;
         serde_json::to_vec(&example_json::full(client.schema(), &example))
             .map_err(ApiError::internal)
@@ -255,12 +242,11 @@ pub(crate) async fn get_example(
 /// `GET /api/v1/apps/{name}/examples/{id}/thumbnail.png`: a PNG of an image input.
 pub(crate) async fn thumbnail(
     State(state): State<AppState>,
+    access: AppAccess,
     path: Result<Path<(String, String)>, PathRejection>,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (name, id) = example_path(path)?;
-    let token = bearer(&headers)?;
-    let png = with_app(&state, name, token, move |client| {
+    let id = example_id(path)?;
+    let png = with_app(&state, access, move |client| {
         let schema = client.schema().clone();
         if thumbnail::image_shape(&schema.input).is_none() {
             return Err(ApiError::not_found(format!(
@@ -290,18 +276,18 @@ pub(crate) async fn thumbnail(
 /// `PATCH /api/v1/apps/{name}/examples/{id}` with `{"enabled": bool}`: turns an example on or off.
 pub(crate) async fn set_enabled(
     State(state): State<AppState>,
+    access: AppAccess,
     path: Result<Path<(String, String)>, PathRejection>,
     request: Request,
 ) -> Result<Json<Toggled>, ApiError> {
-    let (name, id) = example_path(path)?;
-    let token = bearer(request.headers())?;
+    let id = example_id(path)?;
     let body = Bytes::from_request(request, &state).await?;
     let toggle: Toggle = serde_json::from_slice(&body).map_err(|error| {
         ApiError::bad_request(format!(
             "the body must be {{\"enabled\": true}} or {{\"enabled\": false}}: {error}"
         ))
     })?;
-    let data_version = with_app(&state, name, token, move |client| {
+    let data_version = with_app(&state, access, move |client| {
         Ok(client.set_enabled(id, toggle.enabled)?)
     })
     .await?;
@@ -318,24 +304,18 @@ pub(crate) async fn set_enabled(
 /// line fails the whole request; before any model is trained the answer is 409.
 pub(crate) async fn infer(
     State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
+    access: AppAccess,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let name = app_name(path)?;
-    let token = bearer(request.headers())?;
-    with_store(&state, {
-        let (state, name, token) = (state.clone(), name.clone(), token.clone());
-        move |store| authorize_app(&state, store, &name, &token).map(drop)
-    })
-    .await?;
+    authorize_early(&state, &access).await?;
     let body = Bytes::from_request(request, &state).await?;
-    answer(&state, name, body).await
+    answer(&state, access.name, body).await
 }
 
 /// Inference itself, on the inference thread.
 #[cfg(feature = "engine")]
 async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Response, ApiError> {
-    use crate::wire::{Answer, Answered, WireScore};
+    use easeml_client::wire::{Answer, Answered, WireScore};
     let report = state
         .shared
         .infer
@@ -343,12 +323,12 @@ async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Response,
         .await
         .ok_or_else(|| ApiError::internal("the inference thread has stopped"))??;
     let score = report.score.map(|score| match score {
-        crate::Score::Accuracy { correct, total } => WireScore::Accuracy {
+        easeml_client::Score::Accuracy { correct, total } => WireScore::Accuracy {
             accuracy: correct as f64 / total.max(1) as f64,
             correct,
             total,
         },
-        crate::Score::MeanSquaredError { value, total } => WireScore::MeanSquaredError {
+        easeml_client::Score::MeanSquaredError { value, total } => WireScore::MeanSquaredError {
             mean_squared_error: value,
             total,
         },

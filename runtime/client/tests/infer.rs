@@ -4,9 +4,9 @@
 
 use std::io::Cursor;
 
+use easeml_client::engine::{Engine, EngineConfig};
+use easeml_client::{CheckedOutput, Client, Connection, Error, FeedOptions, Score};
 use easeml_compiler::{Registry, compile, schema::Schema};
-use easeml_runtime::engine::{Engine, EngineConfig};
-use easeml_runtime::{CheckedOutput, Client, Connection, Error, FeedOptions, Score};
 use serde_json::{Value, json};
 
 fn schema(source: &str) -> Schema {
@@ -16,14 +16,14 @@ fn schema(source: &str) -> Schema {
 }
 
 /// The app of a schema, described by the manifest easemlc writes for it.
-fn spec(schema: &Schema) -> easeml_runtime::AppSpec {
+fn spec(schema: &Schema) -> easeml_client::AppSpec {
     let compiled = easeml_compiler::Compiled::from_schema(schema.clone(), &Registry::builtin())
         .expect("a template");
-    easeml_runtime::AppSpec::from_manifest(&easeml_compiler::codegen::manifest(&compiled)).unwrap()
+    easeml_client::AppSpec::from_manifest(&easeml_compiler::codegen::manifest(&compiled)).unwrap()
 }
 
 /// The app of a small `.eml` program.
-fn app(source: &str) -> easeml_runtime::AppSpec {
+fn app(source: &str) -> easeml_client::AppSpec {
     spec(&schema(source))
 }
 
@@ -218,7 +218,7 @@ fn every_workload_trains_and_answers_in_its_own_terms() {
                 panic!("{}: stored as a label", case.name)
             };
             assert_eq!(
-                easeml_runtime::object::object_to_json(&client.schema().output, object),
+                easeml_client::object::object_to_json(&client.schema().output, object),
                 answer.output,
                 "{}",
                 case.name

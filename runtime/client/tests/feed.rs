@@ -4,11 +4,11 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use easeml_compiler::{Registry, compile, schema::Schema};
-use easeml_runtime::{
+use easeml_client::{
     CheckedOutput, Client, Connection, Error, ExampleId, FeedOptions, FeedReport, PageRequest,
     RunState,
 };
+use easeml_compiler::{Registry, compile, schema::Schema};
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -59,14 +59,14 @@ fn schema(source: &str) -> Schema {
 }
 
 /// The app of a schema, described by the manifest easemlc writes for it.
-fn spec(schema: &Schema) -> easeml_runtime::AppSpec {
+fn spec(schema: &Schema) -> easeml_client::AppSpec {
     let compiled = easeml_compiler::Compiled::from_schema(schema.clone(), &Registry::builtin())
         .expect("a template");
-    easeml_runtime::AppSpec::from_manifest(&easeml_compiler::codegen::manifest(&compiled)).unwrap()
+    easeml_client::AppSpec::from_manifest(&easeml_compiler::codegen::manifest(&compiled)).unwrap()
 }
 
 /// The app of a small `.eml` program.
-fn app(source: &str) -> easeml_runtime::AppSpec {
+fn app(source: &str) -> easeml_client::AppSpec {
     spec(&schema(source))
 }
 
@@ -569,12 +569,12 @@ fn a_manifest_opens_the_same_app() {
     let manifest = app("app tab\nInput = [1]\nOutput = [2]")
         .manifest()
         .to_owned();
-    let spec = easeml_runtime::AppSpec::from_manifest_json(&manifest).unwrap();
+    let spec = easeml_client::AppSpec::from_manifest_json(&manifest).unwrap();
     let mut client = Client::open(&fixture.connection(), spec).unwrap();
     fixture.feed(&mut client, "[1] a\n").unwrap();
     let again = fixture.client("app tab\nInput = [1]\nOutput = [2]");
     assert_eq!(total(&again), 1);
-    let error = easeml_runtime::AppSpec::from_manifest_json("{\"app\": \"x\"}").unwrap_err();
+    let error = easeml_client::AppSpec::from_manifest_json("{\"app\": \"x\"}").unwrap_err();
     assert!(
         error
             .to_string()
@@ -583,7 +583,7 @@ fn a_manifest_opens_the_same_app() {
     );
     // A manifest whose keys disagree with its schema is refused, saying which key.
     let broken = manifest.replacen("\"app\": \"tab\",", "\"app\": \"other\",", 1);
-    let error = easeml_runtime::AppSpec::from_manifest_json(&broken).unwrap_err();
+    let error = easeml_client::AppSpec::from_manifest_json(&broken).unwrap_err();
     assert_eq!(
         error.to_string(),
         "app manifest: `app` is other, but the schema's is tab"

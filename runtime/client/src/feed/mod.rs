@@ -18,6 +18,9 @@
 mod fast_json;
 mod image;
 mod npy;
+mod write;
+
+pub use write::write_feed_line;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -1,52 +1,19 @@
-//! Stored examples as JSON: the same forms the feed reads (DESIGN.md section 2), so what the API
-//! returns can be fed back.
+//! The feed line of a checked example, as the remote client sends it: the exact inverse of the
+//! line reader in [`super`] (every value reads back to the same `f32` bits; tested below).
 
 use easeml_object::{Object, object_to_json};
 use serde_json::Value;
 
-use crate::feed::single_tensor_dims;
-use crate::wire::{FullExample, Listed};
-use crate::{CheckedOutput, ExampleRecord, LoadedExample, StoredOutput};
-
-/// One example of a listing: `{id, enabled, label, label_index, input_hash, output_hash,
-/// data_version, created_ms}`.
-pub(crate) fn listed(record: &ExampleRecord) -> Listed {
-    let (label, label_index, output_hash) = match &record.output {
-        StoredOutput::Label { name, index } => (Some(name.clone()), Some(*index), None),
-        StoredOutput::Blob(hash) => (None, None, Some(hash.as_str().to_owned())),
-    };
-    Listed {
-        id: record.id.0,
-        enabled: record.enabled,
-        label,
-        label_index,
-        input_hash: record.input.as_str().to_owned(),
-        output_hash,
-        data_version: record.data_version,
-        created_ms: record.created_ms,
-    }
-}
-
-/// One example in full: the listing's keys plus `input` and `output` in the feed's JSON forms
-/// (`output` is the label's name for a label).
-pub(crate) fn full(schema: &crate::Schema, example: &LoadedExample) -> FullExample {
-    FullExample {
-        listed: listed(&example.record),
-        input: object_to_json(&schema.input, &example.input),
-        output: match &example.output {
-            CheckedOutput::Label(label) => Value::String(label.clone()),
-            CheckedOutput::Object(object) => object_to_json(&schema.output, object),
-        },
-    }
-}
+use super::single_tensor_dims;
+use crate::{CheckedOutput, Schema};
 
 /// One feed line (with its `\n`) for a checked input and, when given, its output, as the remote
 /// client sends it: `INPUT OUTPUT` with an inline nested array when the input is one tensor field
 /// (the server's fast path), else a JSON Lines record. A label is always a JSON string, so any
 /// label reads back as itself. Tensor values are written as the shortest decimal that reads back
 /// as the same `f32` (ryu); other values go through [`object_to_json`] (exact `f64` text).
-pub(crate) fn write_feed_line(
-    schema: &crate::Schema,
+pub fn write_feed_line(
+    schema: &Schema,
     input: &Object,
     output: Option<&CheckedOutput>,
     out: &mut Vec<u8>,
@@ -70,12 +37,7 @@ pub(crate) fn write_feed_line(
     out.push(b'\n');
 }
 
-fn write_output(
-    schema: &crate::Schema,
-    output: &CheckedOutput,
-    ryu: &mut ryu::Buffer,
-    out: &mut Vec<u8>,
-) {
+fn write_output(schema: &Schema, output: &CheckedOutput, ryu: &mut ryu::Buffer, out: &mut Vec<u8>) {
     match output {
         CheckedOutput::Label(label) => write_value(&Value::String(label.clone()), out),
         CheckedOutput::Object(object) => {

@@ -5,7 +5,7 @@
 //! The client checks every input against the schema before anything is sent, as in embedded mode,
 //! so a bad line is named by its line in the caller's file; files named in a feed (images, `.npy`)
 //! are read here, never by the server. Checked examples travel as feed lines with inline values
-//! (`server::json::write_feed_line`), exact to the bit, and the server checks them again. A feed
+//! (`feed::write_feed_line`), exact to the bit, and the server checks them again. A feed
 //! larger than one request (8 MiB, or the server's body limit when lower) goes in several requests
 //! after every line has been checked: a bad line still stores nothing, but a server that fails
 //! between two requests leaves the earlier ones stored ([`Error::PartlyStored`] says which).
@@ -22,13 +22,14 @@ use std::time::Duration;
 
 use easeml_object::{Object, object_from_json};
 use easeml_schema::Schema;
+use easeml_store::tokens;
 use easeml_store::{
     BlobHash, ExampleFilter, ExampleId, ExampleRecord, LabelMap, Page, PageRequest, StoredOutput,
 };
 use serde::de::DeserializeOwned;
 
+use crate::feed::write_feed_line;
 use crate::feed::{CheckedOutput, LineError};
-use crate::server::json::write_feed_line;
 use crate::wire::{
     ErrorBody, ExamplesPage, Fed, FullExample, Health, Listed, Registered, Toggle, Toggled, code,
 };
@@ -145,7 +146,7 @@ impl Remote {
 
         let file = settings
             .token_dir
-            .map(|dir| token_file(dir, &remote.url, &remote.app));
+            .map(|dir| tokens::token_file(dir, &remote.url, &remote.app));
         let saved = match &file {
             Some(path) => read_token(path)?,
             None => None,
@@ -218,7 +219,7 @@ impl Remote {
                 let registered: Registered = self.parse(201, (status, body), None)?;
                 self.token = registered.token;
                 self.origin = match file {
-                    Some(path) => match save_token(path, &self.token) {
+                    Some(path) => match tokens::save_token_file(path, &self.token) {
                         Ok(()) => TokenOrigin::Registered {
                             file: Some(path.to_owned()),
                             problem: None,
@@ -768,76 +769,12 @@ pub(crate) fn normalize_url(url: &str) -> Result<String> {
     Ok(format!("{scheme}://{rest}"))
 }
 
-/// The token file of `app` on the server at `url`: `<dir>/<server>/<app>.token`, the server written
-/// with every character other than letters, digits, `.` and `-` as `_` (`http_127.0.0.1_9000`).
-pub(crate) fn token_file(dir: &Path, url: &str, app: &str) -> PathBuf {
-    let server: String = url
-        .replacen("://", "_", 1)
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    dir.join(server).join(format!("{app}.token"))
-}
-
-/// The token saved in `path`; `None` when there is no such file (or it is blank); an error when it
-/// cannot be read (permissions, a folder in its place).
+/// The token saved in `path` ([`tokens::read_token_file`]), an unreadable file named in the error.
 fn read_token(path: &Path) -> Result<Option<String>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text.trim().to_owned()).filter(|token| !token.is_empty())),
-        // No such file, or a folder on its path that is a file: no token there.
-        Err(error)
-            if matches!(
-                error.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-            ) =>
-        {
-            Ok(None)
-        }
-        Err(source) => Err(Error::TokenFile {
-            path: path.to_owned(),
-            source,
-        }),
-    }
-}
-
-/// Saves a token: the folders made private (0700), the file written whole (0600) and renamed into
-/// place, so that it is complete or absent.
-fn save_token(path: &Path, token: &str) -> std::io::Result<()> {
-    let folder = path
-        .parent()
-        .ok_or_else(|| std::io::Error::other("a token file needs a folder"))?;
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(folder)?;
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = folder.join(format!(".{name}.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&temporary);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let written = options.open(&temporary).and_then(|mut file| {
-        file.write_all(format!("{token}\n").as_bytes())?;
-        file.sync_all()
-    });
-    match written.and_then(|()| std::fs::rename(&temporary, path)) {
-        Ok(()) => Ok(()),
-        Err(error) => {
-            let _ = std::fs::remove_file(&temporary);
-            Err(error)
-        }
-    }
+    tokens::read_token_file(path).map_err(|source| Error::TokenFile {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// The checked examples (or inputs) of one batch as feed lines, ready to send: in memory up to a
@@ -979,48 +916,6 @@ mod tests {
             let error = normalize_url("https://h").unwrap_err().to_string();
             assert!(error.contains("`tls` feature"), "{error}");
         }
-    }
-
-    #[test]
-    fn token_files_are_named_by_server_and_app() {
-        let dir = Path::new("/t");
-        assert_eq!(
-            token_file(dir, "http://127.0.0.1:9000", "pics"),
-            Path::new("/t/http_127.0.0.1_9000/pics.token")
-        );
-        assert_eq!(
-            token_file(dir, "https://example.org/easeml", "pics"),
-            Path::new("/t/https_example.org_easeml/pics.token")
-        );
-    }
-
-    #[test]
-    fn a_saved_token_reads_back_and_is_private() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = token_file(dir.path(), "http://h:1", "app");
-        assert_eq!(read_token(&path).unwrap(), None);
-        save_token(&path, "abc123").unwrap();
-        assert_eq!(read_token(&path).unwrap().as_deref(), Some("abc123"));
-        save_token(&path, "def456").unwrap();
-        assert_eq!(read_token(&path).unwrap().as_deref(), Some("def456"));
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
-            assert_eq!(mode(&path), 0o600);
-            assert_eq!(mode(path.parent().unwrap()), 0o700);
-        }
-        // Nothing else is left in the folder.
-        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("app.token")]);
-        // An unreadable token file is an error that names it.
-        let folder = dir.path().join("folder.token");
-        std::fs::create_dir(&folder).unwrap();
-        let error = read_token(&folder).unwrap_err().to_string();
-        assert!(error.contains("folder.token"), "{error}");
     }
 
     #[test]

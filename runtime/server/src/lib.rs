@@ -7,7 +7,7 @@
 //! |---|---|
 //! | `GET /api/v1/health` | `{"ok": true}`; no token |
 //! | `POST /api/v1/apps` | body: the app's `easeml.json`; registers it, answers `{id, name, token}` (admin token when configured) |
-//! | `GET /api/v1/apps/{name}/status` | the figure-5 report ([`crate::Status`]) |
+//! | `GET /api/v1/apps/{name}/status` | the figure-5 report ([`easeml_client::Status`]) |
 //! | `GET /api/v1/apps/{name}/runs` | the runs of the report |
 //! | `POST /api/v1/apps/{name}/examples` | a feed: the `feed` line formats as text; all examples or none |
 //! | `GET /api/v1/apps/{name}/examples?after=&limit=&enabled=&label=` | one page of examples |
@@ -51,6 +51,33 @@ use axum::routing::{get, post};
 use tokio::sync::Semaphore;
 
 pub use error::ApiError;
+
+/// What can go wrong starting, running or stopping a server (its answers to requests are
+/// [`ApiError`]s).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Listening, the async runtime, or a model's thread failed.
+    #[error("{what}: {source}")]
+    Serve {
+        /// What the server was doing, e.g. `cannot listen on 127.0.0.1:9000`.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A client library call failed (the store, a manifest).
+    #[error(transparent)]
+    Client(#[from] easeml_client::Error),
+}
+
+impl From<easeml_store::Error> for ServerError {
+    fn from(error: easeml_store::Error) -> ServerError {
+        ServerError::Client(easeml_client::Error::Store(error))
+    }
+}
+
+/// The result type of the server's set-up calls.
+pub type Result<T> = std::result::Result<T, ServerError>;
 
 use pool::StorePool;
 
@@ -107,12 +134,9 @@ pub struct RefineOnly {
 impl RefineOnly {
     /// The mode for `app`, with a fresh random token.
     pub fn new(app: impl Into<String>) -> crate::Result<RefineOnly> {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes)
-            .map_err(|error| crate::Error::Store(easeml_store::Error::Random(error.to_string())))?;
         Ok(RefineOnly {
             app: app.into(),
-            token: bytes.iter().map(|byte| format!("{byte:02x}")).collect(),
+            token: easeml_store::tokens::issue().map_err(easeml_client::Error::Store)?,
         })
     }
 
@@ -154,7 +178,7 @@ impl AppState {
         let feeds = Semaphore::new(config.max_concurrent_feeds.max(1));
         #[cfg(feature = "engine")]
         let infer = infer::InferWorker::start(config.home.clone()).map_err(|source| {
-            crate::Error::Serve {
+            crate::ServerError::Serve {
                 what: "starting the inference thread".to_owned(),
                 source,
             }
@@ -253,7 +277,7 @@ impl Server {
         let state = AppState::new(config)?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .map_err(|source| crate::Error::Serve {
+            .map_err(|source| crate::ServerError::Serve {
                 what: format!("cannot listen on {listen}"),
                 source,
             })?;
@@ -324,7 +348,7 @@ impl ServerThread {
                 Err(error)
             }
             // The thread ended without a word: its runtime did not start (or it panicked).
-            Err(_) => Err(crate::Error::Serve {
+            Err(_) => Err(crate::ServerError::Serve {
                 what: "starting the server thread".to_owned(),
                 source: match thread.join() {
                     Ok(Err(source)) => source,
@@ -375,8 +399,8 @@ pub async fn serve(
     server.run(shutdown).await.map_err(serve_error)
 }
 
-fn serve_error(source: std::io::Error) -> crate::Error {
-    crate::Error::Serve {
+fn serve_error(source: std::io::Error) -> ServerError {
+    crate::ServerError::Serve {
         what: "serving".to_owned(),
         source,
     }
@@ -443,7 +467,7 @@ pub fn serve_refine_page(
     let mut config = Config::new(home);
     config.listen = listen;
     config.refine_only = Some(RefineOnly::new(app)?);
-    let runtime = runtime().map_err(|source| crate::Error::Serve {
+    let runtime = runtime().map_err(|source| crate::ServerError::Serve {
         what: "starting the async runtime".to_owned(),
         source,
     })?;
