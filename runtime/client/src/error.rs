@@ -123,7 +123,7 @@ pub enum Error {
         server: Option<String>,
     },
     /// Inference asked of an embedded client in a build without the `engine` feature (libtorch):
-    /// [`Client::infer`] and the other `infer*` calls exist in every build, so code written against
+    /// [`Client::infer`](crate::Client::infer) and the other `infer*` calls exist in every build, so code written against
     /// the client compiles either way, and say so at run time. A remote client infers in every build
     /// (the server's model answers).
     #[error(
