@@ -325,7 +325,7 @@ fn build_writes_the_crate_then_only_what_changed() {
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
     assert_eq!(stdout(&first).trim(), out_text);
     assert!(
-        stderr(&first).contains("10 of 10 files written"),
+        stderr(&first).contains("11 of 11 files written"),
         "{}",
         stderr(&first)
     );
@@ -358,7 +358,7 @@ fn build_writes_the_crate_then_only_what_changed() {
     ]);
     assert_eq!(second.status.code(), Some(0));
     assert!(
-        stderr(&second).contains("0 of 10 files written"),
+        stderr(&second).contains("0 of 11 files written"),
         "{}",
         stderr(&second)
     );

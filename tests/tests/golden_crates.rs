@@ -32,6 +32,17 @@ fn write_crate(stem: &str, source: &str, root: &Path) -> PathBuf {
     folder
 }
 
+/// The dynamic section of a binary (`readelf -d`): its NEEDED libraries and RUNPATH.
+fn dynamic_section(binary: &Path) -> String {
+    let output = Command::new("readelf")
+        .arg("-d")
+        .arg(binary)
+        .output()
+        .expect("readelf (binutils) runs");
+    assert!(output.status.success(), "readelf -d {}", binary.display());
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 fn run(binary: &Path, arguments: &[&str], home: &Path, stdin: &str) -> (i32, String, String) {
     let mut child = Command::new(binary)
         .args(arguments)
@@ -79,11 +90,31 @@ fn every_golden_crate_builds_and_its_binaries_run() {
             format!("{stem}-feed"),
             format!("{stem}-refine"),
             format!("{stem}-infer"),
+            format!("{stem}-train"),
         ] {
             let (code, stdout, stderr) =
                 run(&target.join("debug").join(&binary), &["--help"], &home, "");
             assert_eq!(code, 0, "{binary} --help: {stderr}");
             assert!(stdout.contains("Usage:"), "{binary}: {stdout}");
+        }
+        // libtorch only where a command needs it: the engine binaries link it (and find it by
+        // their rpath), the others never load it.
+        for (binary, engine) in [
+            (stem.clone(), false),
+            (format!("{stem}-feed"), false),
+            (format!("{stem}-refine"), false),
+            (format!("{stem}-infer"), true),
+            (format!("{stem}-train"), true),
+        ] {
+            let dynamic = dynamic_section(&target.join("debug").join(&binary));
+            let links_torch = dynamic.contains("libtorch_cpu.so") || dynamic.contains("libc10.so");
+            assert_eq!(links_torch, engine, "{binary}:\n{dynamic}");
+            if engine {
+                assert!(
+                    dynamic.contains("RUNPATH") || dynamic.contains("RPATH"),
+                    "{binary} finds libtorch without LD_LIBRARY_PATH:\n{dynamic}"
+                );
+            }
         }
         let (_, feed_help, _) = run(
             &target.join("debug").join(&stem),

@@ -6,8 +6,9 @@
 //!   when already done.
 //! - `cargo xtask env`: the shell exports that let plain `cargo` build the trainer
 //!   (`eval "$(cargo xtask env)"`).
-//! - `cargo xtask test`: everything CI checks (fmt, clippy, docs, the whole test suite), with the
-//!   time each step took; runs `setup` first.
+//! - `cargo xtask test`: everything CI checks (tidy, fmt, clippy, docs, the whole test suite), with
+//!   the time each step took; runs `setup` first.
+//! - `cargo xtask tidy`: the architecture's machine-checkable rules (`tidy.rs`).
 //! - `cargo xtask demo [--budget 4m]`: the main job end to end on the embedded default: four apps
 //!   (tabular, images, sequences) compiled, built, fed real data, trained together by one scheduler,
 //!   asked about held-out data, and plotted (`demo.rs`).
@@ -24,6 +25,7 @@ use clap::{Parser, Subcommand};
 
 mod browser;
 mod demo;
+mod tidy;
 mod torch;
 
 use torch::{TorchEnv, setup};
@@ -45,8 +47,12 @@ enum Task {
     /// Print the shell exports that let plain `cargo` build and run the trainer:
     /// `eval "$(cargo xtask env)"`.
     Env,
-    /// Run every check CI runs: rustfmt, clippy (-D warnings), rustdoc (-D warnings), all tests.
+    /// Run every check CI runs: tidy, rustfmt, clippy (-D warnings), rustdoc (-D warnings), all
+    /// tests.
     Test,
+    /// Check the architecture's rules: forbidden dependency edges (from `cargo metadata`) and that
+    /// every path and item ARCHITECTURE.md names exists.
+    Tidy,
     /// Run the main job end to end on the embedded default: compile four example apps, build them,
     /// feed them real data, train across them within the budget, infer on held-out data, plot.
     Demo {
@@ -82,6 +88,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Task::Test => test(),
+        Task::Tidy => tidy::run(&root),
         Task::Demo { budget } => demo::run(&root, &budget),
         Task::Fuzz { seconds } => fuzz(seconds),
         Task::Bench => run_step(
@@ -164,6 +171,13 @@ fn check_cargo(args: &[&str]) -> Command {
 
 fn test() -> Result<()> {
     let started = Instant::now();
+    let tidy_started = Instant::now();
+    eprintln!("==> tidy");
+    tidy::run(&project_root())?;
+    eprintln!(
+        "==> tidy: ok in {:.1}s",
+        tidy_started.elapsed().as_secs_f64()
+    );
     setup()?;
     browser::ensure_chromium();
     run_step("rustfmt", cargo(&["fmt", "--all", "--check"]))?;

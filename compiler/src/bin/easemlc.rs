@@ -46,7 +46,7 @@ enum Command {
         options: CommonOptions,
     },
     /// Generate the app's client crate (also: `easemlc FILE.eml`): typed Input/Output, a Client, and
-    /// the binaries `<app>`, `<app>-feed`, `<app>-refine`, `<app>-infer`.
+    /// the binaries `<app>`, `<app>-feed`, `<app>-refine`, `<app>-infer`, `<app>-train`.
     Build {
         /// The `.eml` file to compile.
         #[arg(value_name = "FILE")]

@@ -68,12 +68,15 @@ const TEMPLATES: [(&str, &str, &str); 5] = [
     ),
 ];
 
-/// The app's binaries: path, name suffix (`<app>-<suffix>`), and the `app_cli::Entry` they run.
-const BINARIES: [(&str, &str, &str); 4] = [
-    ("src/main.rs", "", "App"),
-    ("src/bin/feed.rs", "feed", "Feed"),
-    ("src/bin/refine.rs", "refine", "Refine"),
-    ("src/bin/infer.rs", "infer", "Infer"),
+/// The app's binaries: path, name suffix (`<app>-<suffix>`), the `app_cli::Entry` they run, and
+/// whether they are engine binaries (they call `app_cli::run_engine` and link libtorch; the others
+/// call `app_cli::run` and never load it).
+const BINARIES: [(&str, &str, &str, bool); 5] = [
+    ("src/main.rs", "", "App", false),
+    ("src/bin/feed.rs", "feed", "Feed", false),
+    ("src/bin/refine.rs", "refine", "Refine", false),
+    ("src/bin/infer.rs", "infer", "Infer", true),
+    ("src/bin/train.rs", "train", "Train", true),
 ];
 
 /// What the templates see.
@@ -87,10 +90,12 @@ struct CrateView<'a> {
     candidate_count: usize,
     runtime_path: &'a str,
     torch_link_path: String,
+    app_engine_path: String,
     client: String,
     has_labels: bool,
     suffix: &'a str,
     entry: &'a str,
+    engine: bool,
 }
 
 /// Every file of the app's crate, keyed by its path relative to the crate root.
@@ -126,11 +131,13 @@ pub fn crate_files(
         workload: compiled.workload(),
         candidate_count: compiled.candidates.len(),
         runtime_path: &options.runtime_path,
-        torch_link_path: torch_link_path(&options.runtime_path),
+        torch_link_path: sibling_path(&options.runtime_path, "torch-link"),
+        app_engine_path: sibling_path(&options.runtime_path, "app-engine"),
         client,
         has_labels: schema.labels.is_some(),
         suffix: "",
         entry: "",
+        engine: false,
     };
     let render = |name: &str, view: &CrateView<'_>| {
         handlebars
@@ -143,9 +150,10 @@ pub fn crate_files(
     let mut files = BTreeMap::new();
     for (name, path, _) in TEMPLATES {
         if name == "bin" {
-            for (path, suffix, entry) in BINARIES {
+            for (path, suffix, entry, engine) in BINARIES {
                 view.suffix = suffix;
                 view.entry = entry;
+                view.engine = engine;
                 files.insert(path.to_owned(), render(name, &view)?);
             }
         } else {
@@ -159,20 +167,24 @@ pub fn crate_files(
     Ok(files)
 }
 
-/// The path of the `easeml-torch-link` build helper, the runtime's sibling crate
-/// (`runtime/core` -> `runtime/torch-link`), written the way the runtime path is.
-fn torch_link_path(runtime_path: &str) -> String {
+/// The path of the runtime crate `name` beside `runtime/core` (`runtime/torch-link`,
+/// `runtime/app-engine`), written the way the runtime's path was given.
+fn sibling_path(runtime_path: &str, name: &str) -> String {
     let trimmed = runtime_path.trim_end_matches(['/', '\\']);
     match trimmed.rfind(['/', '\\']) {
-        Some(slash) => format!("{}/torch-link", &trimmed[..slash]),
-        None if trimmed.is_empty() || trimmed == "." => "../torch-link".to_owned(),
-        None => "torch-link".to_owned(),
+        Some(slash) => format!("{}/{name}", &trimmed[..slash]),
+        None if trimmed.is_empty() || trimmed == "." => format!("../{name}"),
+        None => name.to_owned(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::torch_link_path;
+    use super::sibling_path;
+
+    fn torch_link_path(runtime_path: &str) -> String {
+        sibling_path(runtime_path, "torch-link")
+    }
 
     #[test]
     fn the_build_helper_sits_beside_the_runtime() {
@@ -186,5 +198,9 @@ mod tests {
         );
         assert_eq!(torch_link_path("core"), "torch-link");
         assert_eq!(torch_link_path("."), "../torch-link");
+        assert_eq!(
+            sibling_path("../../runtime/core", "app-engine"),
+            "../../runtime/app-engine"
+        );
     }
 }

@@ -197,7 +197,7 @@ pub fn run(home: &Path, budget: Duration, max_run: Duration) -> Result<Report, E
     let mut config = easeml_runtime::engine::EngineConfig::for_device(device);
     config.max_run_seconds = max_run.as_secs_f64();
     let mut engine = easeml_runtime::engine::Engine::open(home, config)?;
-    let summary = easeml_runtime::app_cli::train_with_progress(&mut engine, Some(budget))?;
+    let summary = easeml_app_engine::train_with_progress(&mut engine, Some(budget))?;
     let train_seconds = started.elapsed().as_secs_f64();
 
     let wine_answers =

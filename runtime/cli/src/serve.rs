@@ -73,6 +73,8 @@ pub fn existing_store(home: PathBuf) -> Result<PathBuf> {
 
 /// Runs the server until Ctrl-C or SIGTERM.
 pub fn run(args: &ServeArgs) -> Result<()> {
+    // `POST .../infer` answers with the engine's models.
+    easeml_runtime::install_engine();
     server::init_logging(args.log_format == LogFormat::Json);
     let home = data_dir(args.data.as_ref())?;
     let mut config = server::Config::new(&home);

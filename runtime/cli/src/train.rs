@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use easeml_runtime::app_cli::{parse_duration, train_with_progress};
+use easeml_app_engine::train_with_progress;
+use easeml_runtime::app_cli::parse_duration;
 use easeml_runtime::engine::{Engine, EngineConfig, choose_device};
 
 use crate::plot::QualityCurve;

@@ -13,12 +13,10 @@ use easeml_store::{
 };
 use serde::Serialize;
 
-#[cfg(feature = "engine")]
-use easeml_engine::ServedModel;
 use easeml_object::Inference;
-use easeml_store::RunId;
-#[cfg(feature = "engine")]
-use easeml_store::RunState;
+use easeml_store::{RunId, RunState};
+
+use crate::models::{LoadedModel, local_models};
 
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError};
 use crate::remote::{Outbox, Remote, RemoteSettings, TokenOrigin};
@@ -154,8 +152,7 @@ struct Local {
     store: Store,
     app: App,
     /// The best model, loaded on the first inference and reloaded when a better run finishes.
-    #[cfg(feature = "engine")]
-    served: Option<ServedModel>,
+    served: Option<Box<dyn LoadedModel>>,
 }
 
 /// What `infer` answered for a batch of inputs.
@@ -245,7 +242,6 @@ impl Client {
             backend: Backend::Embedded(Box::new(Local {
                 store,
                 app,
-                #[cfg(feature = "engine")]
                 served: None,
             })),
         }
@@ -493,7 +489,7 @@ impl Client {
     /// the report scores the answers. A bad line fails the whole batch, naming every bad line.
     ///
     /// Remote: the inputs are checked here, answered by the server's best model, and scored here.
-    /// Embedded without the `engine` feature (libtorch): [`Error::NoEngine`].
+    /// Embedded in a process without a model loader (the engine, libtorch): [`Error::NoEngine`].
     pub fn infer_lines(
         &mut self,
         reader: impl BufRead,
@@ -586,13 +582,10 @@ impl Client {
 
     /// Answers checked input objects with the best model so far (embedded: loaded once, and again
     /// when a better run has finished since; remote: the server's, which does the same).
-    /// Embedded without the `engine` feature (libtorch): [`Error::NoEngine`].
+    /// Embedded in a process without a model loader (the engine, libtorch): [`Error::NoEngine`].
     pub fn infer_objects(&mut self, inputs: &[Object]) -> Result<InferReport> {
         match &mut self.backend {
-            #[cfg(feature = "engine")]
             Backend::Embedded(local) => local.infer(&self.schema, inputs),
-            #[cfg(not(feature = "engine"))]
-            Backend::Embedded(_) => Err(Error::NoEngine),
             Backend::Remote(remote) => remote.infer(&self.schema, inputs),
         }
     }
@@ -676,8 +669,10 @@ fn argmax(values: &[f32]) -> u32 {
 }
 
 impl Local {
-    #[cfg(feature = "engine")]
+    /// Answers with the app's best model, through the process's model loader (none: `NoEngine`).
     fn infer(&mut self, schema: &Schema, inputs: &[Object]) -> Result<InferReport> {
+        // Without a model loader nothing can answer, trained or not: say that first.
+        let models = local_models().ok_or(Error::NoEngine)?;
         let runs = self.store.runs(self.app.id)?;
         let best = easeml_store::best_run(&runs, schema.train_time_limit()).map(|run| run.id);
         let Some(best) = best else {
@@ -695,16 +690,16 @@ impl Local {
             .as_ref()
             .is_none_or(|served| served.run().id != best)
         {
-            let device = easeml_engine::choose_device()
-                .map_err(|error| Error::Engine(easeml_engine::Error::from(error)))?;
-            self.served = ServedModel::load(&self.store, self.app.id, device)?;
+            self.served = models
+                .load_best(&self.store, self.app.id)
+                .map_err(Error::Model)?;
         }
         let served = self.served.as_ref().ok_or_else(|| Error::NoModel {
             app: self.app.name.clone(),
             training: false,
             server: None,
         })?;
-        let answers = served.predict(inputs)?;
+        let answers = served.predict(inputs).map_err(Error::Model)?;
         Ok(InferReport {
             answers: answers
                 .into_iter()

@@ -122,18 +122,17 @@ pub enum Error {
         /// store.
         server: Option<String>,
     },
-    /// Inference asked of an embedded client in a build without the `engine` feature (libtorch):
-    /// [`Client::infer`](crate::Client::infer) and the other `infer*` calls exist in every build, so code written against
-    /// the client compiles either way, and say so at run time. A remote client infers in every build
-    /// (the server's model answers).
+    /// Inference asked of an embedded client in a process with no model loader installed
+    /// ([`LocalModels`](crate::LocalModels): the engine, libtorch). The `infer*` calls exist in every
+    /// build, so code written against the client compiles either way, and say so at run time. A
+    /// remote client infers in every build (the server's model answers).
     #[error(
-        "this build of easeml-runtime has no `engine` feature (libtorch), so it cannot answer with a model of the local store; build easeml-runtime with its default features (or `features = [\"engine\"]`) to infer, and train with `<app> train` or `easeml train`; or use a server (EASEML_SERVER), which answers in every build"
+        "this process has no engine (libtorch) to answer with a model of the local store: run `<app> infer` (it starts `<app>-infer`, which has it), or build your crate with easeml-runtime's `engine` feature (the default) and open the client through it; or use a server (EASEML_SERVER), which answers in every build"
     )]
     NoEngine,
-    /// The engine (training, loading or running a model) failed.
-    #[cfg(feature = "engine")]
-    #[error(transparent)]
-    Engine(#[from] easeml_engine::Error),
+    /// Loading or running a model of the local store failed.
+    #[error("the model of the local store failed: {0}")]
+    Model(String),
     /// A stored blob that does not decode for the app's schema.
     #[error("example {id}: {source}")]
     Decode {

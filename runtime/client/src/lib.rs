@@ -15,13 +15,15 @@
 //! backend), [`tensor`] (the value type of generated tensor fields). Tokens (issue, hash, compare,
 //! files) are `easeml_store::tokens`. The error type is [`Error`].
 //!
-//! Embedded inference needs the `engine` feature (libtorch, through `easeml-engine`); without it
-//! the library links no libtorch, and an embedded `infer` says so ([`Error::NoEngine`]).
+//! The library never links libtorch: embedded inference asks the model loader installed in the
+//! process ([`LocalModels`], provided by `easeml-engine`); without one an embedded `infer` says so
+//! ([`Error::NoEngine`]).
 
 mod client;
 mod connection;
 mod error;
 pub mod feed;
+mod models;
 mod remote;
 mod status;
 pub mod tensor;
@@ -29,9 +31,6 @@ pub mod wire;
 
 pub use client::{AppSpec, Client, FeedReport, InferReport, LoadedExample, Score};
 pub use connection::Connection;
-/// The engine: training across every app of a store, and serving the best models.
-#[cfg(feature = "engine")]
-pub use easeml_engine as engine;
 /// The checked object model and its encoding.
 pub use easeml_object as object;
 pub use easeml_object::{Inference, Object};
@@ -45,6 +44,7 @@ pub use easeml_store::{
 };
 pub use error::{Batch, Error, Result};
 pub use feed::{CheckedExample, CheckedOutput, FeedOptions, LineError};
+pub use models::{LoadedModel, LocalModels, install_local_models, local_models};
 pub use remote::TokenOrigin;
 pub use status::{RunReport, Status};
 pub use tensor::{ShapeError, Tensor, UnknownLabel};

@@ -2,7 +2,8 @@
 //! stand-alone `<app>-feed`, `<app>-refine` and `<app>-infer` binaries, driven by the app's
 //! `easeml.json` manifest.
 //!
-//! Generated `main.rs` files are one line that calls [`run`]: the behaviour lives here, once, and is
+//! Generated `main.rs` files are one line that calls [`run`] (or, for `<app>-infer` and
+//! `<app>-train`, `easeml_app_engine::run_engine`, which adds the engine): the behaviour lives here, once, and is
 //! tested here, so every app behaves the same and regenerating an app never changes its behaviour.
 
 use std::io::{BufReader, IsTerminal, Write};
@@ -27,8 +28,17 @@ pub enum Entry {
     Feed,
     /// `<app>-refine`: the `refine` command alone.
     Refine,
-    /// `<app>-infer`: the `infer` command alone.
+    /// `<app>-infer`: the `infer` command alone (an engine binary: links libtorch).
     Infer,
+    /// `<app>-train`: the `train` command alone (an engine binary: links libtorch).
+    Train,
+}
+
+/// What only the engine binaries can do, handed to the command line by `easeml-app-engine`'s
+/// `run_engine` (through [`run_with`]); absent in `<app>`, `<app>-feed`, `<app>-refine`.
+pub struct EngineCommands {
+    /// `train` over the local store, in this process.
+    pub train: fn(&Client, &ArgMatches) -> Result<(), String>,
 }
 
 /// Settings baked in by `easemlc` when it generated the app.
@@ -38,7 +48,9 @@ pub struct Baked {
     pub server: Option<String>,
 }
 
-/// Runs one of the app's binaries with the process arguments; never panics on user input.
+/// Runs one of the app's binaries with the process arguments; never panics on user input. This
+/// process has no engine: `train` and an embedded `infer` start the app's `<app>-train` /
+/// `<app>-infer` binary beside this one (see `app_engine`).
 pub fn run(manifest_json: &str, entry: Entry, baked: &Baked) -> ExitCode {
     run_from(manifest_json, entry, baked, std::env::args_os())
 }
@@ -50,6 +62,19 @@ pub fn run_from(
     baked: &Baked,
     arguments: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
 ) -> ExitCode {
+    run_with(manifest_json, entry, baked, arguments, None)
+}
+
+/// [`run_from`] with the engine's commands when this process has the engine (what
+/// `easeml-app-engine` calls).
+pub fn run_with(
+    manifest_json: &str,
+    entry: Entry,
+    baked: &Baked,
+    arguments: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
+    engine: Option<&EngineCommands>,
+) -> ExitCode {
+    let arguments: Vec<std::ffi::OsString> = arguments.into_iter().map(Into::into).collect();
     let spec = match AppSpec::from_manifest_json(manifest_json) {
         Ok(spec) => spec,
         Err(error) => {
@@ -61,14 +86,14 @@ pub fn run_from(
     };
     let app = spec.schema().app.clone();
     let command = command(&spec, entry);
-    let matches = match command.try_get_matches_from(arguments) {
+    let matches = match command.try_get_matches_from(&arguments) {
         Ok(matches) => matches,
         Err(error) => {
             let _ = error.print();
             return ExitCode::from(if error.use_stderr() { 2 } else { 0 });
         }
     };
-    match execute(&spec, entry, &matches, baked) {
+    match execute(&spec, entry, &matches, baked, &arguments, engine) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("{app}: error: {message}");
@@ -110,6 +135,7 @@ pub fn command(spec: &AppSpec, entry: Entry) -> Command {
         Entry::Feed => feed_command(schema).name(format!("{app}-feed")).args(connection_args),
         Entry::Refine => refine_command().name(format!("{app}-refine")).args(connection_args),
         Entry::Infer => infer_command(schema).name(format!("{app}-infer")).args(connection_args),
+        Entry::Train => train_command().name(format!("{app}-train")).args(connection_args),
     }
 }
 
@@ -333,11 +359,14 @@ fn execute(
     entry: Entry,
     matches: &ArgMatches,
     baked: &Baked,
+    raw_arguments: &[std::ffi::OsString],
+    engine: Option<&EngineCommands>,
 ) -> Result<(), String> {
     let (command, arguments) = match entry {
         Entry::Feed => ("feed", matches),
         Entry::Refine => ("refine", matches),
         Entry::Infer => ("infer", matches),
+        Entry::Train => ("train", matches),
         Entry::App => matches.subcommand().unwrap_or(("status", matches)),
     };
     let server = matches
@@ -348,20 +377,26 @@ fn execute(
     let home = matches.get_one::<String>("home").map(PathBuf::from);
     let connection =
         Connection::from_settings(server.as_deref(), home).map_err(|error| error.to_string())?;
+    let embedded = matches!(connection, Connection::Embedded { .. });
+    if embedded && engine.is_none() && matches!(command, "train" | "infer") {
+        // The engine (libtorch) is in the sibling binary, not in this one.
+        return match entry {
+            Entry::App => run_sibling(&spec.schema().app, command, raw_arguments),
+            _ => Err(format!(
+                "`{command}` over the local store needs the engine (libtorch), which this build of the app leaves out; build easeml-runtime with its `engine` feature (the default), or use a server (--server, EASEML_SERVER)"
+            )),
+        };
+    }
     let mut client = Client::open(&connection, spec.clone()).map_err(|error| error.to_string())?;
     tell_about_registration(&client);
     match command {
         "feed" => feed(&mut client, arguments),
         "refine" => refine(&mut client, arguments),
         "infer" => infer(&mut client, arguments),
-        "train" if client.server_url().is_some() => remote_train(&client),
-        #[cfg(feature = "engine")]
-        "train" => train(&client, arguments),
-        #[cfg(not(feature = "engine"))]
-        "train" => Err(
-            "`train` needs the runtime's `engine` feature (libtorch), which this build leaves out"
-                .to_owned(),
-        ),
+        "train" => match engine {
+            Some(engine) if client.server_url().is_none() => (engine.train)(&client, arguments),
+            _ => remote_train(&client),
+        },
         _ => {
             let status = client.status().map_err(|error| error.to_string())?;
             print!("{status}");
@@ -542,27 +577,6 @@ fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     Ok(())
 }
 
-#[cfg(feature = "engine")]
-fn train(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
-    let budget = arguments.get_one::<std::time::Duration>("budget").copied();
-    let device = crate::engine::choose_device().map_err(|error| error.to_string())?;
-    let mut config = crate::engine::EngineConfig::for_device(device);
-    if let Some(max_run) = arguments.get_one::<std::time::Duration>("max-run") {
-        config.max_run_seconds = max_run.as_secs_f64();
-    }
-    let home = client
-        .store()
-        .ok_or("`train` runs over the local store")?
-        .home()
-        .to_owned();
-    let mut engine =
-        crate::engine::Engine::open(&home, config).map_err(|error| error.to_string())?;
-    train_with_progress(&mut engine, budget)?;
-    let status = client.status().map_err(|error| error.to_string())?;
-    print!("{status}");
-    Ok(())
-}
-
 /// Says, once, that the app was registered on its server just now, and where its token is (or the
 /// token itself when it could not be saved: it is shown only this once).
 fn tell_about_registration(client: &Client) {
@@ -599,6 +613,47 @@ fn token_whereabouts(client: &Client) -> String {
     }
 }
 
+/// Runs `<app>-COMMAND`, the engine binary beside this one, with this process's arguments less the
+/// subcommand's name, in place of this process (`exec` on Unix: its exit status is the app's).
+fn run_sibling(
+    app: &str,
+    command: &str,
+    raw_arguments: &[std::ffi::OsString],
+) -> Result<(), String> {
+    let this = std::env::current_exe()
+        .map_err(|error| format!("cannot find this program's own path: {error}"))?;
+    let sibling = this.with_file_name(format!("{app}-{command}"));
+    if !sibling.is_file() {
+        return Err(format!(
+            "`{app} {command}` runs `{}`, which is not there; build the app's crate again (`cargo build` builds all of its binaries)",
+            sibling.display()
+        ));
+    }
+    let mut arguments: Vec<&std::ffi::OsString> = raw_arguments.iter().skip(1).collect();
+    if let Some(position) = arguments.iter().position(|argument| *argument == command) {
+        arguments.remove(position);
+    }
+    let mut child = std::process::Command::new(&sibling);
+    child.args(arguments);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let error = child.exec();
+        Err(format!("cannot start `{}`: {error}", sibling.display()))
+    }
+    #[cfg(not(unix))]
+    {
+        let status = child
+            .status()
+            .map_err(|error| format!("cannot start `{}`: {error}", sibling.display()))?;
+        if status.success() {
+            Ok(())
+        } else {
+            std::process::exit(status.code().unwrap_or(1))
+        }
+    }
+}
+
 /// `train` in remote mode: the server trains; say so, and show where it stands.
 fn remote_train(client: &Client) -> Result<(), String> {
     let app = client.app_name();
@@ -611,111 +666,8 @@ fn remote_train(client: &Client) -> Result<(), String> {
     Ok(())
 }
 
-#[cfg(feature = "engine")]
-/// Runs the engine's loop as a training session: a line saying where, on what and for how long,
-/// a spinner (on a terminal) and one line per finished run, then how many runs finished and
-/// whether anything is left to train. Shared by the apps' `train` and `easeml train`.
-pub fn train_with_progress(
-    engine: &mut crate::engine::Engine,
-    budget: Option<std::time::Duration>,
-) -> Result<crate::engine::TrainSummary, String> {
-    use crate::engine::Event;
-    eprintln!(
-        "training every app in {} on {}{}",
-        engine.store().home().display(),
-        crate::engine::device_name(engine.config().device),
-        budget.map_or_else(String::new, |budget| format!(
-            " for at most {}",
-            format_seconds(budget.as_secs_f64())
-        ))
-    );
-    // On a terminal: a spinner that says what trains now, finished runs printed above it. Elsewhere
-    // (a log, CI, a pipe): plain lines, a start line per run included, so the log still shows what
-    // happened and when.
-    let terminal = std::io::stderr().is_terminal();
-    let progress = if terminal {
-        let bar = ProgressBar::new_spinner();
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let say = |line: String| {
-        if terminal {
-            progress.println(line);
-        } else {
-            eprintln!("{line}");
-        }
-    };
-    let mut on_event = |event: Event| match event {
-        Event::AppRegistered { app, candidates } => {
-            say(format!("{app}: {candidates} candidate models"));
-        }
-        Event::DataChanged { app, data_version } => say(format!(
-            "{app}: data changed (version {data_version}); every candidate is eligible again"
-        )),
-        Event::AppSkipped { app, reason } => {
-            say(format!("{app}: left out: {reason}"));
-        }
-        Event::RunStarted {
-            app,
-            candidate,
-            run,
-            max_seconds,
-        } => {
-            let message = format!(
-                "{app}: training {candidate} (run {}, at most {})",
-                run.0,
-                format_seconds(max_seconds)
-            );
-            if terminal {
-                progress.set_message(message);
-            } else {
-                eprintln!("{message}");
-            }
-        }
-        Event::RunFinished {
-            app,
-            candidate,
-            quality,
-            cost_seconds,
-            best,
-            ..
-        } => say(format!(
-            "{app}: {candidate:<22} quality {quality:.3}  cost {:>7}{}",
-            format_seconds(cost_seconds),
-            if best { "  * best so far" } else { "" }
-        )),
-        Event::RunFailed {
-            app,
-            candidate,
-            reason,
-            ..
-        } => say(format!("{app}: {candidate:<22} failed: {reason}")),
-    };
-    let summary = engine.train(budget, &mut on_event);
-    progress.finish_and_clear();
-    let summary = summary.map_err(|error| error.to_string())?;
-    eprintln!(
-        "{} run{} finished, {} failed{}",
-        summary.finished,
-        if summary.finished == 1 { "" } else { "s" },
-        summary.failed,
-        if summary.exhausted {
-            "; nothing is left to train on the current data"
-        } else {
-            "; the budget is spent (run `train` again to go on)"
-        }
-    );
-    Ok(summary)
-}
-
-#[cfg(feature = "engine")]
-fn format_seconds(seconds: f64) -> String {
+/// A duration in words for people, as the training session prints it.
+pub fn format_seconds(seconds: f64) -> String {
     if seconds >= 120.0 {
         format!("{:.1} min", seconds / 60.0)
     } else {

@@ -14,6 +14,7 @@ pub mod checkpoint_blob;
 pub mod dataset;
 mod engine;
 mod error;
+mod local;
 mod model;
 
 pub use app::{AppModel, Workload};
@@ -22,4 +23,5 @@ pub use easeml_store::{best_run, over_train_time};
 pub use easeml_trainer::device::{choose_device, device_name};
 pub use engine::{Engine, EngineConfig, Event, MIN_EXAMPLES, TrainSummary, load_examples};
 pub use error::{Error, Result};
+pub use local::{EngineModels, install_local_models};
 pub use model::ServedModel;

@@ -313,7 +313,6 @@ pub(crate) async fn infer(
 }
 
 /// Inference itself, on the inference thread.
-#[cfg(feature = "engine")]
 async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Response, ApiError> {
     use easeml_client::wire::{Answer, Answered, WireScore};
     let report = state
@@ -344,15 +343,6 @@ async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Response,
         score,
     })
     .into_response())
-}
-
-/// Without the engine there are no models to answer with.
-#[cfg(not(feature = "engine"))]
-async fn answer(_: &AppState, _: String, _: Bytes) -> Result<Response, ApiError> {
-    Err(ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "inference needs the runtime's `engine` feature (libtorch), which this build leaves out",
-    ))
 }
 
 /// Any other path.

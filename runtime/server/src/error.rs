@@ -96,6 +96,10 @@ impl From<easeml_client::Error> for ApiError {
                 error.body.training = Some(training);
                 error
             }
+            easeml_client::Error::NoEngine => ApiError::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "this server has no engine (libtorch) to answer with; `easeml serve` has one",
+            ),
             easeml_client::Error::SchemaMismatch { .. } => {
                 ApiError::new(StatusCode::CONFLICT, error.to_string())
             }
@@ -176,5 +180,21 @@ impl From<crate::ServerError> for ApiError {
 impl From<easeml_store::Error> for ApiError {
     fn from(error: easeml_store::Error) -> ApiError {
         ApiError::from(easeml_client::Error::Store(error))
+    }
+}
+
+#[cfg(test)]
+mod no_engine_tests {
+    use super::*;
+
+    #[test]
+    fn a_process_without_the_engine_answers_inference_with_501() {
+        let error = ApiError::from(easeml_client::Error::NoEngine);
+        assert_eq!(error.status, StatusCode::NOT_IMPLEMENTED);
+        assert!(
+            error.body.error.contains("no engine"),
+            "{}",
+            error.body.error
+        );
     }
 }

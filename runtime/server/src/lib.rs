@@ -14,7 +14,7 @@
 //! | `GET /api/v1/apps/{name}/examples/{id}` | one example, input and output as JSON |
 //! | `GET /api/v1/apps/{name}/examples/{id}/thumbnail.png` | a PNG of an image input |
 //! | `PATCH /api/v1/apps/{name}/examples/{id}` | `{"enabled": bool}` |
-//! | `POST /api/v1/apps/{name}/infer` | answers from the best model so far (409 before any is trained; 501 without the `engine` feature) |
+//! | `POST /api/v1/apps/{name}/infer` | answers from the best model so far (409 before any is trained; 501 in a process without the engine, such as an app's refine server) |
 //!
 //! Every app route needs `Authorization: Bearer <the app's token>`: no token is 401, a token that is
 //! not this app's is 403 (also for an app that does not exist, so names do not leak). The store keeps
@@ -30,7 +30,6 @@
 mod api;
 mod auth;
 mod error;
-#[cfg(feature = "engine")]
 mod infer;
 pub(crate) mod json;
 mod page;
@@ -166,7 +165,6 @@ struct Shared {
     pool: StorePool,
     feeds: Semaphore,
     /// The thread that owns the loaded models and answers inferences.
-    #[cfg(feature = "engine")]
     infer: infer::InferWorker,
 }
 
@@ -176,7 +174,6 @@ impl AppState {
     pub fn new(config: Config) -> crate::Result<AppState> {
         let pool = StorePool::open(config.home.clone())?;
         let feeds = Semaphore::new(config.max_concurrent_feeds.max(1));
-        #[cfg(feature = "engine")]
         let infer = infer::InferWorker::start(config.home.clone()).map_err(|source| {
             crate::ServerError::Serve {
                 what: "starting the inference thread".to_owned(),
@@ -188,7 +185,6 @@ impl AppState {
                 config,
                 pool,
                 feeds,
-                #[cfg(feature = "engine")]
                 infer,
             }),
         })

@@ -8,6 +8,11 @@
 
 mod common;
 
+/// How this test process gets the engine for the servers it starts (see `common`).
+fn install_engine() {
+    easeml_engine::install_local_models();
+}
+
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

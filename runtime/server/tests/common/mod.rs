@@ -72,6 +72,9 @@ impl TestServer {
         home: PathBuf,
         configure: impl FnOnce(&mut Config),
     ) -> TestServer {
+        // Inference over HTTP answers with the engine's models: each test crate that uses this
+        // module says how its process gets the engine (`install_engine` at its root).
+        crate::install_engine();
         let mut config = Config::new(&home);
         config.listen = "127.0.0.1:0".parse().unwrap();
         configure(&mut config);

@@ -31,8 +31,10 @@ impl Client {
         )?;
         Client::open(&connection)
     }
-    /// Opens the app through a connection.
+    /// Opens the app through a connection (with easeml-runtime's `engine` feature, an embedded
+    /// client then answers `infer` with the engine's models).
     pub fn open(connection: &::easeml_runtime::Connection) -> ::easeml_runtime::Result<Client> {
+        ::easeml_runtime::__private::install_engine();
         let spec = ::easeml_runtime::AppSpec::from_manifest_json(MANIFEST)?;
         ::core::result::Result::Ok(Client {
             inner: ::easeml_runtime::Client::open(connection, spec)?,

@@ -4,9 +4,9 @@
 
 use std::io::Cursor;
 
-use easeml_client::engine::{Engine, EngineConfig};
 use easeml_client::{CheckedOutput, Client, Connection, Error, FeedOptions, Score};
 use easeml_compiler::{Registry, compile, schema::Schema};
+use easeml_engine::{Engine, EngineConfig};
 use serde_json::{Value, json};
 
 fn schema(source: &str) -> Schema {
@@ -137,6 +137,7 @@ const CASES: &[Case] = &[
 
 #[test]
 fn every_workload_trains_and_answers_in_its_own_terms() {
+    easeml_engine::install_local_models();
     for case in CASES {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");

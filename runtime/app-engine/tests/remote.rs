@@ -7,6 +7,11 @@
 #[path = "../../server/tests/common/mod.rs"]
 mod common;
 
+/// How this test process gets the engine for the servers it starts (see `common`).
+fn install_engine() {
+    easeml_engine::install_local_models();
+}
+
 use std::io::{Cursor, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -66,9 +71,8 @@ fn with_token(server_url: &str, token: &str) -> Connection {
 }
 
 /// Trains the apps of the store under `home` until one run has finished (CPU, a few seconds).
-#[cfg(feature = "engine")]
 fn train_once(home: &Path) {
-    use easeml_runtime::engine::{Engine, EngineConfig};
+    use easeml_engine::{Engine, EngineConfig};
     let mut config = EngineConfig::for_device(tch::Device::Cpu);
     config.max_run_seconds = 4.0;
     config.max_epochs = 2;
@@ -217,20 +221,6 @@ fn feed_list_toggle_status_and_infer_over_http_match_the_embedded_store() {
     assert_eq!(again.token_origin(), Some(&TokenOrigin::File(token_file)));
     assert_eq!(again.status().unwrap().examples, 8);
 
-    #[cfg(not(feature = "engine"))]
-    {
-        // Without the engine (here, and in the test's server too) the remote client still asks the
-        // server, which says that it cannot answer.
-        let error = client
-            .infer_lines(Cursor::new(image_lines(20..21)), &FeedOptions::default())
-            .unwrap_err();
-        assert!(
-            matches!(error, Error::Server { status: 501, .. }),
-            "{error:?}"
-        );
-        assert!(error.to_string().contains("`engine` feature"), "{error}");
-    }
-    #[cfg(feature = "engine")]
     {
         use easeml_runtime::Score;
         // No model yet: the embedded message, saying that the server trains.
@@ -737,7 +727,9 @@ fn app_cli_child() {
     let baked = easeml_runtime::app_cli::Baked {
         server: std::env::var("EASEML_TEST_BAKED_SERVER").ok(),
     };
-    let code = easeml_runtime::app_cli::run_from(
+    // An `<app>` with the engine in its process (the generated `<app>` starts `<app>-infer` and
+    // `<app>-train` instead; the golden crates test runs those).
+    let code = easeml_app_engine::run_engine_from(
         &manifest,
         easeml_runtime::app_cli::Entry::App,
         &baked,
@@ -940,7 +932,6 @@ fn the_app_command_line_works_against_a_server() {
         run.stdout
     );
 
-    #[cfg(feature = "engine")]
     {
         // infer: no model yet, then answers once the store has one.
         let queries = image_lines(20..23);

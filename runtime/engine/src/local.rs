@@ -1,0 +1,36 @@
+//! The engine as the client library's local model loader (`easeml_client::LocalModels`): embedded
+//! `infer` in a process that calls [`install_local_models`] answers with the engine's
+//! [`ServedModel`], on the device [`choose_device`] picks.
+
+use easeml_client::{LoadedModel, LocalModels};
+use easeml_object::{Inference, Object};
+use easeml_store::{AppId, RunRecord, Store};
+
+use crate::{ServedModel, choose_device};
+
+/// The engine's [`LocalModels`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EngineModels;
+
+impl LocalModels for EngineModels {
+    fn load_best(&self, store: &Store, app: AppId) -> Result<Option<Box<dyn LoadedModel>>, String> {
+        let device = choose_device().map_err(|error| error.to_string())?;
+        let served = ServedModel::load(store, app, device).map_err(|error| error.to_string())?;
+        Ok(served.map(|served| Box::new(served) as Box<dyn LoadedModel>))
+    }
+}
+
+impl LoadedModel for ServedModel {
+    fn run(&self) -> &RunRecord {
+        ServedModel::run(self)
+    }
+
+    fn predict(&self, inputs: &[Object]) -> Result<Vec<Inference>, String> {
+        ServedModel::predict(self, inputs).map_err(|error| error.to_string())
+    }
+}
+
+/// Makes this process's embedded clients answer with the engine's models.
+pub fn install_local_models() {
+    easeml_client::install_local_models(&EngineModels);
+}

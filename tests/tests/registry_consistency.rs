@@ -1,0 +1,135 @@
+//! "The registry is data" kept true: every template of the built-in registry (`templates/
+//! registry.toml`) names a workload the engine knows (`easeml_schema::Workload`), and every
+//! candidate id the compiler generates for it parses in the trainer and fits the trainer's task
+//! for that template's data, the task derived exactly as the engine derives it when it trains.
+//!
+//! Data-driven: the programs are every valid fixture and example; each template must be chosen by
+//! at least one of them, so a template added to the registry without a program that reaches it
+//! fails here.
+
+use std::collections::BTreeMap;
+
+use easeml_compiler::{Compiled, Registry};
+use easeml_engine::AppModel;
+use easeml_engine::dataset::{StoredTarget, examples_of};
+use easeml_object::Object;
+use easeml_schema::{DataType, Workload};
+use easeml_tests::{Expectation, Fixture, examples, fixtures_dir};
+use easeml_trainer::{Candidate, Task};
+
+/// An object of `data_type` with every value 0.5 and no children (one record, a one-node tree).
+fn object_of(data_type: &DataType) -> Object {
+    Object {
+        tensors: data_type
+            .tensors()
+            .map(|tensor| vec![0.5; tensor.element_count() as usize])
+            .collect(),
+        children: data_type.recursive_names().map(|_| None).collect(),
+    }
+}
+
+/// The valid programs: every `ok` fixture (with its own registry) and every example.
+fn programs() -> Vec<(String, Compiled)> {
+    let builtin = Registry::builtin();
+    let mut programs = Vec::new();
+    for entry in std::fs::read_dir(fixtures_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|extension| extension != "eml") {
+            continue;
+        }
+        let fixture = Fixture::read(&path);
+        // Valid programs of the built-in registry (the e013 fixtures use a registry of their own).
+        if !matches!(fixture.expectation, Expectation::Valid { .. })
+            || fixture.name.starts_with("e013")
+        {
+            continue;
+        }
+        programs.push((fixture.name.clone(), fixture.compile().unwrap()));
+    }
+    for (stem, source) in examples() {
+        let compiled = easeml_compiler::compile(&source, &stem, &builtin)
+            .unwrap_or_else(|diagnostics| panic!("{stem}: {diagnostics:?}"));
+        programs.push((stem, compiled));
+    }
+    programs
+}
+
+#[test]
+fn every_template_has_a_known_workload_and_candidates_that_fit_its_task() {
+    let registry = Registry::builtin();
+    let mut reached: BTreeMap<String, usize> = BTreeMap::new();
+    for (name, compiled) in programs() {
+        let template = compiled.template();
+        *reached.entry(template.id.clone()).or_default() += 1;
+        let workload = Workload::from_name(&template.workload).unwrap_or_else(|| {
+            panic!(
+                "{name}: template `{}` names workload `{}`, which the engine does not know",
+                template.id, template.workload
+            )
+        });
+        let parsed: Vec<Candidate> = compiled
+            .candidates
+            .iter()
+            .map(|candidate| {
+                Candidate::parse(&candidate.id).unwrap_or_else(|error| {
+                    panic!(
+                        "{name}: candidate `{}` of template `{}` does not parse in the trainer: {error}",
+                        candidate.id, template.id
+                    )
+                })
+            })
+            .collect();
+        // Programs with huge tensors (the fixtures at the 2^31 - 1 limit) are checked up to here:
+        // four examples of them would take gigabytes.
+        let elements = |data_type: &DataType| -> u64 {
+            data_type
+                .tensors()
+                .map(|tensor| tensor.element_count())
+                .sum()
+        };
+        if elements(&compiled.schema.input) + elements(&compiled.schema.output) > 1 << 20 {
+            continue;
+        }
+        let manifest = easeml_compiler::codegen::manifest(&compiled).to_json();
+        let app = AppModel::from_manifest(&compiled.schema.app, &manifest)
+            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert_eq!(app.workload, workload, "{name}");
+        // Four examples, two per class for classification, as the engine would hand them over.
+        let inputs: Vec<Object> = (0..4).map(|_| object_of(&app.schema.input)).collect();
+        let targets: Vec<StoredTarget> = (0..4)
+            .map(|index| match app.n_classes() {
+                Some(_) => StoredTarget::Class(index % 2),
+                None => StoredTarget::Object(object_of(&app.schema.output)),
+            })
+            .collect();
+        let examples = examples_of(&app, (0..4).collect(), &inputs, &targets)
+            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        let task = Task::of(&examples).unwrap_or_else(|error| panic!("{name}: {error}"));
+        for (candidate, parsed) in compiled.candidates.iter().zip(&parsed) {
+            parsed.check_fits(&task).unwrap_or_else(|error| {
+                panic!(
+                    "{name}: candidate `{}` of template `{}` does not fit its task: {error}",
+                    candidate.id, template.id
+                )
+            });
+        }
+    }
+    for template in &registry.templates {
+        assert!(
+            reached.contains_key(&template.id),
+            "no valid fixture or example reaches template `{}` (row {}); add one",
+            template.id,
+            template.row
+        );
+    }
+    for workload in Workload::ALL {
+        assert!(
+            registry
+                .templates
+                .iter()
+                .any(|template| template.workload == workload.name()),
+            "no template of the builtin registry has workload `{}`",
+            workload.name()
+        );
+    }
+}

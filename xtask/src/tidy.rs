@@ -1,0 +1,520 @@
+//! `cargo xtask tidy`: the architecture's rules that a machine can check, in seconds and without
+//! building anything (the first step of `cargo xtask test`).
+//!
+//! 1. **Forbidden dependency edges** ([`RULES`]), read from `cargo metadata`: from a workspace
+//!    crate, the normal dependencies are followed (dev and build dependencies do not count, nor do
+//!    the dependencies of a proc-macro crate, which run at compile time and are not linked; reaching
+//!    a forbidden proc-macro crate itself counts). The resolve graph of `cargo metadata` unifies
+//!    features over the whole workspace, so the check over-approximates: an edge enabled by any
+//!    member's features counts. A rule naming a crate that does not exist is itself an error, so
+//!    the table cannot silently go stale.
+//! 2. **ARCHITECTURE.md names only what exists**: every backticked span that looks like a repository
+//!    path ([`looks_like_path`]) must exist, and every backticked `Type::function` or
+//!    `module::function` ([`looks_like_item`]) must name a `fn` that exists in a Rust file of the
+//!    workspace, beside a type, module or crate of the first name.
+//!
+//! Every violation is printed (not just the first), each with what to do.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// One forbidden reach: `from` never reaches any of `never`, and why.
+pub struct Rule {
+    /// The workspace crate the rule is about.
+    pub from: &'static str,
+    /// Crates it must not reach through normal dependencies.
+    pub never: &'static [&'static str],
+    /// Why, in one line.
+    pub why: &'static str,
+}
+
+/// The forbidden edges of ARCHITECTURE.md's invariants (one place).
+pub const RULES: &[Rule] = &[
+    Rule {
+        from: "easeml-scheduler",
+        never: &["axum", "ureq", "rusqlite", "tch"],
+        why: "the scheduler is pure Rust + nalgebra: no HTTP, SQL or libtorch",
+    },
+    Rule {
+        from: "easeml-trainer",
+        never: &["axum", "ureq", "rusqlite"],
+        why: "the trainer never sees HTTP or SQL",
+    },
+    Rule {
+        from: "easeml-store",
+        never: &["tch", "axum", "easeml-schema"],
+        why: "the store keeps blobs, labels and manifests as text: no libtorch, HTTP or schema",
+    },
+    Rule {
+        from: "easeml-schema",
+        never: &["tch", "rusqlite", "axum", "pest", "ureq"],
+        why: "the schema model knows no syntax, SQL, HTTP or libtorch",
+    },
+    Rule {
+        from: "easeml-object",
+        never: &["rusqlite", "axum", "tch"],
+        why: "objects and their encoding know nothing of SQL, HTTP or libtorch",
+    },
+    Rule {
+        from: "easeml-client",
+        never: &["tch", "torch-sys", "axum", "syn", "pest", "handlebars"],
+        why: "the client library never links libtorch (models come through LocalModels) nor the compiler",
+    },
+    Rule {
+        from: "easeml-server",
+        never: &["tch", "torch-sys", "syn", "pest", "handlebars"],
+        why: "the server never links libtorch (inference through the client) nor the compiler",
+    },
+    Rule {
+        from: "easeml-runtime",
+        never: &[
+            "syn",
+            "handlebars",
+            "pest",
+            "easeml-compiler",
+            "easeml-grammar",
+            "annotate-snippets",
+        ],
+        why: "generated apps depend on the runtime, never on the compiler",
+    },
+    Rule {
+        from: "easeml-app-engine",
+        never: &[
+            "syn",
+            "handlebars",
+            "pest",
+            "easeml-compiler",
+            "easeml-grammar",
+        ],
+        why: "generated apps' engine binaries depend on it, never on the compiler",
+    },
+];
+
+/// Runs both checks over the workspace at `root`; an error lists every violation.
+pub fn run(root: &Path) -> Result<()> {
+    let metadata = cargo_metadata(root)?;
+    let mut violations = dependency_violations(&metadata, RULES)?;
+    let architecture =
+        std::fs::read_to_string(root.join("ARCHITECTURE.md")).context("reading ARCHITECTURE.md")?;
+    let code = RustCode::read(root)?;
+    violations.extend(architecture_violations(&architecture, root, &code));
+    if violations.is_empty() {
+        eprintln!(
+            "tidy: {} dependency rules hold; every path and item ARCHITECTURE.md names exists",
+            RULES.len()
+        );
+        return Ok(());
+    }
+    for violation in &violations {
+        eprintln!("tidy: {violation}");
+    }
+    bail!("{} tidy violation(s)", violations.len())
+}
+
+/// `cargo metadata` for this machine's platform (the dependencies of other platforms are never
+/// linked here, and need not be downloaded).
+fn cargo_metadata(root: &Path) -> Result<Value> {
+    let rustc = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .context("running rustc -vV")?;
+    let host = String::from_utf8_lossy(&rustc.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: ").map(str::to_owned))
+        .context("rustc -vV names no host")?;
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--filter-platform",
+            &host,
+        ])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    if !output.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    serde_json::from_slice(&output.stdout).context("reading cargo metadata's JSON")
+}
+
+/// The violations of `rules` in a `cargo metadata` document.
+pub fn dependency_violations(metadata: &Value, rules: &[Rule]) -> Result<Vec<String>> {
+    let packages = metadata["packages"]
+        .as_array()
+        .context("cargo metadata has no packages")?;
+    let mut names: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut proc_macros: BTreeSet<&str> = BTreeSet::new();
+    for package in packages {
+        let id = package["id"].as_str().unwrap_or_default();
+        names.insert(id, package["name"].as_str().unwrap_or_default());
+        let is_proc_macro = package["targets"].as_array().is_some_and(|targets| {
+            targets.iter().any(|target| {
+                target["kind"]
+                    .as_array()
+                    .is_some_and(|kinds| kinds.iter().any(|kind| kind == "proc-macro"))
+            })
+        });
+        if is_proc_macro {
+            proc_macros.insert(id);
+        }
+    }
+    let mut normal_deps: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for node in metadata["resolve"]["nodes"]
+        .as_array()
+        .context("cargo metadata has no resolve graph")?
+    {
+        let id = node["id"].as_str().unwrap_or_default();
+        let deps = node["deps"].as_array().map_or(Vec::new(), |deps| {
+            deps.iter()
+                .filter(|dep| {
+                    dep["dep_kinds"]
+                        .as_array()
+                        .is_some_and(|kinds| kinds.iter().any(|kind| kind["kind"].is_null()))
+                })
+                .filter_map(|dep| dep["pkg"].as_str())
+                .collect()
+        });
+        normal_deps.insert(id, deps);
+    }
+    let workspace: BTreeSet<&str> = metadata["workspace_members"]
+        .as_array()
+        .map_or(BTreeSet::new(), |members| {
+            members.iter().filter_map(Value::as_str).collect()
+        });
+    let known: BTreeSet<&str> = names.values().copied().collect();
+    let mut violations = Vec::new();
+    for rule in rules {
+        let Some(start) = workspace
+            .iter()
+            .find(|id| names.get(*id) == Some(&rule.from))
+        else {
+            violations.push(format!(
+                "the rule for `{}` names a crate that is not in the workspace; update xtask/src/tidy.rs",
+                rule.from
+            ));
+            continue;
+        };
+        for never in rule.never {
+            if !known.contains(never) {
+                // Not in the lock file at all: nothing can reach it (and the rule still documents).
+                continue;
+            }
+            if let Some(path) = path_to(start, never, &names, &normal_deps, &proc_macros) {
+                violations.push(format!(
+                    "`{}` reaches `{never}` ({}): {}; remove that dependency or move the code",
+                    rule.from,
+                    path.join(" -> "),
+                    rule.why
+                ));
+            }
+        }
+    }
+    Ok(violations)
+}
+
+/// The shortest chain of crate names from `start` to a crate named `target`, if any.
+fn path_to(
+    start: &str,
+    target: &str,
+    names: &BTreeMap<&str, &str>,
+    deps: &BTreeMap<&str, Vec<&str>>,
+    proc_macros: &BTreeSet<&str>,
+) -> Option<Vec<String>> {
+    let mut previous: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    let mut seen = BTreeSet::from([start]);
+    while let Some(id) = queue.pop_front() {
+        if names.get(id) == Some(&target) {
+            let mut chain = vec![names[id].to_owned()];
+            let mut at = id;
+            while let Some(&before) = previous.get(at) {
+                chain.push(names[before].to_owned());
+                at = before;
+            }
+            chain.reverse();
+            return Some(chain);
+        }
+        if id != start && proc_macros.contains(id) {
+            continue;
+        }
+        for &next in deps.get(id).into_iter().flatten() {
+            if seen.insert(next) {
+                previous.insert(next, id);
+                queue.push_back(next);
+            }
+        }
+    }
+    None
+}
+
+/// What the Rust code of the workspace defines, for the item check: `fn` names, and type, module
+/// and crate names.
+pub struct RustCode {
+    functions: BTreeSet<String>,
+    owners: BTreeSet<String>,
+    /// Every file and folder, relative to the root, with `/` separators.
+    paths: BTreeSet<String>,
+}
+
+impl RustCode {
+    /// Reads every `.rs` file under `root` (not `target/` or hidden folders).
+    pub fn read(root: &Path) -> Result<RustCode> {
+        let mut code = RustCode {
+            functions: BTreeSet::new(),
+            owners: BTreeSet::new(),
+            paths: BTreeSet::new(),
+        };
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for entry in
+                std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
+            {
+                let path = entry?.path();
+                let name = path
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .unwrap_or("");
+                if name.starts_with('.') || name == "target" {
+                    continue;
+                }
+                if let Ok(relative) = path.strip_prefix(root) {
+                    code.paths
+                        .insert(relative.to_string_lossy().replace('\\', "/"));
+                }
+                if path.is_dir() {
+                    code.owners.insert(name.replace('-', "_"));
+                    stack.push(path);
+                } else if let Some(stem) = name.strip_suffix(".rs") {
+                    code.owners.insert(stem.to_owned());
+                    code.add_source(&std::fs::read_to_string(&path).unwrap_or_default());
+                } else if name == "Cargo.toml" {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    if let Some(package) = text
+                        .lines()
+                        .find_map(|line| line.strip_prefix("name = \""))
+                        .and_then(|rest| rest.strip_suffix('"'))
+                    {
+                        code.owners.insert(package.replace('-', "_"));
+                    }
+                }
+            }
+        }
+        Ok(code)
+    }
+
+    /// Adds the names a Rust source defines.
+    pub fn add_source(&mut self, source: &str) {
+        let words: Vec<&str> = source
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|word| !word.is_empty())
+            .collect();
+        for pair in words.windows(2) {
+            match pair[0] {
+                "fn" => {
+                    self.functions.insert(pair[1].to_owned());
+                }
+                // A public field (`Config::max_body_bytes` names one as well as a function).
+                "pub" => {
+                    self.functions.insert(pair[1].to_owned());
+                }
+                "struct" | "enum" | "trait" | "mod" | "type" | "union" => {
+                    self.owners.insert(pair[1].to_owned());
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A backticked span that names a repository path: it has a `/` or a known file ending, and no
+/// placeholder (`<`, `*`, `{`, `$`), space, URL, home or `../shared` prefix.
+pub fn looks_like_path(span: &str) -> bool {
+    const ENDINGS: [&str; 8] = [
+        ".rs", ".toml", ".md", ".hbs", ".html", ".py", ".pest", ".eml",
+    ];
+    let placeholder = span.contains(['<', '*', '{', '$', ' ', '|', '='])
+        || span.starts_with("../")
+        || span.starts_with("http")
+        || span.starts_with('~')
+        || span.starts_with("target/")
+        || span.starts_with('/')
+        || span.starts_with('-')
+        || (span.starts_with('.') && !span.contains('/'));
+    let pathish = span.contains('/') || ENDINGS.iter().any(|ending| span.ends_with(ending));
+    pathish
+        && !placeholder
+        && span
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
+}
+
+/// A backticked span that names an item: identifiers joined by `::`, the last one snake_case (a
+/// function), e.g. `Registry::matching` or `diagnostic::render`.
+pub fn looks_like_item(span: &str) -> bool {
+    let segments: Vec<&str> = span.split("::").collect();
+    segments.len() >= 2
+        && segments.iter().all(|segment| {
+            !segment.is_empty()
+                && segment.chars().all(|c| c.is_alphanumeric() || c == '_')
+                && !segment.starts_with(|c: char| c.is_ascii_digit())
+        })
+        && segments.last().is_some_and(|last| {
+            last.starts_with(|c: char| c.is_ascii_lowercase())
+                && last
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+}
+
+/// The backticked spans of a markdown text (single backticks; code blocks are skipped).
+fn backticked(text: &str) -> Vec<String> {
+    let mut spans = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if in_block {
+            continue;
+        }
+        let mut parts = line.split('`');
+        parts.next();
+        while let (Some(inside), Some(_)) = (parts.next(), parts.next()) {
+            spans.push(inside.to_owned());
+        }
+    }
+    spans
+}
+
+/// The violations of ARCHITECTURE.md: paths that do not exist, items that name no function.
+pub fn architecture_violations(text: &str, root: &Path, code: &RustCode) -> Vec<String> {
+    let mut violations = Vec::new();
+    let mut reported = BTreeSet::new();
+    for span in backticked(text) {
+        if !reported.insert(span.clone()) {
+            continue;
+        }
+        if looks_like_path(&span) {
+            // A path from the root, or a short name in the context of the paragraph (`gp.rs`
+            // under `runtime/scheduler/`): then some file or folder must end with it.
+            let trimmed = span.trim_end_matches('/');
+            let path: PathBuf = root.join(trimmed);
+            let suffix = format!("/{trimmed}");
+            let found = path.exists()
+                || (!trimmed.starts_with('.')
+                    && code.paths.iter().any(|known| known.ends_with(&suffix)));
+            if !found {
+                violations.push(format!(
+                    "ARCHITECTURE.md names `{span}`, which does not exist; fix the path or the text"
+                ));
+            }
+        } else if looks_like_item(&span) {
+            let segments: Vec<&str> = span.split("::").collect();
+            let function = segments[segments.len() - 1];
+            let owner = segments[segments.len() - 2];
+            let function_found =
+                code.functions.contains(function) || code.owners.contains(function);
+            if !function_found || !code.owners.contains(owner) {
+                violations.push(format!(
+                    "ARCHITECTURE.md names `{span}`, but no `fn {function}` beside a type, module or crate `{owner}` exists; fix the name or the text"
+                ));
+            }
+        }
+    }
+    violations
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A workspace of `app` -> `runtime` -> `libtorch-binding` and a proc macro that uses `syn`.
+    fn metadata() -> Value {
+        let package = |name: &str, proc_macro: bool| {
+            json!({
+                "id": format!("{name} 0.1.0"),
+                "name": name,
+                "targets": [{"kind": [if proc_macro { "proc-macro" } else { "lib" }]}],
+            })
+        };
+        let normal =
+            |name: &str| json!({"pkg": format!("{name} 0.1.0"), "dep_kinds": [{"kind": null}]});
+        let dev =
+            |name: &str| json!({"pkg": format!("{name} 0.1.0"), "dep_kinds": [{"kind": "dev"}]});
+        json!({
+            "packages": [
+                package("app", false), package("runtime", false), package("tch", false),
+                package("derive", true), package("syn", false), package("tester", false),
+            ],
+            "workspace_members": ["app 0.1.0", "runtime 0.1.0"],
+            "resolve": {"nodes": [
+                {"id": "app 0.1.0", "deps": [normal("runtime"), normal("derive"), dev("tester")]},
+                {"id": "runtime 0.1.0", "deps": [normal("tch")]},
+                {"id": "derive 0.1.0", "deps": [normal("syn")]},
+                {"id": "tester 0.1.0", "deps": [normal("tch")]},
+                {"id": "tch 0.1.0", "deps": []},
+                {"id": "syn 0.1.0", "deps": []},
+            ]},
+        })
+    }
+
+    #[test]
+    fn forbidden_edges_are_found_with_their_path_and_the_rest_passes() {
+        let rules = [
+            Rule {
+                from: "app",
+                never: &["tch"],
+                why: "no libtorch",
+            },
+            Rule {
+                from: "app",
+                never: &["syn", "tester"],
+                why: "proc macros' and dev dependencies do not count",
+            },
+            Rule {
+                from: "gone",
+                never: &["tch"],
+                why: "a stale rule",
+            },
+        ];
+        let violations = dependency_violations(&metadata(), &rules).unwrap();
+        assert_eq!(violations.len(), 2, "{violations:#?}");
+        assert!(violations[0].contains("`app` reaches `tch` (app -> runtime -> tch)"));
+        assert!(violations[1].contains("`gone` names a crate that is not in the workspace"));
+    }
+
+    #[test]
+    fn architecture_paths_and_items_are_checked() {
+        let dir = std::env::temp_dir().join(format!("easeml-tidy-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(dir.join("src/lib.rs"), "").unwrap();
+        let mut code = RustCode {
+            functions: BTreeSet::new(),
+            owners: BTreeSet::new(),
+            paths: BTreeSet::from(["src".to_owned(), "src/lib.rs".to_owned()]),
+        };
+        code.add_source("pub struct Registry; impl Registry { pub fn matching() {} }\nmod diagnostic { pub fn render() {} }");
+        let text = "`src/lib.rs` and `src/gone.rs`, `Registry::matching`, `Registry::select`,\n\
+                    `diagnostic::render`, `<app>-feed`, `../shared/x.md`, `target/demo`\n\
+                    ```\nsrc/in_a_block.rs `src/also_in_a_block.rs`\n```\n";
+        let violations = architecture_violations(text, &dir, &code);
+        assert_eq!(violations.len(), 2, "{violations:#?}");
+        assert!(violations[0].contains("`src/gone.rs`"));
+        assert!(violations[1].contains("`Registry::select`"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(looks_like_item("easeml_app_engine::run_engine"));
+        assert!(!looks_like_item("easeml_runtime::Client"));
+        assert!(!looks_like_path("Cargo.toml in the user's crate"));
+    }
+}
