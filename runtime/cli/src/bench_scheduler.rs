@@ -5,14 +5,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use easeml_scheduler::KernelKind;
-use easeml_scheduler::acquisition::BetaForm;
-use easeml_scheduler::dataset::{self, Dataset, SyntheticSpec};
-use easeml_scheduler::picker::Line8Rule;
-use easeml_scheduler::replay::{
+use easeml_bench::dataset::{self, Dataset, SyntheticSpec};
+use easeml_bench::replay::{
     LOSS_LEVELS, PolicyName, ReplayConfig, ReplayOutcome, check_replay, cost_to_reach,
     effective_test_users, run_replay,
 };
+use easeml_scheduler::KernelKind;
+use easeml_scheduler::acquisition::BetaForm;
+use easeml_scheduler::picker::Line8Rule;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::plot::{LossPlot, LossSeries};
@@ -494,7 +494,7 @@ fn print_report(summary: &serde_json::Value, out: &Path) {
 
 #[cfg(test)]
 mod tests {
-    use easeml_scheduler::dataset::{SyntheticSpec, generate_synthetic};
+    use easeml_bench::dataset::{SyntheticSpec, generate_synthetic};
 
     use super::*;
 

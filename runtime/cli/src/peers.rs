@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use easeml_scheduler::replay::{PolicyName, ReplayOutcome, Trace};
+use easeml_bench::replay::{PolicyName, ReplayOutcome, Trace};
 
 /// The environment variable naming the Python interpreter of the peer harness.
 pub const PEER_PYTHON_ENV: &str = "EASEML_PEER_PYTHON";

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use anyhow::Context;
-use easeml_scheduler::replay::ReplayOutcome;
+use easeml_bench::replay::ReplayOutcome;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 

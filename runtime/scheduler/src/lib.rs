@@ -4,16 +4,15 @@
 //! data, hyperparameters by maximum marginal likelihood), [`gp`] (one user's posterior with
 //! rank-one Cholesky updates), [`acquisition`] (single-user policies: GP-UCB, cost-aware GP-UCB,
 //! GP-EI, EI per second, fixed orders), [`picker`] (multi-user policies: FCFS, RoundRobin, Random,
-//! Greedy, Hybrid), [`scheduler`] (the online API the runtime drives), and the replay benchmark
-//! ([`dataset`], [`replay`]). Pure Rust + nalgebra: no tch, HTTP or SQL here.
+//! Greedy, Hybrid) and [`scheduler`] (the online API the runtime drives): only what the service
+//! runs. The paper's replay benchmark over result tables is the `easeml-bench` crate. Pure Rust +
+//! nalgebra: no tch, HTTP or SQL here.
 
 pub mod acquisition;
-pub mod dataset;
 pub mod error;
 pub mod gp;
 pub mod kernel;
 pub mod picker;
-pub mod replay;
 pub mod scheduler;
 
 pub use error::{Result, SchedulerError};

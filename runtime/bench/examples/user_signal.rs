@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use easeml_bench::dataset::load_delgado179;
 use easeml_scheduler::acquisition::{BetaForm, CandidatePolicy, beta, expected_improvement};
-use easeml_scheduler::dataset::load_delgado179;
 use easeml_scheduler::{
     CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory, Scheduler,
     SchedulerConfig, UserPickerKind,

@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use easeml_scheduler::dataset::{SyntheticSpec, generate_synthetic};
+use easeml_bench::dataset::{SyntheticSpec, generate_synthetic};
 use easeml_scheduler::gp::UserGp;
 use easeml_scheduler::{
     CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory, Scheduler,

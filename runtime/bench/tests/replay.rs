@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
-use easeml_scheduler::dataset::{
+use easeml_bench::dataset::{
     SyntheticSpec, generate_synthetic, load_delgado179, load_easeml_deeplearning,
 };
-use easeml_scheduler::replay::{PolicyName, ReplayConfig, replay_traces, run_replay};
+use easeml_bench::replay::{PolicyName, ReplayConfig, replay_traces, run_replay};
 
 fn small_config(cost_aware: bool) -> ReplayConfig {
     ReplayConfig {
@@ -19,7 +19,7 @@ fn small_config(cost_aware: bool) -> ReplayConfig {
     }
 }
 
-fn small_synthetic() -> easeml_scheduler::dataset::Dataset {
+fn small_synthetic() -> easeml_bench::dataset::Dataset {
     let spec = SyntheticSpec {
         n_users: 16,
         n_models: 12,

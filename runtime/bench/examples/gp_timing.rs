@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use easeml_scheduler::dataset::load_delgado179;
+use easeml_bench::dataset::load_delgado179;
 use easeml_scheduler::gp::UserGp;
 use easeml_scheduler::{HyperparameterChoice, KernelKind, KernelModel, QualityHistory};
 

@@ -11,9 +11,9 @@
 
 use std::path::PathBuf;
 
-use easeml_scheduler::dataset::{self, SyntheticSpec};
+use easeml_bench::dataset::{self, SyntheticSpec};
+use easeml_bench::replay::{LOSS_LEVELS, PolicyName, ReplayConfig, run_replay};
 use easeml_scheduler::picker::Line8Rule;
-use easeml_scheduler::replay::{LOSS_LEVELS, PolicyName, ReplayConfig, run_replay};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let arguments: Vec<String> = std::env::args().skip(1).collect();

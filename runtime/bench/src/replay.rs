@@ -19,14 +19,14 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
-use crate::acquisition::{BetaForm, CandidatePolicy};
 use crate::dataset::Dataset;
-use crate::error::{Result, SchedulerError};
-use crate::kernel::{
+use easeml_scheduler::acquisition::{BetaForm, CandidatePolicy};
+use easeml_scheduler::kernel::{
     HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel, QualityHistory,
 };
-use crate::picker::{Line8Rule, UserPickerKind};
-use crate::scheduler::{CandidateSpec, Scheduler, SchedulerConfig};
+use easeml_scheduler::picker::{Line8Rule, UserPickerKind};
+use easeml_scheduler::scheduler::{CandidateSpec, Scheduler, SchedulerConfig};
+use easeml_scheduler::{Result, SchedulerError};
 
 /// The loss levels of `summary.json`'s `cost_to_mean_loss`.
 pub const LOSS_LEVELS: [f64; 4] = [0.1, 0.05, 0.02, 0.01];

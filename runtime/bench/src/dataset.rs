@@ -12,7 +12,7 @@ use nalgebra::DMatrix;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::error::{Result, SchedulerError};
+use easeml_scheduler::{Result, SchedulerError};
 
 /// A replay table.
 #[derive(Debug, Clone)]
