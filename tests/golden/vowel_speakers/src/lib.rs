@@ -73,8 +73,8 @@ impl Client {
         self.inner.set_enabled(id, enabled)
     }
     /// Answers inputs with the best model so far (label names for classification, else the output
-    /// in its JSON form); an error says when no model is trained yet, or when this build of
-    /// `easeml-runtime` has no `engine` feature.
+    /// in its JSON form); an error says when no model is trained yet, or, embedded, when the
+    /// process has no engine (easeml-runtime built without its `engine` feature).
     pub fn infer(
         &mut self,
         inputs: impl ::core::iter::IntoIterator<Item = Input>,
