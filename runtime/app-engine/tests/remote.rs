@@ -1067,6 +1067,33 @@ fn feed_and_infer_name_a_missing_file_or_a_folder() {
     );
 }
 
+/// `refine --listen` on an address other machines reach is refused (the page carries its access
+/// token) unless `--allow-remote` says the user means it.
+#[test]
+fn refine_refuses_a_non_loopback_address_without_allow_remote() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = pics(&["refine", "--listen", "0.0.0.0:0"], &[], dir.path(), "");
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--listen 0.0.0.0:0 is not a loopback address")
+            && run.stderr.contains("--allow-remote"),
+        "{}",
+        run.stderr
+    );
+    use easeml_runtime::app_cli::{Entry, command};
+    let spec = app(PICS);
+    let matches = command(&spec, Entry::Refine)
+        .try_get_matches_from(["pics-refine", "--listen", "0.0.0.0:0", "--allow-remote"])
+        .unwrap();
+    assert!(matches.get_flag("allow_remote"));
+    assert!(
+        command(&spec, Entry::Refine)
+            .try_get_matches_from(["pics-refine", "--list", "--allow-remote"])
+            .is_err()
+    );
+}
+
 /// The generated binaries' `refine`: no option serves the page (on `--listen`, 127.0.0.1:9000 by
 /// default); `--list`, `--enable`, `--disable` still work and do not take `--listen`.
 #[test]

@@ -18,7 +18,7 @@ use easeml_store::{RunId, RunState};
 
 use crate::models::{LoadedModel, local_models};
 
-use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError};
+use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError, LineErrors};
 use crate::remote::{Outbox, Remote, RemoteSettings, TokenOrigin};
 use crate::{Connection, Error, Result, Status};
 
@@ -114,8 +114,9 @@ pub struct FeedReport {
     pub data_version: u64,
     /// Labels first seen in this feed, with their indices.
     pub new_labels: Vec<(String, u32)>,
-    /// Bad lines left out (only with [`FeedOptions::skip_bad`]).
-    pub skipped: Vec<LineError>,
+    /// Bad lines left out (only with [`FeedOptions::skip_bad`]): the first ones in full, all
+    /// counted.
+    pub skipped: LineErrors,
 }
 
 /// A stored example, decoded.
@@ -502,7 +503,7 @@ impl Client {
         );
         let mut inputs = Vec::new();
         let mut expected = Vec::new();
-        let mut errors = Vec::new();
+        let mut errors = LineErrors::new();
         let mut total = 0;
         for (index, line) in reader.lines().enumerate() {
             let line = line.map_err(Error::Read)?;
@@ -551,7 +552,7 @@ impl Client {
         let options = FeedOptions::default();
         let checker = LineChecker::new(&self.schema, &options, false);
         let mut objects = Vec::new();
-        let mut errors = Vec::new();
+        let mut errors = LineErrors::new();
         let mut total = 0;
         for (index, input) in inputs.into_iter().enumerate() {
             total += 1;
@@ -776,7 +777,7 @@ fn feed_checked(
 /// A feed being checked: the bad lines, and a snapshot of the label map so that labels beyond D are
 /// found before anything is stored (the store, or the server, checks again when it stores).
 struct Batch {
-    errors: Vec<LineError>,
+    errors: LineErrors,
     total: usize,
     label_map: Option<LabelMap>,
     unit: &'static str,
@@ -785,7 +786,7 @@ struct Batch {
 impl Batch {
     fn new(label_map: Option<LabelMap>, unit: &'static str) -> Batch {
         Batch {
-            errors: Vec::new(),
+            errors: LineErrors::new(),
             total: 0,
             label_map,
             unit,
@@ -826,7 +827,7 @@ impl Batch {
 
     /// The bad lines to report as skipped, or the error when there are some and they may not be
     /// skipped.
-    fn finish(self, skip_bad: bool) -> Result<Vec<LineError>> {
+    fn finish(self, skip_bad: bool) -> Result<LineErrors> {
         if !self.errors.is_empty() && !skip_bad {
             return Err(Error::BadInput {
                 errors: self.errors,

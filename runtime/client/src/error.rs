@@ -1,7 +1,7 @@
 //! The client library's error type: everything a [`Client`](crate::Client) call can fail with,
 //! each variant worded for the person who ran the command (what is wrong and what to do).
 
-use crate::feed::LineError;
+use crate::feed::LineErrors;
 use easeml_store::ExampleId;
 
 /// Everything that can go wrong in the client library.
@@ -101,8 +101,8 @@ pub enum Error {
     /// (an inference).
     #[error("{}", bad_input_message(.errors, *.total, *.batch))]
     BadInput {
-        /// Every bad line, in order.
-        errors: Vec<LineError>,
+        /// The bad lines: the first ones in full, all of them counted.
+        errors: LineErrors,
         /// How many lines or values the batch had.
         total: usize,
         /// What the batch was for.
@@ -188,25 +188,26 @@ pub enum Batch {
 /// The result type of the client library.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// At most this many bad lines are spelled out in an error message (all are in `errors`).
+/// At most this many bad lines are spelled out in an error message (more are in `errors`).
 const SHOWN_ERRORS: usize = 20;
 
-fn bad_input_message(errors: &[LineError], total: usize, batch: Batch) -> String {
-    let unit = errors.first().map_or("line", |error| error.unit);
+fn bad_input_message(errors: &LineErrors, total: usize, batch: Batch) -> String {
+    let unit = errors.kept().first().map_or("line", |error| error.unit);
     let consequence = match batch {
         Batch::Feed => "nothing was stored (use --skip-bad to store the good ones)",
         Batch::Infer => "nothing was answered",
     };
     let mut message = format!(
         "{} of {total} {unit}(s) are bad; {consequence}:",
-        errors.len()
+        errors.count()
     );
     for error in errors.iter().take(SHOWN_ERRORS) {
         message.push_str("\n  ");
         message.push_str(&error.to_string());
     }
-    if errors.len() > SHOWN_ERRORS {
-        message.push_str(&format!("\n  ... and {} more", errors.len() - SHOWN_ERRORS));
+    let shown = errors.kept().len().min(SHOWN_ERRORS);
+    if errors.count() > shown {
+        message.push_str(&format!("\n  ... and {} more", errors.count() - shown));
     }
     message
 }

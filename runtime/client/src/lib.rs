@@ -43,7 +43,9 @@ pub use easeml_store::{
     ExampleId, ExampleRecord, Page, PageRequest, RunId, RunState, StoredOutput,
 };
 pub use error::{Batch, Error, Result};
-pub use feed::{CheckedExample, CheckedOutput, FeedOptions, LineError};
+pub use feed::{
+    CheckedExample, CheckedOutput, FeedOptions, LineError, LineErrors, MAX_KEPT_LINE_ERRORS,
+};
 pub use models::{LoadedModel, LocalModels, install_local_models, local_models};
 pub use remote::TokenOrigin;
 pub use status::{RunReport, Status};

@@ -29,7 +29,7 @@ use easeml_store::{
 use serde::de::DeserializeOwned;
 
 use crate::feed::write_feed_line;
-use crate::feed::{CheckedOutput, LineError};
+use crate::feed::{CheckedOutput, LineError, LineErrors};
 use crate::wire::{
     ErrorBody, ExamplesPage, Fed, FullExample, Health, Listed, Registered, Toggle, Toggled, code,
 };
@@ -374,7 +374,7 @@ impl Remote {
         unit: &'static str,
         total: usize,
     ) -> Result<FeedReport> {
-        let oversized: Vec<LineError> = (0..outbox.len())
+        let oversized: LineErrors = (0..outbox.len())
             .filter(|&index| outbox.size(index) > self.request_bytes)
             .map(|index| LineError {
                 unit,
@@ -399,7 +399,7 @@ impl Remote {
             ids: Vec::new(),
             data_version: 0,
             new_labels: Vec::new(),
-            skipped: Vec::new(),
+            skipped: LineErrors::new(),
         };
         for range in outbox.chunks(self.request_bytes) {
             let body = outbox.read(range.clone())?;
@@ -637,6 +637,7 @@ impl Remote {
             return self.refused(status, &message);
         }
         if let Some(parsed) = parsed {
+            let bad = parsed.bad;
             match (parsed.code.as_deref(), parsed.errors, lines) {
                 (Some(code::NO_MODEL), _, _) => {
                     return Error::NoModel {
@@ -646,20 +647,22 @@ impl Remote {
                     };
                 }
                 (Some(code::BAD_INPUT), Some(errors), Some(lines)) if !errors.is_empty() => {
+                    let count = bad.unwrap_or(errors.len());
+                    let kept = errors
+                        .into_iter()
+                        .map(|error| LineError {
+                            unit: lines.unit,
+                            line: error
+                                .line
+                                .checked_sub(1)
+                                .and_then(|index| lines.lines.get(index))
+                                .copied()
+                                .unwrap_or(error.line),
+                            message: error.message,
+                        })
+                        .collect();
                     return Error::BadInput {
-                        errors: errors
-                            .into_iter()
-                            .map(|error| LineError {
-                                unit: lines.unit,
-                                line: error
-                                    .line
-                                    .checked_sub(1)
-                                    .and_then(|index| lines.lines.get(index))
-                                    .copied()
-                                    .unwrap_or(error.line),
-                                message: error.message,
-                            })
-                            .collect(),
+                        errors: LineErrors::from_parts(kept, count),
                         total: lines.total,
                         batch: lines.batch,
                     };

@@ -152,7 +152,14 @@ impl<'de> Deserialize<'de> for Tensor {
                 "a tensor is a (nested) array of numbers, not a single number",
             ));
         }
-        let mut values = Vec::with_capacity(dims.iter().product::<u64>() as usize);
+        // The shape is read off the first element of each level, so a ragged value can claim far
+        // more elements than it holds: reserve by what the value holds at most, grow as it is read.
+        let declared = dims.iter().try_fold(1usize, |product, dim| {
+            usize::try_from(*dim)
+                .ok()
+                .and_then(|dim| product.checked_mul(dim))
+        });
+        let mut values = Vec::with_capacity(declared.unwrap_or(0).min(1 << 16));
         flatten(&nested, &dims, &mut values).map_err(de::Error::custom)?;
         Tensor::new(dims, values).map_err(de::Error::custom)
     }

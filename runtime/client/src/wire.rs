@@ -195,9 +195,14 @@ pub struct ErrorBody {
     /// A machine-readable kind (see [`code`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
-    /// The bad lines of a feed or an inference.
+    /// The bad lines of a feed or an inference: the first
+    /// [`MAX_KEPT_LINE_ERRORS`](crate::MAX_KEPT_LINE_ERRORS) of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<Vec<BadLine>>,
+    /// How many lines were bad in all (`errors` lists at most the first
+    /// [`MAX_KEPT_LINE_ERRORS`](crate::MAX_KEPT_LINE_ERRORS)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bad: Option<usize>,
     /// How many lines the failed request had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<usize>,

@@ -183,6 +183,109 @@ fn image_errors_name_the_file_and_the_problem() {
     assert_eq!(total(&client), 0);
 }
 
+/// The CRC-32 of PNG chunks (ISO 3309), for a hand-made header.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = 0xffff_ffffu32;
+    for byte in bytes {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A PNG file whose header declares `width` x `height` RGB pixels (its data is one empty chunk: the
+/// header alone must be enough to refuse it).
+fn png_header_only(width: u32, height: u32) -> Vec<u8> {
+    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut chunk = |kind: &[u8], data: &[u8]| {
+        bytes.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        let mut body = kind.to_vec();
+        body.extend_from_slice(data);
+        bytes.extend_from_slice(&body);
+        bytes.extend_from_slice(&crc32(&body).to_be_bytes());
+    };
+    let mut header = Vec::new();
+    header.extend_from_slice(&width.to_be_bytes());
+    header.extend_from_slice(&height.to_be_bytes());
+    header.extend_from_slice(&[8, 2, 0, 0, 0]);
+    chunk(b"IHDR", &header);
+    chunk(b"IDAT", &[]);
+    chunk(b"IEND", &[]);
+    bytes
+}
+
+#[test]
+fn special_files_and_oversized_images_are_refused_before_reading() {
+    let fixture = Fixture::new();
+    // Regression: `/dev/zero` behind a .npy name was read forever (3 GB in 3 s); a FIFO blocked.
+    std::os::unix::fs::symlink("/dev/zero", fixture.path("zero.npy")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", fixture.path("zero.png")).unwrap();
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(fixture.path("fifo.npy"))
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+    std::fs::create_dir(fixture.path("folder.png")).unwrap();
+    // Regression: a 20000x20000 PNG was decoded (660 MB) before its size was looked at.
+    std::fs::write(fixture.path("big.png"), png_header_only(20_000, 20_000)).unwrap();
+    // A photo larger than the input within the limit (16x a side, at least 4096) is read.
+    std::fs::write(fixture.path("ok.png"), png_header_only(4096, 96)).unwrap();
+    let mut grid = fixture.client("app grid\nInput = [2, 2]\nOutput = [2]");
+    let message = fixture.feed_error(&mut grid, "zero.npy a\nfifo.npy a\n");
+    assert!(
+        message.contains("line 1: zero.npy: is a device, FIFO or socket, not a regular file")
+            && message
+                .contains("line 2: fifo.npy: is a device, FIFO or socket, not a regular file"),
+        "{message}"
+    );
+    let mut pics = fixture.client(IMAGE_APP);
+    let message = fixture.feed_error(
+        &mut pics,
+        "zero.png cat\nfolder.png cat\nbig.png cat\nok.png cat\n",
+    );
+    assert!(
+        message.contains("line 1: zero.png: is a device, FIFO or socket, not a regular file"),
+        "{message}"
+    );
+    assert!(
+        message.contains("line 2: folder.png: is a folder, not a regular file"),
+        "{message}"
+    );
+    assert!(
+        message.contains("line 3: big.png: the image is 20000x20000 pixels; this app's input is 6x4, and images larger than 4096x4096"),
+        "{message}"
+    );
+    // ok.png passes the size check and fails only at decoding (it has no pixel data).
+    assert!(
+        message.contains("line 4: ok.png: not a readable image"),
+        "{message}"
+    );
+    assert_eq!(total(&grid) + total(&pics), 0);
+}
+
+/// A `.npy` file larger than the declared shape can be is refused after reading at most that much.
+#[test]
+fn npy_files_larger_than_the_declared_shape_are_refused() {
+    let fixture = Fixture::new();
+    let file = std::fs::File::create(fixture.path("sparse.npy")).unwrap();
+    file.set_len(64 << 30).unwrap();
+    drop(file);
+    let mut grid = fixture.client("app grid\nInput = [2, 2]\nOutput = [2]");
+    let message = fixture.feed_error(&mut grid, "sparse.npy a\n");
+    assert!(
+        message.contains(
+            "line 1: sparse.npy: larger than any .npy file of this app's input shape [2,2] can be"
+        ),
+        "{message}"
+    );
+}
+
 #[test]
 fn npy_inputs_and_outputs_are_converted() {
     let fixture = Fixture::new();

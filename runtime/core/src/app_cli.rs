@@ -259,7 +259,21 @@ fn refine_command() -> Command {
                 .default_value("127.0.0.1:9000")
                 .value_parser(clap::value_parser!(std::net::SocketAddr))
                 .conflicts_with("action")
-                .help("Serve the refine web page on this address (the default with no option)"),
+                .help(
+                    "Serve the refine web page on this address (the default with no option); \
+                     only loopback addresses unless --allow-remote",
+                ),
+        )
+        .arg(
+            Arg::new("allow_remote")
+                .long("allow-remote")
+                .action(ArgAction::SetTrue)
+                .conflicts_with("action")
+                .help(
+                    "Let --listen take an address other machines reach (0.0.0.0, a LAN address): \
+                     the page and its access token are then served to the network, and anyone who \
+                     can reach it can change which examples train",
+                ),
         )
         .group(ArgGroup::new("action").args(["list", "disable", "enable"]))
 }
@@ -439,6 +453,13 @@ fn feed(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     for skipped in &report.skipped {
         eprintln!("{app}: skipped {skipped}");
     }
+    if report.skipped.not_kept() > 0 {
+        eprintln!(
+            "{app}: skipped {} more bad line(s) ({} in all)",
+            report.skipped.not_kept(),
+            report.skipped.count()
+        );
+    }
     println!(
         "{app}: {} example{} added",
         report.added,
@@ -508,6 +529,11 @@ fn refine_page(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
         .get_one::<std::net::SocketAddr>("listen")
         .copied()
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 9000)));
+    if !listen.ip().is_loopback() && !arguments.get_flag("allow_remote") {
+        return Err(format!(
+            "--listen {listen} is not a loopback address: the refine page (and the access token inside it) would be served to the network, where anyone who reaches it can change which examples train; listen on 127.0.0.1 (the default), or pass --allow-remote if you mean it"
+        ));
+    }
     crate::server::serve_refine_page(home, &app, listen, |url| {
         println!("{app}: the refine page is at {url} (Ctrl-C to stop)");
     })

@@ -101,6 +101,14 @@ pub(crate) async fn register(
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::bad_request("the manifest is not UTF-8 text"))?;
     let spec = AppSpec::from_manifest_json(text)?;
+    let max_body_bytes = state.config().max_body_bytes;
+    let smallest = easeml_client::feed::min_feed_line_bytes(spec.schema());
+    if smallest > max_body_bytes as u64 {
+        return Err(ApiError::bad_request(format!(
+            "app `{}`: one example of this app takes at least {smallest} bytes as a feed line (2 bytes a tensor value), more than this server accepts in one request ({max_body_bytes} bytes), so it could never be fed; declare smaller tensors, or start the server with a larger --max-body-bytes",
+            spec.schema().app
+        )));
+    }
     let (app, token) = with_store(&state, move |store| Ok(spec.register(store)?)).await?;
     tracing::info!(app = %app.name, id = app.id.0, "registered app");
     let body = Registered {

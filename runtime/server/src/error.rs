@@ -68,6 +68,7 @@ impl From<easeml_client::Error> for ApiError {
                 total,
                 batch,
             } => {
+                let bad = errors.count();
                 let lines: Vec<BadLine> = errors
                     .iter()
                     .map(|error| BadLine {
@@ -84,6 +85,7 @@ impl From<easeml_client::Error> for ApiError {
                 .replace(" (use --skip-bad to store the good ones)", "");
                 let mut error = ApiError::bad_request(message).with_code(code::BAD_INPUT);
                 error.body.errors = Some(lines);
+                error.body.bad = Some(bad);
                 error.body.total = Some(total);
                 error
             }

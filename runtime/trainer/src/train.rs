@@ -413,12 +413,19 @@ fn run_trial(
     let mut order = context.train_rows.to_vec();
     let batch_size = budget.batch_size.max(1);
     let trial_started = context.started.elapsed().as_secs_f64();
+    // The time limit is a promise (`constraint train_time`, the engine's run limit): a batch is
+    // only started when it and the evaluation after it still fit before the deadline. The
+    // evaluation's time is measured after the first one; before that it is estimated from the
+    // batches (a forward pass over the validation rows is about a third of a training step's work
+    // per row).
+    let mut evaluation_seconds: Option<f64> = None;
     'epochs: for epoch in 1..=budget.max_epochs.max(1) {
         // A deterministic shuffle from the trial seed and the epoch.
         order.sort_by_key(|&row| mix64(seed ^ mix64(epoch as u64) ^ context.examples.ids[row]));
         let mut loss_sum = 0.0;
         let mut n_batches = 0usize;
         for rows in order.chunks(batch_size) {
+            let batch_started = context.started.elapsed().as_secs_f64();
             let (input, targets) = batches(context, rows);
             let outputs = forward(&model, &input, true, budget);
             let mut batch_loss = loss(&outputs, &targets);
@@ -445,7 +452,13 @@ fn run_trial(
             }
             loss_sum += loss_value;
             n_batches += 1;
-            if context.started.elapsed().as_secs_f64() > context.deadline {
+            let now = context.started.elapsed().as_secs_f64();
+            let batch_seconds = now - batch_started;
+            let evaluation = evaluation_seconds.unwrap_or_else(|| {
+                batch_seconds / rows.len().max(1) as f64 * context.validation_rows.len() as f64
+                    / 3.0
+            });
+            if now + batch_seconds + evaluation > context.deadline {
                 break;
             }
         }
@@ -460,7 +473,10 @@ fn run_trial(
                 context.takes_the_rest = Some(epoch_seconds);
             }
         }
-        let quality = match evaluate(context, &model) {
+        let evaluation_started = context.started.elapsed().as_secs_f64();
+        let evaluated = evaluate(context, &model);
+        evaluation_seconds = Some(context.started.elapsed().as_secs_f64() - evaluation_started);
+        let quality = match evaluated {
             Some(quality) => quality,
             None => {
                 record.failure = Some(format!("the outputs are not finite at epoch {epoch}"));
@@ -482,7 +498,8 @@ fn run_trial(
             epochs_without_gain += 1;
         }
         if epochs_without_gain >= budget.patience.max(1)
-            || context.started.elapsed().as_secs_f64() > context.deadline
+            || context.started.elapsed().as_secs_f64() + evaluation_seconds.unwrap_or(0.0)
+                > context.deadline
             || (best_quality >= 1.0 && context.task.is_classification())
         {
             break;

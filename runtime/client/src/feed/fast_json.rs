@@ -8,10 +8,14 @@ use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
 
 /// The nested array at the start of `text` when it has exactly shape `dims` and only finite values
 /// that fit `f32`: its values and the rest of `text` after it.
+///
+/// Memory follows the text, never the declared shape: a number and its separator take at least two
+/// bytes, so the array's text bounds how many values it can hold (a 6-byte line for an app that
+/// declares 2^31 elements reserves 3 values, not 8 GiB).
 pub(super) fn tensor_prefix<'t>(text: &'t str, dims: &[u64]) -> Option<(Vec<f32>, &'t str)> {
     let end = array_end(text)?;
-    let capacity = usize::try_from(dims.iter().product::<u64>()).ok()?;
-    let mut values = Vec::with_capacity(capacity);
+    let declared = usize::try_from(dims.iter().product::<u64>()).ok()?;
+    let mut values = Vec::with_capacity(declared.min(end / 2 + 1));
     let mut deserializer = serde_json::Deserializer::from_str(&text[..end]);
     Level {
         dims,
@@ -126,5 +130,18 @@ mod tests {
         assert!(tensor_prefix("[[1, 2], [3, \"a\"]] cat", &[2, 2]).is_none());
         assert!(tensor_prefix("[[1, 2], [3, 4] cat", &[2, 2]).is_none());
         assert!(tensor_prefix("[1, 2, 3, 4] cat", &[2, 2]).is_none());
+    }
+
+    #[test]
+    fn reserves_by_the_text_not_the_declared_shape() {
+        // Regression: `[1] a` for `Input = [2147483647]` reserved 8 GiB before the shape check.
+        assert!(tensor_prefix("[1] a", &[2_147_483_647]).is_none());
+        let end = array_end("[1, 2, 3]").unwrap();
+        assert!(
+            end / 2 + 1 >= 3,
+            "the bound must fit every value the text can hold"
+        );
+        let (values, _) = tensor_prefix("[1,2,3] x", &[3]).unwrap();
+        assert_eq!(values, [1.0, 2.0, 3.0]);
     }
 }

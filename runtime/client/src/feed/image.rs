@@ -1,10 +1,25 @@
 //! Image inputs: PNG or JPEG decoded with the `image` crate, converted to RGB (`[A,B,3]`) or grey
 //! (`[A,B,1]`, `[A,B]`), resized to the declared A rows by B columns (triangle filter) when the sizes
 //! differ, and scaled from 0..255 to [0, 1]. Values are row-major: row, column, channel.
+//!
+//! Only regular files are read, and an image's header is checked before it is decoded: a side
+//! more than 16 times the declared one (and over 4096 pixels) is refused.
 
+use std::io::BufReader;
 use std::path::Path;
 
 use ::image::imageops::FilterType;
+
+/// An image may be at most this many times the declared size on each side (it is resized down)...
+const MAX_SCALE: u32 = 16;
+
+/// ... or this many pixels a side, whichever is larger.
+const MIN_LIMIT: u32 = 4096;
+
+/// The largest image side accepted for a declared side of `declared` pixels.
+fn max_side(declared: u32) -> u32 {
+    declared.saturating_mul(MAX_SCALE).max(MIN_LIMIT)
+}
 
 /// Loads `path` (shown as `shown` in errors) as a tensor of shape `dims`.
 pub(super) fn load(path: &Path, shown: &str, dims: &[u64]) -> Result<Vec<f32>, String> {
@@ -22,10 +37,30 @@ pub(super) fn load(path: &Path, shown: &str, dims: &[u64]) -> Result<Vec<f32>, S
         (Ok(width), Ok(height)) => (width, height),
         _ => return Err(format!("{shown}: the declared image size is too large")),
     };
-    let reader = ::image::ImageReader::open(path)
-        .map_err(|error| format!("{shown}: cannot read: {error}"))?
+    let (file, _) = super::open_regular_file(path, shown)?;
+    let mut reader = ::image::ImageReader::new(BufReader::new(file))
         .with_guessed_format()
         .map_err(|error| format!("{shown}: cannot read: {error}"))?;
+    // The header's size is checked before anything is decoded: a 389 KB PNG can declare
+    // 20000x20000 pixels (1.2 GB decoded).
+    let (found_width, found_height) = reader
+        .into_dimensions()
+        .map_err(|error| format!("{shown}: not a readable image: {error}"))?;
+    let max_width = max_side(width);
+    let max_height = max_side(height);
+    if found_width > max_width || found_height > max_height {
+        return Err(format!(
+            "{shown}: the image is {found_width}x{found_height} pixels; this app's input is {width}x{height}, and images larger than {max_width}x{max_height} ({MAX_SCALE} times the input, at least {MIN_LIMIT} pixels a side) are refused before decoding: resize it first"
+        ));
+    }
+    let (file, _) = super::open_regular_file(path, shown)?;
+    reader = ::image::ImageReader::new(BufReader::new(file))
+        .with_guessed_format()
+        .map_err(|error| format!("{shown}: cannot read: {error}"))?;
+    let mut limits = ::image::Limits::default();
+    limits.max_image_width = Some(max_width);
+    limits.max_image_height = Some(max_height);
+    reader.limits(limits);
     let decoded = reader
         .decode()
         .map_err(|error| format!("{shown}: not a readable image: {error}"))?;

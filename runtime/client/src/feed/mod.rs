@@ -20,7 +20,7 @@ mod image;
 mod npy;
 mod write;
 
-pub use write::write_feed_line;
+pub use write::{min_feed_line_bytes, write_feed_line};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -71,6 +71,86 @@ pub struct LineError {
 impl fmt::Display for LineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}: {}", self.unit, self.line, self.message)
+    }
+}
+
+/// At most this many bad lines of one batch are kept in full (in [`LineErrors`]: an error, a feed
+/// report, a server's answer); the rest are only counted. A body of millions of bad lines must not
+/// become millions of messages in memory or in an answer.
+pub const MAX_KEPT_LINE_ERRORS: usize = 100;
+
+/// The bad lines of one batch: the first [`MAX_KEPT_LINE_ERRORS`] in full, and how many there were.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LineErrors {
+    kept: Vec<LineError>,
+    count: usize,
+}
+
+impl LineErrors {
+    /// No bad lines yet.
+    pub fn new() -> LineErrors {
+        LineErrors::default()
+    }
+
+    /// Bad lines as reported by someone else (a server): `kept` (at most
+    /// [`MAX_KEPT_LINE_ERRORS`] are kept) out of `count` in all.
+    pub fn from_parts(mut kept: Vec<LineError>, count: usize) -> LineErrors {
+        kept.truncate(MAX_KEPT_LINE_ERRORS);
+        let count = count.max(kept.len());
+        LineErrors { kept, count }
+    }
+
+    /// Counts a bad line, keeping it when fewer than [`MAX_KEPT_LINE_ERRORS`] are kept.
+    pub fn push(&mut self, error: LineError) {
+        self.count += 1;
+        if self.kept.len() < MAX_KEPT_LINE_ERRORS {
+            self.kept.push(error);
+        }
+    }
+
+    /// How many lines were bad in all.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// True when no line was bad.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The first bad lines, in order (all of them when there were at most
+    /// [`MAX_KEPT_LINE_ERRORS`]).
+    pub fn kept(&self) -> &[LineError] {
+        &self.kept
+    }
+
+    /// How many bad lines were counted but not kept.
+    pub fn not_kept(&self) -> usize {
+        self.count - self.kept.len()
+    }
+
+    /// The kept bad lines, in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, LineError> {
+        self.kept.iter()
+    }
+}
+
+impl FromIterator<LineError> for LineErrors {
+    fn from_iter<I: IntoIterator<Item = LineError>>(errors: I) -> LineErrors {
+        let mut collected = LineErrors::new();
+        for error in errors {
+            collected.push(error);
+        }
+        collected
+    }
+}
+
+impl<'a> IntoIterator for &'a LineErrors {
+    type Item = &'a LineError;
+    type IntoIter = std::slice::Iter<'a, LineError>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.kept.iter()
     }
 }
 
@@ -295,6 +375,38 @@ impl<'a> LineChecker<'a> {
             self.base_dir.join(path)
         }
     }
+}
+
+/// Opens a file a feed line names, refusing what is not a regular file: a device such as
+/// `/dev/zero` would be read forever, and a FIFO would block the feed. Symbolic links are followed
+/// (to a regular file they are fine). The type is checked before opening (opening a FIFO blocks)
+/// and again on the opened file.
+fn open_regular_file(path: &Path, shown: &str) -> Result<(std::fs::File, u64), String> {
+    let not_regular =
+        |kind: &str| format!("{shown}: is {kind}, not a regular file; name an image or .npy file");
+    let kind_of = |metadata: &std::fs::Metadata| {
+        if metadata.is_dir() {
+            Some("a folder")
+        } else if !metadata.is_file() {
+            Some("a device, FIFO or socket")
+        } else {
+            None
+        }
+    };
+    let metadata =
+        std::fs::metadata(path).map_err(|error| format!("{shown}: cannot read: {error}"))?;
+    if let Some(kind) = kind_of(&metadata) {
+        return Err(not_regular(kind));
+    }
+    let file =
+        std::fs::File::open(path).map_err(|error| format!("{shown}: cannot read: {error}"))?;
+    let metadata = file
+        .metadata()
+        .map_err(|error| format!("{shown}: cannot read: {error}"))?;
+    if let Some(kind) = kind_of(&metadata) {
+        return Err(not_regular(kind));
+    }
+    Ok((file, metadata.len()))
 }
 
 /// The error for a file path where files may not be read ([`FeedOptions::allow_paths`] off).

@@ -37,6 +37,26 @@ pub fn write_feed_line(
     out.push(b'\n');
 }
 
+/// The fewest bytes one example of `schema` takes as a feed line: every tensor value is at least
+/// one digit and a separator, and a label at least one character. A server whose body limit is
+/// below this can never store an example of the app, so registration refuses it.
+pub fn min_feed_line_bytes(schema: &Schema) -> u64 {
+    let values = |data_type: &easeml_schema::DataType| {
+        data_type
+            .tensors()
+            .map(|tensor| tensor.element_count().saturating_mul(2))
+            .fold(0u64, u64::saturating_add)
+    };
+    let output = if schema.label_capacity().is_some() {
+        1
+    } else {
+        values(&schema.output)
+    };
+    values(&schema.input)
+        .saturating_add(output)
+        .saturating_add(2)
+}
+
 fn write_output(schema: &Schema, output: &CheckedOutput, ryu: &mut ryu::Buffer, out: &mut Vec<u8>) {
     match output {
         CheckedOutput::Label(label) => write_value(&Value::String(label.clone()), out),

@@ -1,6 +1,8 @@
 //! A real server on a loopback port for the HTTP tests, with helpers to register apps and call it.
 #![allow(dead_code)]
 
+pub mod memory_cap;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
