@@ -434,7 +434,7 @@ fn renamed_fields_are_noted_and_keyword_stems_get_a_valid_app_name() {
         b"type Input\n  self :: Tensor[2]\n  field_self :: Tensor[2]\n  gen :: Tensor[1]\nend\nOutput = [2]\n",
     );
     let path = program.display().to_string();
-    let note = "field `self` of `Input` is `field_self_2` in the generated Rust types";
+    let note = "field `self` of `Input` is `field2_self` in the generated Rust types";
     let check = easemlc(&["check", &path]);
     assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
     assert!(stdout(&check).contains(note), "{}", stdout(&check));
@@ -449,7 +449,7 @@ fn renamed_fields_are_noted_and_keyword_stems_get_a_valid_app_name() {
     let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(
         json["renamed_fields"],
-        serde_json::json!([{"side": "Input", "field": "self", "rust": "field_self_2"}])
+        serde_json::json!([{"side": "Input", "field": "self", "rust": "field2_self"}])
     );
     let out = std::env::temp_dir().join(format!("easemlc-renamed-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);

@@ -76,7 +76,8 @@ impl RustField {
 /// is kept when it is an identifier, becomes a raw identifier when it is a Rust keyword
 /// ([`easeml_schema::rules::RUST_KEYWORDS`], edition 2024: `r#type`, `r#gen`), and becomes
 /// `field_` + the name where neither works (`3d`, `self`, `super`, `crate`, `_`); when that name is
-/// another field's, `_2`, `_3`, ... is appended until it is free.
+/// another field's, `field2_` + the name, `field3_` + the name, ... (a number between, not after:
+/// `field2__` for `_` stays snake case, where `field___2` would warn).
 pub fn rust_fields(data_type: &DataType) -> Vec<RustField> {
     let kept: Vec<Option<String>> = data_type
         .fields
@@ -99,11 +100,10 @@ pub fn rust_fields(data_type: &DataType) -> Vec<RustField> {
                 renamed: false,
             },
             None => {
-                let base = format!("field_{}", field.name);
-                let mut rust = base.clone();
+                let mut rust = format!("field_{}", field.name);
                 let mut number = 2;
                 while taken.contains(&rust) {
-                    rust = format!("{base}_{number}");
+                    rust = format!("field{number}_{}", field.name);
                     number += 1;
                 }
                 taken.insert(rust.clone());
@@ -376,27 +376,27 @@ mod tests {
         assert_eq!(
             rust_names(&["self", "field_self", "3d", "field_3d", "_", "field__"]),
             [
-                "field_self_2",
+                "field2_self",
                 "field_self",
-                "field_3d_2",
+                "field2_3d",
                 "field_3d",
-                "field___2",
+                "field2__",
                 "field__"
             ]
         );
         assert_eq!(
-            rust_names(&["field_self_2", "self", "field_self"]),
-            ["field_self_2", "field_self_3", "field_self"]
+            rust_names(&["field2_self", "self", "field_self"]),
+            ["field2_self", "field3_self", "field_self"]
         );
         let text = printed(&schema(&["self", "field_self", "3d", "field_3d"], None));
         for expected in [
-            "#[serde(rename = \"self\")]\n    pub field_self_2:",
+            "#[serde(rename = \"self\")]\n    pub field2_self:",
             "pub field_self: easeml::Tensor",
-            "#[serde(rename = \"3d\")]\n    pub field_3d_2:",
+            "#[serde(rename = \"3d\")]\n    pub field2_3d:",
             "pub const FIELD_SELF_SHAPE",
-            "pub const FIELD_SELF_2_SHAPE",
+            "pub const FIELD2_SELF_SHAPE",
             "pub const FIELD_3D_SHAPE",
-            "pub const FIELD_3D_2_SHAPE",
+            "pub const FIELD2_3D_SHAPE",
         ] {
             assert!(text.contains(expected), "{expected}\n{text}");
         }
@@ -404,7 +404,7 @@ mod tests {
         assert_eq!(renamed.len(), 1);
         assert_eq!(renamed[0].0, "Input");
         assert_eq!(renamed[0].1.field, "self");
-        assert_eq!(renamed[0].1.rust, "field_self_2");
+        assert_eq!(renamed[0].1.rust, "field2_self");
     }
 
     #[test]
