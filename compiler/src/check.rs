@@ -12,7 +12,7 @@ use easeml_grammar::ast::{
 use easeml_grammar::{Code, Diagnostic, Span};
 
 use easeml_schema::rules::{
-    MAX_TENSOR_ELEMENTS, app_name_from_stem, app_name_problem, is_field_name,
+    MAX_TENSOR_ELEMENTS, app_name_from_stem, app_name_problem, is_field_name, label_problem,
 };
 use easeml_schema::{Constraint, DataType, Field, FieldKind, Metric, Schema, Tensor};
 
@@ -397,7 +397,8 @@ impl Checker {
         );
     }
 
-    /// E014: at most one `app`, named `[a-z][a-z0-9_]*`, at most 64 characters long.
+    /// E014: at most one `app`, named `[a-z][a-z0-9_]*`, at most 64 characters long, no Rust keyword
+    /// or reserved crate name (`app_name_problem`); the help suggests `app_name_from_stem`'s name.
     fn app(&mut self, apps: &[&ast::AppDecl], default_app: &str) -> String {
         for duplicate in apps.iter().skip(1) {
             self.report(
@@ -425,7 +426,7 @@ impl Checker {
         name.clone()
     }
 
-    /// E010 and E011: labels fit an output `[D]` with D distinct names.
+    /// E010 and E011: labels fit an output `[D]` with D distinct, valid names (`label_problem`).
     fn labels(&mut self, decls: &[&LabelsDecl], output: Option<&DataType>) -> Option<Vec<String>> {
         for duplicate in decls.iter().skip(1) {
             self.report(
@@ -438,11 +439,22 @@ impl Checker {
         let decl = decls.first()?;
         let mut seen: HashMap<&str, Span> = HashMap::new();
         for label in &decl.labels {
-            if label.text.is_empty() {
+            if let Some(problem) = label_problem(&label.text) {
+                let (caret, help) = if label.text.is_empty() {
+                    (
+                        "empty label",
+                        "give every class a name, e.g. `\"sea lion\"`",
+                    )
+                } else {
+                    (
+                        "in this label",
+                        "remove it: labels are shown in reports and written into generated code, where such a character is invisible or reorders the text around it",
+                    )
+                };
                 self.report(
-                    Diagnostic::new(Code::E010, label.span, "a label cannot be empty")
-                        .with_label("empty label")
-                        .with_help("give every class a name, e.g. `\"sea lion\"`"),
+                    Diagnostic::new(Code::E010, label.span, problem)
+                        .with_label(caret)
+                        .with_help(help),
                 );
             } else if let Some(first) = seen.get(label.text.as_str()) {
                 self.report(

@@ -1,5 +1,6 @@
 //! The `easemlc explain` report: canonical system type, matching templates, workload, candidates,
-//! labels and constraints, as text for people and as JSON (DESIGN.md section 2) for tools.
+//! labels and constraints, and the fields the generated Rust types rename (`self` is `field_self`),
+//! as text for people and as JSON (DESIGN.md section 2) for tools.
 
 use std::fmt::Write as _;
 
@@ -7,6 +8,7 @@ use serde::Serialize;
 
 use easeml_schema::{Constraint, TemplateSummary};
 
+use crate::codegen::renamed_fields;
 use crate::{Candidate, Compiled, Registry};
 
 /// The JSON of `easemlc explain --json`.
@@ -28,6 +30,34 @@ pub struct Explanation {
     pub labels: Option<Vec<String>>,
     /// The constraints.
     pub constraints: Vec<Constraint>,
+    /// The fields whose Rust name in the generated types is not their name (`self` is
+    /// `field_self`); left out of the JSON when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub renamed_fields: Vec<RenamedField>,
+}
+
+/// A field that the generated Rust types name differently (serde still reads and writes the
+/// field's own name).
+#[derive(Debug, Clone, Serialize)]
+pub struct RenamedField {
+    /// `Input` or `Output`.
+    pub side: &'static str,
+    /// The field's name in the program.
+    pub field: String,
+    /// Its Rust identifier.
+    pub rust: String,
+}
+
+impl RenamedField {
+    /// The note `easemlc` prints about the renaming.
+    pub fn note(&self) -> String {
+        format!(
+            "field `{field}` of `{side}` is `{rust}` in the generated Rust types (`{field}` cannot name a Rust field there); its JSON name stays `{field}`",
+            field = self.field,
+            side = self.side,
+            rust = self.rust,
+        )
+    }
 }
 
 impl Explanation {
@@ -42,6 +72,14 @@ impl Explanation {
             candidates: compiled.candidates.clone(),
             labels: compiled.schema.labels.clone(),
             constraints: compiled.schema.constraints.clone(),
+            renamed_fields: renamed_fields(&compiled.schema)
+                .into_iter()
+                .map(|(side, field)| RenamedField {
+                    side,
+                    field: field.field,
+                    rust: field.rust,
+                })
+                .collect(),
         }
     }
 
@@ -101,6 +139,12 @@ impl Explanation {
                     constraint.limit,
                     constraint.seconds
                 );
+            }
+        }
+        if !self.renamed_fields.is_empty() {
+            let _ = writeln!(out, "renamed in Rust:");
+            for renamed in &self.renamed_fields {
+                let _ = writeln!(out, "  {}", renamed.note());
             }
         }
         out

@@ -260,7 +260,7 @@ impl Arguments {
                         (literal.value(), literal.span())
                     } else {
                         let ident: syn::Ident = input.call(syn::Ident::parse_any)?;
-                        (ident.to_string(), ident.span())
+                        (ident.unraw().to_string(), ident.span())
                     };
                     arguments.app = Some((key, name, span));
                 }
@@ -681,6 +681,63 @@ mod tests {
         );
         assert_eq!(schema.constraints[0].seconds, 5400.0);
         assert_eq!(schema.constraints[1].limit, "20ms");
+    }
+
+    #[test]
+    fn keyword_and_std_app_names_are_e014_with_a_suggestion() {
+        let module = "mod a { pub struct Input(Tensor<3>); pub struct Output(Tensor<2>); }";
+        for (name, suggestion) in [
+            ("fn", "fn_app"),
+            ("r#gen", "gen_app"),
+            ("\"self\"", "self_app"),
+            ("std", "std_app"),
+            ("core", "core_app"),
+            ("test", "test_app"),
+        ] {
+            let message = error(&format!("app = {name}"), module);
+            assert!(message.starts_with("E014: invalid app name"), "{message}");
+            assert!(
+                message.contains(&format!("try `app {suggestion}`")),
+                "{message}"
+            );
+        }
+        // A module named like a keyword gets a valid default app name.
+        let lowered = lower(
+            "",
+            "mod r#async { pub struct Input(Tensor<3>); pub struct Output(Tensor<2>); }",
+        )
+        .unwrap();
+        assert_eq!(lowered.compiled.schema.app, "async_app");
+    }
+
+    #[test]
+    fn fields_named_like_keywords_lower_to_the_schema_names() {
+        let lowered = lower(
+            "labels = [\"a\\u{202E}b\", c]",
+            "mod a { pub struct Input { pub r#gen: Tensor<3> } pub struct Output(Tensor<2>); }",
+        );
+        let message = match lowered {
+            Ok(_) => panic!("a bidi control in a label is accepted"),
+            Err(error) => error.to_string(),
+        };
+        assert!(
+            message.starts_with("E010: a label cannot contain"),
+            "{message}"
+        );
+        let lowered = lower(
+            "",
+            "mod a { pub struct Input { pub r#gen: Tensor<3>, pub r#try: Tensor<1> } pub struct Output(Tensor<2>); }",
+        )
+        .unwrap();
+        let names: Vec<&str> = lowered
+            .compiled
+            .schema
+            .input
+            .fields
+            .iter()
+            .map(|field| field.name.as_str())
+            .collect();
+        assert_eq!(names, ["gen", "try"]);
     }
 
     #[test]

@@ -426,3 +426,50 @@ fn build_refuses_bad_output_paths_and_invalid_programs() {
     );
     let _ = std::fs::remove_dir_all(&base);
 }
+
+#[test]
+fn renamed_fields_are_noted_and_keyword_stems_get_a_valid_app_name() {
+    let program = temp_file(
+        "fn.eml",
+        b"type Input\n  self :: Tensor[2]\n  field_self :: Tensor[2]\n  gen :: Tensor[1]\nend\nOutput = [2]\n",
+    );
+    let path = program.display().to_string();
+    let note = "field `self` of `Input` is `field2_self` in the generated Rust types";
+    let check = easemlc(&["check", &path]);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    assert!(stdout(&check).contains(note), "{}", stdout(&check));
+    let explain = easemlc(&["explain", &path]);
+    assert!(
+        stdout(&explain).starts_with("app:          fn_app\n"),
+        "{}",
+        stdout(&explain)
+    );
+    assert!(stdout(&explain).contains(note), "{}", stdout(&explain));
+    let json = easemlc(&["explain", "--json", &path]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        json["renamed_fields"],
+        serde_json::json!([{"side": "Input", "field": "self", "rust": "field2_self"}])
+    );
+    let out = std::env::temp_dir().join(format!("easemlc-renamed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let runtime_path = r#"C:\easeml "quoted"\runtime\core"#;
+    let build = easemlc(&[
+        &path,
+        "-o",
+        &out.display().to_string(),
+        "--runtime-path",
+        runtime_path,
+    ]);
+    assert_eq!(build.status.code(), Some(0), "{}", stderr(&build));
+    assert!(
+        stderr(&build).contains(&format!("note: {note}")),
+        "{}",
+        stderr(&build)
+    );
+    let types = std::fs::read_to_string(out.join("src/types.rs")).unwrap();
+    assert!(types.contains("pub r#gen: easeml::Tensor"), "{types}");
+    let cargo = std::fs::read_to_string(out.join("Cargo.toml")).unwrap();
+    assert!(cargo.contains("name = \"fn_app\""), "{cargo}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -284,6 +284,19 @@ mod tests {
             (|m| m.workload = "astrology".into(), "unknown workload"),
             (|m| m.candidates.clear(), "`candidates` is empty"),
             (|m| m.schema.app = "A".into(), "`schema`: app name"),
+            (|m| m.schema.app = "fn".into(), "`schema`: app name \"fn\""),
+            (
+                |m| m.schema.app = "std".into(),
+                "`schema`: app name \"std\"",
+            ),
+            (
+                |m| m.schema.labels = Some(vec!["a\u{202E}".into(), "b".into(), "c".into()]),
+                "U+202E",
+            ),
+            (
+                |m| m.schema.labels = Some(vec!["a\rb".into(), "b".into(), "c".into()]),
+                "U+000D",
+            ),
         ];
         for (break_it, expected) in cases {
             let mut manifest = manifest();

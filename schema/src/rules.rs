@@ -27,7 +27,49 @@ pub fn is_field_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
-/// `[a-z][a-z0-9_]*` of at most [`MAX_APP_NAME_LEN`] bytes: an app name (E014).
+/// Every Rust keyword of edition 2024: strict (`fn`, `self`, `async`, `dyn`, ...), reserved for
+/// future use (`abstract`, `become`, `box`, `do`, `final`, `macro`, `override`, `priv`, `typeof`,
+/// `unsized`, `virtual`, `yield`, `try`, `gen`). Weak keywords (`union`, `macro_rules`, `raw`,
+/// `safe`, `default`, `auto`) are identifiers wherever generated code uses names, so they are not
+/// listed. An explicit list, not a parser's view, so that a name is never taken for an identifier
+/// by one tool and refused by the compiler of the generated crate.
+#[rustfmt::skip]
+pub const RUST_KEYWORDS: [&str; 52] = [
+    // Strict keywords (every edition).
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
+    "self", "Self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use",
+    "where", "while",
+    // Strict since edition 2018.
+    "async", "await", "dyn",
+    // Reserved (every edition; `try` since 2018; `gen` since 2024).
+    "abstract", "become", "box", "do", "final", "macro", "override", "priv", "typeof", "unsized",
+    "virtual", "yield", "try", "gen",
+];
+
+/// Whether `name` is a Rust keyword of edition 2024 ([`RUST_KEYWORDS`]).
+pub fn is_rust_keyword(name: &str) -> bool {
+    RUST_KEYWORDS.contains(&name)
+}
+
+/// Names an app cannot take although they are `[a-z][a-z0-9_]*`: the app name is the generated
+/// crate's name, so its binaries write `<app>::MANIFEST`; a Rust keyword is no crate name there,
+/// the built-in crates (`std`, `core`, `alloc`, `proc_macro`, `test`) would be shadowed, and the
+/// generated crate's own dependencies (`easeml_runtime`, `easeml_app_engine`, `easeml_torch_link`)
+/// would be ambiguous.
+pub const RESERVED_APP_NAMES: [&str; 8] = [
+    "std",
+    "core",
+    "alloc",
+    "proc_macro",
+    "test",
+    "easeml_runtime",
+    "easeml_app_engine",
+    "easeml_torch_link",
+];
+
+/// `[a-z][a-z0-9_]*` of at most [`MAX_APP_NAME_LEN`] bytes, neither a Rust keyword nor one of
+/// [`RESERVED_APP_NAMES`]: an app name (E014).
 pub fn is_app_name(name: &str) -> bool {
     app_name_problem(name).is_none()
 }
@@ -43,12 +85,23 @@ pub fn app_name_problem(name: &str) -> Option<String> {
             name.len()
         ));
     }
+    if is_rust_keyword(name) {
+        return Some(format!(
+            "`{name}` is a Rust keyword, and the app name names the generated Rust crate"
+        ));
+    }
+    if RESERVED_APP_NAMES.contains(&name) {
+        return Some(format!(
+            "`{name}` is a crate name that the generated Rust crate already sees (a built-in crate or one of its dependencies)"
+        ));
+    }
     None
 }
 
 /// Makes a valid app name from a file stem: `My-App` becomes `my_app`, `2019 survey` becomes
-/// `app_2019_survey`, an empty stem becomes `app`, and a name longer than [`MAX_APP_NAME_LEN`] is
-/// cut to that length.
+/// `app_2019_survey`, an empty stem becomes `app`, a name longer than [`MAX_APP_NAME_LEN`] is cut
+/// to that length, and a keyword or reserved name gets `_app` (`fn` becomes `fn_app`). An invalid
+/// `app` name's diagnostic suggests this name too.
 pub fn app_name_from_stem(stem: &str) -> String {
     let mut name: String = stem
         .chars()
@@ -69,6 +122,10 @@ pub fn app_name_from_stem(stem: &str) -> String {
     }
     // Only ASCII is left, so any byte index is a character boundary.
     name.truncate(MAX_APP_NAME_LEN);
+    // Keywords and reserved names are short, so the suffix keeps the name within the limit.
+    if is_rust_keyword(&name) || RESERVED_APP_NAMES.contains(&name.as_str()) {
+        name.push_str("_app");
+    }
     name
 }
 
@@ -84,13 +141,48 @@ pub fn shape_elements(dims: &[u64]) -> Option<u64> {
     (count <= MAX_TENSOR_ELEMENTS).then_some(count)
 }
 
-/// What is wrong with declared labels for an output, or `None` when they fit (E010, E011): exactly
-/// D distinct, non-empty names for an output that is one `[D]` tensor.
-pub fn labels_problem(labels: &[String], output: &DataType) -> Option<String> {
-    let distinct: HashSet<&String> = labels.iter().collect();
-    if labels.iter().any(String::is_empty) {
+/// Whether a character may not appear in a label: a control character (`char::is_control`: C0
+/// such as a carriage return, line feed or tab, DEL, C1), a bidirectional formatting character
+/// (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069: they reorder how the text around a label
+/// is displayed) or a line or paragraph separator (U+2028, U+2029).
+pub fn is_forbidden_label_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
+}
+
+/// What is wrong with one label, or `None` when it is a valid class name (E010): it is not empty
+/// and has no [forbidden character](is_forbidden_label_char).
+pub fn label_problem(label: &str) -> Option<String> {
+    if label.is_empty() {
         return Some("a label cannot be empty".to_owned());
     }
+    label
+        .chars()
+        .find(|&c| is_forbidden_label_char(c))
+        .map(|c| {
+            format!(
+                "a label cannot contain the control or bidirectional formatting character U+{:04X}",
+                u32::from(c)
+            )
+        })
+}
+
+/// What is wrong with declared labels for an output, or `None` when they fit (E010, E011): exactly
+/// D distinct names for an output that is one `[D]` tensor, each valid ([`label_problem`]).
+pub fn labels_problem(labels: &[String], output: &DataType) -> Option<String> {
+    if let Some(problem) = labels.iter().find_map(|label| label_problem(label)) {
+        return Some(problem);
+    }
+    let distinct: HashSet<&String> = labels.iter().collect();
     if distinct.len() != labels.len() {
         return Some("declared labels must be distinct".to_owned());
     }
@@ -192,6 +284,90 @@ mod tests {
         assert_eq!(app_name_from_stem(&too_long), longest);
         assert_eq!(app_name_from_stem(&"9".repeat(80)).len(), MAX_APP_NAME_LEN);
         assert!(is_app_name(&app_name_from_stem(&"9".repeat(80))));
+    }
+
+    #[test]
+    fn keywords_and_reserved_crate_names_are_no_app_names_and_stems_avoid_them() {
+        for name in [
+            "fn", "self", "gen", "async", "try", "yield", "dyn", "crate", "super",
+        ]
+        .into_iter()
+        .chain([
+            "std",
+            "core",
+            "alloc",
+            "test",
+            "proc_macro",
+            "easeml_runtime",
+        ]) {
+            let problem = app_name_problem(name).unwrap_or_else(|| panic!("{name} is accepted"));
+            assert!(problem.contains(&format!("`{name}`")), "{problem}");
+            assert!(validate(&schema(name)).is_err(), "{name}");
+            let suggested = app_name_from_stem(name);
+            assert_eq!(suggested, format!("{name}_app"));
+            assert!(is_app_name(&suggested), "{suggested}");
+        }
+        for keyword in RUST_KEYWORDS {
+            assert!(!is_app_name(keyword), "{keyword}");
+            assert!(is_app_name(&app_name_from_stem(keyword)), "{keyword}");
+        }
+        // Weak keywords and names that merely contain a keyword stay valid.
+        for name in [
+            "union",
+            "raw",
+            "macro_rules",
+            "fn_app",
+            "std2",
+            "tests",
+            "gen_1",
+        ] {
+            assert!(is_app_name(name), "{name}");
+            assert_eq!(app_name_from_stem(name), name);
+        }
+        assert_eq!(app_name_from_stem("Fn"), "fn_app");
+    }
+
+    #[test]
+    fn labels_refuse_control_and_bidirectional_characters() {
+        let two = vector(&[2]);
+        for bad in [
+            "a\rb",
+            "a\nb",
+            "tab\t",
+            "\u{7f}",
+            "\u{85}",
+            "\u{202E}evil",
+            "\u{200E}",
+            "\u{200F}",
+            "\u{202A}",
+            "\u{2066}x",
+            "\u{2069}",
+            "\u{061C}",
+            "\u{2028}",
+        ] {
+            let problem = label_problem(bad).unwrap_or_else(|| panic!("{bad:?} is accepted"));
+            assert!(problem.contains("U+"), "{problem}");
+            let labels = vec!["ok".to_owned(), bad.to_owned()];
+            assert!(labels_problem(&labels, &two).is_some(), "{bad:?}");
+            let mut with_labels = schema("ok");
+            with_labels.labels = Some(labels);
+            assert!(
+                validate(&with_labels).unwrap_err().0.contains("U+"),
+                "{bad:?}"
+            );
+        }
+        for good in [
+            "sea lion",
+            "Möwe",
+            "鯨",
+            "\"quoted\"",
+            "back\\slash",
+            "*/",
+            "\"#",
+            "👩\u{200D}🔬",
+        ] {
+            assert_eq!(label_problem(good), None, "{good:?}");
+        }
     }
 
     #[test]

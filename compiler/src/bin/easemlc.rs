@@ -137,6 +137,9 @@ fn run(cli: Cli) -> Result<bool> {
                                 compiled.workload(),
                                 if count == 1 { "" } else { "s" }
                             );
+                            for renamed in Explanation::new(&compiled).renamed_fields {
+                                println!("  note: {}", renamed.note());
+                            }
                         }
                     }
                     Err(diagnostics) => {
@@ -174,6 +177,11 @@ fn run(cli: Cli) -> Result<bool> {
                     return Ok(false);
                 }
             };
+            if !options.json {
+                for renamed in Explanation::new(&compiled).renamed_fields {
+                    eprintln!("note: {}", renamed.note());
+                }
+            }
             let runtime_path = runtime_path.unwrap_or_else(default_runtime_path);
             let mut files = crate_files(
                 &compiled,

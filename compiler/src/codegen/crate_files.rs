@@ -88,7 +88,9 @@ struct CrateView<'a> {
     system_type: String,
     workload: &'a str,
     candidate_count: usize,
-    runtime_path: &'a str,
+    /// The three dependency paths, each a TOML string literal (quotes included, escaped by `toml`),
+    /// so no path can break or add to the Cargo.toml.
+    runtime_path: String,
     torch_link_path: String,
     app_engine_path: String,
     client: String,
@@ -130,9 +132,9 @@ pub fn crate_files(
         system_type: schema.system_type(),
         workload: compiled.workload(),
         candidate_count: compiled.candidates.len(),
-        runtime_path: &options.runtime_path,
-        torch_link_path: sibling_path(&options.runtime_path, "torch-link"),
-        app_engine_path: sibling_path(&options.runtime_path, "app-engine"),
+        runtime_path: toml_string(&options.runtime_path),
+        torch_link_path: toml_string(&sibling_path(&options.runtime_path, "torch-link")),
+        app_engine_path: toml_string(&sibling_path(&options.runtime_path, "app-engine")),
         client,
         has_labels: schema.labels.is_some(),
         suffix: "",
@@ -167,6 +169,12 @@ pub fn crate_files(
     Ok(files)
 }
 
+/// A TOML string literal (with its quotes) whose value is exactly `text`, written by the `toml`
+/// crate: quotes, backslashes (Windows paths) and control characters are escaped as TOML wants.
+fn toml_string(text: &str) -> String {
+    toml::Value::String(text.to_owned()).to_string()
+}
+
 /// The path of the runtime crate `name` beside `runtime/core` (`runtime/torch-link`,
 /// `runtime/app-engine`), written the way the runtime's path was given.
 fn sibling_path(runtime_path: &str, name: &str) -> String {
@@ -180,7 +188,8 @@ fn sibling_path(runtime_path: &str, name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::sibling_path;
+    use super::*;
+    use crate::{Registry, compile};
 
     fn torch_link_path(runtime_path: &str) -> String {
         sibling_path(runtime_path, "torch-link")
@@ -202,5 +211,47 @@ mod tests {
             sibling_path("../../runtime/core", "app-engine"),
             "../../runtime/app-engine"
         );
+    }
+
+    #[test]
+    fn dependency_paths_are_toml_strings_that_round_trip() {
+        let compiled = compile("Input = [3]\nOutput = [2]", "paths", &Registry::builtin()).unwrap();
+        for runtime_path in [
+            r#"/tmp/a"b\c/runtime/core"#,
+            r#"C:\Users\me\easeml\runtime\core"#,
+            "x\", runtime = { path = \"/evil\" }\n[dependencies.evil]\npath = \"/evil",
+            "it's/runtime/core",
+            "../../runtime/core",
+        ] {
+            let files = crate_files(
+                &compiled,
+                &CrateOptions {
+                    runtime_path: runtime_path.to_owned(),
+                    server: None,
+                },
+            )
+            .unwrap();
+            let cargo: toml::Table = toml::from_str(&files["Cargo.toml"]).unwrap_or_else(|error| {
+                panic!("{runtime_path:?}: {error}\n{}", files["Cargo.toml"])
+            });
+            let dependencies = cargo["dependencies"].as_table().unwrap();
+            assert_eq!(
+                dependencies.keys().collect::<Vec<_>>(),
+                ["easeml-app-engine", "easeml-runtime"],
+                "{runtime_path:?}"
+            );
+            assert_eq!(
+                dependencies["easeml-runtime"]["path"].as_str(),
+                Some(runtime_path)
+            );
+            assert_eq!(
+                dependencies["easeml-app-engine"]["path"].as_str(),
+                Some(sibling_path(runtime_path, "app-engine").as_str())
+            );
+            assert_eq!(
+                cargo["build-dependencies"]["easeml-torch-link"]["path"].as_str(),
+                Some(sibling_path(runtime_path, "torch-link").as_str())
+            );
+        }
     }
 }

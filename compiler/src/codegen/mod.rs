@@ -21,7 +21,7 @@ pub use client::{ManifestSource, client_items};
 pub use crate_files::{CrateOptions, GenerateError, crate_files};
 pub use labels::label_variants;
 pub use manifest::manifest;
-pub use types::{format_items, rust_types};
+pub use types::{RustField, format_items, renamed_fields, rust_fields, rust_types};
 
 /// The first line of every generated file (the manifest's `_generated` note too).
 pub const GENERATED_HEADER: &str = easeml_schema::manifest::GENERATED_NOTE;
