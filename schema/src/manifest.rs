@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
+use crate::models;
 use crate::rules;
 use crate::types::{Constraint, Schema};
 use crate::workload::Workload;
@@ -123,7 +124,8 @@ pub enum ManifestError {
 impl Manifest {
     /// Reads and checks a manifest: JSON of this type, a version this crate reads, a valid schema,
     /// and the keys that repeat the schema (`app`, `system_type`, `labels`, `constraints`) equal
-    /// to it, a known workload and at least one candidate.
+    /// to it, a known workload that fits the schema ([`Workload::schema_problem`]), and at least
+    /// one candidate, each a model of that workload ([`models::candidate_problem`]).
     pub fn from_json(text: &str) -> Result<Manifest, ManifestError> {
         let manifest: Manifest =
             serde_json::from_str(text).map_err(|error| ManifestError::Json(error.to_string()))?;
@@ -164,17 +166,25 @@ impl Manifest {
                 "`constraints` differ from the schema's".to_owned(),
             ));
         }
-        if Workload::from_name(&self.workload).is_none() {
+        let Some(workload) = Workload::from_name(&self.workload) else {
             return Err(ManifestError::Inconsistent(format!(
                 "unknown workload `{}` (known: {})",
-                self.workload,
+                self.workload.chars().take(80).collect::<String>(),
                 Workload::ALL.map(Workload::name).join(", ")
             )));
+        };
+        if let Some(problem) = workload.schema_problem(schema) {
+            return Err(ManifestError::Inconsistent(problem));
         }
         if self.candidates.is_empty() {
             return Err(ManifestError::Inconsistent(
                 "`candidates` is empty".to_owned(),
             ));
+        }
+        for candidate in &self.candidates {
+            if let Some(problem) = models::candidate_problem(workload, &candidate.id) {
+                return Err(ManifestError::Inconsistent(problem));
+            }
         }
         Ok(())
     }
@@ -251,8 +261,8 @@ mod tests {
                 workload: "tabular_classification".into(),
             },
             candidates: vec![Candidate {
-                id: "mlp".into(),
-                model: "mlp".into(),
+                id: "mlp_small".into(),
+                model: "mlp_small".into(),
                 normalization: None,
             }],
             labels: None,
@@ -283,6 +293,18 @@ mod tests {
             (|m| m.labels = Some(vec!["a".into()]), "`labels`"),
             (|m| m.workload = "astrology".into(), "unknown workload"),
             (|m| m.candidates.clear(), "`candidates` is empty"),
+            (
+                |m| m.workload = "image_classification".into(),
+                "workload `image_classification` takes one [A,B] or [A,B,C] input tensor",
+            ),
+            (
+                |m| m.candidates[0].id = "resnet50".into(),
+                "candidate `resnet50` is a model for image_classification, not for tabular_classification",
+            ),
+            (
+                |m| m.candidates[0].id = "../../etc/passwd".into(),
+                "candidate `../../etc/passwd`: no model",
+            ),
             (|m| m.schema.app = "A".into(), "`schema`: app name"),
             (|m| m.schema.app = "fn".into(), "`schema`: app name \"fn\""),
             (

@@ -3,6 +3,11 @@
 //! candidate id the compiler generates for it parses in the trainer and fits the trainer's task
 //! for that template's data, the task derived exactly as the engine derives it when it trains.
 //!
+//! The runtime's own copies of those rules (it links neither the compiler nor the trainer) are
+//! checked here too: `Workload::schema_problem` accepts a program exactly when a template of that
+//! workload matches it, and `easeml_schema::models` accepts a candidate for a workload exactly
+//! when the trainer's `check_fits` accepts it for that workload's task.
+//!
 //! Data-driven: the programs are every valid fixture and example; each template must be chosen by
 //! at least one of them, so a template added to the registry without a program that reaches it
 //! fails here.
@@ -15,7 +20,7 @@ use easeml_engine::dataset::{StoredTarget, examples_of};
 use easeml_object::Object;
 use easeml_schema::{DataType, Workload};
 use easeml_tests::{Expectation, Fixture, examples, fixtures_dir};
-use easeml_trainer::{Candidate, Task};
+use easeml_trainer::{ALL_MODELS, Candidate, Task};
 
 /// An object of `data_type` with every value 0.5 and no children (one record, a one-node tree).
 fn object_of(data_type: &DataType) -> Object {
@@ -105,6 +110,21 @@ fn every_template_has_a_known_workload_and_candidates_that_fit_its_task() {
         let examples = examples_of(&app, (0..4).collect(), &inputs, &targets)
             .unwrap_or_else(|error| panic!("{name}: {error}"));
         let task = Task::of(&examples).unwrap_or_else(|error| panic!("{name}: {error}"));
+        // The runtime's model catalogue agrees with the trainer on every model, plain and
+        // normalized, for this workload's task.
+        for (_, model) in ALL_MODELS {
+            for id in [model.to_owned(), format!("{model}+norm_k2")] {
+                let trainer = Candidate::parse(&id).unwrap().check_fits(&task).is_ok();
+                let catalogue = easeml_schema::models::candidate_problem(workload, &id);
+                assert_eq!(
+                    trainer,
+                    catalogue.is_none(),
+                    "{name}: the trainer {} `{id}` for {}, the schema crate's catalogue says {catalogue:?}",
+                    if trainer { "accepts" } else { "refuses" },
+                    workload.name()
+                );
+            }
+        }
         for (candidate, parsed) in compiled.candidates.iter().zip(&parsed) {
             parsed.check_fits(&task).unwrap_or_else(|error| {
                 panic!(
@@ -132,4 +152,40 @@ fn every_template_has_a_known_workload_and_candidates_that_fit_its_task() {
             workload.name()
         );
     }
+}
+
+#[test]
+fn the_runtime_workload_rule_agrees_with_the_registry_patterns() {
+    let registry = Registry::builtin();
+    for (name, compiled) in programs() {
+        for workload in Workload::ALL {
+            let registry_says = registry.templates.iter().any(|template| {
+                template.workload == workload.name() && template.matches(&compiled.schema)
+            });
+            let rule = workload.schema_problem(&compiled.schema);
+            assert_eq!(
+                registry_says,
+                rule.is_none(),
+                "{name} ({} -> {}): the registry {} it as {}, Workload::schema_problem says {rule:?}",
+                compiled.schema.input,
+                compiled.schema.output,
+                if registry_says {
+                    "matches"
+                } else {
+                    "does not match"
+                },
+                workload.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_model_catalogue_is_the_trainers() {
+    let trainer: Vec<&str> = ALL_MODELS.iter().map(|(_, id)| *id).collect();
+    let catalogue: Vec<&str> = easeml_schema::models::MODELS
+        .iter()
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(trainer, catalogue);
 }

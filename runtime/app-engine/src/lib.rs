@@ -113,6 +113,13 @@ pub fn train_with_progress(
         Event::AppSkipped { app, reason } => {
             say(format!("{app}: left out: {reason}"));
         }
+        Event::CandidateLeftOut {
+            app,
+            candidate,
+            reason,
+        } => {
+            say(format!("{app}: {candidate} left out: {reason}"));
+        }
         Event::RunStarted {
             app,
             candidate,

@@ -173,6 +173,11 @@ fn log_event(event: Event) {
             tracing::info!(%app, data_version, "data changed; candidates eligible again")
         }
         Event::AppSkipped { app, reason } => tracing::warn!(%app, %reason, "app left out"),
+        Event::CandidateLeftOut {
+            app,
+            candidate,
+            reason,
+        } => tracing::warn!(%app, %candidate, %reason, "candidate left out"),
         Event::RunStarted {
             app,
             candidate,

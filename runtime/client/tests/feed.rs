@@ -286,6 +286,59 @@ fn npy_files_larger_than_the_declared_shape_are_refused() {
     );
 }
 
+/// A tree input `depth` levels deep (each node's left child is the next level) as a JSON line.
+fn deep_tree_line(depth: usize) -> String {
+    let mut record = "{\"word\": [1]}".to_owned();
+    for _ in 1..depth {
+        record = format!("{{\"word\": [1], \"left\": {record}, \"right\": null}}");
+    }
+    format!("{{\"input\": {record}, \"output\": \"a\"}}\n")
+}
+
+/// One nesting limit for every form: a tree as deep as an object may be (`MAX_DEPTH` levels) is
+/// read, on a thread with a small stack; deeper JSON gets one clear message (serde_json used to say
+/// "recursion limit exceeded" from 128 levels on, far below the documented limit).
+#[test]
+fn trees_nest_up_to_the_one_depth_limit_with_one_message_beyond() {
+    let fixture = Fixture::new();
+    let tree = "app tree\ntype Input\n  word :: Tensor[1]\n  left :: Nullable{Input}\n  right :: Nullable{Input}\nend\nOutput = [2]\nlabels = [a, b]";
+    let limit = easeml_object::MAX_DEPTH;
+    let (report, too_deep, brackets) = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn_scoped(scope, || {
+                let mut client = fixture.client(tree);
+                let report = fixture.feed(&mut client, &deep_tree_line(limit)).unwrap();
+                let too_deep = fixture.feed_error(&mut client, &deep_tree_line(limit + 100));
+                let brackets = fixture.feed_error(
+                    &mut client,
+                    &format!("{{\"input\": {}\n", "[".repeat(1 << 20)),
+                );
+                (report, too_deep, brackets)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    assert_eq!(report.added, 1);
+    let message = format!(
+        "an object nests at most {limit} levels (a tree at most {limit} levels deep, a chain at most {limit} records)"
+    );
+    assert!(
+        too_deep.contains("line 1: field `input`: the object nests more than 4096 levels deep")
+            || too_deep.contains(&message),
+        "{too_deep}"
+    );
+    assert!(
+        brackets.contains("line 1: the JSON nests more than") && brackets.contains(&message),
+        "{brackets}"
+    );
+    // A pair line's token goes through the same reader.
+    let mut grid = fixture.client("app grid\nInput = [2, 2]\nOutput = [2]");
+    let message = fixture.feed_error(&mut grid, &format!("{} a\n", "[".repeat(10_000)));
+    assert!(message.contains("the JSON nests more than"), "{message}");
+}
+
 #[test]
 fn npy_inputs_and_outputs_are_converted() {
     let fixture = Fixture::new();

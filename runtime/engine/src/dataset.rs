@@ -63,7 +63,7 @@ fn tree_of(object: &Object) -> Tree {
         .children
         .iter()
         .flatten()
-        .map(|child| tree_of(child))
+        .map(|child| easeml_object::deep_json::with_deep_stack(|| tree_of(child)))
         .collect();
     Tree::node(record_values(object), children)
 }

@@ -95,6 +95,16 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// A candidate of an app cannot be trained on its data (its cost cannot be estimated for it);
+    /// the app goes on with the others.
+    CandidateLeftOut {
+        /// The app.
+        app: String,
+        /// The candidate id.
+        candidate: String,
+        /// Why.
+        reason: String,
+    },
     /// A run started.
     RunStarted {
         /// The app.
@@ -234,7 +244,7 @@ impl Engine {
             }
             match self.prepare(&app) {
                 Ok(Some(state)) => {
-                    let candidates = self.candidate_specs(&state);
+                    let candidates = self.candidate_specs(&app.name, &state, events);
                     let history = self.prior_history(&state)?;
                     if known_version.is_some() {
                         self.scheduler.remove_user(&app.name)?;
@@ -296,20 +306,36 @@ impl Engine {
         }))
     }
 
-    /// The app's candidates that fit its data, with their estimated costs.
-    fn candidate_specs(&self, state: &AppState) -> Vec<CandidateSpec> {
+    /// The app's candidates that fit its data, with their estimated costs; each one left out is
+    /// reported with its reason.
+    fn candidate_specs(
+        &self,
+        app: &str,
+        state: &AppState,
+        events: &mut dyn FnMut(Event),
+    ) -> Vec<CandidateSpec> {
         let budget = self.budget(state, None);
         state
             .model
             .candidates
             .iter()
             .filter_map(|id| {
-                let candidate = Candidate::parse(id).ok()?;
-                let estimate = estimate_cost(&candidate, &state.examples, &budget).ok()?;
-                Some(CandidateSpec {
-                    model_id: id.clone(),
-                    expected_cost: estimate.seconds.max(1e-3),
-                })
+                let estimate = Candidate::parse(id)
+                    .and_then(|candidate| estimate_cost(&candidate, &state.examples, &budget));
+                match estimate {
+                    Ok(estimate) => Some(CandidateSpec {
+                        model_id: id.clone(),
+                        expected_cost: estimate.seconds.max(1e-3),
+                    }),
+                    Err(error) => {
+                        events(Event::CandidateLeftOut {
+                            app: app.to_owned(),
+                            candidate: id.clone(),
+                            reason: error.to_string(),
+                        });
+                        None
+                    }
+                }
             })
             .collect()
     }

@@ -31,13 +31,10 @@ pub fn encode(object: &Object) -> Vec<u8> {
 }
 
 fn values_in(object: &Object) -> usize {
-    object.tensors.iter().map(Vec::len).sum::<usize>()
-        + object
-            .children
-            .iter()
-            .flatten()
-            .map(|child| values_in(child))
-            .sum::<usize>()
+    object
+        .records()
+        .map(|record| record.tensors.iter().map(Vec::len).sum::<usize>())
+        .sum()
 }
 
 fn encode_node(object: &Object, bytes: &mut Vec<u8>) {
@@ -51,7 +48,7 @@ fn encode_node(object: &Object, bytes: &mut Vec<u8>) {
             None => bytes.push(0),
             Some(child) => {
                 bytes.push(1);
-                encode_node(child, bytes);
+                crate::deep_json::with_deep_stack(|| encode_node(child, bytes));
             }
         }
     }
@@ -135,12 +132,9 @@ fn decode_node(
         let tag = reader.take(1, &format!("the link `{field_path}`"))?[0];
         let child = match tag {
             0 => None,
-            1 => Some(Box::new(decode_node(
-                data_type,
-                reader,
-                &field_path,
-                depth + 1,
-            )?)),
+            1 => Some(Box::new(crate::deep_json::with_deep_stack(|| {
+                decode_node(data_type, reader, &field_path, depth + 1)
+            })?)),
             other => {
                 return Err(Error::Decode(format!(
                     "the link `{field_path}` has tag {other}, expected 0 (null) or 1"

@@ -13,6 +13,7 @@
 use easeml_schema::{DataType, FieldKind, Tensor};
 use serde_json::Value;
 
+use crate::deep_json::with_deep_stack;
 use crate::object::{MAX_DEPTH, Object, format_dims, format_index};
 use crate::{Error, Result};
 
@@ -56,12 +57,9 @@ fn object_at(data_type: &DataType, value: &Value, path: &str, depth: usize) -> R
                     FieldKind::Recursive => {
                         let child = match field_value {
                             None | Some(Value::Null) => None,
-                            Some(child) => Some(Box::new(object_at(
-                                data_type,
-                                child,
-                                &field_path,
-                                depth + 1,
-                            )?)),
+                            Some(child) => Some(Box::new(with_deep_stack(|| {
+                                object_at(data_type, child, &field_path, depth + 1)
+                            })?)),
                         };
                         object.children.push(child);
                     }
@@ -466,7 +464,7 @@ pub fn object_to_json(data_type: &DataType, object: &Object) -> Value {
     let mut map = record_fields(data_type, object);
     for (name, child) in recursive.iter().zip(&object.children) {
         let value = match child {
-            Some(child) => object_to_json(data_type, child),
+            Some(child) => with_deep_stack(|| object_to_json(data_type, child)),
             None => Value::Null,
         };
         map.insert((*name).to_owned(), value);

@@ -10,6 +10,7 @@
 //! depend on it, so that they agree on what an example is.
 
 pub mod codec;
+pub mod deep_json;
 mod inference;
 mod json;
 mod object;

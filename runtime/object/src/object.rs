@@ -18,6 +18,17 @@ pub struct Object {
     pub children: Vec<Option<Box<Object>>>,
 }
 
+/// Dropped without recursion: a chain or tree of [`MAX_DEPTH`] levels would otherwise be dropped
+/// by as many nested calls, on whatever thread lets go of it.
+impl Drop for Object {
+    fn drop(&mut self) {
+        let mut stack: Vec<Box<Object>> = self.children.drain(..).flatten().collect();
+        while let Some(mut record) = stack.pop() {
+            stack.extend(record.children.drain(..).flatten());
+        }
+    }
+}
+
 impl Object {
     /// An object of a type with exactly one tensor field and no recursive field.
     pub fn single(values: Vec<f32>) -> Object {
@@ -29,12 +40,18 @@ impl Object {
 
     /// The number of records in the object (1 plus every descendant).
     pub fn record_count(&self) -> usize {
-        1 + self
-            .children
-            .iter()
-            .flatten()
-            .map(|child| child.record_count())
-            .sum::<usize>()
+        self.records().count()
+    }
+
+    /// The object and every descendant, depth first, without recursion (objects nest up to
+    /// [`MAX_DEPTH`] levels, deeper than a small thread stack takes recursive calls).
+    pub fn records(&self) -> impl Iterator<Item = &Object> {
+        let mut stack = vec![self];
+        std::iter::from_fn(move || {
+            let record = stack.pop()?;
+            stack.extend(record.children.iter().rev().flatten().map(|child| &**child));
+            Some(record)
+        })
     }
 
     /// Checks that the object has the shape of `data_type`: tensor counts and lengths, finite values,
@@ -84,7 +101,9 @@ impl Object {
                 }
                 FieldKind::Recursive => {
                     if let Some(child) = &self.children[child_index] {
-                        child.check_at(data_type, &field_path, depth + 1)?;
+                        crate::deep_json::with_deep_stack(|| {
+                            child.check_at(data_type, &field_path, depth + 1)
+                        })?;
                     }
                     child_index += 1;
                 }

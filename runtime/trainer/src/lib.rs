@@ -27,7 +27,7 @@ pub mod task;
 pub mod train;
 pub mod tree_kernel;
 
-pub use candidate::{Candidate, ModelKind};
+pub use candidate::{ALL_MODELS, Candidate, ModelKind};
 pub use checkpoint::Checkpoint;
 pub use cost::{CostEstimate, estimate_cost};
 pub use data::{Examples, Inputs, Targets, Tree};

@@ -25,6 +25,9 @@ pub use write::{min_feed_line_bytes, write_feed_line};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use easeml_object::deep_json::{
+    DeepJsonError, DeepValue, json_value_end, parse_deep_json, too_deep_message,
+};
 use easeml_object::{Object, object_from_json};
 use easeml_schema::{DataType, FieldKind, Schema};
 use serde_json::Value;
@@ -183,10 +186,26 @@ pub struct LineChecker<'a> {
 
 /// A token of a pair line: JSON, or text (a path or a label), or an input tensor already checked
 /// (the fast path for inline JSON arrays).
-enum Token {
-    Json(Value),
+enum Token<'v> {
+    Json(JsonToken<'v>),
     Text(String),
     Checked(Object),
+}
+
+/// A JSON token: parsed from a pair line (owned, dropped without recursion), or a field of a
+/// parsed record (borrowed: a deep value is never copied).
+enum JsonToken<'v> {
+    Owned(DeepValue),
+    Borrowed(&'v Value),
+}
+
+impl JsonToken<'_> {
+    fn value(&self) -> &Value {
+        match self {
+            JsonToken::Owned(value) => value.value(),
+            JsonToken::Borrowed(value) => value,
+        }
+    }
 }
 
 impl<'a> LineChecker<'a> {
@@ -234,9 +253,8 @@ impl<'a> LineChecker<'a> {
             return Ok(None);
         }
         if line.starts_with('{') {
-            let value: Value =
-                serde_json::from_str(line).map_err(|error| malformed_json(&error, line, 0))?;
-            return self.check_record(&value).map(Some);
+            let value = parse_json(line, 0)?;
+            return self.check_record(value.value()).map(Some);
         }
         let (input, rest) = match single_tensor_dims(&self.schema.input)
             .filter(|_| line.starts_with('['))
@@ -288,24 +306,23 @@ impl<'a> LineChecker<'a> {
         let input = map.get("input").ok_or("missing `input`")?;
         let input = match input {
             Value::String(path) => Token::Text(path.clone()),
-            other => Token::Json(other.clone()),
+            other => Token::Json(JsonToken::Borrowed(other)),
         };
         let input = self.input_from(input)?;
         let output = match map.get("output") {
             None => None,
             Some(Value::String(text)) => Some(self.output_from(Token::Text(text.clone()))?),
-            Some(other) => Some(self.output_from(Token::Json(other.clone()))?),
+            Some(other) => Some(self.output_from(Token::Json(JsonToken::Borrowed(other)))?),
         };
         Ok((input, output))
     }
 
-    fn input_from(&self, token: Token) -> Result<Object, String> {
+    fn input_from(&self, token: Token<'_>) -> Result<Object, String> {
         let data_type = &self.schema.input;
         match token {
             Token::Checked(object) => Ok(object),
-            Token::Json(value) => {
-                object_from_json(data_type, &value, "input").map_err(|error| error.to_string())
-            }
+            Token::Json(value) => object_from_json(data_type, value.value(), "input")
+                .map_err(|error| error.to_string()),
             Token::Text(path) if !self.allow_paths => Err(refused_path("input", &path)),
             Token::Text(path) => {
                 let lower = path.to_ascii_lowercase();
@@ -330,11 +347,11 @@ impl<'a> LineChecker<'a> {
         }
     }
 
-    fn output_from(&self, token: Token) -> Result<CheckedOutput, String> {
+    fn output_from(&self, token: Token<'_>) -> Result<CheckedOutput, String> {
         let data_type = &self.schema.output;
         match token {
             Token::Checked(object) => Ok(CheckedOutput::Object(object)),
-            Token::Json(value) => object_from_json(data_type, &value, "output")
+            Token::Json(value) => object_from_json(data_type, value.value(), "output")
                 .map(CheckedOutput::Object)
                 .map_err(|error| error.to_string()),
             Token::Text(text)
@@ -419,6 +436,15 @@ fn refused_path(side: &str, path: &str) -> String {
 /// A JSON syntax error in a feed line, by its column in the line (serde counts lines and columns
 /// from where the value starts, and a feed line is one line), with what to do when the value is a
 /// number JSON does not have (NaN, infinities). `text` starts `offset` bytes into the line.
+/// One JSON value of a line (`text` starts `offset` bytes into it): parsed however deep an
+/// object may nest (`easeml_object::deep_json`), or the error naming the column or the limit.
+fn parse_json(text: &str, offset: usize) -> Result<DeepValue, String> {
+    parse_deep_json(text).map_err(|error| match error {
+        DeepJsonError::TooDeep(nesting) => too_deep_message(nesting),
+        DeepJsonError::Syntax(error) => malformed_json(&error, text, offset),
+    })
+}
+
 fn malformed_json(error: &serde_json::Error, text: &str, offset: usize) -> String {
     let full = error.to_string();
     let what = full
@@ -463,24 +489,23 @@ pub(crate) fn single_tensor_dims(data_type: &DataType) -> Option<&[u64]> {
 
 /// Splits the first token off a line: a JSON value when it starts with `[`, `{` or `"`, else text
 /// up to the first whitespace. `text` starts `offset` bytes into its line (for error columns).
-fn split_token(text: &str, offset: usize) -> Result<(Token, &str), String> {
+fn split_token(text: &str, offset: usize) -> Result<(Token<'static>, &str), String> {
     if text.starts_with(['[', '{', '"']) {
-        let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-        let value = match stream.next() {
-            Some(Ok(value)) => value,
-            Some(Err(error)) => return Err(malformed_json(&error, text, offset)),
-            None => return Err("malformed JSON: nothing to read".to_owned()),
-        };
-        let rest = &text[stream.byte_offset()..];
+        // The value's extent first (brackets balanced outside strings), then the value itself
+        // through the one deep-JSON reader; text that does not close is read whole, so that the
+        // error names what is wrong where.
+        let end = json_value_end(text).unwrap_or(text.len());
+        let (value_text, rest) = text.split_at(end);
+        let value = parse_json(value_text, offset)?;
         if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
             return Err(format!(
                 "malformed JSON: unexpected `{}` right after a value",
                 rest.chars().next().unwrap_or(' ')
             ));
         }
-        let token = match value {
-            Value::String(text) => Token::Text(text),
-            other => Token::Json(other),
+        let token = match value.value() {
+            Value::String(text) => Token::Text(text.clone()),
+            _ => Token::Json(JsonToken::Owned(value)),
         };
         Ok((token, rest))
     } else {
