@@ -2,8 +2,10 @@
 //! of training and inference steps, alternating rounds, each side keeping its best), the peak memory
 //! of a training run (in a child process of this binary, so that the peak is the run's own), and on
 //! CUDA with `--mixed-precision` whole training runs with and without autocast. The measuring code
-//! is `easeml_trainer::bench`; this file parses, reports and writes `summary.json` and
+//! is `bench_trainer/measure.rs`; this file parses, reports and writes `summary.json` and
 //! `throughput.svg`.
+
+mod measure;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,11 +13,9 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use easeml_trainer::bench::{
-    self, BenchModel, MemoryReport, PythonSide, RunReport, StepConfig, Throughput,
-};
 use easeml_trainer::device::{choose_device, device_name, parse_device};
 use indicatif::{ProgressBar, ProgressStyle};
+use measure::{BenchModel, MemoryReport, PythonSide, RunReport, StepConfig, Throughput};
 use serde_json::json;
 
 /// Arguments of `easeml bench trainer`.
@@ -105,7 +105,7 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         .memory_examples
         .unwrap_or(if quick { 500 } else { 10_000 });
     if args.memory_child {
-        let report = bench::memory_check(memory_examples)?;
+        let report = measure::memory_check(memory_examples)?;
         println!("{}", serde_json::to_string(&report)?);
         return Ok(());
     }
@@ -147,7 +147,7 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
     }
     let rounds = args.rounds.unwrap_or(if quick { 1 } else { 3 }).max(1);
     let python =
-        (!args.no_python).then(|| args.python.clone().unwrap_or_else(bench::default_python));
+        (!args.no_python).then(|| args.python.clone().unwrap_or_else(measure::default_python));
     let precisions: Vec<bool> = if args.mixed_precision {
         vec![false, true]
     } else {
@@ -180,12 +180,12 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         for round in 1..=rounds {
             for (index, &model) in models.iter().enumerate() {
                 progress.set_message(format!("round {round}: {} (Rust)", model.name()));
-                rust_best[index] = rust_best[index].best(bench::measure_steps(model, &config)?);
+                rust_best[index] = rust_best[index].best(measure::measure_steps(model, &config)?);
                 progress.inc(1);
             }
             if let Some(python) = &python {
                 progress.set_message(format!("round {round}: Python"));
-                let side = bench::run_python(python, &models, &config, threads)?;
+                let side = measure::run_python(python, &models, &config, threads)?;
                 for (index, model) in models.iter().enumerate() {
                     let measured = side.results.get(model.name()).copied().with_context(|| {
                         format!("the Python side did not report {}", model.name())
@@ -222,7 +222,7 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
                 "training run, mixed precision {}",
                 if mixed_precision { "on" } else { "off" }
             ));
-            runs.push(bench::training_run(
+            runs.push(measure::training_run(
                 "resnet18",
                 device,
                 run_examples,
@@ -234,7 +234,7 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
     }
     progress.finish_and_clear();
 
-    let rust_lib_dir = bench::loaded_libtorch_dir();
+    let rust_lib_dir = measure::loaded_libtorch_dir();
     let same_install = match (&rust_lib_dir, &python_side) {
         (Some(rust), Some(side)) => Some(same_dir(rust, Path::new(&side.lib_dir))),
         _ => None,

@@ -1,25 +1,20 @@
-//! The `Client`: one app's handle on its data, in the local store (embedded) or on an `easeml
-//! serve` server (remote, `remote.rs`). Both backends share everything that does not touch the
-//! data: the checks of inputs against the schema (so a bad line is named by its line before anything
-//! is stored or sent), the label checks against a snapshot of the label map, and scoring.
+//! The `Client`: one app's handle on its data, in the local store (embedded, `local.rs`) or on an
+//! `easeml serve` server (remote, `remote.rs`), both behind the `Backend` trait (`backend.rs`).
+//! Both share everything that does not touch the data: the checks of inputs against the schema (so
+//! a bad line is named by its line before anything is stored or sent), the label checks against a
+//! snapshot of the label map (`backend::Batch`), and scoring.
 
 use std::io::BufRead;
 
-use easeml_object::{Object, codec};
+use easeml_object::{Inference, Object};
 use easeml_schema::{Manifest, Schema};
-use easeml_store::{
-    App, Blob, ExampleId, ExampleRecord, LabelMap, NewApp, NewExample, NewOutput, Page,
-    PageRequest, Store, StoredOutput,
-};
+use easeml_store::{App, ExampleId, ExampleRecord, NewApp, Page, PageRequest, RunId, Store};
 use serde::Serialize;
 
-use easeml_object::Inference;
-use easeml_store::{RunId, RunState};
-
-use crate::models::{LoadedModel, local_models};
-
-use crate::feed::{CheckedExample, CheckedOutput, FeedOptions, LineChecker, LineError, LineErrors};
-use crate::remote::{Outbox, Remote, RemoteSettings, TokenOrigin};
+use crate::backend::{Backend, Drive};
+use crate::feed::{CheckedOutput, FeedOptions, LineChecker, LineError, LineErrors};
+use crate::local::Local;
+use crate::remote::{Remote, RemoteSettings, TokenOrigin};
 use crate::{Connection, Error, Result, Status};
 
 /// What an app is: its schema and the manifest stored with it.
@@ -135,25 +130,7 @@ pub struct LoadedExample {
 #[derive(Debug)]
 pub struct Client {
     schema: Schema,
-    backend: Backend,
-}
-
-/// Where the app's data is.
-#[derive(Debug)]
-enum Backend {
-    /// The local store (boxed: it holds the loaded model).
-    Embedded(Box<Local>),
-    /// An `easeml serve` server.
-    Remote(Remote),
-}
-
-/// The embedded backend: a store connection and the app's row.
-#[derive(Debug)]
-struct Local {
-    store: Store,
-    app: App,
-    /// The best model, loaded on the first inference and reloaded when a better run finishes.
-    served: Option<Box<dyn LoadedModel>>,
+    backend: Box<dyn Backend>,
 }
 
 /// What `infer` answered for a batch of inputs.
@@ -231,7 +208,7 @@ impl Client {
                 let remote = Remote::open(&settings, &spec)?;
                 Ok(Client {
                     schema: spec.schema,
-                    backend: Backend::Remote(remote),
+                    backend: Box::new(remote),
                 })
             }
         }
@@ -240,11 +217,7 @@ impl Client {
     fn local(store: Store, app: App, schema: Schema) -> Client {
         Client {
             schema,
-            backend: Backend::Embedded(Box::new(Local {
-                store,
-                app,
-                served: None,
-            })),
+            backend: Box::new(Local::new(store, app)),
         }
     }
 
@@ -260,10 +233,7 @@ impl Client {
 
     /// Gives the store back (for a pool of store connections); `None` for a remote client.
     pub fn into_store(self) -> Option<Store> {
-        match self.backend {
-            Backend::Embedded(local) => Some(local.store),
-            Backend::Remote(_) => None,
-        }
+        self.backend.into_store()
     }
 
     /// The app's schema.
@@ -273,61 +243,38 @@ impl Client {
 
     /// The app's name.
     pub fn app_name(&self) -> &str {
-        match &self.backend {
-            Backend::Embedded(local) => &local.app.name,
-            Backend::Remote(_) => &self.schema.app,
-        }
+        self.backend.app_name()
     }
 
     /// The server's URL, for a remote client.
     pub fn server_url(&self) -> Option<&str> {
-        match &self.backend {
-            Backend::Embedded(_) => None,
-            Backend::Remote(remote) => Some(remote.url()),
-        }
+        self.backend.remote().map(Remote::url)
     }
 
     /// Where a remote client's token came from (and whether the app was registered just now).
     pub fn token_origin(&self) -> Option<&TokenOrigin> {
-        match &self.backend {
-            Backend::Embedded(_) => None,
-            Backend::Remote(remote) => Some(remote.origin()),
-        }
+        self.backend.token_origin()
     }
 
     /// A remote client's token for the app (to show once when it could not be saved).
     pub fn token(&self) -> Option<&str> {
-        match &self.backend {
-            Backend::Embedded(_) => None,
-            Backend::Remote(remote) => Some(remote.token()),
-        }
+        self.backend.remote().map(Remote::token)
     }
 
     /// The app's current data version (bumped by every feed and every toggle).
     pub fn data_version(&self) -> Result<u64> {
-        match &self.backend {
-            Backend::Embedded(local) => Ok(local.store.app(local.app.id)?.data_version),
-            Backend::Remote(remote) => Ok(remote.status()?.data_version),
-        }
+        self.backend.data_version()
     }
 
     /// The app's labels in index order (empty when none seen yet), or `None` when its output takes no
     /// labels.
     pub fn labels(&self) -> Result<Option<Vec<String>>> {
-        match &self.backend {
-            Backend::Embedded(local) => {
-                Ok(local.store.label_map(local.app.id)?.map(|map| map.labels))
-            }
-            Backend::Remote(remote) => remote.labels(),
-        }
+        self.backend.labels()
     }
 
     /// Whether the app's labels were declared by its program.
     pub fn labels_declared(&self) -> bool {
-        match &self.backend {
-            Backend::Embedded(local) => local.app.labels_declared,
-            Backend::Remote(remote) => remote.labels_declared(),
-        }
+        self.backend.labels_declared()
     }
 
     /// Feeds the text formats of the `feed` command (see [`crate::feed`]). Every line is checked
@@ -358,7 +305,7 @@ impl Client {
             options,
             self.schema.label_capacity().is_some(),
         );
-        feed_checked(&self.schema, &mut self.backend, "line", options, |each| {
+        let drive: Drive<'_> = Box::new(|each| {
             let mut buffer = Vec::new();
             let mut line_number = 0;
             loop {
@@ -379,7 +326,8 @@ impl Client {
                 }
                 progress(line_number);
             }
-        })
+        });
+        self.backend.feed(&self.schema, "line", options, drive)
     }
 
     /// Feeds typed values (the generated crate's `Input` / `Output`, or anything that serializes to
@@ -394,25 +342,20 @@ impl Client {
             &options,
             self.schema.label_capacity().is_some(),
         );
-        feed_checked(
-            &self.schema,
-            &mut self.backend,
-            "example",
-            &options,
-            |each| {
-                for (index, (input, output)) in examples.into_iter().enumerate() {
-                    let record = serde_json::to_value(&input).and_then(|input| {
-                        Ok(serde_json::json!({"input": input, "output": serde_json::to_value(&output)?}))
-                    });
-                    let checked = match record {
-                        Ok(record) => checker.check_json(&record),
-                        Err(error) => Err(format!("cannot serialize: {error}")),
-                    };
-                    each(index + 1, checked)?;
-                }
-                Ok(())
-            },
-        )
+        let drive: Drive<'_> = Box::new(|each| {
+            for (index, (input, output)) in examples.into_iter().enumerate() {
+                let record = serde_json::to_value(&input).and_then(|input| {
+                    Ok(serde_json::json!({"input": input, "output": serde_json::to_value(&output)?}))
+                });
+                let checked = match record {
+                    Ok(record) => checker.check_json(&record),
+                    Err(error) => Err(format!("cannot serialize: {error}")),
+                };
+                each(index + 1, checked)?;
+            }
+            Ok(())
+        });
+        self.backend.feed(&self.schema, "example", &options, drive)
     }
 
     /// One page of the app's examples, in id order.
@@ -426,63 +369,23 @@ impl Client {
         page: PageRequest,
         filter: &easeml_store::ExampleFilter,
     ) -> Result<Page<ExampleRecord>> {
-        match &self.backend {
-            Backend::Embedded(local) => {
-                Ok(local.store.examples_filtered(local.app.id, page, filter)?)
-            }
-            Backend::Remote(remote) => remote.examples(page, filter),
-        }
+        self.backend.examples(page, filter)
     }
 
     /// One example with its input and output decoded.
     pub fn example(&self, id: ExampleId) -> Result<LoadedExample> {
-        let local = match &self.backend {
-            Backend::Embedded(local) => local,
-            Backend::Remote(remote) => return remote.example(&self.schema, id),
-        };
-        let record = local.store.example(local.app.id, id)?;
-        let decode_error = |source| Error::Decode { id: id.0, source };
-        let input = codec::decode(&self.schema.input, &local.store.blob(&record.input)?)
-            .map_err(decode_error)?;
-        let output = match &record.output {
-            StoredOutput::Blob(hash) => CheckedOutput::Object(
-                codec::decode(&self.schema.output, &local.store.blob(hash)?)
-                    .map_err(decode_error)?,
-            ),
-            StoredOutput::Label { name, .. } => CheckedOutput::Label(name.clone()),
-        };
-        Ok(LoadedExample {
-            record,
-            input,
-            output,
-        })
+        self.backend.example(&self.schema, id)
     }
 
     /// Turns an example on or off for training; returns the app's data version (bumped when the flag
     /// changed).
     pub fn set_enabled(&mut self, id: ExampleId, enabled: bool) -> Result<u64> {
-        match &mut self.backend {
-            Backend::Embedded(local) => Ok(local.store.set_enabled(local.app.id, id, enabled)?),
-            Backend::Remote(remote) => remote.set_enabled(id, enabled),
-        }
+        self.backend.set_enabled(id, enabled)
     }
 
     /// The figure-5 report: every run, the best so far, what runs now.
     pub fn status(&self) -> Result<Status> {
-        let local = match &self.backend {
-            Backend::Embedded(local) => local,
-            Backend::Remote(remote) => return remote.status(),
-        };
-        let app = local.store.app(local.app.id)?;
-        let runs = local.store.runs(local.app.id)?;
-        Ok(Status::from_runs(
-            app.name,
-            app.system_type,
-            app.data_version,
-            local.store.example_counts(local.app.id)?,
-            &runs,
-            self.schema.train_time_limit(),
-        ))
+        self.backend.status(&self.schema)
     }
 
     /// Answers inputs given in the `feed` line formats (DESIGN.md section 2), each line `INPUT` or
@@ -585,10 +488,7 @@ impl Client {
     /// when a better run has finished since; remote: the server's, which does the same).
     /// Embedded in a process without a model loader (the engine, libtorch): [`Error::NoEngine`].
     pub fn infer_objects(&mut self, inputs: &[Object]) -> Result<InferReport> {
-        match &mut self.backend {
-            Backend::Embedded(local) => local.infer(&self.schema, inputs),
-            Backend::Remote(remote) => remote.infer(&self.schema, inputs),
-        }
+        self.backend.infer(&self.schema, inputs)
     }
 
     fn score(&self, answers: &[(usize, Inference)], expected: &[CheckedOutput]) -> Option<Score> {
@@ -634,27 +534,18 @@ impl Client {
 
     /// The underlying store, read-only; `None` for a remote client.
     pub fn store(&self) -> Option<&Store> {
-        match &self.backend {
-            Backend::Embedded(local) => Some(&local.store),
-            Backend::Remote(_) => None,
-        }
+        self.backend.store()
     }
 
     /// The underlying store (for the engine and tests in this workspace); `None` for a remote
     /// client.
     pub fn store_mut(&mut self) -> Option<&mut Store> {
-        match &mut self.backend {
-            Backend::Embedded(local) => Some(&mut local.store),
-            Backend::Remote(_) => None,
-        }
+        self.backend.store_mut()
     }
 
     /// The app's id in the local store; `None` for a remote client.
     pub fn app_id(&self) -> Option<easeml_store::AppId> {
-        match &self.backend {
-            Backend::Embedded(local) => Some(local.app.id),
-            Backend::Remote(_) => None,
-        }
+        self.backend.app_id()
     }
 }
 
@@ -667,213 +558,4 @@ fn argmax(values: &[f32]) -> u32 {
         }
     }
     best as u32
-}
-
-impl Local {
-    /// Answers with the app's best model, through the process's model loader (none: `NoEngine`).
-    fn infer(&mut self, schema: &Schema, inputs: &[Object]) -> Result<InferReport> {
-        // Without a model loader nothing can answer, trained or not: say that first.
-        let models = local_models().ok_or(Error::NoEngine)?;
-        let runs = self.store.runs(self.app.id)?;
-        let best = easeml_store::best_run(&runs, schema.train_time_limit()).map(|run| run.id);
-        let Some(best) = best else {
-            let running = runs
-                .iter()
-                .any(|run| matches!(run.state, RunState::Queued | RunState::Running));
-            return Err(Error::NoModel {
-                app: self.app.name.clone(),
-                training: running,
-                server: None,
-            });
-        };
-        if self
-            .served
-            .as_ref()
-            .is_none_or(|served| served.run().id != best)
-        {
-            self.served = models
-                .load_best(&self.store, self.app.id)
-                .map_err(Error::Model)?;
-        }
-        let served = self.served.as_ref().ok_or_else(|| Error::NoModel {
-            app: self.app.name.clone(),
-            training: false,
-            server: None,
-        })?;
-        let answers = served.predict(inputs).map_err(Error::Model)?;
-        Ok(InferReport {
-            answers: answers
-                .into_iter()
-                .enumerate()
-                .map(|(i, a)| (i + 1, a))
-                .collect(),
-            run: served.run().id,
-            candidate: served.run().candidate.clone(),
-            score: None,
-        })
-    }
-}
-
-/// One checked line (or value) of a feed, or why it is bad.
-type Checked = std::result::Result<CheckedExample, String>;
-
-/// Checks a feed (`drive` calls its argument once per line or value, in order) and stores it
-/// through `backend`: all good examples, or none when one is bad (unless `options.skip_bad`).
-fn feed_checked(
-    schema: &Schema,
-    backend: &mut Backend,
-    unit: &'static str,
-    options: &FeedOptions,
-    drive: impl FnOnce(&mut dyn FnMut(usize, Checked) -> Result<()>) -> Result<()>,
-) -> Result<FeedReport> {
-    match backend {
-        Backend::Embedded(local) => {
-            let mut batch = Batch::new(local.store.label_map(local.app.id)?, unit);
-            let mut sink = LocalSink::new(options.max_batch_memory);
-            drive(&mut |line, checked| {
-                match checked {
-                    Ok(example) => {
-                        if batch.accept(line, &example.output) {
-                            sink.push(&local.store, example)?;
-                        }
-                    }
-                    Err(message) => batch.reject(line, message),
-                }
-                Ok(())
-            })?;
-            let skipped = batch.finish(options.skip_bad)?;
-            let report = local.store.insert_examples(local.app.id, &sink.examples)?;
-            Ok(FeedReport {
-                added: report.ids.len(),
-                ids: report.ids,
-                data_version: report.data_version,
-                new_labels: report.new_labels,
-                skipped,
-            })
-        }
-        Backend::Remote(remote) => {
-            let mut batch = Batch::new(remote.label_map(schema)?, unit);
-            let mut outbox = Outbox::new(options.max_batch_memory);
-            drive(&mut |line, checked| {
-                match checked {
-                    Ok(example) => {
-                        if batch.accept(line, &example.output) {
-                            outbox.push(schema, line, &example.input, Some(&example.output))?;
-                        }
-                    }
-                    Err(message) => batch.reject(line, message),
-                }
-                Ok(())
-            })?;
-            let total = batch.total;
-            let skipped = batch.finish(options.skip_bad)?;
-            let mut report = remote.feed(&outbox, unit, total)?;
-            report.skipped = skipped;
-            Ok(report)
-        }
-    }
-}
-
-/// A feed being checked: the bad lines, and a snapshot of the label map so that labels beyond D are
-/// found before anything is stored (the store, or the server, checks again when it stores).
-struct Batch {
-    errors: LineErrors,
-    total: usize,
-    label_map: Option<LabelMap>,
-    unit: &'static str,
-}
-
-impl Batch {
-    fn new(label_map: Option<LabelMap>, unit: &'static str) -> Batch {
-        Batch {
-            errors: LineErrors::new(),
-            total: 0,
-            label_map,
-            unit,
-        }
-    }
-
-    /// Counts a checked example; `false` (and its line's error kept) when its label does not fit.
-    fn accept(&mut self, line: usize, output: &CheckedOutput) -> bool {
-        self.total += 1;
-        let CheckedOutput::Label(label) = output else {
-            return true;
-        };
-        let resolved = match self.label_map.as_mut() {
-            Some(map) => map.resolve(label).map_err(|error| error.to_string()),
-            None => Err("this app's output takes no labels".to_owned()),
-        };
-        match resolved {
-            Ok(_) => true,
-            Err(message) => {
-                self.errors.push(LineError {
-                    unit: self.unit,
-                    line,
-                    message: format!("field `output`: {message}"),
-                });
-                false
-            }
-        }
-    }
-
-    fn reject(&mut self, line: usize, message: String) {
-        self.total += 1;
-        self.errors.push(LineError {
-            unit: self.unit,
-            line,
-            message,
-        });
-    }
-
-    /// The bad lines to report as skipped, or the error when there are some and they may not be
-    /// skipped.
-    fn finish(self, skip_bad: bool) -> Result<LineErrors> {
-        if !self.errors.is_empty() && !skip_bad {
-            return Err(Error::BadInput {
-                errors: self.errors,
-                total: self.total,
-                batch: crate::Batch::Feed,
-            });
-        }
-        Ok(self.errors)
-    }
-}
-
-/// The encoded examples of an embedded feed: in memory up to a limit, in blob files beyond it.
-struct LocalSink {
-    examples: Vec<NewExample>,
-    held_bytes: usize,
-    memory_limit: usize,
-}
-
-impl LocalSink {
-    fn new(memory_limit: usize) -> LocalSink {
-        LocalSink {
-            examples: Vec::new(),
-            held_bytes: 0,
-            memory_limit,
-        }
-    }
-
-    /// Keeps encoded bytes in memory up to the limit, and writes them to the store beyond it.
-    fn hold(&mut self, store: &Store, bytes: Vec<u8>) -> Result<Blob> {
-        if self.held_bytes + bytes.len() > self.memory_limit {
-            Ok(Blob::Stored(store.put_blob(&bytes)?))
-        } else {
-            self.held_bytes += bytes.len();
-            Ok(Blob::Bytes(bytes))
-        }
-    }
-
-    fn push(&mut self, store: &Store, example: CheckedExample) -> Result<()> {
-        let output = match example.output {
-            CheckedOutput::Object(object) => {
-                NewOutput::Blob(self.hold(store, codec::encode(&object))?)
-            }
-            CheckedOutput::Label(label) => NewOutput::Label(label),
-        };
-        let input = self.hold(store, codec::encode(&example.input))?;
-        self.examples.push(NewExample { input, output });
-        Ok(())
-    }
 }

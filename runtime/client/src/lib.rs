@@ -11,7 +11,8 @@
 //! or not at all.
 //!
 //! Modules: [`feed`] (the loaders of the feed formats, DESIGN.md section 2), `wire` (the JSON
-//! bodies of `/api/v1`, shared with the server crate `easeml-server`), `remote` (the HTTP
+//! bodies of `/api/v1`, shared with the server crate `easeml-server`), `backend` (the `Backend`
+//! trait both data holders implement), `local` (the local store's backend), `remote` (the HTTP
 //! backend), [`tensor`] (the value type of generated tensor fields). Tokens (issue, hash, compare,
 //! files) are `easeml_store::tokens`. The error type is [`Error`].
 //!
@@ -19,10 +20,12 @@
 //! process ([`LocalModels`], provided by `easeml-engine`); without one an embedded `infer` says so
 //! ([`Error::NoEngine`]).
 
+mod backend;
 mod client;
 mod connection;
 mod error;
 pub mod feed;
+mod local;
 mod models;
 mod remote;
 mod status;

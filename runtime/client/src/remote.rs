@@ -28,8 +28,9 @@ use easeml_store::{
 };
 use serde::de::DeserializeOwned;
 
+use crate::backend::{Backend, Batch, Drive};
 use crate::feed::write_feed_line;
-use crate::feed::{CheckedOutput, LineError, LineErrors};
+use crate::feed::{CheckedOutput, FeedOptions, LineError, LineErrors};
 use crate::wire::{
     ErrorBody, ExamplesPage, Fed, FullExample, Health, Listed, Registered, Toggle, Toggled, code,
 };
@@ -368,7 +369,7 @@ impl Remote {
     }
 
     /// Sends a checked feed: every example, in requests of at most `request_bytes`.
-    pub(crate) fn feed(
+    pub(crate) fn send_feed(
         &self,
         outbox: &Outbox,
         unit: &'static str,
@@ -885,6 +886,75 @@ fn spool_error(error: std::io::Error) -> Error {
         error.kind(),
         format!("the temporary file of a large feed: {error}"),
     ))
+}
+
+impl Backend for Remote {
+    fn app_name(&self) -> &str {
+        &self.app
+    }
+
+    fn data_version(&self) -> Result<u64> {
+        Ok(Remote::status(self)?.data_version)
+    }
+
+    fn labels(&self) -> Result<Option<Vec<String>>> {
+        Remote::labels(self)
+    }
+
+    fn labels_declared(&self) -> bool {
+        Remote::labels_declared(self)
+    }
+
+    fn feed(
+        &mut self,
+        schema: &Schema,
+        unit: &'static str,
+        options: &FeedOptions,
+        drive: Drive<'_>,
+    ) -> Result<FeedReport> {
+        let mut batch = Batch::new(self.label_map(schema)?, unit);
+        let mut outbox = Outbox::new(options.max_batch_memory);
+        drive(&mut |line, checked| {
+            match checked {
+                Ok(example) => {
+                    if batch.accept(line, &example.output) {
+                        outbox.push(schema, line, &example.input, Some(&example.output))?;
+                    }
+                }
+                Err(message) => batch.reject(line, message),
+            }
+            Ok(())
+        })?;
+        let total = batch.total;
+        let skipped = batch.finish(options.skip_bad)?;
+        let mut report = self.send_feed(&outbox, unit, total)?;
+        report.skipped = skipped;
+        Ok(report)
+    }
+
+    fn examples(&self, page: PageRequest, filter: &ExampleFilter) -> Result<Page<ExampleRecord>> {
+        Remote::examples(self, page, filter)
+    }
+
+    fn example(&self, schema: &Schema, id: ExampleId) -> Result<LoadedExample> {
+        Remote::example(self, schema, id)
+    }
+
+    fn set_enabled(&mut self, id: ExampleId, enabled: bool) -> Result<u64> {
+        Remote::set_enabled(self, id, enabled)
+    }
+
+    fn status(&self, _schema: &Schema) -> Result<Status> {
+        Remote::status(self)
+    }
+
+    fn infer(&mut self, schema: &Schema, inputs: &[Object]) -> Result<crate::InferReport> {
+        Remote::infer(self, schema, inputs)
+    }
+
+    fn remote(&self) -> Option<&Remote> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,6 @@
 //! - [`device::choose_device`]: CUDA when available, else CPU, `EASEML_DEVICE` overrides.
 
 mod batch;
-pub mod bench;
 pub mod candidate;
 pub mod checkpoint;
 pub mod cost;

@@ -1,4 +1,5 @@
-//! Measuring the trainer (the code behind `easeml bench trainer`):
+//! Measuring the trainer (the code behind `easeml bench trainer`, kept here, out of the trainer
+//! library, which holds only what the service runs; it uses the trainer's public model API):
 //! - [`measure_steps`]: images/second of training steps (forward, backward, Adam) and of inference
 //!   for ResNet-18 (the trainer's own model) and a small CNN, on one device;
 //! - [`run_python`]: the same measurement by PyTorch in Python ([`PYTHON_SCRIPT`], piped to
@@ -19,12 +20,11 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{Module, OptimizerConfig};
 use tch::{Cuda, Device, Kind, Tensor, nn};
 
-use crate::error::{Error, Result};
-use crate::models::{self, BatchInput, Model, ModelConfig};
-use crate::{Budget, Candidate, Targets, Task, synthetic, train};
+use easeml_trainer::models::{self, BatchInput, Model, ModelConfig};
+use easeml_trainer::{Budget, Candidate, Error, Result, Targets, Task, synthetic, train};
 
 /// The PyTorch side (`benches/trainer_bench.py`), run as `python - --device ... --threads ...`.
-pub const PYTHON_SCRIPT: &str = include_str!("../benches/trainer_bench.py");
+pub const PYTHON_SCRIPT: &str = include_str!("../../benches/trainer_bench.py");
 
 /// The models the step benchmark measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -249,7 +249,10 @@ pub fn run_python(
     let mut command = Command::new(python);
     command
         .arg("-")
-        .args(["--device", &crate::device::device_name(config.device)])
+        .args([
+            "--device",
+            &easeml_trainer::device::device_name(config.device),
+        ])
         .args(["--threads", &threads.to_string()])
         .args(["--batch", &config.batch.to_string()])
         .args(["--size", &config.size.to_string()])
@@ -482,8 +485,8 @@ pub fn training_run(
     let run = train(&candidate, &data, &budget)?;
     let epochs = run.trials.iter().map(|trial| trial.epochs).sum::<usize>();
     let failure = match &run.outcome {
-        crate::RunOutcome::Failed { reason } => Some(reason.clone()),
-        crate::RunOutcome::Succeeded { .. } => None,
+        easeml_trainer::RunOutcome::Failed { reason } => Some(reason.clone()),
+        easeml_trainer::RunOutcome::Succeeded { .. } => None,
     };
     Ok(RunReport {
         candidate: candidate.id(),
