@@ -28,6 +28,8 @@ pub fn run_capped(name: &str, kib: u64) -> bool {
         .expect("sh runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
+    // What the child reported (shown with --nocapture).
+    eprint!("{stderr}");
     assert!(
         output.status.success(),
         "`{name}` failed under a {kib} KiB address-space cap ({}):\n{stdout}\n{stderr}",
