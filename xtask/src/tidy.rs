@@ -40,6 +40,11 @@ pub const RULES: &[Rule] = &[
         why: "the scheduler is pure Rust + nalgebra: no HTTP, SQL or libtorch",
     },
     Rule {
+        from: "easeml-tuner",
+        never: &["axum", "ureq", "rusqlite", "tch", "torch-sys"],
+        why: "the tuner (TrimTuner) is pure Rust + nalgebra: no HTTP, SQL or libtorch",
+    },
+    Rule {
         from: "easeml-trainer",
         never: &["axum", "ureq", "rusqlite"],
         why: "the trainer never sees HTTP or SQL",

@@ -5,8 +5,13 @@
 //! - [`replay`]: the paper's replay benchmark: every policy run over a table, repetitions seeded
 //!   from `(seed, repetition)` alone, loss-over-cost traces and the cost to reach each loss level.
 //!   `easeml bench scheduler` (easeml-cli) and `examples/replay.rs` drive it.
+//! - [`tuner`]: the replay of TrimTuner's evaluation over its published tables (Table II, cost to
+//!   each fraction of the feasible optimum, Eq. 7's curves). `easeml bench tuner` and
+//!   `examples/tuner_replay.rs` drive it.
 //!
-//! The scheduler itself is `easeml-scheduler`; this crate only calls its public API.
+//! The scheduler itself is `easeml-scheduler` and the tuner `easeml-tuner`; this crate only calls
+//! their public APIs.
 
 pub mod dataset;
 pub mod replay;
+pub mod tuner;

@@ -138,7 +138,7 @@ pub enum KernelArg {
 
 /// The data folder: the flag, else the environment variable, else `../shared/data` next to the
 /// repository (found from the build's manifest dir and from the current dir).
-fn resolve_data_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub(crate) fn resolve_data_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(dir) = flag {
         return Ok(dir.to_path_buf());
     }

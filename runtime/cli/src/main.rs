@@ -1,10 +1,11 @@
 //! `easeml`, the runtime binary: `easeml serve` (the HTTP server and refine pages), `easeml apps`
 //! (the apps of a local store), `easeml train` (the multi-tenant loop over a local store) and
-//! `easeml bench scheduler` (the ease.ml replay benchmark).
+//! `easeml bench scheduler` (the ease.ml replay benchmark), `easeml bench tuner` (TrimTuner's replay).
 
 mod apps;
 mod bench_scheduler;
 mod bench_trainer;
+mod bench_tuner;
 mod peers;
 mod plot;
 mod serve;
@@ -44,6 +45,10 @@ enum BenchCommand {
     /// inference, ratio Rust/Python) and the peak memory of a training run: prints a table, writes
     /// summary.json and throughput.svg to --out.
     Trainer(bench_trainer::TrainerBenchArgs),
+    /// Replay TrimTuner's evaluation over one of its tables (constrained tuning with
+    /// sub-sampling): prints Table II and the cost to 90/95/98% of the feasible optimum per policy,
+    /// writes summary.json, curves.csv and accuracy_c.svg / accuracy_c.png to --out.
+    Tuner(bench_tuner::TunerBenchArgs),
 }
 
 /// Runs the command; an error is printed as `error: what: why` (its chain of causes, never a
@@ -60,6 +65,9 @@ fn main() -> std::process::ExitCode {
         Command::Bench {
             bench: BenchCommand::Trainer(args),
         } => bench_trainer::run(&args),
+        Command::Bench {
+            bench: BenchCommand::Tuner(args),
+        } => bench_tuner::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -350,3 +350,103 @@ pub fn write_quality_plots(curves: &[QualityCurve], out: &Path) -> anyhow::Resul
     .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
     Ok(notes)
 }
+
+/// One line of the tuner replay's plot: a policy's mean `Accuracy_C` (Eq. 7 of TrimTuner) on a
+/// grid of optimization costs.
+pub struct AccuracySeries {
+    /// The legend text.
+    pub label: String,
+    /// `(cost, mean Accuracy_C)` points.
+    pub points: Vec<(f64, f64)>,
+}
+
+fn draw_accuracy<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    subject: &str,
+    series: &[AccuracySeries],
+    with_text: bool,
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let x_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|&(x, _)| x))
+        .fold(0.0, f64::max)
+        .max(1e-9);
+    let mut builder = ChartBuilder::on(&root);
+    builder.margin(15);
+    if with_text {
+        builder
+            .caption(
+                format!("{subject}: Accuracy_C of the incumbent"),
+                ("sans-serif", 18),
+            )
+            .x_label_area_size(40)
+            .y_label_area_size(55);
+    }
+    let mut chart = builder
+        .build_cartesian_2d(0.0..x_max, 0.0..1.02)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut mesh = chart.configure_mesh();
+    if with_text {
+        mesh.x_desc("optimization cost (USD)")
+            .y_desc("mean Accuracy_C (Eq. 7)");
+    } else {
+        mesh.disable_x_mesh().disable_y_mesh();
+    }
+    mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (index, line) in series.iter().enumerate() {
+        let color = COLORS[index % COLORS.len()].to_rgba();
+        let drawn = chart
+            .draw_series(LineSeries::new(
+                line.points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if with_text {
+            drawn.label(line.label.as_str()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        }
+    }
+    if with_text {
+        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+    }
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Writes `accuracy_c.svg` and `accuracy_c.png` into `out`; returns notes for the user.
+pub fn write_accuracy_plots(
+    subject: &str,
+    series: &[AccuracySeries],
+    out: &Path,
+) -> anyhow::Result<Vec<String>> {
+    let with_text = font_available();
+    let mut notes = Vec::new();
+    if !with_text {
+        notes.push(
+            "no TrueType font found (set EASEML_FONT=/path/to/font.ttf): plots have no text"
+                .to_owned(),
+        );
+    }
+    let svg_path = out.join("accuracy_c.svg");
+    draw_accuracy(
+        SVGBackend::new(&svg_path, (900, 500)).into_drawing_area(),
+        subject,
+        series,
+        with_text,
+    )
+    .with_context(|| format!("cannot draw `{}`", svg_path.display()))?;
+    let png_path = out.join("accuracy_c.png");
+    draw_accuracy(
+        BitMapBackend::new(&png_path, (900, 500)).into_drawing_area(),
+        subject,
+        series,
+        with_text,
+    )
+    .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
+    Ok(notes)
+}

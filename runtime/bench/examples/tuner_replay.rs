@@ -1,0 +1,43 @@
+//! Replays TrimTuner's evaluation over one of its tables without the CLI.
+//!
+//! `cargo run --release -p easeml-bench --example tuner_replay -- TABLE.csv [MAX_COST] [SEEDS]
+//! [ITERATIONS] [POLICIES]` (defaults: 0.1, 10, 44, every policy; policies comma-separated).
+//! Prints Table II and `summary.json`.
+
+use std::path::PathBuf;
+
+use easeml_bench::tuner::{TunerReplayConfig, load_table, run_replay};
+use easeml_tuner::Policy;
+
+fn main() {
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let Some(path) = arguments.first().map(PathBuf::from) else {
+        eprintln!("usage: tuner_replay TABLE.csv [MAX_COST] [SEEDS] [ITERATIONS] [POLICIES]");
+        std::process::exit(2);
+    };
+    let max_cost = arguments.get(1).and_then(|a| a.parse().ok()).unwrap_or(0.1);
+    let seeds = arguments.get(2).and_then(|a| a.parse().ok()).unwrap_or(10);
+    let iterations = arguments.get(3).and_then(|a| a.parse().ok()).unwrap_or(44);
+    let policies = match arguments.get(4) {
+        Some(list) => list
+            .split(',')
+            .map(|name| Policy::from_name(name).unwrap_or_else(|| panic!("unknown policy {name}")))
+            .collect(),
+        None => Policy::ALL.to_vec(),
+    };
+    let table = load_table(&path).unwrap_or_else(|error| panic!("{error}"));
+    let config = TunerReplayConfig {
+        policies,
+        seeds,
+        iterations,
+        max_cost,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let outcome = run_replay(&table, &config, &|| eprint!("."));
+    eprintln!();
+    println!("{}", outcome.table_two_text());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&outcome.summary()).expect("JSON")
+    );
+}
