@@ -162,6 +162,15 @@ impl Validation {
         }
     }
 
+    /// How many examples are validated: every one under k-fold (each by its fold's model), the
+    /// held-out part under the split.
+    pub fn validated(&self, examples: &Examples) -> usize {
+        match *self {
+            Validation::Split { fraction } => split_by_id(&examples.ids, fraction).1.len(),
+            Validation::KFold { .. } => examples.len(),
+        }
+    }
+
     /// The protocol in reports: `split 20%`, `5-fold stratified`, `5-fold`.
     pub fn describe(&self) -> String {
         match *self {
