@@ -141,11 +141,14 @@ pub fn train_with_progress(
             app,
             candidate,
             quality,
+            quality_std,
+            protocol,
             cost_seconds,
             best,
             ..
         } => say(format!(
-            "{app}: {candidate:<22} quality {quality:.3}  cost {:>7}{}",
+            "{app}: {candidate:<22} quality {quality:.3}{} ({protocol})  cost {:>7}{}",
+            quality_std.map_or_else(String::new, |std| format!(" ± {std:.3}")),
             format_seconds(cost_seconds),
             if best { "  * best so far" } else { "" }
         )),

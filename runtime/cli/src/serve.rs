@@ -189,10 +189,12 @@ fn log_event(event: Event) {
             candidate,
             run,
             quality,
+            quality_std,
+            protocol,
             cost_seconds,
             best,
         } => {
-            tracing::info!(%app, %candidate, run = run.0, quality, cost_seconds, best, "run finished")
+            tracing::info!(%app, %candidate, run = run.0, quality, quality_std, %protocol, cost_seconds, best, "run finished")
         }
         Event::RunFailed {
             app,

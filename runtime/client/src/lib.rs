@@ -43,7 +43,7 @@ pub use easeml_schema::{Manifest, Schema};
 /// The store.
 pub use easeml_store as store;
 pub use easeml_store::{
-    ExampleId, ExampleRecord, Page, PageRequest, RunId, RunState, StoredOutput,
+    ExampleId, ExampleRecord, Page, PageRequest, RunId, RunState, RunValidation, StoredOutput,
 };
 pub use error::{Batch, Error, Result};
 pub use feed::{

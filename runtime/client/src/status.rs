@@ -1,5 +1,6 @@
-//! The status report of paper figure 5: every run of an app with its date, candidate, quality and
-//! cost, the best so far marked, and what is queued or running now.
+//! The status report of paper figure 5: every run of an app with its date, candidate, quality (with
+//! its spread over folds under k-fold cross-validation) and cost, how the quality was measured, the
+//! best so far marked, and what is queued or running now.
 
 use std::fmt;
 
@@ -45,8 +46,15 @@ pub struct RunReport {
     pub state: RunState,
     /// When it finished, else started, else was queued (ms since the epoch).
     pub date_ms: i64,
-    /// Its quality in [0, 1], when done.
+    /// Its quality in [0, 1], when done (under k-fold the mean over the folds).
     pub quality: Option<f64>,
+    /// The standard deviation of the quality over the folds (k-fold), else `None`.
+    #[serde(default)]
+    pub quality_std: Option<f64>,
+    /// How the quality was measured (`5-fold stratified`, `split 20%`), when done; `None` for runs
+    /// recorded before the store kept it.
+    #[serde(default)]
+    pub protocol: Option<String>,
     /// Its cost in seconds, when known.
     pub cost_seconds: Option<f64>,
     /// Whether it is the best so far.
@@ -116,6 +124,8 @@ impl Status {
                 state: run.state,
                 date_ms: run.finished_ms.or(run.started_ms).unwrap_or(run.queued_ms),
                 quality: run.quality,
+                quality_std: run.validation.quality_std,
+                protocol: run.validation.protocol.clone(),
                 cost_seconds: run.cost_seconds,
                 best: Some(run.id) == best,
                 over_train_time: easeml_store::over_train_time(run, train_time_limit),
@@ -154,14 +164,17 @@ impl fmt::Display for Status {
         }
         writeln!(
             f,
-            "  {:<5} {:<21} {:<24} {:>8} {:>10}  state",
-            "run", "date", "candidate", "quality", "cost"
+            "  {:<5} {:<21} {:<24} {:>13} {:>10}  {:<18} state",
+            "run", "date", "candidate", "quality", "cost", "validation"
         )?;
         for run in &self.runs {
             let marker = if run.best { '*' } else { ' ' };
-            let quality = run
-                .quality
-                .map_or_else(|| "-".to_owned(), |quality| format!("{quality:.3}"));
+            let quality = match (run.quality, run.quality_std) {
+                (Some(quality), Some(std)) => format!("{quality:.3} ± {std:.3}"),
+                (Some(quality), None) => format!("{quality:.3}"),
+                (None, _) => "-".to_owned(),
+            };
+            let protocol = run.protocol.as_deref().unwrap_or("-");
             let cost = run
                 .cost_seconds
                 .map_or_else(|| "-".to_owned(), |cost| format!("{cost:.1} s"));
@@ -174,7 +187,7 @@ impl fmt::Display for Status {
             }
             writeln!(
                 f,
-                "{marker} {:<5} {:<21} {:<24} {quality:>8} {cost:>10}  {state}",
+                "{marker} {:<5} {:<21} {:<24} {quality:>13} {cost:>10}  {protocol:<18} {state}",
                 run.id.0,
                 format_utc(run.date_ms),
                 run.candidate
@@ -213,6 +226,8 @@ mod tests {
                 state,
                 date_ms: 1_700_000_000_000,
                 quality: (state == RunState::Done).then_some(0.75),
+                quality_std: (state == RunState::Done).then_some(0.05),
+                protocol: (state == RunState::Done).then(|| "5-fold stratified".to_owned()),
                 cost_seconds: Some(1.5),
                 best: index == 0,
                 over_train_time: false,
@@ -227,6 +242,64 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("unknown run state `paused`"), "{error}");
+        // A status from a server before runs kept their protocol still reads.
+        let old = json
+            .replace(",\"quality_std\":0.05", "")
+            .replace(",\"quality_std\":null", "")
+            .replace(",\"protocol\":\"5-fold stratified\"", "")
+            .replace(",\"protocol\":null", "");
+        assert!(!old.contains("protocol"), "{old}");
+        let read = serde_json::from_str::<Status>(&old).unwrap();
+        assert_eq!(read.runs[0].quality, Some(0.75));
+        assert_eq!(read.runs[0].protocol, None);
+    }
+
+    #[test]
+    fn the_report_shows_the_protocol_and_the_spread() {
+        let run = |id: i64, quality_std: Option<f64>, protocol: Option<&str>| RunReport {
+            id: RunId(id),
+            candidate: "mlp_small".to_owned(),
+            state: RunState::Done,
+            date_ms: 1_700_000_000_000,
+            quality: Some(0.875),
+            quality_std,
+            protocol: protocol.map(str::to_owned),
+            cost_seconds: Some(1.5),
+            best: id == 1,
+            over_train_time: false,
+            error: None,
+        };
+        let status = Status {
+            app: "pics".to_owned(),
+            system_type: "{input: {[Tensor[2]], []}, output: {[Tensor[2]], []}}".to_owned(),
+            data_version: 3,
+            examples: 60,
+            enabled_examples: 60,
+            runs: vec![
+                run(1, Some(0.05), Some("5-fold stratified")),
+                run(2, None, Some("split 20%")),
+                run(3, None, None),
+            ],
+            best: Some(RunId(1)),
+        };
+        let text = status.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[2],
+            "  run   date                  candidate                      quality       cost  validation         state"
+        );
+        assert_eq!(
+            lines[3],
+            "* 1     2023-11-14 22:13:20Z  mlp_small                0.875 ± 0.050      1.5 s  5-fold stratified  done"
+        );
+        assert_eq!(
+            lines[4],
+            "  2     2023-11-14 22:13:20Z  mlp_small                        0.875      1.5 s  split 20%          done"
+        );
+        assert_eq!(
+            lines[5],
+            "  3     2023-11-14 22:13:20Z  mlp_small                        0.875      1.5 s  -                  done"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use easeml_client::{
     CheckedOutput, Client, Connection, Error, ExampleId, FeedOptions, FeedReport, PageRequest,
-    RunState,
+    RunState, RunValidation,
 };
 use easeml_compiler::{Registry, compile, schema::Schema};
 
@@ -681,7 +681,21 @@ fn status_marks_the_best_run_within_the_train_time_limit() {
     .map(|(candidate, quality, cost)| {
         let run = store.queue_run(app, candidate).unwrap();
         store.start_run(run).unwrap();
-        store.finish_run(run, quality, cost, None).unwrap();
+        // The best run was cross-validated; the others were measured on the split.
+        let validation = if candidate == "logistic" {
+            RunValidation {
+                protocol: Some("5-fold stratified".to_owned()),
+                quality_std: Some(0.05),
+            }
+        } else {
+            RunValidation {
+                protocol: Some("split 20%".to_owned()),
+                quality_std: None,
+            }
+        };
+        store
+            .finish_run(run, quality, cost, None, &validation)
+            .unwrap();
         run
     })
     .collect();
@@ -698,9 +712,20 @@ fn status_marks_the_best_run_within_the_train_time_limit() {
         .find(|line| line.starts_with('*') && line.contains("logistic"))
         .unwrap();
     assert!(
-        best_line.contains("0.800") && best_line.contains("5.0 s") && best_line.ends_with("done"),
+        best_line.contains("0.800 ± 0.050")
+            && best_line.contains("5.0 s")
+            && best_line.contains("5-fold stratified")
+            && best_line.ends_with("done"),
         "{best_line}"
     );
+    assert_eq!(
+        status.runs[2].protocol.as_deref(),
+        Some("5-fold stratified")
+    );
+    assert_eq!(status.runs[2].quality_std, Some(0.05));
+    assert_eq!(status.runs[0].protocol.as_deref(), Some("split 20%"));
+    assert_eq!(status.runs[0].quality_std, None);
+    assert!(text.contains("split 20%"), "{text}");
     assert!(text.contains("done (over train_time)"), "{text}");
 }
 

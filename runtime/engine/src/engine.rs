@@ -8,9 +8,11 @@
 //!    (`data_changed`: every candidate eligible again); a removed app is dropped.
 //! 2. A run left `queued` by an interrupted engine is run first; otherwise the scheduler picks the
 //!    next (app, candidate).
-//! 3. The run is queued, started, trained, and finished (quality, cost, checkpoint blob) or failed
-//!    (reason, cost) in the store; the scheduler gets the observation (a failed run counts as
-//!    quality 0, so it is not retried on the same data).
+//! 3. The run is queued, started, trained, and finished (quality, cost, checkpoint blob, and how the
+//!    quality was measured: protocol and spread) or failed (reason, cost) in the store; the
+//!    scheduler gets the observation (a failed run counts as quality 0, so it is not retried on the
+//!    same data; a quality is reported to it as [`scheduler_quality`] says, so that a perfect score
+//!    on a few examples does not look like a finished app).
 //!
 //! One engine trains a store at a time: [`Engine::open`] takes an exclusive lock on
 //! `<home>/train.lock` (released when the engine is dropped, or by the OS when the process dies), and
@@ -26,8 +28,10 @@ use easeml_scheduler::{
     CandidateSpec, Decision, KernelHyperparameters, KernelKind, KernelModel, PriorObservation,
     Scheduler, SchedulerConfig,
 };
-use easeml_store::{AppId, PageRequest, RunId, RunRecord, RunState, Store, StoredOutput, best_run};
-use easeml_trainer::{Budget, Candidate, Examples, RunOutcome, estimate_cost};
+use easeml_store::{
+    AppId, PageRequest, RunId, RunRecord, RunState, RunValidation, Store, StoredOutput, best_run,
+};
+use easeml_trainer::{Budget, Candidate, Examples, RunOutcome, Validation, estimate_cost};
 use tch::Device;
 
 use crate::app::AppModel;
@@ -38,6 +42,18 @@ use crate::error::{Error, Result};
 /// An app needs at least this many enabled examples before it is trained (so that the split by id
 /// leaves examples on both sides).
 pub const MIN_EXAMPLES: usize = easeml_store::MIN_TRAINING_EXAMPLES;
+
+/// The quality the scheduler is told of a run measured on `validated` examples: the measured one,
+/// but at most `(m + 1) / (m + 2)` with `m = validated` (Laplace's rule of succession: after `m`
+/// right answers out of `m`, the expected rate is that). The scheduler clips its bounds to a
+/// quality of 1, so an app whose best run scored 1.0 has no gap left and Greedy never serves it
+/// again while another app has one; a perfect score on 13 examples is no such proof. The cap keeps
+/// a gap of `1 / (m + 2)`: 0.067 on 13 examples, 0.019 on 50, 0.001 on 1000. The store keeps the
+/// measured quality; the best model is chosen on it.
+pub fn scheduler_quality(quality: f64, validated: usize) -> f64 {
+    let m = validated as f64;
+    quality.min((m + 1.0) / (m + 2.0))
+}
 
 /// How the engine trains.
 #[derive(Debug, Clone)]
@@ -124,8 +140,12 @@ pub enum Event {
         candidate: String,
         /// The run.
         run: RunId,
-        /// Its validation quality in [0, 1].
+        /// Its validation quality in [0, 1] (under k-fold the mean over the folds).
         quality: f64,
+        /// The standard deviation of the fold qualities (k-fold), else `None`.
+        quality_std: Option<f64>,
+        /// How the quality was measured, e.g. `5-fold stratified` or `split 20%`.
+        protocol: String,
         /// Its cost in seconds.
         cost_seconds: f64,
         /// Whether it is now the app's best model.
@@ -340,9 +360,13 @@ impl Engine {
             .collect()
     }
 
-    /// The app's finished runs on its current data, as the scheduler's prior history.
+    /// The app's finished runs on its current data, as the scheduler's prior history (qualities as
+    /// [`scheduler_quality`] reports them: the current data's protocol says how many examples
+    /// validated them).
     fn prior_history(&self, state: &AppState) -> Result<Vec<PriorObservation>> {
         let mut seen = std::collections::HashSet::new();
+        let budget = self.budget(state, None);
+        let validated = Validation::choose(&state.examples, &budget).validated(&state.examples);
         Ok(self
             .store
             .runs(state.id)?
@@ -353,7 +377,7 @@ impl Engine {
             .filter(|run| seen.insert(run.candidate.clone()))
             .map(|run| PriorObservation {
                 model_id: run.candidate,
-                quality: run.quality.unwrap_or(0.0),
+                quality: scheduler_quality(run.quality.unwrap_or(0.0), validated),
                 cost: run.cost_seconds.unwrap_or(1.0).max(1e-3),
             })
             .collect())
@@ -467,8 +491,18 @@ impl Engine {
                         .store
                         .put_blob(&checkpoint_blob::encode(&checkpoint)?)?;
                     let quality = quality.clamp(0.0, 1.0);
-                    self.store
-                        .finish_run(run, quality, trained.cost_seconds, Some(&blob))?;
+                    let protocol = trained.validation.describe();
+                    let validation = RunValidation {
+                        protocol: Some(protocol.clone()),
+                        quality_std: trained.quality_std,
+                    };
+                    self.store.finish_run(
+                        run,
+                        quality,
+                        trained.cost_seconds,
+                        Some(&blob),
+                        &validation,
+                    )?;
                     let runs = self.store.runs(app_id)?;
                     let best = best_run(&runs, train_time_limit).is_some_and(|best| best.id == run);
                     events(Event::RunFinished {
@@ -476,10 +510,15 @@ impl Engine {
                         candidate: decision.model_id.clone(),
                         run,
                         quality,
+                        quality_std: trained.quality_std,
+                        protocol,
                         cost_seconds: trained.cost_seconds,
                         best,
                     });
-                    (quality, trained.cost_seconds)
+                    (
+                        scheduler_quality(quality, trained.n_validation),
+                        trained.cost_seconds,
+                    )
                 }
                 RunOutcome::Failed { reason } => {
                     self.fail(&app, decision, run, reason, trained.cost_seconds, events)?;
@@ -639,4 +678,56 @@ pub fn load_examples(store: &Store, app: AppId, model: &AppModel) -> Result<Opti
         return Ok(None);
     }
     Ok(Some(examples_of(model, ids, &inputs, &targets)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_perfect_score_on_few_examples_is_capped_by_the_rule_of_succession() {
+        assert_eq!(scheduler_quality(1.0, 13), 14.0 / 15.0);
+        assert_eq!(scheduler_quality(0.5, 13), 0.5);
+        assert!((scheduler_quality(1.0, 1000) - 1001.0 / 1002.0).abs() < 1e-15);
+        assert_eq!(scheduler_quality(0.0, 0), 0.0);
+    }
+
+    /// Two apps, each with one run: `tiny` scored 1.0 on 13 examples, `big` 0.7. Told 1.0, the
+    /// scheduler sees nothing left to gain for `tiny` (line 8's potential, the largest upper bound
+    /// clipped to 1 minus the best quality, is 0), so Greedy serves it only when no other app has
+    /// anything to gain; told the capped quality, `tiny` keeps a potential.
+    #[test]
+    fn an_app_with_a_perfect_score_on_few_examples_keeps_something_to_gain() {
+        let potential_of_tiny = |reported: f64| {
+            let kernel = Arc::new(KernelModel::without_history(
+                KernelKind::Matern52,
+                KernelHyperparameters::default(),
+            ));
+            let mut scheduler =
+                Scheduler::new(kernel, EngineConfig::for_device(Device::Cpu).scheduler);
+            let candidates = || {
+                ["mlp_small", "mlp_large", "logistic"]
+                    .into_iter()
+                    .map(CandidateSpec::new)
+                    .collect::<Vec<_>>()
+            };
+            scheduler.register_user("tiny", candidates(), &[]).unwrap();
+            scheduler.register_user("big", candidates(), &[]).unwrap();
+            for _ in 0..2 {
+                let decision = scheduler.next_decision().unwrap();
+                let quality = if decision.user_id == "tiny" {
+                    reported
+                } else {
+                    0.7
+                };
+                scheduler.report(&decision, quality, 1.0).unwrap();
+            }
+            let summaries = scheduler.user_summaries();
+            let (_, tiny) = summaries.iter().find(|(user, _)| user == "tiny").unwrap();
+            tiny.largest_upper_confidence_bound - tiny.best_quality.unwrap()
+        };
+        assert_eq!(potential_of_tiny(1.0), 0.0);
+        let capped = potential_of_tiny(scheduler_quality(1.0, 13));
+        assert!(capped > 0.01, "{capped}");
+    }
 }

@@ -21,7 +21,9 @@ pub use app::{AppModel, Workload};
 pub use dataset::Inference;
 pub use easeml_store::{best_run, over_train_time};
 pub use easeml_trainer::device::{choose_device, device_name};
-pub use engine::{Engine, EngineConfig, Event, MIN_EXAMPLES, TrainSummary, load_examples};
+pub use engine::{
+    Engine, EngineConfig, Event, MIN_EXAMPLES, TrainSummary, load_examples, scheduler_quality,
+};
 pub use error::{Error, Result};
 pub use local::{EngineModels, install_local_models};
 pub use model::ServedModel;

@@ -108,7 +108,31 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
         candidates.dedup();
         assert_eq!(candidates.len(), 3, "{runs:#?}");
         assert!(runs.iter().all(|run| run.state != RunState::Running));
+        // Both apps have fewer than 200 examples: every finished run was cross-validated, and
+        // the store keeps the protocol and the spread.
+        let protocol = if app == sides {
+            "5-fold stratified"
+        } else {
+            "5-fold"
+        };
+        for run in runs.iter().filter(|run| run.state == RunState::Done) {
+            assert_eq!(
+                run.validation.protocol.as_deref(),
+                Some(protocol),
+                "{run:#?}"
+            );
+            assert!(run.validation.quality_std.is_some(), "{run:#?}");
+        }
     }
+    let finished: Vec<&Event> = events
+        .iter()
+        .filter(|event| matches!(event, Event::RunFinished { .. }))
+        .collect();
+    assert!(
+        finished.iter().all(|event| matches!(event,
+            Event::RunFinished { protocol, quality_std: Some(_), .. } if protocol.ends_with("-fold") || protocol.ends_with("stratified"))),
+        "{finished:#?}"
+    );
     // Nothing left: another step trains nothing.
     assert!(engine.step(None, &mut |_| {}).unwrap().is_none());
 

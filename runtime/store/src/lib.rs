@@ -25,8 +25,8 @@ pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};
 pub use store::{
     App, AppId, Blob, Durability, ExampleFilter, ExampleId, ExampleRecord, InsertReport, NewApp,
-    NewExample, NewOutput, Page, PageRequest, RunId, RunRecord, RunState, Store, StoreOptions,
-    StoredOutput,
+    NewExample, NewOutput, Page, PageRequest, RunId, RunRecord, RunState, RunValidation, Store,
+    StoreOptions, StoredOutput,
 };
 pub use time::{format_utc, now_ms};
 

@@ -78,6 +78,14 @@ CREATE INDEX examples_by_app ON examples(app, id);
 CREATE INDEX runs_by_app ON runs(app, id);
 "#,
     },
+    Migration {
+        version: 3,
+        name: "run validation",
+        sql: r#"
+ALTER TABLE runs ADD COLUMN protocol TEXT;      -- how the quality was measured, e.g. '5-fold stratified'; NULL before version 3
+ALTER TABLE runs ADD COLUMN quality_std REAL;   -- the standard deviation of the fold qualities (k-fold), else NULL
+"#,
+    },
 ];
 
 /// Brings the database to the newest of `migrations`; returns the version it is at.

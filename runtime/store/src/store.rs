@@ -250,6 +250,18 @@ pub struct RunRecord {
     pub finished_ms: Option<i64>,
     /// Why it failed.
     pub error: Option<String>,
+    /// How its quality was measured, when done (empty for runs recorded before it was kept).
+    pub validation: RunValidation,
+}
+
+/// How a run's quality was measured: the trainer's protocol and the spread of the quality. The
+/// store keeps the protocol as the trainer describes it and never interprets it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunValidation {
+    /// The protocol, e.g. `5-fold stratified` or `split 20%`.
+    pub protocol: Option<String>,
+    /// The standard deviation of the quality over the folds (k-fold), else `None`.
+    pub quality_std: Option<f64>,
 }
 
 /// One store: `easeml.sqlite3` and `blobs/` under a home directory.
@@ -262,7 +274,7 @@ pub struct Store {
 
 const DATABASE_FILE: &str = "easeml.sqlite3";
 const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_index, l.label, e.enabled, e.data_version, e.created_ms";
-const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error";
+const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std";
 
 impl Store {
     /// Whether `home` holds a store (its database file), without creating anything.
@@ -782,13 +794,15 @@ impl Store {
         })
     }
 
-    /// Marks a running run as done with its quality in [0, 1], cost and checkpoint.
+    /// Marks a running run as done with its quality in [0, 1], cost, checkpoint and how the quality
+    /// was measured.
     pub fn finish_run(
         &mut self,
         run: RunId,
         quality: f64,
         cost_seconds: f64,
         checkpoint: Option<&BlobHash>,
+        validation: &RunValidation,
     ) -> Result<()> {
         if !(0.0..=1.0).contains(&quality) {
             return Err(Error::RunValue {
@@ -802,10 +816,26 @@ impl Store {
                 what: format!("cost {cost_seconds} s is not a non-negative number"),
             });
         }
+        if let Some(std) = validation.quality_std
+            && !(std.is_finite() && std >= 0.0)
+        {
+            return Err(Error::RunValue {
+                id: run.0,
+                what: format!("quality standard deviation {std} is not a non-negative number"),
+            });
+        }
         self.transition(run, RunState::Running, "finished", |connection| {
             connection.execute(
-                "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4 WHERE id = ?5",
-                params![quality, cost_seconds, checkpoint.map(BlobHash::as_str), now_ms(), run.0],
+                "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4, protocol = ?5, quality_std = ?6 WHERE id = ?7",
+                params![
+                    quality,
+                    cost_seconds,
+                    checkpoint.map(BlobHash::as_str),
+                    now_ms(),
+                    validation.protocol,
+                    validation.quality_std,
+                    run.0
+                ],
             )
         })
     }
@@ -983,6 +1013,10 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         started_ms: row.get(9)?,
         finished_ms: row.get(10)?,
         error: row.get(11)?,
+        validation: RunValidation {
+            protocol: row.get(12)?,
+            quality_std: row.get(13)?,
+        },
     })
 }
 

@@ -2,7 +2,7 @@
 
 use easeml_store::{
     AppId, Blob, Error, ExampleId, MIGRATIONS, NewApp, NewExample, NewOutput, PageRequest,
-    RunState, Store, StoreOptions, StoredOutput,
+    RunState, RunValidation, Store, StoreOptions, StoredOutput,
 };
 
 fn new_app(name: &str, label_capacity: Option<u64>, declared: Option<&[&str]>) -> NewApp {
@@ -58,9 +58,51 @@ fn an_existing_store_is_upgraded_and_keeps_its_data() {
     drop(old);
 
     let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
     assert_eq!(total(&store, app.id), 2);
     assert_eq!(store.app(app.id).unwrap().data_version, 1);
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn runs_of_a_store_from_before_run_validation_stay_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    // A store of the build before migration 3 (no `protocol`, `quality_std`) with a finished run,
+    // written with that build's columns.
+    let before = MIGRATIONS
+        .iter()
+        .position(|migration| migration.name == "run validation")
+        .unwrap();
+    let mut old =
+        Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..before]).unwrap();
+    assert_eq!(old.schema_version().unwrap(), before as u32);
+    let (app, _) = old.register_app(&new_app("old", Some(3), None)).unwrap();
+    drop(old);
+    let connection = rusqlite::Connection::open(dir.path().join("easeml.sqlite3")).unwrap();
+    connection
+        .execute(
+            "INSERT INTO runs (app, candidate, state, data_version, quality, cost_seconds, queued_ms) \
+             VALUES (?1, 'mlp_small', 'done', 0, 1.0, 2.5, 0)",
+            [app.id.0],
+        )
+        .unwrap();
+    drop(connection);
+
+    let mut store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
+    let runs = store.runs(app.id).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].quality, Some(1.0));
+    assert_eq!(runs[0].validation, RunValidation::default());
+    // New runs record how they were validated.
+    let run = store.queue_run(app.id, "logistic").unwrap();
+    store.start_run(run).unwrap();
+    let validation = RunValidation {
+        protocol: Some("split 20%".into()),
+        quality_std: None,
+    };
+    store.finish_run(run, 0.5, 1.0, None, &validation).unwrap();
+    assert_eq!(store.run(run).unwrap().validation, validation);
     assert_eq!(store.integrity_check().unwrap(), Ok(()));
 }
 
@@ -267,24 +309,44 @@ fn runs_move_through_their_states() {
     let (_dir, mut store) = open();
     let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
     let run = store.queue_run(app.id, "resnet18").unwrap();
-    let error = store.finish_run(run, 0.5, 1.0, None).unwrap_err();
+    let error = store
+        .finish_run(run, 0.5, 1.0, None, &RunValidation::default())
+        .unwrap_err();
     assert_eq!(
         error.to_string(),
         format!("run {} is queued, so it cannot be finished", run.0)
     );
     store.start_run(run).unwrap();
-    let error = store.finish_run(run, 1.5, 1.0, None).unwrap_err();
+    let error = store
+        .finish_run(run, 1.5, 1.0, None, &RunValidation::default())
+        .unwrap_err();
     assert_eq!(
         error.to_string(),
         format!("run {}: quality 1.5 is outside [0, 1]", run.0)
     );
+    let bad_spread = RunValidation {
+        protocol: Some("5-fold".into()),
+        quality_std: Some(f64::NAN),
+    };
+    let error = store
+        .finish_run(run, 0.5, 1.0, None, &bad_spread)
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("standard deviation NaN"),
+        "{error}"
+    );
     let checkpoint = store.put_blob(b"weights").unwrap();
+    let validation = RunValidation {
+        protocol: Some("5-fold stratified".into()),
+        quality_std: Some(0.05),
+    };
     store
-        .finish_run(run, 0.75, 12.5, Some(&checkpoint))
+        .finish_run(run, 0.75, 12.5, Some(&checkpoint), &validation)
         .unwrap();
     let record = store.run(run).unwrap();
     assert_eq!(record.state, RunState::Done);
     assert_eq!(record.quality, Some(0.75));
+    assert_eq!(record.validation, validation);
     assert_eq!(record.checkpoint, Some(checkpoint));
     assert!(record.finished_ms.is_some());
 
@@ -369,7 +431,9 @@ fn garbage_collection_keeps_referenced_and_young_blobs() {
     let run = store.queue_run(app.id, "resnet18").unwrap();
     store.start_run(run).unwrap();
     let checkpoint = store.put_blob(b"weights").unwrap();
-    store.finish_run(run, 0.5, 1.0, Some(&checkpoint)).unwrap();
+    store
+        .finish_run(run, 0.5, 1.0, Some(&checkpoint), &RunValidation::default())
+        .unwrap();
     let orphan = store.put_blob(b"left by a failed batch").unwrap();
     // Young blobs are kept.
     assert_eq!(

@@ -1,5 +1,6 @@
 //! The cost estimate before training, for the scheduler: the work of a run (forward + backward is
-//! about 3x forward; every epoch of every learning rate) times the cost of one forward pass per
+//! about 3x forward; every epoch of every learning rate, of every fold and the refit under k-fold)
+//! times the cost of one forward pass per
 //! example. On the CPU that cost is measured: the model runs a batch of up to 8 examples (best of two
 //! timed passes, after the pass that counts its FLOPs), because on small inputs per-layer overhead,
 //! not FLOPs, decides the speed (on 8x8 images SqueezeNet has the fewest FLOPs of the image models
@@ -14,11 +15,11 @@ use tch::{Device, nn};
 
 use crate::batch::input_batch;
 use crate::candidate::{Candidate, ModelKind};
-use crate::data::{Examples, split_by_id};
+use crate::data::Examples;
 use crate::error::Result;
 use crate::models::{self, count_flops};
 use crate::task::Task;
-use crate::train::Budget;
+use crate::train::{Budget, Validation};
 
 /// Assumed sustained FLOP/s of one CPU thread in training (a deliberately rough prior; the scheduler
 /// replaces it with measured costs as runs finish).
@@ -48,7 +49,16 @@ pub fn estimate_cost(
 ) -> Result<CostEstimate> {
     let task = Task::of(examples)?;
     candidate.check_fits(&task)?;
-    let (train_rows, validation_rows) = split_by_id(&examples.ids, budget.validation_fraction);
+    let validation = Validation::choose(examples, budget);
+    let sets = validation.sets(examples);
+    // Rows trained and validated per epoch of one learning rate, over its folds (or the split).
+    let trained: usize = sets.iter().map(|(train, _)| train.len()).sum();
+    let validated: usize = sets.iter().map(|(_, validation)| validation.len()).sum();
+    // The refit trains every example, without validation.
+    let refit_rows = match validation {
+        Validation::KFold { .. } => examples.len(),
+        Validation::Split { .. } => 0,
+    };
     let speed = match budget.device {
         Device::Cuda(_) => CUDA_FLOPS,
         _ => CPU_FLOPS_PER_THREAD * f64::from(tch::get_num_threads().max(1)),
@@ -56,7 +66,7 @@ pub fn estimate_cost(
     let (forward, forward_seconds) = if candidate.model == ModelKind::TreeKernelSvm {
         // Kernel evaluations: about (nodes^2) per pair, n_train pairs per example.
         let nodes = 50.0;
-        let flops = nodes * nodes * train_rows.len() as f64;
+        let flops = nodes * nodes * sets.first().map_or(0, |(train, _)| train.len()) as f64;
         (flops, flops / speed)
     } else {
         let store = nn::VarStore::new(Device::Cpu);
@@ -92,9 +102,8 @@ pub fn estimate_cost(
     };
     let epochs = budget.max_epochs.max(1) as f64 * budget.learning_rates.len().max(1) as f64;
     let run_work = |per_example: f64| {
-        epochs
-            * (3.0 * per_example * train_rows.len() as f64
-                + per_example * validation_rows.len() as f64)
+        epochs * (3.0 * per_example * trained as f64 + per_example * validated as f64)
+            + budget.max_epochs.max(1) as f64 * 3.0 * per_example * refit_rows as f64
     };
     let total_flops = run_work(forward);
     Ok(CostEstimate {

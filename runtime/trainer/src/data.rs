@@ -368,6 +368,33 @@ pub fn split_by_id(ids: &[u64], validation_fraction: f64) -> (Vec<usize>, Vec<us
     (train, validation)
 }
 
+/// The deterministic k-fold partition: `folds` disjoint validation sets covering every example
+/// once (fold `f` trains on the others). Examples are ordered by the hash of their id (as in
+/// [`split_by_id`]) and dealt to the folds in turn; with `class_of` (classification) they are
+/// dealt class by class, the dealing carrying on from one class to the next, so every fold holds
+/// each class in proportion (within one example) and the folds' sizes differ by at most one. The
+/// fold count is at most the number of examples; each returned fold is non-empty.
+pub fn k_folds(ids: &[u64], folds: usize, class_of: Option<&[i64]>) -> Vec<Vec<usize>> {
+    let folds = folds.min(ids.len()).max(1);
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    // By class first (when stratified), then by the hash of the id; the id breaks hash ties.
+    order.sort_by_key(|&index| {
+        (
+            class_of.map_or(0, |classes| classes[index]),
+            mix64(ids[index]),
+            ids[index],
+        )
+    });
+    let mut partition = vec![Vec::new(); folds];
+    for (position, &index) in order.iter().enumerate() {
+        partition[position % folds].push(index);
+    }
+    for fold in &mut partition {
+        fold.sort_unstable();
+    }
+    partition
+}
+
 fn take_lowest_hash(indices: &mut Vec<usize>, ids: &[u64]) -> Option<usize> {
     let position = (0..indices.len()).min_by_key(|&position| mix64(ids[indices[position]]))?;
     Some(indices.remove(position))
@@ -397,6 +424,54 @@ mod tests {
         assert_eq!(a, b);
         let (train, validation) = split_by_id(&[7, 8], 0.0);
         assert_eq!((train.len(), validation.len()), (1, 1));
+    }
+
+    #[test]
+    fn folds_are_stratified_deterministic_and_cover_every_example_once() {
+        let ids: Vec<u64> = (100..150).collect();
+        // 30 of class 0, 15 of class 1, 5 of class 2.
+        let classes: Vec<i64> = (0..50)
+            .map(|i| {
+                if i < 30 {
+                    0
+                } else if i < 45 {
+                    1
+                } else {
+                    2
+                }
+            })
+            .collect();
+        let folds = k_folds(&ids, 5, Some(&classes));
+        assert_eq!(folds.len(), 5);
+        let mut seen: Vec<usize> = folds.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..50).collect::<Vec<_>>());
+        for fold in &folds {
+            assert_eq!(fold.len(), 10);
+            let count = |class: i64| fold.iter().filter(|&&row| classes[row] == class).count();
+            assert_eq!((count(0), count(1), count(2)), (6, 3, 1));
+        }
+        // The same ids in another order give the same folds (as sets of ids).
+        let reversed_ids: Vec<u64> = ids.iter().rev().copied().collect();
+        let reversed_classes: Vec<i64> = classes.iter().rev().copied().collect();
+        let again = k_folds(&reversed_ids, 5, Some(&reversed_classes));
+        let as_ids = |folds: &[Vec<usize>], ids: &[u64]| -> Vec<Vec<u64>> {
+            let mut sets: Vec<Vec<u64>> = folds
+                .iter()
+                .map(|fold| {
+                    let mut set: Vec<u64> = fold.iter().map(|&row| ids[row]).collect();
+                    set.sort_unstable();
+                    set
+                })
+                .collect();
+            sets.sort();
+            sets
+        };
+        assert_eq!(as_ids(&folds, &ids), as_ids(&again, &reversed_ids));
+        // Unstratified: by id alone; never more folds than examples.
+        let plain = k_folds(&ids[..3], 5, None);
+        assert_eq!(plain.len(), 3);
+        assert!(plain.iter().all(|fold| fold.len() == 1));
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //!   contiguous buffer and batched on the fly);
 //! - [`Candidate`]: a candidate model id such as `resnet18` or `resnet18+norm_k2` (LANGUAGE.md
 //!   sections 4-5);
-//! - [`train()`]: one training run (Adam over the learning-rate grid, early stopping, deterministic
-//!   split) returning a [`TrainedRun`] with the [`Checkpoint`], the validation quality in `[0,1]`, the
+//! - [`train()`]: one training run (Adam over the learning-rate grid, early stopping; a deterministic
+//!   split, or stratified k-fold cross-validation and a refit on small data, [`Validation`]) returning a [`TrainedRun`] with the [`Checkpoint`], the validation quality in `[0,1]`, the
 //!   measured cost and the learning curve; [`estimate_cost`] predicts that cost beforehand;
 //! - [`Predictor`]: inference from a checkpoint;
 //! - [`device::choose_device`]: CUDA when available, else CPU, `EASEML_DEVICE` overrides.
@@ -33,4 +33,6 @@ pub use data::{Examples, Inputs, Targets, Tree};
 pub use error::{Error, Result};
 pub use infer::{Prediction, Predictor};
 pub use task::Task;
-pub use train::{Budget, CurvePoint, LearningRateTrial, RunOutcome, TrainedRun, train};
+pub use train::{
+    Budget, CurvePoint, LearningRateTrial, Refit, RunOutcome, TrainedRun, Validation, train,
+};

@@ -1,10 +1,19 @@
 //! A training run: (candidate, examples, budget) to a checkpoint, a validation quality in `[0,1]`, the
 //! measured cost and the learning curve.
 //!
-//! The examples are split by id (see [`crate::data::split_by_id`]); each learning rate of the grid
-//! (the paper's {0.1, 0.01, 0.001}) is tried with Adam from the same seed-derived initialization, with
-//! early stopping on the validation quality; the best weights over all trials are kept. A trial whose
-//! loss or outputs become NaN or infinite fails; when every trial fails the run is
+//! The quality is measured by one of two protocols ([`Validation::choose`]):
+//! - **the split** (at least [`Budget::k_fold_below`] examples): the examples are split by id (see
+//!   [`crate::data::split_by_id`]); each learning rate of the grid (the paper's {0.1, 0.01, 0.001})
+//!   is tried with Adam from the same seed-derived initialization, with early stopping on the
+//!   validation quality; the best weights over all trials are kept and their quality reported;
+//! - **k-fold cross-validation** (fewer examples): each learning rate trains one model per fold
+//!   (stratified by class for classification, [`crate::data::k_folds`]), each with early stopping on
+//!   its fold; the rate with the best mean fold quality wins, and the run reports that mean and the
+//!   folds' standard deviation. The checkpoint is a model refit on every example with that rate
+//!   for the upper median of the fold models' best epochs ([`Refit`]); when the time limit leaves
+//!   no room for the refit, or it diverges, the best fold model is served instead (recorded).
+//!
+//! A trial whose loss or outputs become NaN or infinite fails; when every trial fails the run is
 //! [`RunOutcome::Failed`], never a panic.
 
 use std::collections::HashMap;
@@ -19,7 +28,7 @@ use crate::batch::{
 };
 use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::{Checkpoint, CheckpointMeta, safetensors_bytes};
-use crate::data::{Examples, Inputs, mix64, split_by_id};
+use crate::data::{Examples, Inputs, Targets, k_folds, mix64, split_by_id};
 use crate::error::Result;
 use crate::models::recovery::Discriminator;
 use crate::models::{self, BatchInput, Model, ModelConfig};
@@ -39,8 +48,13 @@ pub struct Budget {
     pub batch_size: usize,
     /// Epochs without a better validation quality before stopping.
     pub patience: usize,
-    /// Share of the examples (by id hash) held out for validation.
+    /// Share of the examples (by id hash) held out for validation, under the split.
     pub validation_fraction: f64,
+    /// Below this many examples the quality is measured by k-fold cross-validation instead of the
+    /// split ([`Validation::choose`]); 0 never does.
+    pub k_fold_below: usize,
+    /// The number of folds of k-fold cross-validation (at most one per example).
+    pub folds: usize,
     /// The base seed; trial `i` uses a seed derived from it and records it.
     pub seed: u64,
     /// Widths of the models.
@@ -54,7 +68,8 @@ pub struct Budget {
 
 impl Budget {
     /// The paper's grid (Adam's default rate 0.001 first, then 0.01 and 0.1), 20 epochs, 10 minutes,
-    /// batch 32, patience 3, 20% validation, on `device`.
+    /// batch 32, patience 3, 20% validation, or [`FOLDS`]-fold cross-validation below
+    /// [`K_FOLD_BELOW`] examples, on `device`.
     pub fn new(device: Device) -> Self {
         Self {
             learning_rates: vec![0.001, 0.01, 0.1],
@@ -63,12 +78,129 @@ impl Budget {
             batch_size: 32,
             patience: 3,
             validation_fraction: 0.2,
+            k_fold_below: K_FOLD_BELOW,
+            folds: FOLDS,
             seed: 0,
             model: ModelConfig::for_device(device),
             device,
             mixed_precision: false,
         }
     }
+}
+
+/// Runs on fewer examples than this validate by k-fold cross-validation (the default of
+/// [`Budget::k_fold_below`]): below it the split's validation part has fewer than 40 examples, so its
+/// accuracy moves in steps of more than 0.025 and one lucky split decides.
+pub const K_FOLD_BELOW: usize = 200;
+
+/// The default fold count ([`Budget::folds`]): each fold model trains on 80% of the examples, as
+/// under the split, and the run trains five of them plus the refit per learning rate.
+pub const FOLDS: usize = 5;
+
+/// A classification trial stops at a perfect validation accuracy only when it was measured on at
+/// least this many examples (then the error rate is below 3% with 95% confidence, the rule of
+/// three); on fewer, a perfect score is luck as often as not, and patience decides.
+pub const PERFECT_SCORE_MIN_ROWS: usize = 100;
+
+/// How a run measures its quality.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Validation {
+    /// One split by id: `fraction` of the examples held out.
+    Split {
+        /// The share held out.
+        fraction: f64,
+    },
+    /// k-fold cross-validation, the model served refit on every example.
+    KFold {
+        /// The number of folds.
+        folds: usize,
+        /// Whether the folds are stratified by class (classification).
+        stratified: bool,
+    },
+}
+
+impl Validation {
+    /// The protocol of a run on `examples`: k-fold when there are fewer than
+    /// [`Budget::k_fold_below`] examples (and at least two folds can be made), else the split.
+    pub fn choose(examples: &Examples, budget: &Budget) -> Validation {
+        let n = examples.len();
+        let folds = budget.folds.min(n);
+        if n < budget.k_fold_below && folds >= 2 {
+            Validation::KFold {
+                folds,
+                stratified: matches!(examples.targets, Targets::Classes { .. }),
+            }
+        } else {
+            Validation::Split {
+                fraction: budget.validation_fraction,
+            }
+        }
+    }
+
+    /// The `(training rows, validation rows)` of each model the protocol measures: one pair for
+    /// the split, one per fold for k-fold.
+    pub fn sets(&self, examples: &Examples) -> Vec<(Vec<usize>, Vec<usize>)> {
+        match *self {
+            Validation::Split { fraction } => vec![split_by_id(&examples.ids, fraction)],
+            Validation::KFold { folds, stratified } => {
+                let classes = match &examples.targets {
+                    Targets::Classes { labels, .. } if stratified => Some(labels.as_slice()),
+                    _ => None,
+                };
+                k_folds(&examples.ids, folds, classes)
+                    .into_iter()
+                    .map(|validation| {
+                        let mut held_out = vec![false; examples.len()];
+                        for &row in &validation {
+                            held_out[row] = true;
+                        }
+                        let train = (0..examples.len()).filter(|&row| !held_out[row]).collect();
+                        (train, validation)
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// How many examples are validated: every one under k-fold (each by its fold's model), the
+    /// held-out part under the split.
+    pub fn validated(&self, examples: &Examples) -> usize {
+        match *self {
+            Validation::Split { fraction } => split_by_id(&examples.ids, fraction).1.len(),
+            Validation::KFold { .. } => examples.len(),
+        }
+    }
+
+    /// The protocol in reports: `split 20%`, `5-fold stratified`, `5-fold`.
+    pub fn describe(&self) -> String {
+        match *self {
+            Validation::Split { fraction } => format!("split {:.0}%", fraction * 100.0),
+            Validation::KFold {
+                folds,
+                stratified: true,
+            } => format!("{folds}-fold stratified"),
+            Validation::KFold {
+                folds,
+                stratified: false,
+            } => format!("{folds}-fold"),
+        }
+    }
+}
+
+/// The refit of a k-fold run: the model served, trained on every example.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Refit {
+    /// The learning rate (the one with the best mean fold quality).
+    pub learning_rate: f64,
+    /// The seed of its initialization and shuffles (that rate's, as in its folds).
+    pub seed: u64,
+    /// The epochs the rule asks for: the upper median of the fold models' best epochs.
+    pub planned_epochs: usize,
+    /// The epochs trained (0 when it was not started).
+    pub epochs: usize,
+    /// Why the checkpoint is the best fold model instead of the refit (no time left, diverged),
+    /// or `None` when the refit is the checkpoint.
+    pub fallback: Option<String>,
 }
 
 /// One point of the learning curve.
@@ -86,17 +218,23 @@ pub struct CurvePoint {
     pub seconds: f64,
 }
 
-/// One learning rate of the grid.
+/// One model trained for a learning rate of the grid (one per fold under k-fold).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LearningRateTrial {
     /// The learning rate.
     pub learning_rate: f64,
+    /// The fold it validated on (k-fold), `None` under the split.
+    #[serde(default)]
+    pub fold: Option<usize>,
     /// The seed of the initialization and the shuffles.
     pub seed: u64,
     /// Epochs run.
     pub epochs: usize,
     /// The best validation quality, when the trial did not fail.
     pub best_quality: Option<f64>,
+    /// The epoch of the best validation quality (from 1), when the trial did not fail.
+    #[serde(default)]
+    pub best_epoch: Option<usize>,
     /// Why the trial failed (e.g. "loss is NaN at epoch 1").
     pub failure: Option<String>,
 }
@@ -108,7 +246,7 @@ pub enum RunOutcome {
     Succeeded {
         /// The kept weights and their metadata.
         checkpoint: Checkpoint,
-        /// Their validation quality in `[0,1]`.
+        /// Their validation quality in `[0,1]` (under k-fold: the mean over the folds).
         quality: f64,
     },
     /// Every trial failed (diverged).
@@ -129,12 +267,20 @@ pub struct TrainedRun {
     pub cost_seconds: f64,
     /// The learning curve of every trial.
     pub curve: Vec<CurvePoint>,
-    /// One entry per learning rate, with its seed.
+    /// One entry per learning rate with its seed; under k-fold one per learning rate and fold.
     pub trials: Vec<LearningRateTrial>,
-    /// Examples used for training and for validation.
+    /// Examples used for training the checkpoint and for validation (under k-fold both are every
+    /// example: each is validated once, by the model of its fold).
     pub n_train: usize,
     /// See `n_train`.
     pub n_validation: usize,
+    /// How the quality was measured.
+    pub validation: Validation,
+    /// The standard deviation of the fold qualities of the chosen learning rate (k-fold; sample
+    /// standard deviation, `k - 1` in the denominator), `None` under the split.
+    pub quality_std: Option<f64>,
+    /// The refit on every example (k-fold, when some learning rate trained on every fold).
+    pub refit: Option<Refit>,
 }
 
 impl TrainedRun {
@@ -170,16 +316,11 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
     let started = Instant::now();
     let task = Task::of(examples)?;
     candidate.check_fits(&task)?;
-    let (train_rows, validation_rows) = split_by_id(&examples.ids, budget.validation_fraction);
+    let validation = Validation::choose(examples, budget);
+    let sets = validation.sets(examples);
     if candidate.model == ModelKind::TreeKernelSvm {
         return crate::tree_kernel::train_run(
-            candidate,
-            examples,
-            &task,
-            budget,
-            &train_rows,
-            &validation_rows,
-            started,
+            candidate, examples, &task, budget, validation, &sets, started,
         );
     }
     let mut run = TrainedRun {
@@ -190,28 +331,99 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
         cost_seconds: 0.0,
         curve: Vec::new(),
         trials: Vec::new(),
-        n_train: train_rows.len(),
-        n_validation: validation_rows.len(),
+        n_train: examples.len(),
+        n_validation: examples.len(),
+        validation,
+        quality_std: None,
+        refit: None,
     };
+    let shared = Shared {
+        candidate,
+        examples,
+        task: &task,
+        budget,
+        started,
+    };
+    match validation {
+        Validation::Split { .. } => {
+            let (train_rows, validation_rows) = &sets[0];
+            run.n_train = train_rows.len();
+            run.n_validation = validation_rows.len();
+            train_split(&shared, train_rows, validation_rows, &mut run)?;
+        }
+        Validation::KFold { .. } => train_k_fold(&shared, &sets, &mut run)?,
+    }
+    run.cost_seconds = started.elapsed().as_secs_f64();
+    Ok(run)
+}
+
+/// What every trial of a run shares.
+struct Shared<'a> {
+    candidate: &'a Candidate,
+    examples: &'a Examples,
+    task: &'a Task,
+    budget: &'a Budget,
+    started: Instant,
+}
+
+impl<'a> Shared<'a> {
+    /// The context of one trial on `train_rows` / `validation_rows`.
+    fn context(
+        &self,
+        train_rows: &'a [usize],
+        validation_rows: &'a [usize],
+        deadline: f64,
+    ) -> TrialContext<'a> {
+        TrialContext {
+            candidate: self.candidate,
+            examples: self.examples,
+            task: self.task,
+            budget: self.budget,
+            train_rows,
+            validation_rows,
+            started: self.started,
+            deadline,
+            rates_left: 1,
+            grid_end: self.budget.max_seconds,
+            trainings_per_rate: 1,
+            refit_epochs: None,
+            takes_the_rest: None,
+            cut_short: false,
+        }
+    }
+
+    /// The checkpoint of weights trained with `learning_rate` from `seed`.
+    fn checkpoint(&self, learning_rate: f64, seed: u64, weights: &Weights) -> Result<Checkpoint> {
+        Ok(Checkpoint {
+            meta: CheckpointMeta {
+                candidate: self.candidate.id(),
+                task: self.task.clone(),
+                config: self.budget.model,
+                learning_rate,
+                seed,
+                extra: None,
+            },
+            weights: safetensors_bytes(weights)?,
+        })
+    }
+}
+
+/// The split: every rate of the grid trains on the training part, the best weights are kept.
+fn train_split(
+    shared: &Shared<'_>,
+    train_rows: &[usize],
+    validation_rows: &[usize],
+    run: &mut TrainedRun,
+) -> Result<()> {
+    let budget = shared.budget;
     let mut best: Option<BestTrial> = None;
     let n_rates = budget.learning_rates.len().max(1);
     for (trial_index, &learning_rate) in budget.learning_rates.iter().enumerate() {
         let seed = trial_seed(budget, trial_index);
         let deadline = budget.max_seconds * (trial_index + 1) as f64 / n_rates as f64;
-        let mut context = TrialContext {
-            candidate,
-            examples,
-            task: &task,
-            budget,
-            train_rows: &train_rows,
-            validation_rows: &validation_rows,
-            started,
-            deadline,
-            rates_left: n_rates - trial_index,
-            takes_the_rest: None,
-        };
-        let trial = run_trial(&mut context, learning_rate, seed, &mut run.curve)?;
-        let (trial_record, kept) = trial;
+        let mut context = shared.context(train_rows, validation_rows, deadline);
+        context.rates_left = n_rates - trial_index;
+        let (trial_record, kept) = run_trial(&mut context, learning_rate, seed, &mut run.curve)?;
         if let (Some(quality), Some(weights)) = (trial_record.best_quality, kept)
             && best.as_ref().is_none_or(|best| quality > best.quality)
         {
@@ -224,66 +436,268 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
         }
         run.trials.push(trial_record);
         if let Some(epoch_seconds) = context.takes_the_rest {
-            for (skipped, &learning_rate) in budget
-                .learning_rates
-                .iter()
-                .enumerate()
-                .skip(trial_index + 1)
-            {
-                run.trials.push(LearningRateTrial {
-                    learning_rate,
-                    seed: trial_seed(budget, skipped),
-                    epochs: 0,
-                    best_quality: None,
-                    failure: Some(format!(
-                        "not tried: an epoch took {epoch_seconds:.1} s, too slow to give {} rates \
-                         {} epochs each in the {:.0} s limit",
-                        n_rates - trial_index,
-                        min_epochs_per_rate(budget),
-                        budget.max_seconds
-                    )),
-                });
-            }
+            skip_rates(budget, trial_index, epoch_seconds, &mut run.trials);
             break;
         }
     }
     run.outcome = match best {
-        Some(BestTrial {
-            quality,
+        Some(best) => RunOutcome::Succeeded {
+            checkpoint: shared.checkpoint(best.learning_rate, best.seed, &best.weights)?,
+            quality: best.quality,
+        },
+        None => failed_outcome(&run.trials),
+    };
+    Ok(())
+}
+
+/// k-fold cross-validation: every rate trains one model per fold; the rate with the best mean fold
+/// quality is refit on every example (see the module documentation).
+///
+/// Time: the folds of every rate share `max_seconds * R k / (R k + k / (k - 1))` (R rates, k folds;
+/// the refit, on `k / (k - 1)` times a fold's data, is counted as that many fold trainings), each
+/// rate an equal window and each fold an equal share of it, unused time passing on; the refit has
+/// until `max_seconds`. When the first epoch of a rate's first fold shows that the rates left cannot
+/// each give every fold [`min_epochs_per_rate`] epochs, that rate keeps the whole fold time and the
+/// later ones are not tried (as under the split).
+fn train_k_fold(
+    shared: &Shared<'_>,
+    sets: &[(Vec<usize>, Vec<usize>)],
+    run: &mut TrainedRun,
+) -> Result<()> {
+    let budget = shared.budget;
+    let k = sets.len().max(2);
+    let n_rates = budget.learning_rates.len().max(1);
+    let fold_trainings = (n_rates * k) as f64;
+    let refit_share = k as f64 / (k - 1) as f64;
+    let grid_end = budget.max_seconds * fold_trainings / (fold_trainings + refit_share);
+    let mut best: Option<RateResult> = None;
+    for (rate_index, &learning_rate) in budget.learning_rates.iter().enumerate() {
+        let seed = trial_seed(budget, rate_index);
+        let mut window = (
+            grid_end * rate_index as f64 / n_rates as f64,
+            grid_end * (rate_index + 1) as f64 / n_rates as f64,
+        );
+        let mut result = RateResult {
             learning_rate,
             seed,
-            weights,
-        }) => RunOutcome::Succeeded {
-            checkpoint: Checkpoint {
-                meta: CheckpointMeta {
-                    candidate: candidate.id(),
-                    task: task.clone(),
-                    config: budget.model,
-                    learning_rate,
-                    seed,
-                    extra: None,
-                },
-                weights: safetensors_bytes(&weights)?,
-            },
-            quality,
-        },
-        None => RunOutcome::Failed {
-            reason: run
-                .trials
-                .iter()
-                .map(|trial| {
-                    format!(
-                        "lr {}: {}",
-                        trial.learning_rate,
-                        trial.failure.as_deref().unwrap_or("no result")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
-        },
+            qualities: Vec::new(),
+            best_epochs: Vec::new(),
+            best_fold: None,
+            seconds: 0.0,
+            epochs: 0,
+        };
+        let mut cut = None;
+        for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
+            let trial_started = shared.started.elapsed().as_secs_f64();
+            let deadline = window.0 + (window.1 - window.0) * (fold + 1) as f64 / k as f64;
+            let mut context = shared.context(train_rows, validation_rows, deadline);
+            if fold == 0 {
+                context.rates_left = n_rates - rate_index;
+            }
+            context.grid_end = grid_end;
+            context.trainings_per_rate = k;
+            let (mut record, kept) = run_trial(&mut context, learning_rate, seed, &mut run.curve)?;
+            record.fold = Some(fold);
+            result.seconds += shared.started.elapsed().as_secs_f64() - trial_started;
+            result.epochs += record.epochs;
+            if let Some(epoch_seconds) = context.takes_the_rest {
+                window = (trial_started, grid_end);
+                cut = Some(epoch_seconds);
+            }
+            let succeeded = match (record.best_quality, kept) {
+                (Some(quality), Some(weights)) => {
+                    result.qualities.push(quality);
+                    result
+                        .best_epochs
+                        .push(record.best_epoch.unwrap_or(record.epochs));
+                    if result
+                        .best_fold
+                        .as_ref()
+                        .is_none_or(|(best, _)| quality > *best)
+                    {
+                        result.best_fold = Some((quality, weights));
+                    }
+                    true
+                }
+                _ => false,
+            };
+            run.trials.push(record);
+            // A rate with a failed fold has no mean: its other folds are not trained.
+            if !succeeded {
+                break;
+            }
+        }
+        if result.qualities.len() == sets.len()
+            && best.as_ref().is_none_or(|best| result.mean() > best.mean())
+        {
+            best = Some(result);
+        }
+        if let Some(epoch_seconds) = cut {
+            skip_rates(budget, rate_index, epoch_seconds, &mut run.trials);
+            break;
+        }
+    }
+    let Some(best) = best else {
+        run.outcome = failed_outcome(&run.trials);
+        return Ok(());
     };
-    run.cost_seconds = started.elapsed().as_secs_f64();
-    Ok(run)
+    let (quality, std) = (best.mean(), best.std());
+    run.quality_std = Some(std);
+    let (refit, weights) = refit(shared, &best, k)?;
+    let (learning_rate, seed) = (best.learning_rate, best.seed);
+    let weights = match weights {
+        Some(weights) => weights,
+        None => best
+            .best_fold
+            .map(|(_, weights)| weights)
+            .unwrap_or_default(),
+    };
+    run.refit = Some(refit);
+    run.outcome = RunOutcome::Succeeded {
+        checkpoint: shared.checkpoint(learning_rate, seed, &weights)?,
+        quality,
+    };
+    Ok(())
+}
+
+/// The folds of one learning rate.
+struct RateResult {
+    learning_rate: f64,
+    seed: u64,
+    /// Each fold's best validation quality.
+    qualities: Vec<f64>,
+    /// Each fold's best epoch.
+    best_epochs: Vec<usize>,
+    /// The fold model with the best quality (served when the refit cannot be).
+    best_fold: Option<(f64, Weights)>,
+    /// Seconds and epochs of its fold trainings, for the refit's time estimate.
+    seconds: f64,
+    epochs: usize,
+}
+
+impl RateResult {
+    fn mean(&self) -> f64 {
+        self.qualities.iter().sum::<f64>() / self.qualities.len().max(1) as f64
+    }
+
+    /// The sample standard deviation (0 for one fold).
+    fn std(&self) -> f64 {
+        let n = self.qualities.len();
+        if n < 2 {
+            return 0.0;
+        }
+        let mean = self.mean();
+        let squares: f64 = self.qualities.iter().map(|q| (q - mean).powi(2)).sum();
+        (squares / (n - 1) as f64).sqrt()
+    }
+}
+
+/// The refit rule's epoch count: the upper median of the fold models' best epochs, at least 1.
+pub fn refit_epochs(best_epochs: &[usize]) -> usize {
+    let mut sorted = best_epochs.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or(1).max(1)
+}
+
+/// Trains the chosen rate on every example for [`refit_epochs`] epochs, when the time left allows
+/// (estimated from its folds' seconds per epoch, scaled by the `k / (k - 1)` larger data); returns
+/// the record and, when the refit completed, its weights.
+fn refit(shared: &Shared<'_>, best: &RateResult, k: usize) -> Result<(Refit, Option<Weights>)> {
+    let budget = shared.budget;
+    let planned = refit_epochs(&best.best_epochs);
+    let mut record = Refit {
+        learning_rate: best.learning_rate,
+        seed: best.seed,
+        planned_epochs: planned,
+        epochs: 0,
+        fallback: None,
+    };
+    let now = shared.started.elapsed().as_secs_f64();
+    let time_left = budget.max_seconds - now;
+    let seconds_per_epoch = best.seconds / best.epochs.max(1) as f64 * k as f64 / (k - 1) as f64;
+    let estimate = seconds_per_epoch * planned as f64;
+    if estimate > time_left {
+        record.fallback = Some(format!(
+            "no time for the refit: {planned} epochs on every example take about {estimate:.1} s, \
+             {:.1} s were left; the best fold model is served",
+            time_left.max(0.0)
+        ));
+        return Ok((record, None));
+    }
+    let all_rows: Vec<usize> = (0..shared.examples.len()).collect();
+    let mut context = shared.context(&all_rows, &[], budget.max_seconds);
+    context.refit_epochs = Some(planned);
+    let mut curve = Vec::new();
+    let (trial, weights) = run_trial(&mut context, best.learning_rate, best.seed, &mut curve)?;
+    record.epochs = trial.epochs;
+    if let Some(failure) = trial.failure {
+        record.fallback = Some(format!(
+            "the refit failed ({failure}); the best fold model is served"
+        ));
+        return Ok((record, None));
+    }
+    if context.cut_short || trial.epochs < planned {
+        record.fallback = Some(format!(
+            "the time limit stopped the refit in epoch {} of {planned}; the best fold model is \
+             served",
+            trial.epochs
+        ));
+        return Ok((record, None));
+    }
+    Ok((record, weights))
+}
+
+/// Records the rates after `trial_index` as not tried (a trial's first epoch showed the grid cannot
+/// fit the time limit).
+fn skip_rates(
+    budget: &Budget,
+    trial_index: usize,
+    epoch_seconds: f64,
+    trials: &mut Vec<LearningRateTrial>,
+) {
+    let n_rates = budget.learning_rates.len().max(1);
+    for (skipped, &learning_rate) in budget
+        .learning_rates
+        .iter()
+        .enumerate()
+        .skip(trial_index + 1)
+    {
+        trials.push(LearningRateTrial {
+            learning_rate,
+            fold: None,
+            seed: trial_seed(budget, skipped),
+            epochs: 0,
+            best_quality: None,
+            best_epoch: None,
+            failure: Some(format!(
+                "not tried: an epoch took {epoch_seconds:.1} s, too slow to give {} rates {} \
+                 epochs each in the {:.0} s limit",
+                n_rates - trial_index,
+                min_epochs_per_rate(budget),
+                budget.max_seconds
+            )),
+        });
+    }
+}
+
+/// The outcome of a run none of whose rates trained: every trial's failure.
+fn failed_outcome(trials: &[LearningRateTrial]) -> RunOutcome {
+    RunOutcome::Failed {
+        reason: trials
+            .iter()
+            .map(|trial| {
+                let fold = trial
+                    .fold
+                    .map_or(String::new(), |fold| format!(" fold {}", fold + 1));
+                format!(
+                    "lr {}{fold}: {}",
+                    trial.learning_rate,
+                    trial.failure.as_deref().unwrap_or("no result")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    }
 }
 
 /// The seed of the grid's `index`-th trial.
@@ -301,10 +715,20 @@ struct TrialContext<'a> {
     started: Instant,
     /// Seconds since `started` by which the trial stops.
     deadline: f64,
-    /// The rates still to try, this one included.
+    /// The rates still to try, this one included; the grid check after the first epoch runs
+    /// when more than one is left.
     rates_left: usize,
+    /// Seconds since `started` by which the rates still to try must be done.
+    grid_end: f64,
+    /// Trainings per rate (1 under the split, the fold count under k-fold): a trial that keeps
+    /// the rest of the grid's time keeps this share of it.
+    trainings_per_rate: usize,
+    /// A refit: exactly this many epochs, no validation, the last weights kept.
+    refit_epochs: Option<usize>,
     /// Set by the trial when it keeps the rest of the time: the seconds of its first epoch.
     takes_the_rest: Option<f64>,
+    /// Set by the trial when the deadline stopped an epoch before its last batch.
+    cut_short: bool,
 }
 
 /// The adversary of GAN and pix2pix, in its own `VarStore` (not part of the checkpoint).
@@ -350,9 +774,11 @@ fn run_trial(
     let device = budget.device;
     let mut record = LearningRateTrial {
         learning_rate,
+        fold: None,
         seed,
         epochs: 0,
         best_quality: None,
+        best_epoch: None,
         failure: None,
     };
     if !(learning_rate.is_finite() && learning_rate > 0.0) {
@@ -409,6 +835,7 @@ fn run_trial(
     };
     let mut best_weights = None;
     let mut best_quality = f64::NEG_INFINITY;
+    let mut best_epoch = 0;
     let mut epochs_without_gain = 0;
     let mut order = context.train_rows.to_vec();
     let batch_size = budget.batch_size.max(1);
@@ -419,11 +846,13 @@ fn run_trial(
     // batches (a forward pass over the validation rows is about a third of a training step's work
     // per row).
     let mut evaluation_seconds: Option<f64> = None;
-    'epochs: for epoch in 1..=budget.max_epochs.max(1) {
+    let max_epochs = context.refit_epochs.unwrap_or(budget.max_epochs).max(1);
+    'epochs: for epoch in 1..=max_epochs {
         // A deterministic shuffle from the trial seed and the epoch.
         order.sort_by_key(|&row| mix64(seed ^ mix64(epoch as u64) ^ context.examples.ids[row]));
         let mut loss_sum = 0.0;
         let mut n_batches = 0usize;
+        let mut deadline_reached = false;
         for rows in order.chunks(batch_size) {
             let batch_started = context.started.elapsed().as_secs_f64();
             let (input, targets) = batches(context, rows);
@@ -459,17 +888,26 @@ fn run_trial(
                     / 3.0
             });
             if now + batch_seconds + evaluation > context.deadline {
+                deadline_reached = true;
+                context.cut_short = n_batches * batch_size < order.len();
                 break;
             }
         }
         record.epochs = epoch;
+        if context.refit_epochs.is_some() {
+            if deadline_reached {
+                break;
+            }
+            continue;
+        }
         if epoch == 1 && context.rates_left > 1 {
             let now = context.started.elapsed().as_secs_f64();
             let epoch_seconds = now - trial_started;
-            let time_left = budget.max_seconds - trial_started;
-            let needed = min_epochs_per_rate(budget) * context.rates_left;
+            let time_left = context.grid_end - trial_started;
+            let trainings_per_rate = context.trainings_per_rate.max(1);
+            let needed = min_epochs_per_rate(budget) * context.rates_left * trainings_per_rate;
             if epoch_seconds * needed as f64 > time_left {
-                context.deadline = budget.max_seconds;
+                context.deadline = trial_started + time_left / trainings_per_rate as f64;
                 context.takes_the_rest = Some(epoch_seconds);
             }
         }
@@ -492,6 +930,7 @@ fn run_trial(
         });
         if quality > best_quality {
             best_quality = quality;
+            best_epoch = epoch;
             best_weights = Some(snapshot(&store));
             epochs_without_gain = 0;
         } else {
@@ -500,7 +939,9 @@ fn run_trial(
         if epochs_without_gain >= budget.patience.max(1)
             || context.started.elapsed().as_secs_f64() + evaluation_seconds.unwrap_or(0.0)
                 > context.deadline
-            || (best_quality >= 1.0 && context.task.is_classification())
+            || (best_quality >= 1.0
+                && context.task.is_classification()
+                && context.validation_rows.len() >= PERFECT_SCORE_MIN_ROWS)
         {
             break;
         }
@@ -508,7 +949,11 @@ fn run_trial(
     if record.failure.is_some() {
         return Ok((record, None));
     }
+    if context.refit_epochs.is_some() {
+        return Ok((record, Some(snapshot(&store))));
+    }
     record.best_quality = best_weights.as_ref().map(|_| best_quality);
+    record.best_epoch = best_weights.as_ref().map(|_| best_epoch);
     Ok((record, best_weights))
 }
 

@@ -18,7 +18,9 @@ use crate::data::{Examples, Inputs, Targets, Tree};
 use crate::error::{Error, Result};
 use crate::infer::Prediction;
 use crate::task::Task;
-use crate::train::{Budget, CurvePoint, LearningRateTrial, RunOutcome, TrainedRun};
+use crate::train::{
+    Budget, CurvePoint, LearningRateTrial, Refit, RunOutcome, TrainedRun, Validation,
+};
 
 /// The kernel's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -165,14 +167,16 @@ fn solve_binary(kernel: &[Vec<f64>], labels: &[f64], c: f64, max_passes: usize) 
     alpha.iter().zip(labels).map(|(a, y)| a * y).collect()
 }
 
-/// The training run of the tree-kernel SVM (called by [`crate::train`]).
+/// The training run of the tree-kernel SVM (called by [`crate::train`]): `C` is chosen on the
+/// validation `sets` of the run's protocol (the split's one pair, or the folds: the best mean), and
+/// under k-fold the SVM served is refit on every example with that `C`.
 pub(crate) fn train_run(
     candidate: &Candidate,
     examples: &Examples,
     task: &Task,
     budget: &Budget,
-    train_rows: &[usize],
-    validation_rows: &[usize],
+    validation: Validation,
+    sets: &[(Vec<usize>, Vec<usize>)],
     started: Instant,
 ) -> Result<TrainedRun> {
     let (Inputs::Trees { trees, .. }, Targets::Classes { n_classes, labels }) =
@@ -187,17 +191,29 @@ pub(crate) fn train_run(
         lambda: 0.5,
         gamma: 1.0,
     };
-    let train_trees: Vec<&Tree> = train_rows.iter().map(|&row| &trees[row]).collect();
-    let self_kernels: Vec<f64> = train_trees
+    let k_fold = matches!(validation, Validation::KFold { .. });
+    // The kernel matrix over every row some SVM trains on (under the split its training part;
+    // under k-fold every row, each being in the training part of every fold but its own).
+    let mut position = vec![usize::MAX; trees.len()];
+    let mut matrix_rows: Vec<usize> = Vec::new();
+    for (train_rows, _) in sets {
+        for &row in train_rows {
+            if position[row] == usize::MAX {
+                position[row] = matrix_rows.len();
+                matrix_rows.push(row);
+            }
+        }
+    }
+    let self_kernels: Vec<f64> = matrix_rows
         .iter()
-        .map(|tree| kernel.raw(tree, tree))
+        .map(|&row| kernel.raw(&trees[row], &trees[row]))
         .collect();
-    let n = train_trees.len();
+    let n = matrix_rows.len();
     let mut matrix = vec![vec![0.0; n]; n];
     for i in 0..n {
         for j in i..n {
             let value = normalized(
-                kernel.raw(train_trees[i], train_trees[j]),
+                kernel.raw(&trees[matrix_rows[i]], &trees[matrix_rows[j]]),
                 self_kernels[i],
                 self_kernels[j],
             );
@@ -205,78 +221,129 @@ pub(crate) fn train_run(
             matrix[j][i] = value;
         }
     }
-    let mut trials = Vec::new();
-    let mut curve = Vec::new();
-    let mut best: Option<(f64, f64, TreeKernelSvm)> = None;
-    for (trial_index, c) in [1.0, 10.0].into_iter().enumerate() {
+    // One SVM on `rows` (rows of the examples) with regularization `c`.
+    let fit = |rows: &[usize], c: f64| -> TreeKernelSvm {
+        let positions: Vec<usize> = rows.iter().map(|&row| position[row]).collect();
+        let sub: Vec<Vec<f64>> = positions
+            .iter()
+            .map(|&i| positions.iter().map(|&j| matrix[i][j]).collect())
+            .collect();
         let coefficients: Vec<Vec<f64>> = (0..*n_classes)
             .map(|class| {
-                let binary: Vec<f64> = train_rows
+                let binary: Vec<f64> = rows
                     .iter()
                     .map(|&row| if labels[row] == class { 1.0 } else { -1.0 })
                     .collect();
-                solve_binary(&matrix, &binary, c, 200)
+                solve_binary(&sub, &binary, c, 200)
             })
             .collect();
         // Keep only the support trees.
-        let used: Vec<usize> = (0..n)
+        let used: Vec<usize> = (0..rows.len())
             .filter(|&i| coefficients.iter().any(|class| class[i] != 0.0))
             .collect();
-        let svm = TreeKernelSvm {
+        TreeKernelSvm {
             kernel,
-            support: used.iter().map(|&i| train_trees[i].clone()).collect(),
-            self_kernels: used.iter().map(|&i| self_kernels[i]).collect(),
+            support: used.iter().map(|&i| trees[rows[i]].clone()).collect(),
+            self_kernels: used.iter().map(|&i| self_kernels[positions[i]]).collect(),
             coefficients: coefficients
                 .iter()
                 .map(|class| used.iter().map(|&i| class[i]).collect())
                 .collect(),
+        }
+    };
+    let mut trials = Vec::new();
+    let mut curve = Vec::new();
+    // (mean quality, sample std, C, the SVM of the best fold)
+    let mut best: Option<(f64, f64, f64, TreeKernelSvm)> = None;
+    for (trial_index, c) in [1.0, 10.0].into_iter().enumerate() {
+        let mut qualities = Vec::new();
+        let mut best_fold: Option<(f64, TreeKernelSvm)> = None;
+        for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
+            let svm = fit(train_rows, c);
+            let correct = validation_rows
+                .iter()
+                .filter(|&&row| {
+                    matches!(svm.predict(&trees[row]), Prediction::Class { index, .. } if index == labels[row])
+                })
+                .count();
+            let quality = correct as f64 / validation_rows.len().max(1) as f64;
+            curve.push(CurvePoint {
+                learning_rate: c,
+                epoch: 1,
+                train_loss: 0.0,
+                validation_quality: quality,
+                seconds: started.elapsed().as_secs_f64(),
+            });
+            trials.push(LearningRateTrial {
+                learning_rate: c,
+                fold: k_fold.then_some(fold),
+                seed: budget.seed ^ trial_index as u64,
+                epochs: 1,
+                best_quality: Some(quality),
+                best_epoch: Some(1),
+                failure: None,
+            });
+            qualities.push(quality);
+            if best_fold.as_ref().is_none_or(|(best, _)| quality > *best) {
+                best_fold = Some((quality, svm));
+            }
+        }
+        let Some((_, svm)) = best_fold else { continue };
+        let mean = qualities.iter().sum::<f64>() / qualities.len() as f64;
+        let std = if qualities.len() < 2 {
+            0.0
+        } else {
+            (qualities.iter().map(|q| (q - mean).powi(2)).sum::<f64>()
+                / (qualities.len() - 1) as f64)
+                .sqrt()
         };
-        let correct = validation_rows
-            .iter()
-            .filter(|&&row| {
-                matches!(svm.predict(&trees[row]), Prediction::Class { index, .. } if index == labels[row])
-            })
-            .count();
-        let quality = correct as f64 / validation_rows.len().max(1) as f64;
-        curve.push(CurvePoint {
-            learning_rate: c,
-            epoch: 1,
-            train_loss: 0.0,
-            validation_quality: quality,
-            seconds: started.elapsed().as_secs_f64(),
-        });
-        trials.push(LearningRateTrial {
-            learning_rate: c,
-            seed: budget.seed ^ trial_index as u64,
-            epochs: 1,
-            best_quality: Some(quality),
-            failure: None,
-        });
         if best
             .as_ref()
-            .is_none_or(|(best_quality, ..)| quality > *best_quality)
+            .is_none_or(|(best_mean, ..)| mean > *best_mean)
         {
-            best = Some((quality, c, svm));
+            best = Some((mean, std, c, svm));
         }
     }
+    let mut quality_std = None;
+    let mut refit = None;
     let outcome = match best {
-        Some((quality, c, svm)) => RunOutcome::Succeeded {
-            checkpoint: Checkpoint {
-                meta: CheckpointMeta {
-                    candidate: candidate.id(),
-                    task: task.clone(),
-                    config: budget.model,
+        Some((quality, std, c, svm)) => {
+            let svm = if k_fold {
+                quality_std = Some(std);
+                let all_rows: Vec<usize> = (0..trees.len()).collect();
+                refit = Some(Refit {
                     learning_rate: c,
                     seed: budget.seed,
-                    extra: Some(serde_json::to_value(&svm)?),
+                    planned_epochs: 1,
+                    epochs: 1,
+                    fallback: None,
+                });
+                fit(&all_rows, c)
+            } else {
+                svm
+            };
+            RunOutcome::Succeeded {
+                checkpoint: Checkpoint {
+                    meta: CheckpointMeta {
+                        candidate: candidate.id(),
+                        task: task.clone(),
+                        config: budget.model,
+                        learning_rate: c,
+                        seed: budget.seed,
+                        extra: Some(serde_json::to_value(&svm)?),
+                    },
+                    weights: Vec::new(),
                 },
-                weights: Vec::new(),
-            },
-            quality,
-        },
+                quality,
+            }
+        }
         None => RunOutcome::Failed {
             reason: "no SVM trained".into(),
         },
+    };
+    let (n_train, n_validation) = match (k_fold, sets.first()) {
+        (false, Some((train_rows, validation_rows))) => (train_rows.len(), validation_rows.len()),
+        _ => (trees.len(), trees.len()),
     };
     Ok(TrainedRun {
         candidate: candidate.id(),
@@ -284,7 +351,10 @@ pub(crate) fn train_run(
         cost_seconds: started.elapsed().as_secs_f64(),
         curve,
         trials,
-        n_train: train_rows.len(),
-        n_validation: validation_rows.len(),
+        n_train,
+        n_validation,
+        validation,
+        quality_std,
+        refit,
     })
 }

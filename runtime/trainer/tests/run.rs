@@ -4,8 +4,8 @@
 use easeml_trainer::infer::Prediction;
 use easeml_trainer::models::ModelConfig;
 use easeml_trainer::{
-    Budget, Candidate, Checkpoint, Examples, Inputs, Predictor, RunOutcome, Targets, estimate_cost,
-    synthetic, train,
+    Budget, Candidate, Checkpoint, Examples, Inputs, Predictor, RunOutcome, Targets, Validation,
+    estimate_cost, synthetic, train,
 };
 use tch::Device;
 
@@ -109,10 +109,13 @@ fn odd_shapes_train_and_predict() {
 fn a_reloaded_checkpoint_gives_identical_outputs() {
     let _serial = serial();
     let examples = synthetic::quadrant_images(120, [8, 8, 3], 15);
+    // The split, so that the kept weights are the ones validated.
+    let mut budget = budget(3);
+    budget.k_fold_below = 0;
     let run = train(
         &Candidate::parse("resnet18+norm_k2").unwrap(),
         &examples,
-        &budget(3),
+        &budget,
     )
     .unwrap();
     let RunOutcome::Succeeded {
@@ -192,6 +195,11 @@ fn the_grid_is_tried_with_recorded_seeds_and_a_learning_curve() {
     assert!(run.curve.len() >= 3);
     assert!(run.cost_seconds > 0.0);
     assert_eq!(run.n_train + run.n_validation, 200);
+    // 200 examples are not small: the split, no spread, no refit.
+    assert_eq!(run.validation, Validation::Split { fraction: 0.2 });
+    assert_eq!(run.validation.describe(), "split 20%");
+    assert!(run.quality_std.is_none() && run.refit.is_none());
+    assert!(run.trials.iter().all(|trial| trial.fold.is_none()));
     // The same budget and data give the same run.
     let again = train(&Candidate::parse("mlp_small").unwrap(), &examples, &budget).unwrap();
     assert_eq!(again.trials, run.trials);
@@ -206,8 +214,14 @@ fn the_grid_is_tried_with_recorded_seeds_and_a_learning_curve() {
 #[test]
 fn cost_estimates_grow_with_the_model_and_the_data() {
     let _serial = serial();
-    let budget = budget(5);
+    let mut budget = budget(5);
     let small = synthetic::quadrant_images(100, [16, 16, 3], 18);
+    // Under k-fold the same data cost more: every fold trains, then the refit.
+    let cross_validated = estimate_cost(&Candidate::parse("resnet18").unwrap(), &small, &budget)
+        .unwrap()
+        .total_flops;
+    // The rest compares runs under one protocol, the split.
+    budget.k_fold_below = 0;
     let large = synthetic::quadrant_images(400, [16, 16, 3], 18);
     let resnet18 = Candidate::parse("resnet18").unwrap();
     let resnet50 = Candidate::parse("resnet50").unwrap();
@@ -218,6 +232,11 @@ fn cost_estimates_grow_with_the_model_and_the_data() {
     assert!(a.seconds > 0.0);
     assert!(b.forward_flops_per_example > a.forward_flops_per_example);
     assert!(c.total_flops > 3.0 * a.total_flops);
+    assert!(
+        cross_validated > 4.0 * a.total_flops,
+        "{cross_validated} vs {}",
+        a.total_flops
+    );
     for (examples, model) in [
         (synthetic::sequence_sign(20, 2, 1), "lstm"),
         (synthetic::tree_depth(20, 2, 1), "tree_rnn"),
@@ -399,4 +418,132 @@ fn a_grid_too_slow_for_the_time_limit_gives_the_first_rate_all_of_it() {
         assert!(reason.starts_with("not tried: an epoch took"), "{reason}");
     }
     assert_eq!(run.quality(), run.trials[0].best_quality);
+}
+
+#[test]
+fn small_data_is_cross_validated_by_stratified_folds_and_refit() {
+    let _serial = serial();
+    let examples = synthetic::tabular_sign(60, 4, 27);
+    let mut budget = budget(6);
+    budget.learning_rates = vec![0.01, 0.1];
+    let candidate = Candidate::parse("mlp_small").unwrap();
+    let run = train(&candidate, &examples, &budget).unwrap();
+    assert_eq!(
+        run.validation,
+        Validation::KFold {
+            folds: 5,
+            stratified: true
+        }
+    );
+    assert_eq!(run.validation.describe(), "5-fold stratified");
+    assert_eq!((run.n_train, run.n_validation), (60, 60));
+    // One training per rate and fold, in order.
+    let trainings: Vec<(f64, Option<usize>)> = run
+        .trials
+        .iter()
+        .map(|trial| (trial.learning_rate, trial.fold))
+        .collect();
+    let expected: Vec<(f64, Option<usize>)> = [0.01, 0.1]
+        .into_iter()
+        .flat_map(|rate| (0..5).map(move |fold| (rate, Some(fold))))
+        .collect();
+    assert_eq!(trainings, expected);
+    // The quality is the mean of the chosen rate's folds, its spread their sample deviation.
+    let refit = run.refit.as_ref().expect("a k-fold run records its refit");
+    let chosen: Vec<_> = run
+        .trials
+        .iter()
+        .filter(|trial| trial.learning_rate == refit.learning_rate)
+        .collect();
+    let qualities: Vec<f64> = chosen
+        .iter()
+        .map(|trial| trial.best_quality.unwrap())
+        .collect();
+    let mean = qualities.iter().sum::<f64>() / 5.0;
+    let std = (qualities.iter().map(|q| (q - mean).powi(2)).sum::<f64>() / 4.0).sqrt();
+    assert!((run.quality().unwrap() - mean).abs() < 1e-12);
+    assert!((run.quality_std.unwrap() - std).abs() < 1e-12);
+    let other_mean = run
+        .trials
+        .iter()
+        .filter(|trial| trial.learning_rate != refit.learning_rate)
+        .map(|trial| trial.best_quality.unwrap_or(0.0))
+        .sum::<f64>()
+        / 5.0;
+    assert!(mean >= other_mean, "{mean} < {other_mean}");
+    // The refit: the upper median of the folds' best epochs, trained in full (the limit is 600 s),
+    // and it is the checkpoint.
+    let best_epochs: Vec<usize> = chosen
+        .iter()
+        .map(|trial| trial.best_epoch.unwrap())
+        .collect();
+    assert_eq!(
+        refit.planned_epochs,
+        easeml_trainer::train::refit_epochs(&best_epochs)
+    );
+    assert_eq!(refit.fallback, None);
+    assert_eq!(refit.epochs, refit.planned_epochs);
+    let checkpoint = run.checkpoint().unwrap();
+    assert_eq!(checkpoint.meta.learning_rate, refit.learning_rate);
+    assert_eq!(checkpoint.meta.seed, refit.seed);
+    // Deterministic: the same data and budget give the same run.
+    let again = train(&candidate, &examples, &budget).unwrap();
+    assert_eq!(again.trials, run.trials);
+    assert_eq!(again.refit, run.refit);
+    // Regression folds are by id alone.
+    let regression = synthetic::tabular_linear(30, 3, 28);
+    let run = train(&Candidate::parse("linear").unwrap(), &regression, &budget).unwrap();
+    assert_eq!(run.validation.describe(), "5-fold");
+    assert!(run.quality_std.is_some());
+}
+
+#[test]
+fn a_perfect_score_on_a_small_fold_does_not_stop_its_epochs() {
+    let _serial = serial();
+    // Twenty easy examples: folds of four, which an MLP gets right early.
+    let examples = synthetic::tabular_sign(20, 2, 29);
+    let mut budget = budget(12);
+    budget.learning_rates = vec![0.1];
+    let run = train(&Candidate::parse("mlp_small").unwrap(), &examples, &budget).unwrap();
+    assert_eq!(run.trials.len(), 5);
+    for trial in &run.trials {
+        let best_epoch = trial.best_epoch.unwrap();
+        // Patience (3 epochs without a gain) or the epoch limit ends a fold, never a 1.0.
+        assert!(
+            trial.epochs == budget.max_epochs || trial.epochs >= best_epoch + budget.patience,
+            "{trial:?}"
+        );
+    }
+}
+
+#[test]
+fn the_time_limit_covers_the_folds_and_the_refit() {
+    let _serial = serial();
+    let examples = synthetic::quadrant_images(150, [16, 16, 3], 30);
+    let mut budget = budget(20);
+    budget.learning_rates = vec![0.001, 0.01, 0.1];
+    // Far too short for three rates of five folds: the first rate keeps the fold time.
+    budget.max_seconds = 0.05;
+    let run = train(&Candidate::parse("resnet18").unwrap(), &examples, &budget).unwrap();
+    assert!(matches!(run.validation, Validation::KFold { folds: 5, .. }));
+    let folds: Vec<Option<usize>> = run.trials[..5].iter().map(|trial| trial.fold).collect();
+    assert_eq!(folds, (0..5).map(Some).collect::<Vec<_>>());
+    assert!(
+        run.trials[..5]
+            .iter()
+            .all(|trial| trial.learning_rate == 0.001)
+    );
+    for skipped in &run.trials[5..] {
+        assert_eq!(skipped.epochs, 0);
+        let reason = skipped.failure.as_deref().unwrap();
+        assert!(reason.starts_with("not tried: an epoch took"), "{reason}");
+    }
+    assert_eq!(run.trials.len(), 7);
+    // The refit is recorded: trained in full, or the best fold model served and why.
+    let refit = run.refit.as_ref().unwrap();
+    assert!(
+        refit.fallback.is_some() || refit.epochs == refit.planned_epochs,
+        "{refit:?}"
+    );
+    assert!(run.checkpoint().is_some());
 }
