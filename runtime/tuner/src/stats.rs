@@ -1,36 +1,7 @@
-//! The standard normal distribution: density, distribution function, quantile function.
+//! The standard normal distribution: the density and distribution function are the scheduler's
+//! (`easeml_scheduler::acquisition`, one implementation for both), the quantile function is here.
 
-/// `1 / sqrt(2 pi)`.
-const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
-
-/// The standard normal density at `z`.
-pub fn normal_pdf(z: f64) -> f64 {
-    INV_SQRT_2PI * (-0.5 * z * z).exp()
-}
-
-/// The standard normal distribution function at `z` (absolute error below 1e-7).
-pub fn normal_cdf(z: f64) -> f64 {
-    if z.is_nan() {
-        return f64::NAN;
-    }
-    0.5 * erfc(-z / std::f64::consts::SQRT_2)
-}
-
-/// The complementary error function (Chebyshev fit of Numerical Recipes, relative error < 1.2e-7).
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let value = t * poly.exp();
-    if x >= 0.0 { value } else { 2.0 - value }
-}
+pub use easeml_scheduler::acquisition::{normal_cdf, normal_pdf};
 
 /// The standard normal quantile function at `p` in (0, 1) (Acklam's rational approximation,
 /// relative error below 1.2e-9); `-inf` at 0 and `inf` at 1.
@@ -98,6 +69,6 @@ mod tests {
         for p in [0.001, 0.02, 0.3, 0.5, 0.77, 0.999] {
             assert!((normal_cdf(normal_quantile(p)) - p).abs() < 1e-6);
         }
-        assert!((normal_pdf(0.0) - INV_SQRT_2PI).abs() < 1e-15);
+        assert!((normal_pdf(0.0) - 0.398_942_280_401_432_7).abs() < 1e-15);
     }
 }
