@@ -436,7 +436,7 @@ fn train_split(
         }
         run.trials.push(trial_record);
         if let Some(epoch_seconds) = context.takes_the_rest {
-            skip_rates(budget, trial_index, epoch_seconds, &mut run.trials);
+            skip_rates(budget, trial_index, epoch_seconds, 1, &mut run.trials);
             break;
         }
     }
@@ -533,7 +533,7 @@ fn train_k_fold(
             best = Some(result);
         }
         if let Some(epoch_seconds) = cut {
-            skip_rates(budget, rate_index, epoch_seconds, &mut run.trials);
+            skip_rates(budget, rate_index, epoch_seconds, k, &mut run.trials);
             break;
         }
     }
@@ -648,13 +648,19 @@ fn refit(shared: &Shared<'_>, best: &RateResult, k: usize) -> Result<(Refit, Opt
 }
 
 /// Records the rates after `trial_index` as not tried (a trial's first epoch showed the grid cannot
-/// fit the time limit).
+/// fit the time limit); `folds` is 1 under the split, k under k-fold.
 fn skip_rates(
     budget: &Budget,
     trial_index: usize,
     epoch_seconds: f64,
+    folds: usize,
     trials: &mut Vec<LearningRateTrial>,
 ) {
+    let per_fold = if folds > 1 {
+        format!(" on each of {folds} folds")
+    } else {
+        String::new()
+    };
     let n_rates = budget.learning_rates.len().max(1);
     for (skipped, &learning_rate) in budget
         .learning_rates
@@ -671,7 +677,7 @@ fn skip_rates(
             best_epoch: None,
             failure: Some(format!(
                 "not tried: an epoch took {epoch_seconds:.1} s, too slow to give {} rates {} \
-                 epochs each in the {:.0} s limit",
+                 epochs each{per_fold} in the {:.0} s limit",
                 n_rates - trial_index,
                 min_epochs_per_rate(budget),
                 budget.max_seconds
