@@ -15,10 +15,11 @@
 //! emitted with stub `Input` / `Output` types and the client, so the user sees the real error, not
 //! ten follow-ups.
 //!
-//! The module's items are exactly those of the crate `easemlc` generates for the same program:
-//! [`rust_types`] (`APP`, `SYSTEM_TYPE`, `Input`, `Output`, `Label`) and [`client_items`]
-//! (`MANIFEST`, `SERVER`, `Client`), with the manifest (`easeml.json`, from [`manifest`]) computed
-//! here at compile time and emitted as a string literal. The macro has no `--server` option:
+//! The module's items are exactly those of the crate `easemlc` generates for the same program
+//! ([`inline_items`]): [`rust_types`](crate::codegen::rust_types) (`APP`, `SYSTEM_TYPE`, `Input`,
+//! `Output`, `Label`) and [`client_items`](crate::codegen::client_items) (`MANIFEST`, `SERVER`,
+//! `Client`), with the manifest (`easeml.json`, from [`manifest`](crate::codegen::manifest))
+//! computed here at compile time and emitted as a string literal. The macro has no `--server` option:
 //! `SERVER` is `None`, and `EASEML_SERVER` picks a server at run time.
 
 use std::path::{Path, PathBuf};
@@ -35,7 +36,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::spanned::Spanned;
 use syn::{Token, bracketed, parenthesized};
 
-use crate::codegen::{ManifestSource, client_items, client_tokens, manifest, rust_types};
+use crate::codegen::{ManifestSource, client_tokens, inline_items};
 use crate::diagnostic::line_column;
 use crate::{Compiled, Registry, compile, compile_ast};
 
@@ -53,14 +54,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
     match lower_module(attr, &module) {
         Ok(lowered) => {
-            let compiled = &lowered.compiled;
-            let manifest = manifest(compiled).to_json();
-            let mut items = rust_types(&compiled.schema);
-            items.extend(client_items(
-                compiled,
-                ManifestSource::Literal(&manifest),
-                None,
-            ));
+            let items = inline_items(&lowered.compiled);
             emit(&module, items, lowered.tracked_file)
         }
         Err(error) => {

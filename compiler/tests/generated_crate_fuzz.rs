@@ -16,8 +16,8 @@
 //! Two fixed programs are added: one with every keyword as a field, one with every collision.
 //! All accepted programs are checked in ONE `cargo check` of one temporary workspace (a shared
 //! target dir under the test's tmp dir, the workspace's `Cargo.lock`, `--offline`):
-//! - `batch`: each program's `rust_types` and `client_items` (what both `easemlc` and
-//!   `#[easeml_schema]` emit) in a module of its own;
+//! - `batch`: each program's `codegen::inline_items` (`rust_types` and `client_items`: what both
+//!   `easemlc` and `#[easeml_schema]` emit) in a module of its own;
 //! - one crate per distinct accepted app name: the crate `easemlc` generates (its Cargo.toml, lib.rs,
 //!   types.rs, manifest and the binaries `<app>`, `<app>-feed`, `<app>-refine`, which name the app
 //!   crate as an identifier), less the engine binaries and their build script (libtorch).
@@ -29,9 +29,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use easeml_compiler::codegen::{
-    CrateOptions, ManifestSource, client_items, crate_files, format_items, manifest, rust_types,
-};
+use easeml_compiler::codegen::{CrateOptions, crate_files, format_items, inline_items};
 use easeml_compiler::schema::rules::RUST_KEYWORDS;
 use easeml_compiler::{Compiled, Registry, compile};
 use proptest::prelude::*;
@@ -269,14 +267,7 @@ fn fixed_programs() -> Vec<Program> {
 
 /// The generated items of one program as text (prettyplease), without the header line.
 fn module_text(compiled: &Compiled) -> String {
-    let manifest = manifest(compiled).to_json();
-    let mut items = rust_types(&compiled.schema);
-    items.extend(client_items(
-        compiled,
-        ManifestSource::Literal(&manifest),
-        None,
-    ));
-    format_items("case", items)
+    format_items("case", inline_items(compiled))
         .unwrap_or_else(|error| panic!("generated Rust does not parse: {error}"))
 }
 

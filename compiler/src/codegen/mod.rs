@@ -23,6 +23,21 @@ pub use labels::label_variants;
 pub use manifest::manifest;
 pub use types::{RustField, format_items, renamed_fields, rust_fields, rust_types};
 
+/// Every item of one compiled program as one module holds them with its manifest inline: the
+/// types ([`rust_types`]) and the typed client ([`client_items`]) with `MANIFEST` as a string
+/// literal. This is what `#[easeml_schema]` expands to (and what the generated-crate fuzz test
+/// compiles).
+pub fn inline_items(compiled: &crate::Compiled) -> proc_macro2::TokenStream {
+    let manifest = manifest(compiled).to_json();
+    let mut items = rust_types(&compiled.schema);
+    items.extend(client_items(
+        compiled,
+        ManifestSource::Literal(&manifest),
+        None,
+    ));
+    items
+}
+
 /// The first line of every generated file (the manifest's `_generated` note too).
 pub const GENERATED_HEADER: &str = easeml_schema::manifest::GENERATED_NOTE;
 

@@ -215,14 +215,7 @@ pub fn write_loss_plots(
     out: &Path,
     stem: &str,
 ) -> anyhow::Result<Vec<String>> {
-    let with_text = font_available();
-    let mut notes = Vec::new();
-    if !with_text {
-        notes.push(
-            "no TrueType font found (set EASEML_FONT=/path/to/font.ttf): plots have no text"
-                .to_owned(),
-        );
-    }
+    let (with_text, notes) = text_support();
     let svg_path = out.join(format!("{stem}.svg"));
     draw(
         SVGBackend::new(&svg_path, (WIDTH, HEIGHT)).into_drawing_area(),
@@ -323,17 +316,24 @@ where
     Ok(())
 }
 
+/// Whether plots can have text (a font was found), and the note to show the user when not.
+fn text_support() -> (bool, Vec<String>) {
+    let with_text = font_available();
+    let notes = if with_text {
+        Vec::new()
+    } else {
+        vec![
+            "no TrueType font found (set EASEML_FONT=/path/to/font.ttf): plots have no text"
+                .to_owned(),
+        ]
+    };
+    (with_text, notes)
+}
+
 /// Writes `quality.svg` and `quality.png` into `out`; returns notes for the user.
 pub fn write_quality_plots(curves: &[QualityCurve], out: &Path) -> anyhow::Result<Vec<String>> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create `{}`", out.display()))?;
-    let with_text = font_available();
-    let mut notes = Vec::new();
-    if !with_text {
-        notes.push(
-            "no TrueType font found (set EASEML_FONT=/path/to/font.ttf): plots have no text"
-                .to_owned(),
-        );
-    }
+    let (with_text, notes) = text_support();
     let svg_path = out.join("quality.svg");
     draw_quality(
         SVGBackend::new(&svg_path, (900, 500)).into_drawing_area(),
@@ -424,14 +424,7 @@ pub fn write_accuracy_plots(
     series: &[AccuracySeries],
     out: &Path,
 ) -> anyhow::Result<Vec<String>> {
-    let with_text = font_available();
-    let mut notes = Vec::new();
-    if !with_text {
-        notes.push(
-            "no TrueType font found (set EASEML_FONT=/path/to/font.ttf): plots have no text"
-                .to_owned(),
-        );
-    }
+    let (with_text, notes) = text_support();
     let svg_path = out.join("accuracy_c.svg");
     draw_accuracy(
         SVGBackend::new(&svg_path, (900, 500)).into_drawing_area(),
