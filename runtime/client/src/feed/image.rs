@@ -5,7 +5,7 @@
 //! Only regular files are read, and an image's header is checked before it is decoded: a side
 //! more than 16 times the declared one (and over 4096 pixels) is refused.
 
-use std::io::BufReader;
+use std::io::{BufReader, Seek, SeekFrom};
 use std::path::Path;
 
 use ::image::imageops::FilterType;
@@ -38,12 +38,13 @@ pub(super) fn load(path: &Path, shown: &str, dims: &[u64]) -> Result<Vec<f32>, S
         _ => return Err(format!("{shown}: the declared image size is too large")),
     };
     let (file, _) = super::open_regular_file(path, shown)?;
-    let mut reader = ::image::ImageReader::new(BufReader::new(file))
-        .with_guessed_format()
-        .map_err(|error| format!("{shown}: cannot read: {error}"))?;
+    let mut file = BufReader::new(file);
+    let cannot_read = |error: std::io::Error| format!("{shown}: cannot read: {error}");
     // The header's size is checked before anything is decoded: a 389 KB PNG can declare
-    // 20000x20000 pixels (1.2 GB decoded).
-    let (found_width, found_height) = reader
+    // 20000x20000 pixels (1.2 GB decoded). Then the same file is read again from its start.
+    let (found_width, found_height) = ::image::ImageReader::new(&mut file)
+        .with_guessed_format()
+        .map_err(cannot_read)?
         .into_dimensions()
         .map_err(|error| format!("{shown}: not a readable image: {error}"))?;
     let max_width = max_side(width);
@@ -53,10 +54,10 @@ pub(super) fn load(path: &Path, shown: &str, dims: &[u64]) -> Result<Vec<f32>, S
             "{shown}: the image is {found_width}x{found_height} pixels; this app's input is {width}x{height}, and images larger than {max_width}x{max_height} ({MAX_SCALE} times the input, at least {MIN_LIMIT} pixels a side) are refused before decoding: resize it first"
         ));
     }
-    let (file, _) = super::open_regular_file(path, shown)?;
-    reader = ::image::ImageReader::new(BufReader::new(file))
+    file.seek(SeekFrom::Start(0)).map_err(cannot_read)?;
+    let mut reader = ::image::ImageReader::new(file)
         .with_guessed_format()
-        .map_err(|error| format!("{shown}: cannot read: {error}"))?;
+        .map_err(cannot_read)?;
     let mut limits = ::image::Limits::default();
     limits.max_image_width = Some(max_width);
     limits.max_image_height = Some(max_height);
