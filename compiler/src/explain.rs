@@ -26,6 +26,10 @@ pub struct Explanation {
     pub matching_templates: Vec<TemplateSummary>,
     /// The candidate models.
     pub candidates: Vec<Candidate>,
+    /// The candidates' models that go beyond the paper's list of figure 6, each with its source;
+    /// left out of the JSON when there is none.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub beyond_paper: std::collections::BTreeMap<String, String>,
     /// The class names, or `null` when the runtime assigns them in first-seen order.
     pub labels: Option<Vec<String>>,
     /// The constraints.
@@ -70,6 +74,7 @@ impl Explanation {
             template: compiled.template().into(),
             matching_templates: compiled.matching_templates.iter().map(Into::into).collect(),
             candidates: compiled.candidates.clone(),
+            beyond_paper: compiled.beyond_paper.clone(),
             labels: compiled.schema.labels.clone(),
             constraints: compiled.schema.constraints.clone(),
             renamed_fields: renamed_fields(&compiled.schema)
@@ -113,7 +118,11 @@ impl Explanation {
                 Some(normalization) => format!(", inputs normalized by f_{}", normalization.k),
                 None => String::new(),
             };
-            let _ = writeln!(out, "  {:<28} {name}{normalization}", candidate.id);
+            let source = match self.beyond_paper.get(&candidate.model) {
+                Some(source) => format!("  [beyond the paper: {source}]"),
+                None => String::new(),
+            };
+            let _ = writeln!(out, "  {:<28} {name}{normalization}{source}", candidate.id);
         }
         match &self.labels {
             Some(labels) => {

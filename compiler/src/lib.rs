@@ -28,6 +28,9 @@ pub struct Compiled {
     pub matching_templates: Vec<Template>,
     /// The candidate models of the chosen template, augmented.
     pub candidates: Vec<Candidate>,
+    /// The candidates' models that go beyond the paper's list (registry `[beyond_paper]`), with
+    /// the source of each.
+    pub beyond_paper: std::collections::BTreeMap<String, String>,
 }
 
 impl Compiled {
@@ -38,10 +41,16 @@ impl Compiled {
             registry.matching(&schema).into_iter().cloned().collect();
         let chosen = matching_templates.first()?;
         let candidates = candidates::candidates(chosen, &registry.normalization_ks);
+        let beyond_paper = chosen
+            .models
+            .iter()
+            .filter_map(|model| Some((model.clone(), registry.beyond_paper.get(model)?.clone())))
+            .collect();
         Some(Compiled {
             schema,
             matching_templates,
             candidates,
+            beyond_paper,
         })
     }
 

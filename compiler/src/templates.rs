@@ -50,6 +50,8 @@ pub struct Registry {
     pub normalization_ks: Vec<u32>,
     /// Display names of model ids.
     pub model_names: BTreeMap<String, String>,
+    /// The models that go beyond the paper's figure 6, with their source (`explain` marks them).
+    pub beyond_paper: BTreeMap<String, String>,
 }
 
 /// One template: patterns, conditions, the workload and the models.
@@ -151,6 +153,8 @@ struct RegistryFile {
     template: Vec<TemplateFile>,
     #[serde(default)]
     model_names: BTreeMap<String, String>,
+    #[serde(default)]
+    beyond_paper: BTreeMap<String, String>,
 }
 
 fn default_ks() -> Vec<u32> {
@@ -235,10 +239,23 @@ impl Registry {
                 normalize: template.normalize,
             });
         }
+        if let Some(model) = parsed.beyond_paper.keys().find(|model| {
+            !templates
+                .iter()
+                .any(|template| template.models.contains(*model))
+        }) {
+            return Err(RegistryError::Format {
+                file: file.to_owned(),
+                message: format!(
+                    "[beyond_paper] names `{model}`, which no template lists among its models"
+                ),
+            });
+        }
         Ok(Registry {
             templates,
             normalization_ks: parsed.normalization_ks,
             model_names: parsed.model_names,
+            beyond_paper: parsed.beyond_paper,
         })
     }
 
@@ -496,6 +513,65 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(zero_k.contains("must be positive"), "{zero_k}");
+        let stray_mark = Registry::from_toml(
+            "[[template]]\nid = \"z\"\ninput = \"{[*], [*]}\"\noutput = \"{[*], [*]}\"\nworkload = \"w\"\nmodels = [\"m\"]\n[beyond_paper]\nknn = \"Cover and Hart 1967\"\n",
+            "r.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            stray_mark.contains("[beyond_paper] names `knn`, which no template lists"),
+            "{stray_mark}"
+        );
+    }
+
+    #[test]
+    fn the_papers_models_are_not_marked_beyond_it_and_every_mark_has_a_source() {
+        // The paper's figure 6: rows 1-5 and 8-9 (rows marked + are easeml's).
+        let registry = Registry::builtin();
+        for template in &registry.templates {
+            if template.row.ends_with('+') {
+                continue;
+            }
+            for model in &template.models {
+                let paper = matches!(
+                    model.as_str(),
+                    "alexnet"
+                        | "bn_alexnet"
+                        | "resnet18"
+                        | "resnet50"
+                        | "googlenet"
+                        | "squeezenet"
+                        | "vgg16"
+                        | "nin"
+                        | "autoencoder"
+                        | "gan"
+                        | "pix2pix"
+                        | "rnn"
+                        | "lstm"
+                        | "bilstm"
+                        | "gru"
+                        | "seq2seq"
+                        | "tree_rnn"
+                        | "tree_kernel_svm"
+                        | "bit_rnn"
+                        | "bit_autoencoder"
+                );
+                assert_eq!(
+                    paper,
+                    !registry.beyond_paper.contains_key(model),
+                    "`{model}` of template `{}`: a model of the paper must not be marked beyond it, \
+                     and every other model must say where it comes from",
+                    template.id
+                );
+            }
+        }
+        assert!(
+            registry
+                .beyond_paper
+                .values()
+                .all(|source| !source.trim().is_empty())
+        );
     }
 
     #[test]

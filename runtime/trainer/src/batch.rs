@@ -255,6 +255,27 @@ impl QualityAccumulator {
         self.count += mask.sum(Kind::Double).double_value(&[]);
     }
 
+    /// Adds one classified example (the models that are not tch modules, `crate::classic`).
+    pub(crate) fn add_class(&mut self, predicted: i64, actual: i64) {
+        self.correct += f64::from(u8::from(predicted == actual));
+        self.count += 1.0;
+    }
+
+    /// Adds one example's predicted and actual values (the models that are not tch modules).
+    pub(crate) fn add_values(&mut self, predicted: &[f32], actual: &[f32]) {
+        for (&p, &a) in predicted.iter().zip(actual) {
+            if !p.is_finite() {
+                self.non_finite = true;
+                return;
+            }
+            let (p, a) = (f64::from(p), f64::from(a));
+            self.squared_error += (p - a).powi(2);
+            self.sum += a;
+            self.sum_squares += a * a;
+            self.count += 1.0;
+        }
+    }
+
     /// True when some output was NaN or infinite.
     pub(crate) fn saw_non_finite(&self) -> bool {
         self.non_finite

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
 use crate::batch::input_batch;
-use crate::candidate::{Candidate, ModelKind};
+use crate::candidate::Candidate;
 use crate::data::Examples;
 use crate::error::Result;
 use crate::models::{self, count_flops};
@@ -63,12 +63,18 @@ pub fn estimate_cost(
         Device::Cuda(_) => CUDA_FLOPS,
         _ => CPU_FLOPS_PER_THREAD * f64::from(tch::get_num_threads().max(1)),
     };
-    let (forward, forward_seconds) = if candidate.model == ModelKind::TreeKernelSvm {
-        // Kernel evaluations: about (nodes^2) per pair, n_train pairs per example.
-        let nodes = 50.0;
-        let flops = nodes * nodes * sets.first().map_or(0, |(train, _)| train.len()) as f64;
-        (flops, flops / speed)
-    } else {
+    if crate::classic::is_classic(candidate.model) {
+        // A classic model's work is its fits, not epochs of forward and backward passes.
+        let total_flops = crate::classic::run_flops(candidate.model, examples, &sets);
+        let per_example = total_flops / examples.len().max(1) as f64;
+        return Ok(CostEstimate {
+            forward_flops_per_example: per_example,
+            total_flops,
+            forward_seconds_per_example: per_example / speed,
+            seconds: (total_flops / speed).min(budget.max_seconds),
+        });
+    }
+    let (forward, forward_seconds) = {
         let store = nn::VarStore::new(Device::Cpu);
         let model = models::build(&store.root(), candidate, &task, &budget.model)?;
         let _guard = tch::no_grad_guard();

@@ -4,14 +4,14 @@
 use tch::{Device, Kind, Tensor, nn};
 
 use crate::batch::input_batch;
-use crate::candidate::{Candidate, ModelKind};
+use crate::candidate::Candidate;
 use crate::checkpoint::Checkpoint;
+use crate::classic::{self, ClassicModel};
 use crate::data::{Inputs, numel};
 use crate::error::{Error, Result};
 use crate::models::{self, Model};
 use crate::task::Task;
 use crate::train::load_into;
-use crate::tree_kernel::TreeKernelSvm;
 
 /// The output for one example.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,7 +40,7 @@ pub enum Prediction {
 #[derive(Debug)]
 enum Loaded {
     Torch { _store: nn::VarStore, model: Model },
-    Svm(TreeKernelSvm),
+    Classic(ClassicModel),
 }
 
 /// A model loaded from a checkpoint, ready to predict.
@@ -59,12 +59,11 @@ impl Predictor {
     pub fn new(checkpoint: &Checkpoint, device: Device) -> Result<Self> {
         let meta = &checkpoint.meta;
         let candidate = Candidate::parse(&meta.candidate)?;
-        let loaded = if candidate.model == ModelKind::TreeKernelSvm {
-            let extra = meta
-                .extra
-                .clone()
-                .ok_or_else(|| Error::BadCheckpoint("the SVM state is missing".into()))?;
-            Loaded::Svm(serde_json::from_value(extra)?)
+        let loaded = if classic::is_classic(candidate.model) {
+            Loaded::Classic(ClassicModel::from_extra(
+                candidate.model,
+                meta.extra.as_ref(),
+            )?)
         } else {
             let mut store = nn::VarStore::new(device);
             let model = models::build(&store.root(), &candidate, &meta.task, &meta.config)?;
@@ -148,7 +147,7 @@ impl Predictor {
         let n = self.check_inputs(inputs)?;
         let Loaded::Torch { model, .. } = &self.loaded else {
             return Err(Error::BadCheckpoint(
-                "the tree-kernel SVM has no tensor outputs".into(),
+                "a classic model (not a tch module) has no tensor outputs".into(),
             ));
         };
         let _guard = tch::no_grad_guard();
@@ -175,14 +174,10 @@ impl Predictor {
 
     /// One prediction per input.
     pub fn predict(&self, inputs: &Inputs) -> Result<Vec<Prediction>> {
-        if let Loaded::Svm(svm) = &self.loaded {
-            self.check_inputs(inputs)?;
-            let Inputs::Trees { trees, .. } = inputs else {
-                return Err(Error::BadCheckpoint(
-                    "the tree-kernel SVM takes trees".into(),
-                ));
-            };
-            return Ok(trees.iter().map(|tree| svm.predict(tree)).collect());
+        if let Loaded::Classic(model) = &self.loaded {
+            let n = self.check_inputs(inputs)?;
+            let rows: Vec<usize> = (0..n).collect();
+            return model.predict(inputs, &rows);
         }
         let max_steps = match inputs {
             Inputs::Sequences(sequences) => {

@@ -14,6 +14,7 @@
 mod batch;
 pub mod candidate;
 pub mod checkpoint;
+pub mod classic;
 pub mod cost;
 pub mod data;
 pub mod device;
@@ -24,7 +25,6 @@ pub mod normalize;
 pub mod synthetic;
 pub mod task;
 pub mod train;
-pub mod tree_kernel;
 
 pub use candidate::{ALL_MODELS, Candidate, ModelKind};
 pub use checkpoint::Checkpoint;

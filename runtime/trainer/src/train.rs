@@ -318,8 +318,8 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
     candidate.check_fits(&task)?;
     let validation = Validation::choose(examples, budget);
     let sets = validation.sets(examples);
-    if candidate.model == ModelKind::TreeKernelSvm {
-        return crate::tree_kernel::train_run(
+    if crate::classic::is_classic(candidate.model) {
+        return crate::classic::train_run(
             candidate, examples, &task, budget, validation, &sets, started,
         );
     }

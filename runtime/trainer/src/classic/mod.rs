@@ -1,0 +1,349 @@
+//! The models that are not tch modules ("classic" models): fitted by their own solvers on the CPU,
+//! their whole state JSON in the checkpoint's metadata (`CheckpointMeta::extra`), no weights file.
+//!
+//! One run protocol serves them all ([`train_run`], called by [`crate::train()`]): each model offers
+//! a short list of settings (its hyper-parameter grid, in order of preference: the regularization
+//! `C` of the tree-kernel SVM, say); every setting is fitted on the training part of each of the
+//! run's validation sets (the split's one pair, or the k folds) and scored on the validation part
+//! with the trainer's one quality rule (`QualityAccumulator`: accuracy, or clipped R^2); the best
+//! mean wins, and under k-fold the model served is refit on every example with it. A setting is only
+//! started while the run's time limit has time left (a fit that runs long stops itself at the
+//! deadline where its algorithm allows, [`Clock`]). In a trial record a classic model's `learning_rate` is
+//! its setting's value (documented in `DECISIONS.md`).
+//!
+//! To add a model: a `ModelKind`, a [`Learner`] (its settings and its fit), a [`ClassicModel`]
+//! variant (its prediction), and its arm in [`learner`], [`ClassicModel::from_extra`] and
+//! [`run_flops`].
+
+pub mod tree_kernel;
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::batch::QualityAccumulator;
+use crate::candidate::{Candidate, ModelKind};
+use crate::checkpoint::{Checkpoint, CheckpointMeta};
+use crate::data::{Examples, Inputs, Targets};
+use crate::error::{Error, Result};
+use crate::infer::Prediction;
+use crate::task::Task;
+use crate::train::{
+    Budget, CurvePoint, LearningRateTrial, Refit, RunOutcome, TrainedRun, Validation,
+};
+
+use tree_kernel::TreeKernelSvm;
+
+/// True for the models trained by this module rather than by the tch loop.
+pub fn is_classic(kind: ModelKind) -> bool {
+    matches!(kind, ModelKind::TreeKernelSvm)
+}
+
+/// A fitted classic model: what a checkpoint keeps and a [`crate::Predictor`] runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClassicModel {
+    /// The tree-kernel SVM.
+    TreeKernelSvm(TreeKernelSvm),
+}
+
+impl ClassicModel {
+    /// The model stored in a checkpoint's `extra` for a candidate of `kind` (each model's state is
+    /// stored as its own JSON object, so checkpoints written before this enum existed still load).
+    pub fn from_extra(kind: ModelKind, extra: Option<&serde_json::Value>) -> Result<Self> {
+        let extra = extra
+            .cloned()
+            .ok_or_else(|| Error::BadCheckpoint(format!("the {} state is missing", kind.id())))?;
+        match kind {
+            ModelKind::TreeKernelSvm => Ok(Self::TreeKernelSvm(serde_json::from_value(extra)?)),
+            _ => Err(Error::BadCheckpoint(format!(
+                "{} is not a classic model",
+                kind.id()
+            ))),
+        }
+    }
+
+    /// The state for the checkpoint's `extra`.
+    pub fn to_extra(&self) -> Result<serde_json::Value> {
+        fn json(value: &impl Serialize) -> Result<serde_json::Value> {
+            Ok(serde_json::to_value(value)?)
+        }
+        match self {
+            Self::TreeKernelSvm(svm) => json(svm),
+        }
+    }
+
+    /// One prediction for each of `rows` of `inputs` (inputs already checked against the task).
+    pub fn predict(&self, inputs: &Inputs, rows: &[usize]) -> Result<Vec<Prediction>> {
+        match (self, inputs) {
+            (Self::TreeKernelSvm(svm), Inputs::Trees { trees, .. }) => {
+                Ok(rows.iter().map(|&row| svm.predict(&trees[row])).collect())
+            }
+            _ => Err(Error::BadCheckpoint(
+                "the inputs do not fit the model's kind".into(),
+            )),
+        }
+    }
+}
+
+/// The run's time limit, for fits that can stop early (adding trees, say).
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    /// When the run started.
+    pub started: Instant,
+    /// The run's time limit in seconds from `started`.
+    pub limit: f64,
+}
+
+impl Clock {
+    /// Seconds since the run started.
+    pub fn elapsed(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// True once the limit is reached.
+    pub fn expired(&self) -> bool {
+        self.elapsed() >= self.limit
+    }
+}
+
+/// What one run of a classic model fits: made once per run (so work shared by the folds, like a
+/// kernel matrix, is done once), then asked for fits on rows of the examples.
+pub trait Learner {
+    /// The settings to try, in order of preference (at least one).
+    fn settings(&self) -> Vec<f64>;
+    /// Fits on `rows` of the run's examples with `setting`.
+    fn fit(&mut self, rows: &[usize], setting: f64, clock: &Clock) -> Result<ClassicModel>;
+}
+
+/// The learner of a classic `kind` over `examples`; `sets` are the run's validation sets (the rows
+/// some fit will train on are their training parts).
+pub fn learner<'a>(
+    kind: ModelKind,
+    examples: &'a Examples,
+    task: &Task,
+    sets: &[(Vec<usize>, Vec<usize>)],
+    seed: u64,
+) -> Result<Box<dyn Learner + 'a>> {
+    let _ = seed;
+    let does_not_fit = || Error::CandidateDoesNotFit {
+        candidate: kind.id().to_owned(),
+        task: task.name().to_owned(),
+    };
+    match kind {
+        ModelKind::TreeKernelSvm => Ok(Box::new(
+            tree_kernel::SvmLearner::new(examples, sets).ok_or_else(does_not_fit)?,
+        )),
+        _ => Err(does_not_fit()),
+    }
+}
+
+/// The predicted floating-point work of a run of `kind` on `examples` with these validation sets
+/// (for the cost estimate: a prior the scheduler calibrates with measured costs).
+pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<usize>)]) -> f64 {
+    let trained = |(train, _): &(Vec<usize>, Vec<usize>)| train.len() as f64;
+    let fits: f64 = sets.iter().map(trained).sum::<f64>() + examples.len() as f64;
+    match kind {
+        // Kernel evaluations: about nodes^2 per pair of trees, every pair of training trees once,
+        // two settings of C.
+        ModelKind::TreeKernelSvm => {
+            let nodes = 50.0;
+            let n = sets.first().map_or(0.0, trained);
+            nodes * nodes * n * n + 2.0 * fits * n
+        }
+        _ => fits,
+    }
+}
+
+/// The validation quality of `model` on `rows` (accuracy, or clipped R^2), `None` when it predicted
+/// a value that is not finite.
+pub(crate) fn quality(
+    model: &ClassicModel,
+    examples: &Examples,
+    rows: &[usize],
+) -> Result<Option<f64>> {
+    let predictions = model.predict(&examples.inputs, rows)?;
+    let mut accumulator = QualityAccumulator::default();
+    let classification = matches!(examples.targets, Targets::Classes { .. });
+    for (&row, prediction) in rows.iter().zip(&predictions) {
+        match (&examples.targets, prediction) {
+            (Targets::Classes { labels, .. }, Prediction::Class { index, .. }) => {
+                accumulator.add_class(*index, labels[row]);
+            }
+            (Targets::Dense { shape, values }, Prediction::Values { values: got, .. }) => {
+                let width = crate::data::numel(shape);
+                accumulator.add_values(got, &values[row * width..(row + 1) * width]);
+            }
+            _ => {
+                return Err(Error::BadExamples(
+                    "a classic model predicted the wrong kind of output".into(),
+                ));
+            }
+        }
+    }
+    if accumulator.saw_non_finite() {
+        return Ok(None);
+    }
+    Ok(Some(accumulator.quality(classification)))
+}
+
+/// The training run of a classic model (called by [`crate::train()`]).
+pub(crate) fn train_run(
+    candidate: &Candidate,
+    examples: &Examples,
+    task: &Task,
+    budget: &Budget,
+    validation: Validation,
+    sets: &[(Vec<usize>, Vec<usize>)],
+    started: Instant,
+) -> Result<TrainedRun> {
+    let clock = Clock {
+        started,
+        limit: budget.max_seconds,
+    };
+    let mut learner = learner(candidate.model, examples, task, sets, budget.seed)?;
+    let k_fold = matches!(validation, Validation::KFold { .. });
+    let mut trials = Vec::new();
+    let mut curve = Vec::new();
+    // (mean quality, sample std, setting, the model of the best fold)
+    let mut best: Option<(f64, f64, f64, ClassicModel)> = None;
+    let mut failure = None;
+    for (trial_index, setting) in learner.settings().into_iter().enumerate() {
+        // A later setting starts only with time left; the first always runs.
+        if trial_index > 0 && clock.expired() {
+            break;
+        }
+        let mut qualities = Vec::new();
+        let mut best_fold: Option<(f64, ClassicModel)> = None;
+        for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
+            let fitted = learner
+                .fit(train_rows, setting, &clock)
+                .and_then(|model| Ok((quality(&model, examples, validation_rows)?, model)));
+            let (quality, model) = match fitted {
+                Ok((Some(quality), model)) => (quality, model),
+                Ok((None, _)) => {
+                    failure = Some("the model predicted a value that is not finite".to_owned());
+                    break;
+                }
+                Err(error) => {
+                    failure = Some(error.to_string());
+                    break;
+                }
+            };
+            curve.push(CurvePoint {
+                learning_rate: setting,
+                epoch: 1,
+                train_loss: 0.0,
+                validation_quality: quality,
+                seconds: clock.elapsed(),
+            });
+            trials.push(LearningRateTrial {
+                learning_rate: setting,
+                fold: k_fold.then_some(fold),
+                seed: budget.seed ^ trial_index as u64,
+                epochs: 1,
+                best_quality: Some(quality),
+                best_epoch: Some(1),
+                failure: None,
+            });
+            qualities.push(quality);
+            if best_fold.as_ref().is_none_or(|(best, _)| quality > *best) {
+                best_fold = Some((quality, model));
+            }
+        }
+        if qualities.len() < sets.len() {
+            continue; // a fold failed: this setting has no complete score
+        }
+        let Some((_, model)) = best_fold else {
+            continue;
+        };
+        let mean = qualities.iter().sum::<f64>() / qualities.len() as f64;
+        let std = if qualities.len() < 2 {
+            0.0
+        } else {
+            (qualities.iter().map(|q| (q - mean).powi(2)).sum::<f64>()
+                / (qualities.len() - 1) as f64)
+                .sqrt()
+        };
+        if best
+            .as_ref()
+            .is_none_or(|(best_mean, ..)| mean > *best_mean)
+        {
+            best = Some((mean, std, setting, model));
+        }
+    }
+    let mut quality_std = None;
+    let mut refit = None;
+    let outcome = match best {
+        Some((quality, std, setting, model)) => {
+            let model = if k_fold {
+                quality_std = Some(std);
+                let all_rows: Vec<usize> = (0..examples.len()).collect();
+                // The refit is the served model; should it fail, the best fold's model is served.
+                match learner.fit(
+                    &all_rows,
+                    setting,
+                    &Clock {
+                        limit: f64::INFINITY,
+                        ..clock
+                    },
+                ) {
+                    Ok(refitted) => {
+                        refit = Some(Refit {
+                            learning_rate: setting,
+                            seed: budget.seed,
+                            planned_epochs: 1,
+                            epochs: 1,
+                            fallback: None,
+                        });
+                        refitted
+                    }
+                    Err(error) => {
+                        refit = Some(Refit {
+                            learning_rate: setting,
+                            seed: budget.seed,
+                            planned_epochs: 1,
+                            epochs: 0,
+                            fallback: Some(error.to_string()),
+                        });
+                        model
+                    }
+                }
+            } else {
+                model
+            };
+            RunOutcome::Succeeded {
+                checkpoint: Checkpoint {
+                    meta: CheckpointMeta {
+                        candidate: candidate.id(),
+                        task: task.clone(),
+                        config: budget.model,
+                        learning_rate: setting,
+                        seed: budget.seed,
+                        extra: Some(model.to_extra()?),
+                    },
+                    weights: Vec::new(),
+                },
+                quality,
+            }
+        }
+        None => RunOutcome::Failed {
+            reason: failure.unwrap_or_else(|| format!("no {} was fitted", candidate.model.id())),
+        },
+    };
+    let (n_train, n_validation) = match (k_fold, sets.first()) {
+        (false, Some((train_rows, validation_rows))) => (train_rows.len(), validation_rows.len()),
+        _ => (examples.len(), examples.len()),
+    };
+    Ok(TrainedRun {
+        candidate: candidate.id(),
+        outcome,
+        cost_seconds: started.elapsed().as_secs_f64(),
+        curve,
+        trials,
+        n_train,
+        n_validation,
+        validation,
+        quality_std,
+        refit,
+    })
+}
