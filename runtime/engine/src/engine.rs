@@ -219,7 +219,8 @@ impl Engine {
             });
         }
         store.requeue_interrupted()?;
-        let kernel = Arc::new(kernel_from_history(&store)?);
+        let kernel =
+            Arc::new(kernel_from_history(&store)?.with_kin(easeml_trainer::kin_by_model()));
         let scheduler = Scheduler::new(kernel, config.scheduler.clone());
         Ok(Engine {
             store,
@@ -585,7 +586,9 @@ impl Engine {
 /// (each candidate's best quality), over the candidates that at least two apps have finished, when at
 /// least two apps have two or more of them. Otherwise (a fresh store, or apps whose workloads share no
 /// model) the documented no-history prior: Matern-5/2 with [`KernelHyperparameters::default`] and
-/// variants of one model correlated (`easeml_scheduler::kernel::FAMILY_CORRELATION`).
+/// variants of one model correlated (`easeml_scheduler::kernel::FAMILY_CORRELATION`). Either way
+/// [`Engine::open`] adds the models' kin (`ModelKind::kin`) for the models the history does not
+/// relate.
 fn kernel_from_history(store: &Store) -> Result<KernelModel> {
     let mut rows: Vec<BTreeMap<String, f64>> = Vec::new();
     for app in store.apps()? {

@@ -16,7 +16,11 @@
 //! covariance with another model is `offset_variance` (it shares the user's offset) plus, when the two
 //! are variants of one model (the same id before a `+`, as `resnet18` and `resnet18+norm_k2`),
 //! [`FAMILY_CORRELATION`] x `signal_variance`: a poor ResNet-18 makes its normalized variants less
-//! promising too, so a fresh store explores architectures before it explores their variants. Hyperparameters are fitted by maximising the log marginal likelihood of the
+//! promising too, so a fresh store explores architectures before it explores their variants. Models
+//! of one *kin* (a group the caller names with [`KernelModel::with_kin`], e.g. the recurrent networks
+//! RNN, LSTM, bi-LSTM and GRU) share [`KIN_CORRELATION`] x `signal_variance`: a poor GRU makes the
+//! LSTM less promising but leaves a convolutional network or a random-kernel model untouched, so a
+//! new kind of model is explored early instead of after every sibling of a poor one. Hyperparameters are fitted by maximising the log marginal likelihood of the
 //! history rows (each history user is one draw of the GP over the models), with analytic gradients.
 
 use std::collections::HashMap;
@@ -28,6 +32,10 @@ use crate::error::{Result, SchedulerError};
 /// The prior correlation of the model-specific part between two variants of one model (ids equal up
 /// to the first `+`) when the history does not relate them.
 pub const FAMILY_CORRELATION: f64 = 0.8;
+
+/// The prior correlation of the model-specific part between two different models of one kin (see
+/// [`KernelModel::with_kin`]) when the history does not relate them.
+pub const KIN_CORRELATION: f64 = 0.5;
 
 /// The model an id is a variant of: the id up to its first `+`.
 fn family(model_id: &str) -> &str {
@@ -142,6 +150,8 @@ pub struct KernelModel {
     /// Latent covariance (no noise) between the known models.
     covariance: DMatrix<f64>,
     default_prior_mean: f64,
+    /// The kin of a model (by the id before any `+`), for the no-history prior.
+    kin_by_model: HashMap<String, String>,
 }
 
 /// Squared Euclidean distances between quality vectors, the residual rows, and the prior means.
@@ -472,6 +482,7 @@ impl KernelModel {
             prior_mean_by_model: prepared.prior_mean_by_model,
             covariance,
             default_prior_mean,
+            kin_by_model: HashMap::new(),
         })
     }
 
@@ -484,7 +495,21 @@ impl KernelModel {
             prior_mean_by_model: Vec::new(),
             covariance: DMatrix::zeros(0, 0),
             default_prior_mean: 0.5,
+            kin_by_model: HashMap::new(),
         }
+    }
+
+    /// The same prior with kin groups for the models the history does not relate: `kin` maps a
+    /// model id (the part before any `+`) to its group's name; models of one group are correlated by
+    /// [`KIN_CORRELATION`], models of no group or of different groups only through the user's offset.
+    pub fn with_kin(mut self, kin: impl IntoIterator<Item = (String, String)>) -> Self {
+        self.kin_by_model.extend(kin);
+        self
+    }
+
+    /// The kin group of a model, if it has one.
+    fn kin(&self, model_id: &str) -> Option<&str> {
+        self.kin_by_model.get(family(model_id)).map(String::as_str)
     }
 
     /// The kernel shape.
@@ -528,6 +553,8 @@ impl KernelModel {
             offset_variance + signal_variance
         } else if family(model_a) == family(model_b) {
             offset_variance + FAMILY_CORRELATION * signal_variance
+        } else if self.kin(model_a).is_some() && self.kin(model_a) == self.kin(model_b) {
+            offset_variance + KIN_CORRELATION * signal_variance
         } else {
             offset_variance
         }
@@ -592,6 +619,48 @@ mod tests {
         );
         assert_eq!(covariance[(1, 2)], h.offset_variance);
         // Positive definite: the Cholesky factorization exists.
+        assert!(covariance.cholesky().is_some());
+    }
+
+    #[test]
+    fn models_of_one_kin_are_correlated_less_than_variants_and_the_prior_stays_positive_definite() {
+        let h = KernelHyperparameters::default();
+        let kin = [
+            ("gru", "recurrent"),
+            ("lstm", "recurrent"),
+            ("fcn", "conv1d"),
+        ];
+        let kernel = KernelModel::without_history(KernelKind::Matern52, h)
+            .with_kin(kin.map(|(model, kin)| (model.to_owned(), kin.to_owned())));
+        assert_eq!(
+            kernel.covariance("gru", "lstm"),
+            h.offset_variance + KIN_CORRELATION * h.signal_variance
+        );
+        // Variants inherit their model's kin; variants of one model stay closer than kin.
+        assert_eq!(
+            kernel.covariance("gru+norm_k1", "lstm"),
+            kernel.covariance("gru", "lstm")
+        );
+        assert_eq!(
+            kernel.covariance("gru", "gru+norm_k1"),
+            h.offset_variance + FAMILY_CORRELATION * h.signal_variance
+        );
+        assert_eq!(kernel.covariance("gru", "fcn"), h.offset_variance);
+        assert_eq!(kernel.covariance("gru", "minirocket"), h.offset_variance);
+        assert_eq!(kernel.covariance("knn", "minirocket"), h.offset_variance);
+        let ids: Vec<String> = [
+            "gru",
+            "gru+norm_k1",
+            "lstm",
+            "lstm+norm_k2",
+            "fcn",
+            "fcn+norm_k1",
+            "minirocket",
+        ]
+        .iter()
+        .map(|id| id.to_string())
+        .collect();
+        let (_, covariance) = kernel.prior_over(&ids);
         assert!(covariance.cholesky().is_some());
     }
 

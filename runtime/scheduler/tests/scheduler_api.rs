@@ -424,3 +424,40 @@ fn cost_aware_greedy_prefers_cheaper_improvement() {
     // registered first (a tie would go to it).
     assert_eq!(scheduler.next_decision().unwrap().user_id, "cheap");
 }
+
+/// With no history, a poor result of one recurrent network makes its kin (the other recurrent
+/// networks) less promising than a model of a kind not tried yet, so that kind is explored next.
+#[test]
+fn a_poor_model_sends_the_search_to_a_new_kin_before_its_siblings() {
+    use easeml_scheduler::{CandidateSpec, KernelHyperparameters, KernelKind, KernelModel};
+    let kin = [
+        ("gru", "recurrent"),
+        ("lstm", "recurrent"),
+        ("rnn", "recurrent"),
+        ("fcn", "conv1d"),
+    ];
+    let choose_after_poor_gru = |kernel: KernelModel| {
+        let mut scheduler = easeml_scheduler::Scheduler::new(
+            std::sync::Arc::new(kernel),
+            easeml_scheduler::SchedulerConfig::default(),
+        );
+        // The recurrent networks come first in the list: without kin, ties go to them.
+        let specs = ["gru", "lstm", "rnn", "fcn"]
+            .map(CandidateSpec::new)
+            .to_vec();
+        scheduler.register_user("a", specs, &[]).unwrap();
+        let first = scheduler.next_decision_for_user("a").unwrap().unwrap();
+        assert_eq!(first.model_id, "gru");
+        scheduler.report(&first, 0.3, 1.0).unwrap();
+        scheduler
+            .next_decision_for_user("a")
+            .unwrap()
+            .unwrap()
+            .model_id
+    };
+    let plain =
+        KernelModel::without_history(KernelKind::Matern52, KernelHyperparameters::default());
+    assert_eq!(choose_after_poor_gru(plain.clone()), "lstm");
+    let with_kin = plain.with_kin(kin.map(|(model, kin)| (model.to_owned(), kin.to_owned())));
+    assert_eq!(choose_after_poor_gru(with_kin), "fcn");
+}

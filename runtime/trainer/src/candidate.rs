@@ -124,6 +124,30 @@ impl ModelKind {
             Task::BytesAutoencoder => self == BitAutoencoder,
         }
     }
+
+    /// The model's kin: models of one kin are expected to do alike on a data set (the scheduler's
+    /// no-history prior correlates them, `easeml_scheduler::kernel::KIN_CORRELATION`), so a poor
+    /// result of one sends the search to another kind of model before its siblings.
+    pub fn kin(self) -> &'static str {
+        use ModelKind::*;
+        match self {
+            AlexNet | BnAlexNet | ResNet18 | ResNet50 | GoogLeNet | SqueezeNet | Vgg16 | Nin => {
+                "image_cnn"
+            }
+            Autoencoder | Gan | Pix2Pix | BitAutoencoder => "generator",
+            Rnn | Lstm | BiLstm | Gru | Seq2Seq | TreeRnn | BitRnn => "recurrent",
+            TreeKernelSvm => "kernel_machine",
+            MlpSmall | MlpLarge => "mlp",
+            Logistic | Linear => "linear",
+        }
+    }
+}
+
+/// Every model's kin by id (see [`ModelKind::kin`]), for the scheduler's prior.
+pub fn kin_by_model() -> impl Iterator<Item = (String, String)> {
+    ALL_MODELS
+        .iter()
+        .map(|(kind, id)| ((*id).to_owned(), kind.kin().to_owned()))
 }
 
 /// A candidate: a model and an optional f_k input normalization.

@@ -26,7 +26,7 @@ pub mod synthetic;
 pub mod task;
 pub mod train;
 
-pub use candidate::{ALL_MODELS, Candidate, ModelKind};
+pub use candidate::{ALL_MODELS, Candidate, ModelKind, kin_by_model};
 pub use checkpoint::Checkpoint;
 pub use cost::{CostEstimate, estimate_cost};
 pub use data::{Examples, Inputs, Targets, Tree};
