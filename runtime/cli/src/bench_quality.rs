@@ -83,7 +83,11 @@ impl Peer {
 
 fn parse_peers(names: &[String]) -> anyhow::Result<Vec<Peer>> {
     let mut peers = Vec::new();
-    for name in names.iter().map(|name| name.trim()).filter(|n| !n.is_empty()) {
+    for name in names
+        .iter()
+        .map(|name| name.trim())
+        .filter(|n| !n.is_empty())
+    {
         let Some(peer) = Peer::ALL.into_iter().find(|peer| peer.name() == name) else {
             bail!(
                 "unknown peer `{name}` (known: {})",
@@ -305,8 +309,13 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
                         &train_y,
                         &test_x,
                     );
-                    let answer =
-                        flaml::run(python, &args.out.join("flaml"), &task.app, &input, truth.len())?;
+                    let answer = flaml::run(
+                        python,
+                        &args.out.join("flaml"),
+                        &task.app,
+                        &input,
+                        truth.len(),
+                    )?;
                     outcome.flaml_model = Some(answer.best_estimator);
                     answer.predictions
                 }
@@ -314,7 +323,12 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
             let value = score(&predictions, &truth).with_context(|| {
                 format!("{}: the {} answers cannot be scored", task.app, peer.name())
             })?;
-            say(format!("{}: {} {}", task.app, peer.name(), format_score(Some(value))));
+            say(format!(
+                "{}: {} {}",
+                task.app,
+                peer.name(),
+                format_score(Some(value))
+            ));
             outcome.peers.insert(peer.name(), value);
         }
     }
@@ -342,7 +356,11 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
             .zip(&outcomes)
             .map(|(task, outcome)| {
                 let mut values = vec![outcome.easeml];
-                values.extend(peers.iter().map(|peer| outcome.peers.get(peer.name()).copied()));
+                values.extend(
+                    peers
+                        .iter()
+                        .map(|peer| outcome.peers.get(peer.name()).copied()),
+                );
                 (task.app.clone(), values)
             })
             .collect(),
@@ -477,10 +495,7 @@ mod tests {
         );
         assert!(parse_peers(&[String::new()]).unwrap().is_empty());
         let error = parse_peers(&["knn1".into(), "svm".into()]).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "unknown peer `svm` (known: knn1, flaml)"
-        );
+        assert_eq!(error.to_string(), "unknown peer `svm` (known: knn1, flaml)");
     }
 
     #[test]

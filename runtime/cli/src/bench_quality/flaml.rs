@@ -210,14 +210,17 @@ mod tests {
             ]
         );
         assert_eq!(answer.best_estimator, "lgbm");
-        let values =
-            parse_predictions(r#"{"predictions": [[1.5], [2]]}"#, false, 2).unwrap();
+        let values = parse_predictions(r#"{"predictions": [[1.5], [2]]}"#, false, 2).unwrap();
         assert_eq!(
             values.predictions,
             vec![Target::Values(vec![1.5]), Target::Values(vec![2.0])]
         );
         let short = parse_predictions(r#"{"predictions": ["a"]}"#, true, 2).unwrap_err();
-        assert!(short.to_string().contains("1 predictions for 2 test examples"));
+        assert!(
+            short
+                .to_string()
+                .contains("1 predictions for 2 test examples")
+        );
         let bad = parse_predictions(r#"{"predictions": [["x"]]}"#, false, 1).unwrap_err();
         assert!(bad.to_string().contains("prediction 1"), "{bad}");
         assert!(parse_predictions("not json", true, 1).is_err());

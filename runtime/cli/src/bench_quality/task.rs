@@ -66,7 +66,9 @@ impl TaskFiles {
             if path.is_file() {
                 Ok(path)
             } else {
-                bail!("task `{shown}`: no {name} ({what}, one example per line in the feed's line formats)")
+                bail!(
+                    "task `{shown}`: no {name} ({what}, one example per line in the feed's line formats)"
+                )
             }
         };
         Ok(TaskFiles {
@@ -87,8 +89,10 @@ impl TaskFiles {
 }
 
 fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map_or_else(|| path.display().to_string(), |name| name.to_string_lossy().into_owned())
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    )
 }
 
 /// The `easemlc` binary: `$EASEML_EASEMLC`, else beside the running `easeml`, else on `PATH`.
