@@ -18,9 +18,9 @@ fn repository_root() -> PathBuf {
 }
 
 /// The peer Python: `$EASEML_PEER_PYTHON`, else `bench/peers/.venv/bin/python`; when neither is
-/// there, an error that says how to make the venv (`needs`: what the peer needs, `requirements`: its
-/// requirements file under `bench/peers/`).
-pub fn peer_python(needs: &str, requirements: &str) -> anyhow::Result<PathBuf> {
+/// there, an error that says how to make the venv (`peer`: who needs it, `needs`: what it needs,
+/// `requirements`: its requirements file under `bench/peers/`).
+pub fn peer_python(peer: &str, needs: &str, requirements: &str) -> anyhow::Result<PathBuf> {
     if let Some(python) = std::env::var_os(PEER_PYTHON_ENV) {
         let python = PathBuf::from(python);
         if python.components().count() > 1 && !python.exists() {
@@ -37,10 +37,13 @@ pub fn peer_python(needs: &str, requirements: &str) -> anyhow::Result<PathBuf> {
         return Ok(venv);
     }
     bail!(
-        "the peer needs a Python with {needs}: run\n  \
+        "{peer} needs a Python with {needs}: run\n  \
          python3 -m venv bench/peers/.venv && bench/peers/.venv/bin/pip install -r bench/peers/{requirements}\n\
          (in the repository, {}) or set {PEER_PYTHON_ENV}=/path/to/python",
-        repository_root().display()
+        repository_root()
+            .canonicalize()
+            .unwrap_or_else(|_| repository_root())
+            .display()
     )
 }
 
@@ -56,6 +59,7 @@ pub fn run_peers(
     out: &Path,
 ) -> anyhow::Result<()> {
     let python = peer_python(
+        "the Optuna peer harness",
         "optuna (and torch + scipy for its GP sampler)",
         "requirements.txt",
     )?;

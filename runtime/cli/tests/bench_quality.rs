@@ -545,6 +545,39 @@ fn bad_options_are_clear_errors() {
         "{log}"
     );
 
+    // A peer Python without FLAML: says how to install it.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let python = dir.join("python-without-flaml");
+        std::fs::write(
+            &python,
+            "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'flaml'\" >&2\nexit 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_easeml"))
+            .args([
+                "bench", "quality", "--task", task, "--budget", "1s", "--out",
+            ])
+            .arg(&out)
+            .env("EASEML_EASEMLC", easemlc())
+            .env("EASEML_PEER_PYTHON", &python)
+            .output()
+            .unwrap();
+        let log = stderr(&output);
+        assert!(
+            !output.status.success() && !log.contains("panicked"),
+            "{log}"
+        );
+        assert!(
+            log.contains("cannot import FLAML (ModuleNotFoundError: No module named 'flaml')")
+                && log.contains("-m pip install -r")
+                && log.contains("requirements-flaml.txt"),
+            "{log}"
+        );
+    }
+
     // The same app in two task folders.
     let log = fails(
         &[
@@ -597,5 +630,76 @@ fn flaml_answers_the_test_set_where_its_venv_is_there() {
     assert!((0.0..=1.0).contains(&flaml), "{entry}");
     assert!(entry["flaml_model"].as_str().is_some_and(|m| !m.is_empty()));
     assert!(entry.get("knn1").is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A regression app (`Output = [1]`) is scored by R^2, easeml's answers and knn1's alike.
+#[test]
+fn a_regression_task_is_scored_by_r2() {
+    let dir = scratch_dir("regression");
+    let mut rng = Lcg(3);
+    let mut rows = |n: usize| {
+        let mut lines = Vec::new();
+        let mut xs = Vec::new();
+        let mut ys = Vec::new();
+        for _ in 0..n {
+            let x: Vec<f64> = (0..3)
+                .map(|_| ((rng.next() * 2.0 - 1.0) * 1000.0).round() / 1000.0)
+                .collect();
+            let y = ((2.0 * x[0] - x[1] + 0.5 * x[2] + 0.2 * (rng.next() - 0.5)) * 1000.0).round()
+                / 1000.0;
+            lines.push(format!("[{}, {}, {}] {y}", x[0], x[1], x[2]));
+            xs.push(x);
+            ys.push(y);
+        }
+        (lines, xs, ys)
+    };
+    let (train, train_x, train_y) = rows(40);
+    let (test, test_x, test_y) = rows(15);
+    let task = write_task(&dir, "linear", "Input = [3]\nOutput = [1]\n", &train, &test);
+    let out = dir.join("out");
+    let output = bench(
+        &[
+            "--task",
+            task.to_str().unwrap(),
+            "--budget",
+            "3s",
+            "--peers",
+            "knn1",
+        ],
+        &out,
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let entry = &summary["tasks"]["linear"];
+    assert_eq!(entry["metric"], "r2");
+    let easeml = entry["easeml"].as_f64().expect("easeml's R^2");
+    assert!(easeml.is_finite() && easeml <= 1.0, "{entry}");
+    let predicted: Vec<f64> = test_x
+        .iter()
+        .map(|query| {
+            let mut best = (0, f64::INFINITY);
+            for (index, row) in train_x.iter().enumerate() {
+                let distance: f64 = row.iter().zip(query).map(|(a, b)| (a - b).powi(2)).sum();
+                if distance < best.1 {
+                    best = (index, distance);
+                }
+            }
+            train_y[best.0]
+        })
+        .collect();
+    let mean = test_y.iter().sum::<f64>() / test_y.len() as f64;
+    let ss_tot: f64 = test_y.iter().map(|y| (y - mean).powi(2)).sum();
+    let ss_res: f64 = test_y
+        .iter()
+        .zip(&predicted)
+        .map(|(y, p)| (y - p).powi(2))
+        .sum();
+    let knn1 = entry["knn1"].as_f64().unwrap();
+    assert!(
+        (knn1 - (1.0 - ss_res / ss_tot)).abs() < 1e-5,
+        "{knn1} {entry}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

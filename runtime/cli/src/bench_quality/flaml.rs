@@ -19,7 +19,11 @@ pub const SCRIPT: &str = "bench/peers/flaml_peer.py";
 /// The peer Python, checked to import FLAML (before any training, so that a missing venv costs
 /// nothing).
 pub fn check_python() -> anyhow::Result<PathBuf> {
-    let python = peer_python("FLAML (flaml[automl])", "requirements-flaml.txt")?;
+    let python = peer_python(
+        "the FLAML peer",
+        "FLAML (flaml[automl])",
+        "requirements-flaml.txt",
+    )?;
     let output = Command::new(&python)
         .args(["-c", "import flaml, numpy"])
         .output()
