@@ -123,6 +123,8 @@ struct Outcome {
     easeml_model: Option<String>,
     easeml_note: Option<String>,
     peers: BTreeMap<&'static str, f64>,
+    /// Why a peer has no score for this task.
+    peer_errors: BTreeMap<&'static str, String>,
     flaml_model: Option<String>,
 }
 
@@ -309,15 +311,26 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
                         &train_y,
                         &test_x,
                     );
-                    let answer = flaml::run(
+                    // A failure on one task (FLAML's own error) is reported and recorded; the
+                    // other tasks' results are not thrown away.
+                    match flaml::run(
                         python,
                         &args.out.join("flaml"),
                         &task.app,
                         &input,
                         truth.len(),
-                    )?;
-                    outcome.flaml_model = Some(answer.best_estimator);
-                    answer.predictions
+                    ) {
+                        Ok(answer) => {
+                            outcome.flaml_model = Some(answer.best_estimator);
+                            answer.predictions
+                        }
+                        Err(error) => {
+                            let message = crate::error_chain(&error);
+                            eprintln!("warning: {message}");
+                            outcome.peer_errors.insert(peer.name(), message);
+                            continue;
+                        }
+                    }
                 }
             };
             let value = score(&predictions, &truth).with_context(|| {
@@ -414,6 +427,10 @@ fn summary_json(
         }
         for (name, value) in &outcome.peers {
             entry[*name] = json!(value);
+        }
+        for (name, error) in &outcome.peer_errors {
+            entry[*name] = Value::Null;
+            entry[format!("{name}_error")] = json!(error);
         }
         if let Some(model) = &outcome.flaml_model {
             entry["flaml_model"] = json!(model);

@@ -703,3 +703,47 @@ fn a_regression_task_is_scored_by_r2() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// FLAML failing on a task (here a stand-in interpreter that imports but cannot run the script) is
+/// reported and recorded in the summary; the other methods' results are kept.
+#[cfg(unix)]
+#[test]
+fn a_failing_flaml_run_is_recorded_not_fatal() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("flaml-fails");
+    let mut rng = Lcg(5);
+    let (train, _, _) = blobs(&mut rng, 20);
+    let (test, _, _) = blobs(&mut rng, 6);
+    let task = write_task(&dir, "blobs", BLOBS_EML, &train, &test);
+    let python = dir.join("python-that-fails");
+    std::fs::write(
+        &python,
+        "#!/bin/sh\n[ \"$1\" = -c ] && exit 0\necho 'FLAML blew up' >&2\nexit 2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.join("out");
+    let output = Command::new(env!("CARGO_BIN_EXE_easeml"))
+        .args(["bench", "quality", "--task"])
+        .arg(&task)
+        .args(["--budget", "1s", "--peers", "knn1,flaml", "--out"])
+        .arg(&out)
+        .env("EASEML_EASEMLC", easemlc())
+        .env("EASEML_DEVICE", "cpu")
+        .env("EASEML_PEER_PYTHON", &python)
+        .output()
+        .unwrap();
+    let log = stderr(&output);
+    assert!(output.status.success(), "{log}");
+    assert!(log.contains("warning: blobs: the FLAML peer"), "{log}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let entry = &summary["tasks"]["blobs"];
+    assert!(entry["flaml"].is_null(), "{entry}");
+    assert!(
+        entry["flaml_error"].as_str().unwrap().contains("failed"),
+        "{entry}"
+    );
+    assert!(entry["knn1"].is_number(), "{entry}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,6 +16,9 @@ use crate::peers::{peer_python, repository_file};
 /// The peer script, in the repository.
 pub const SCRIPT: &str = "bench/peers/flaml_peer.py";
 
+/// The first words of every error that stops the command for want of FLAML.
+const LEAVE_OUT: &str = "the FLAML peer cannot run (leave it out with --peers knn1)";
+
 /// The peer Python, checked to import FLAML (before any training, so that a missing venv costs
 /// nothing).
 pub fn check_python() -> anyhow::Result<PathBuf> {
@@ -23,7 +26,8 @@ pub fn check_python() -> anyhow::Result<PathBuf> {
         "the FLAML peer",
         "FLAML (flaml[automl])",
         "requirements-flaml.txt",
-    )?;
+    )
+    .map_err(|error| error.context(LEAVE_OUT))?;
     let output = Command::new(&python)
         .args(["-c", "import flaml, numpy"])
         .output()
@@ -37,7 +41,7 @@ pub fn check_python() -> anyhow::Result<PathBuf> {
         })?;
     if !output.status.success() {
         bail!(
-            "the peer Python `{}` cannot import FLAML ({}): install it with\n  {} -m pip install -r {}",
+            "{LEAVE_OUT}: the peer Python `{}` cannot import FLAML ({}): install it with\n  {} -m pip install -r {}",
             python.display(),
             String::from_utf8_lossy(&output.stderr)
                 .lines()
