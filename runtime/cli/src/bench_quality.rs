@@ -255,11 +255,16 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
             Err(easeml_runtime::Error::NoModel { .. }) => {
                 outcome.easeml_note = Some("no model finished within the budget".to_owned());
             }
+            // Any other failure (e.g. a checkpoint that cannot be loaded) is this app's result,
+            // not the end of the command: the other apps' results are kept.
             Err(error) => {
-                return Err(anyhow::Error::new(error).context(format!(
-                    "task `{}`: answering test.txt",
-                    task.files.dir.display()
-                )));
+                let message = format!(
+                    "task `{}`: answering test.txt: {}",
+                    task.files.dir.display(),
+                    crate::error_chain(&anyhow::Error::new(error))
+                );
+                eprintln!("warning: {message}");
+                outcome.easeml_note = Some(message);
             }
         }
         say(format!(
@@ -469,11 +474,11 @@ fn table_markdown(tasks: &[Task], outcomes: &[Outcome], peers: &[Peer], budget: 
             task.train.len().to_string(),
             task.test.len().to_string(),
             format_score(outcome.easeml),
+            // Why there is no model is in summary.json (`easeml_note`), too long for a cell.
             outcome
                 .easeml_model
                 .clone()
-                .or_else(|| outcome.easeml_note.clone())
-                .unwrap_or_default(),
+                .unwrap_or_else(|| "none (see easeml_note)".to_owned()),
         ];
         row.extend(
             peers
