@@ -1,8 +1,10 @@
 //! `easeml`, the runtime binary: `easeml serve` (the HTTP server and refine pages), `easeml apps`
 //! (the apps of a local store), `easeml train` (the multi-tenant loop over a local store) and
-//! `easeml bench scheduler` (the ease.ml replay benchmark), `easeml bench tuner` (TrimTuner's replay).
+//! `easeml bench scheduler` (the ease.ml replay benchmark), `easeml bench tuner` (TrimTuner's replay),
+//! `easeml bench quality` (test accuracy on task folders against knn1 and FLAML).
 
 mod apps;
+mod bench_quality;
 mod bench_scheduler;
 mod bench_trainer;
 mod bench_tuner;
@@ -49,6 +51,10 @@ enum BenchCommand {
     /// sub-sampling): prints Table II and the cost to 90/95/98% of the feasible optimum per policy,
     /// writes summary.json, curves.csv and accuracy_c.svg / accuracy_c.png to --out.
     Tuner(bench_tuner::TunerBenchArgs),
+    /// easeml's test accuracy on task folders (a `.eml`, train.txt, test.txt each) against peers
+    /// (knn1, FLAML) on the same splits, within one budget: writes summary.json, summary.md and
+    /// scores.svg / scores.png to --out.
+    Quality(bench_quality::QualityBenchArgs),
 }
 
 /// Runs the command; an error is printed as `error: what: why` (its chain of causes, never a
@@ -68,6 +74,9 @@ fn main() -> std::process::ExitCode {
         Command::Bench {
             bench: BenchCommand::Tuner(args),
         } => bench_tuner::run(&args),
+        Command::Bench {
+            bench: BenchCommand::Quality(args),
+        } => bench_quality::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -17,19 +17,39 @@ fn repository_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn peer_python() -> anyhow::Result<PathBuf> {
+/// The peer Python: `$EASEML_PEER_PYTHON`, else `bench/peers/.venv/bin/python`; when neither is
+/// there, an error that says how to make the venv (`peer`: who needs it, `needs`: what it needs,
+/// `requirements`: its requirements file under `bench/peers/`).
+pub fn peer_python(peer: &str, needs: &str, requirements: &str) -> anyhow::Result<PathBuf> {
     if let Some(python) = std::env::var_os(PEER_PYTHON_ENV) {
-        return Ok(PathBuf::from(python));
+        let python = PathBuf::from(python);
+        if python.components().count() > 1 && !python.exists() {
+            bail!(
+                "{PEER_PYTHON_ENV}=`{}` does not exist; unset it to use bench/peers/.venv, or point \
+                 it at a Python with {needs}",
+                python.display()
+            );
+        }
+        return Ok(python);
     }
     let venv = repository_root().join("bench/peers/.venv/bin/python");
     if venv.is_file() {
         return Ok(venv);
     }
     bail!(
-        "the Optuna peers need a Python with optuna (and torch + scipy for its GP sampler): run\n  \
-         python3 -m venv bench/peers/.venv && bench/peers/.venv/bin/pip install -r bench/peers/requirements.txt\n\
-         or set {PEER_PYTHON_ENV}=/path/to/python"
+        "{peer} needs a Python with {needs}: run\n  \
+         python3 -m venv bench/peers/.venv && bench/peers/.venv/bin/pip install -r bench/peers/{requirements}\n\
+         (in the repository, {}) or set {PEER_PYTHON_ENV}=/path/to/python",
+        repository_root()
+            .canonicalize()
+            .unwrap_or_else(|_| repository_root())
+            .display()
     )
+}
+
+/// The repository file `relative` (the peer scripts live in `bench/peers/`).
+pub fn repository_file(relative: &str) -> PathBuf {
+    repository_root().join(relative)
 }
 
 /// Runs the requested peers and adds their curves to `outcome`.
@@ -38,7 +58,11 @@ pub fn run_peers(
     peers: &[PolicyName],
     out: &Path,
 ) -> anyhow::Result<()> {
-    let python = peer_python()?;
+    let python = peer_python(
+        "the Optuna peer harness",
+        "optuna (and torch + scipy for its GP sampler)",
+        "requirements.txt",
+    )?;
     let script = repository_root().join("bench/peers/optuna_peer.py");
     let samplers: Vec<&str> = peers
         .iter()

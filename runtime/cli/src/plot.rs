@@ -443,3 +443,111 @@ pub fn write_accuracy_plots(
     .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
     Ok(notes)
 }
+
+/// A grouped bar plot: one group per subject (a task), one bar per series (a method) in each.
+pub struct BarPlot {
+    /// The title.
+    pub title: String,
+    /// The y-axis text.
+    pub y_label: String,
+    /// The series (legend entries), in bar order.
+    pub series: Vec<String>,
+    /// The groups: a name and one value per series (`None`: no bar).
+    pub groups: Vec<(String, Vec<Option<f64>>)>,
+}
+
+fn draw_bars<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    plot: &BarPlot,
+    with_text: bool,
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let groups = plot.groups.len().max(1);
+    let values = plot.groups.iter().flat_map(|(_, v)| v.iter().flatten());
+    let y_min = values.clone().copied().fold(0.0, f64::min).max(-1.0);
+    let y_max = values.copied().fold(1.0, f64::max) * 1.3;
+    let mut builder = ChartBuilder::on(&root);
+    builder.margin(15);
+    if with_text {
+        builder
+            .caption(plot.title.as_str(), ("sans-serif", 18))
+            .x_label_area_size(40)
+            .y_label_area_size(55);
+    }
+    // Group i is centred on x = i, so the mesh's integer key points label the groups.
+    let mut chart = builder
+        .build_cartesian_2d(-0.5..groups as f64 - 0.5, y_min..y_max)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let names: Vec<String> = plot.groups.iter().map(|(name, _)| name.clone()).collect();
+    let label = |x: &f64| {
+        let index = x.round();
+        if (x - index).abs() < 1e-6 && index >= 0.0 {
+            names.get(index as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let mut mesh = chart.configure_mesh();
+    mesh.disable_x_mesh();
+    if with_text {
+        mesh.x_labels(groups + 1)
+            .x_label_formatter(&label)
+            .y_desc(plot.y_label.as_str());
+    } else {
+        mesh.disable_y_mesh();
+    }
+    mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let width = 0.8 / plot.series.len().max(1) as f64;
+    for (index, name) in plot.series.iter().enumerate() {
+        let color = COLORS[index % COLORS.len()].to_rgba();
+        let bars = plot
+            .groups
+            .iter()
+            .enumerate()
+            .filter_map(|(group, (_, values))| {
+                let value = values.get(index).copied().flatten()?;
+                let left = group as f64 - 0.4 + index as f64 * width;
+                Some(Rectangle::new(
+                    [(left, 0.0), (left + width * 0.92, value)],
+                    color.filled(),
+                ))
+            });
+        let drawn = chart
+            .draw_series(bars)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if with_text {
+            drawn.label(name.as_str()).legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
+            });
+        }
+    }
+    if with_text {
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    }
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Writes `STEM.svg` and `STEM.png` (a grouped bar plot) into `out`; returns notes for the user.
+pub fn write_bar_plots(plot: &BarPlot, out: &Path, stem: &str) -> anyhow::Result<Vec<String>> {
+    let (with_text, notes) = text_support();
+    let width = (200 + 110 * plot.groups.len() as u32).clamp(600, 1600);
+    let svg_path = out.join(format!("{stem}.svg"));
+    draw_bars(
+        SVGBackend::new(&svg_path, (width, 500)).into_drawing_area(),
+        plot,
+        with_text,
+    )
+    .with_context(|| format!("cannot draw `{}`", svg_path.display()))?;
+    let png_path = out.join(format!("{stem}.png"));
+    draw_bars(
+        BitMapBackend::new(&png_path, (width, 500)).into_drawing_area(),
+        plot,
+        with_text,
+    )
+    .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
+    Ok(notes)
+}
