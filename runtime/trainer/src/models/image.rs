@@ -10,8 +10,8 @@
 use tch::{Tensor, nn, nn::Module};
 
 use super::{
-    BatchInput, Conv, Linear, ModelConfig, Network, avg_pool, conv, conv_with, dense, linear,
-    max_pool, to_nchw,
+    BatchInput, Conv, Linear, ModelConfig, Network, WarmBatchNorm2d, avg_pool, conv, conv_with,
+    dense, linear, max_pool, to_nchw,
 };
 use crate::candidate::ModelKind;
 
@@ -579,23 +579,31 @@ impl Network for Nin {
 /// A small CNN (not from the paper; a cheap, strong first candidate for small images such as
 /// digits): three blocks of a 3x3 convolution, batch norm and ReLU (64, 128, 256 filters before
 /// the width multiplier, so 16, 32, 64 on the CPU), 2x2 max pooling after the first two, global
-/// average pooling, a dense layer to the logits.
+/// average pooling, a dense layer to the logits. Its batch norms use the warm-up momentum of
+/// [`WarmBatchNorm2d`], so that runs of a few dozen steps (small data) infer with the statistics
+/// they trained with.
 #[derive(Debug)]
 struct SmallCnn {
-    blocks: [ConvBnRelu; 3],
+    blocks: Vec<(Conv, WarmBatchNorm2d)>,
     fc: Linear,
 }
 
 impl SmallCnn {
     fn new(path: &nn::Path<'_>, channels: i64, n_classes: i64, config: &ModelConfig) -> Self {
-        let [a, b, c] = [64, 128, 256].map(|width| config.scale(width));
+        let mut input = channels;
+        let mut blocks = Vec::new();
+        for (index, width) in [64, 128, 256].into_iter().enumerate() {
+            let output = config.scale(width);
+            let block = path / format!("block{index}");
+            blocks.push((
+                conv_with(&block / "conv", input, output, 3, 1, 1, false),
+                WarmBatchNorm2d::new(&block / "bn", output),
+            ));
+            input = output;
+        }
         Self {
-            blocks: [
-                ConvBnRelu::new(path / "block0", channels, a, 3, 1, true),
-                ConvBnRelu::new(path / "block1", a, b, 3, 1, true),
-                ConvBnRelu::new(path / "block2", b, c, 3, 1, true),
-            ],
-            fc: linear(path / "fc", c, n_classes),
+            blocks,
+            fc: linear(path / "fc", input, n_classes),
         }
     }
 }
@@ -603,8 +611,8 @@ impl SmallCnn {
 impl Network for SmallCnn {
     fn forward(&self, input: &BatchInput, train: bool) -> Tensor {
         let mut xs = to_nchw(dense(input));
-        for (index, block) in self.blocks.iter().enumerate() {
-            xs = block.forward(&xs, train);
+        for (index, (conv, batch_norm)) in self.blocks.iter().enumerate() {
+            xs = batch_norm.forward_t(&conv.forward(&xs), train).relu();
             if index < 2 {
                 xs = max_pool(&xs, 2, 2);
             }

@@ -326,6 +326,56 @@ pub(crate) fn conv1d(
     }
 }
 
+/// The momentum of the running batch-norm estimates at the `batches`-th training batch: the plain
+/// average of the first ten batches' statistics, then an exponential average with momentum 0.1.
+/// Small data sets train for only a few dozen steps, after which momentum 0.1 from the initial
+/// (0, 1) would leave the inference statistics far from the training ones.
+pub(crate) fn warm_momentum(batches: u64) -> f64 {
+    (1.0 / batches.max(1) as f64).max(0.1)
+}
+
+/// 2-D batch normalization whose running estimates follow [`warm_momentum`] (PyTorch's
+/// `BatchNorm2d` otherwise: weights 1, biases 0, eps 1e-5; `nn::BatchNorm`'s variable names).
+#[derive(Debug)]
+pub(crate) struct WarmBatchNorm2d {
+    bn: nn::BatchNorm,
+    /// Training batches seen (not checkpointed: only training updates the estimates).
+    batches: Cell<u64>,
+}
+
+impl WarmBatchNorm2d {
+    pub(crate) fn new(path: nn::Path<'_>, channels: i64) -> Self {
+        let config = nn::BatchNormConfig {
+            ws_init: nn::Init::Const(1.0),
+            ..Default::default()
+        };
+        Self {
+            bn: nn::batch_norm2d(path, channels, config),
+            batches: Cell::new(0),
+        }
+    }
+
+    pub(crate) fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let momentum = if train {
+            let batches = self.batches.get() + 1;
+            self.batches.set(batches);
+            warm_momentum(batches)
+        } else {
+            0.0
+        };
+        xs.batch_norm(
+            self.bn.ws.as_ref(),
+            self.bn.bs.as_ref(),
+            Some(&self.bn.running_mean),
+            Some(&self.bn.running_var),
+            train,
+            momentum,
+            1e-5,
+            true,
+        )
+    }
+}
+
 /// A dense layer that reports its FLOPs.
 #[derive(Debug)]
 pub(crate) struct Linear {

@@ -15,7 +15,7 @@
 
 use tch::{Kind, Tensor, nn, nn::Module};
 
-use super::{BatchInput, Conv1d, Linear, ModelConfig, Network, conv1d, linear};
+use super::{BatchInput, Conv1d, Linear, ModelConfig, Network, conv1d, linear, warm_momentum};
 use crate::candidate::ModelKind;
 
 /// Builds the `fcn`, `resnet1d` or `inception_time` classifier for steps of `step` values.
@@ -91,18 +91,20 @@ impl Masked {
 }
 
 /// Batch normalization over channels of `[B, C, T]` whose statistics are taken over real steps only
-/// (PyTorch's `BatchNorm1d` otherwise: momentum 0.1, eps 1e-5, the unbiased variance in the running
-/// estimate; its variables have `nn::BatchNorm`'s names).
+/// (PyTorch's `BatchNorm1d` otherwise: eps 1e-5, the unbiased variance in the running estimate; its
+/// variables have `nn::BatchNorm`'s names). The running estimates follow [`warm_momentum`] (the
+/// plain average of the first ten batches, then momentum 0.1).
 #[derive(Debug)]
 struct MaskedBatchNorm {
     weight: Tensor,
     bias: Tensor,
     running_mean: Tensor,
     running_var: Tensor,
+    /// Training batches seen (not checkpointed: only training updates the estimates).
+    batches: std::cell::Cell<u64>,
 }
 
 impl MaskedBatchNorm {
-    const MOMENTUM: f64 = 0.1;
     const EPS: f64 = 1e-5;
 
     fn new(path: nn::Path<'_>, channels: i64) -> Self {
@@ -111,6 +113,7 @@ impl MaskedBatchNorm {
             bias: path.var("bias", &[channels], nn::Init::Const(0.0)),
             running_mean: path.zeros_no_train("running_mean", &[channels]),
             running_var: path.ones_no_train("running_var", &[channels]),
+            batches: std::cell::Cell::new(0),
         }
     }
 
@@ -124,14 +127,17 @@ impl MaskedBatchNorm {
                 .square()
                 .sum_dim_intlist([0, 2].as_slice(), false, kind)
                 / count;
+            let batches = self.batches.get() + 1;
+            self.batches.set(batches);
+            let momentum = warm_momentum(batches);
             tch::no_grad(|| {
                 let unbiased = &var * (count / (count - 1.0).max(1.0));
                 let mut running_mean = self.running_mean.shallow_clone();
                 let mut running_var = self.running_var.shallow_clone();
-                let new_mean = &running_mean * (1.0 - Self::MOMENTUM)
-                    + mean.detach().to_kind(running_mean.kind()) * Self::MOMENTUM;
-                let new_var = &running_var * (1.0 - Self::MOMENTUM)
-                    + unbiased.detach().to_kind(running_var.kind()) * Self::MOMENTUM;
+                let new_mean = &running_mean * (1.0 - momentum)
+                    + mean.detach().to_kind(running_mean.kind()) * momentum;
+                let new_var = &running_var * (1.0 - momentum)
+                    + unbiased.detach().to_kind(running_var.kind()) * momentum;
                 running_mean.copy_(&new_mean);
                 running_var.copy_(&new_var);
             });
@@ -414,5 +420,49 @@ impl Network for InceptionTime {
             }
         }
         masked.average(&xs).apply(&self.head)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_norm_statistics_are_over_real_steps_and_warm_up() {
+        let store = nn::VarStore::new(tch::Device::Cpu);
+        let bn = MaskedBatchNorm::new(store.root() / "bn", 2);
+        // Two sequences of lengths 3 and 1, padded to 3 steps; the padding holds garbage that the
+        // statistics must not see (layers zero it, but the statistics must not depend on that).
+        let values = Tensor::from_slice(&[
+            1.0f32, 10.0, 2.0, 20.0, 3.0, 30.0, // sequence 0: steps of 2 values
+            5.0, 50.0, 99.0, 99.0, 99.0, 99.0, // sequence 1: one real step
+        ])
+        .view([2, 3, 2]);
+        let (xs, masked) = Masked::new(&values, &[3, 1]);
+        let ys = bn.forward(&xs, &masked, true);
+        // Real steps of channel 0: 1, 2, 3, 5 (mean 2.75); of channel 1: 10, 20, 30, 50 (27.5).
+        let mean = Vec::<f32>::try_from(&bn.running_mean).unwrap();
+        assert!(
+            (mean[0] - 2.75).abs() < 1e-5 && (mean[1] - 27.5).abs() < 1e-4,
+            "{mean:?}"
+        );
+        // The first batch sets the estimates (no pull towards the initial 0 and 1).
+        let var = Vec::<f32>::try_from(&bn.running_var).unwrap();
+        let unbiased = [1.0f32, 2.0, 3.0, 5.0]
+            .iter()
+            .map(|x| (x - 2.75).powi(2))
+            .sum::<f32>()
+            / 3.0;
+        assert!((var[0] - unbiased).abs() < 1e-4, "{var:?} vs {unbiased}");
+        // Normalized real steps have mean 0 per channel.
+        let real = (&ys * &masked.mask).sum_dim_intlist([0, 2].as_slice(), false, Kind::Float);
+        assert!(real.abs().max().double_value(&[]) < 1e-4);
+        // Inference with the estimates of that one batch gives the training output on real steps,
+        // but for the running variance being the unbiased one (4 real steps: 4/3 the biased one).
+        let inferred = bn.forward(&xs, &masked, false);
+        let difference = ((&inferred - &ys * 0.75f64.sqrt()) * &masked.mask)
+            .abs()
+            .max();
+        assert!(difference.double_value(&[]) < 1e-2, "{difference:?}");
     }
 }
