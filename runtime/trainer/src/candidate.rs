@@ -26,8 +26,8 @@ pub enum ModelKind {
     Vgg16,
     /// Network in Network (mlpconv blocks, global average pooling).
     Nin,
-    /// A small batch-normalized CNN (three conv + BN + ReLU blocks, global average pooling; not
-    /// from the paper).
+    /// A small batch-normalized CNN (three conv + BN + ReLU blocks, pooled to 2x2, a dense layer;
+    /// not from the paper).
     SmallCnn,
     /// Convolutional auto-encoder (image recovery).
     Autoencoder,

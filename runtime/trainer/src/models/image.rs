@@ -577,9 +577,10 @@ impl Network for Nin {
 }
 
 /// A small CNN (not from the paper; a cheap, strong first candidate for small images such as
-/// digits): three blocks of a 3x3 convolution, batch norm and ReLU (64, 128, 256 filters before
-/// the width multiplier, so 16, 32, 64 on the CPU), 2x2 max pooling after the first two, global
-/// average pooling, a dense layer to the logits. Its batch norms use the warm-up momentum of
+/// digits): three blocks of a 3x3 convolution, batch norm and ReLU (128, 256, 512 filters before
+/// the width multiplier, so 32, 64, 128 on the CPU), 2x2 max pooling after the first two, average
+/// pooling to a 2x2 map (global pooling would lose where strokes are: on 8x8 digits it cost about a
+/// point of accuracy), a dense layer to the logits. Its batch norms use the warm-up momentum of
 /// [`WarmBatchNorm2d`], so that runs of a few dozen steps (small data) infer with the statistics
 /// they trained with.
 #[derive(Debug)]
@@ -592,7 +593,7 @@ impl SmallCnn {
     fn new(path: &nn::Path<'_>, channels: i64, n_classes: i64, config: &ModelConfig) -> Self {
         let mut input = channels;
         let mut blocks = Vec::new();
-        for (index, width) in [64, 128, 256].into_iter().enumerate() {
+        for (index, width) in [128, 256, 512].into_iter().enumerate() {
             let output = config.scale(width);
             let block = path / format!("block{index}");
             blocks.push((
@@ -603,7 +604,7 @@ impl SmallCnn {
         }
         Self {
             blocks,
-            fc: linear(path / "fc", input, n_classes),
+            fc: linear(path / "fc", input * 4, n_classes),
         }
     }
 }
@@ -617,7 +618,7 @@ impl Network for SmallCnn {
                 xs = max_pool(&xs, 2, 2);
             }
         }
-        xs.adaptive_avg_pool2d([1, 1])
+        xs.adaptive_avg_pool2d([2, 2])
             .flatten(1, -1)
             .apply(&self.fc)
     }
