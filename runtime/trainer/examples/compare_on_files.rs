@@ -80,12 +80,17 @@ fn main() {
     };
     tch::set_num_threads(1);
     let mut budget = Budget::new(Device::Cpu);
-    // `EPOCHS=N` overrides the default 20 (for diagnosis).
-    if let Some(epochs) = std::env::var("EPOCHS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-    {
+    // `EPOCHS=N` and `PATIENCE=N` override the default 20 and 3 (for diagnosis).
+    let number = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|value| value.parse().ok())
+    };
+    if let Some(epochs) = number("EPOCHS") {
         budget.max_epochs = epochs;
+    }
+    if let Some(patience) = number("PATIENCE") {
+        budget.patience = patience;
     }
     for model in models.split(',') {
         let candidate = Candidate::parse(model).unwrap();
