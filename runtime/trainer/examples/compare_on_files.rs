@@ -108,8 +108,20 @@ fn main() {
                 .count();
             correct as f64 / heldout_labels.len() as f64
         });
+        let refit = run.refit.as_ref().map_or(String::new(), |refit| {
+            format!(
+                ", refit: rate {} for {}/{} epochs{}",
+                refit.learning_rate,
+                refit.epochs,
+                refit.planned_epochs,
+                refit
+                    .fallback
+                    .as_ref()
+                    .map_or(String::new(), |why| format!(" (fold model served: {why})"))
+            )
+        });
         println!(
-            "{model}: validation {:.3} ({}), held-out accuracy {}, {:.1} s (estimated {:.1} s)",
+            "{model}: validation {:.3} ({}), held-out accuracy {}, {:.1} s (estimated {:.1} s){refit}",
             run.quality().unwrap_or(f64::NAN),
             run.validation.describe(),
             accuracy.map_or("-".to_owned(), |accuracy| format!("{accuracy:.3}")),
