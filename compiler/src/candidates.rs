@@ -45,15 +45,15 @@ mod tests {
     #[test]
     fn image_inputs_are_augmented_model_by_model() {
         let ids = ids("Input = [32, 32, 3]\nOutput = [10]", &Registry::builtin());
-        assert_eq!(ids.len(), 8 * 4);
+        assert_eq!(ids.len(), 9 * 4);
         assert_eq!(
             &ids[..5],
             [
-                "alexnet",
-                "alexnet+norm_k1",
-                "alexnet+norm_k2",
-                "alexnet+norm_k4",
-                "bn_alexnet"
+                "small_cnn",
+                "small_cnn+norm_k1",
+                "small_cnn+norm_k2",
+                "small_cnn+norm_k4",
+                "alexnet"
             ]
         );
         assert!(ids.contains(&"resnet18+norm_k2".to_owned()));
@@ -66,7 +66,15 @@ mod tests {
                 "type Input\n x :: Tensor[3]\n next :: Nullable{Input}\nend\nOutput = [2]",
                 &Registry::builtin()
             ),
-            ["rnn", "lstm", "bilstm", "gru"]
+            [
+                "fcn",
+                "resnet1d",
+                "inception_time",
+                "rnn",
+                "lstm",
+                "bilstm",
+                "gru"
+            ]
         );
         assert_eq!(
             ids("Input = [3]\nOutput = [1]", &Registry::builtin()),
@@ -80,9 +88,9 @@ mod tests {
         registry.normalization_ks = vec![3];
         assert_eq!(
             &ids("Input = [8, 8]\nOutput = [2]", &registry)[..2],
-            ["alexnet", "alexnet+norm_k3"]
+            ["small_cnn", "small_cnn+norm_k3"]
         );
         registry.normalization_ks.clear();
-        assert_eq!(ids("Input = [8, 8]\nOutput = [2]", &registry).len(), 8);
+        assert_eq!(ids("Input = [8, 8]\nOutput = [2]", &registry).len(), 9);
     }
 }

@@ -10,7 +10,7 @@ use crate::workload::Workload;
 use Workload::*;
 
 /// Every model id with the workloads it serves, in the registry's order.
-pub const MODELS: [(&str, &[Workload]); 24] = [
+pub const MODELS: [(&str, &[Workload]); 28] = [
     ("alexnet", &[ImageClassification]),
     ("bn_alexnet", &[ImageClassification]),
     ("resnet18", &[ImageClassification]),
@@ -19,6 +19,7 @@ pub const MODELS: [(&str, &[Workload]); 24] = [
     ("squeezenet", &[ImageClassification]),
     ("vgg16", &[ImageClassification]),
     ("nin", &[ImageClassification]),
+    ("small_cnn", &[ImageClassification]),
     ("autoencoder", &[ImageRecovery]),
     ("gan", &[ImageRecovery]),
     ("pix2pix", &[ImageRecovery]),
@@ -26,6 +27,9 @@ pub const MODELS: [(&str, &[Workload]); 24] = [
     ("lstm", &[TimeseriesClassification]),
     ("bilstm", &[TimeseriesClassification]),
     ("gru", &[TimeseriesClassification]),
+    ("fcn", &[TimeseriesClassification]),
+    ("resnet1d", &[TimeseriesClassification]),
+    ("inception_time", &[TimeseriesClassification]),
     ("seq2seq", &[TimeseriesTranslation]),
     ("tree_rnn", &[TreeClassification]),
     ("tree_kernel_svm", &[TreeClassification]),

@@ -26,6 +26,9 @@ pub enum ModelKind {
     Vgg16,
     /// Network in Network (mlpconv blocks, global average pooling).
     Nin,
+    /// A small batch-normalized CNN (three conv + BN + ReLU blocks, pooled to 2x2, a dense layer;
+    /// not from the paper).
+    SmallCnn,
     /// Convolutional auto-encoder (image recovery).
     Autoencoder,
     /// Convolutional generator trained against a discriminator (image recovery).
@@ -40,6 +43,12 @@ pub enum ModelKind {
     BiLstm,
     /// GRU.
     Gru,
+    /// Fully convolutional network over time (Wang et al. 2017; Fawaz et al. 2019's form).
+    Fcn,
+    /// 1-D residual network over time (Wang et al. 2017; Fawaz et al. 2019's form).
+    ResNet1d,
+    /// InceptionTime, one network of depth 6 (Ismail Fawaz et al. 2020).
+    InceptionTime,
     /// GRU encoder-decoder (time-series translation).
     Seq2Seq,
     /// Child-sum recursive network over the tree.
@@ -61,7 +70,7 @@ pub enum ModelKind {
 }
 
 /// Every model kind with its id, in registry order.
-pub const ALL_MODELS: [(ModelKind, &str); 24] = [
+pub const ALL_MODELS: [(ModelKind, &str); 28] = [
     (ModelKind::AlexNet, "alexnet"),
     (ModelKind::BnAlexNet, "bn_alexnet"),
     (ModelKind::ResNet18, "resnet18"),
@@ -70,6 +79,7 @@ pub const ALL_MODELS: [(ModelKind, &str); 24] = [
     (ModelKind::SqueezeNet, "squeezenet"),
     (ModelKind::Vgg16, "vgg16"),
     (ModelKind::Nin, "nin"),
+    (ModelKind::SmallCnn, "small_cnn"),
     (ModelKind::Autoencoder, "autoencoder"),
     (ModelKind::Gan, "gan"),
     (ModelKind::Pix2Pix, "pix2pix"),
@@ -77,6 +87,9 @@ pub const ALL_MODELS: [(ModelKind, &str); 24] = [
     (ModelKind::Lstm, "lstm"),
     (ModelKind::BiLstm, "bilstm"),
     (ModelKind::Gru, "gru"),
+    (ModelKind::Fcn, "fcn"),
+    (ModelKind::ResNet1d, "resnet1d"),
+    (ModelKind::InceptionTime, "inception_time"),
     (ModelKind::Seq2Seq, "seq2seq"),
     (ModelKind::TreeRnn, "tree_rnn"),
     (ModelKind::TreeKernelSvm, "tree_kernel_svm"),
@@ -112,12 +125,25 @@ impl ModelKind {
         match task {
             Task::ImageClassification { .. } => matches!(
                 self,
-                AlexNet | BnAlexNet | ResNet18 | ResNet50 | GoogLeNet | SqueezeNet | Vgg16 | Nin
+                AlexNet
+                    | BnAlexNet
+                    | ResNet18
+                    | ResNet50
+                    | GoogLeNet
+                    | SqueezeNet
+                    | Vgg16
+                    | Nin
+                    | SmallCnn
             ),
             Task::ImageRecovery { .. } => matches!(self, Autoencoder | Gan | Pix2Pix),
             Task::TabularClassification { .. } => matches!(self, MlpSmall | MlpLarge | Logistic),
             Task::TabularRegression { .. } => matches!(self, MlpSmall | MlpLarge | Linear),
-            Task::SequenceClassification { .. } => matches!(self, Rnn | Lstm | BiLstm | Gru),
+            Task::SequenceClassification { .. } => {
+                matches!(
+                    self,
+                    Rnn | Lstm | BiLstm | Gru | Fcn | ResNet1d | InceptionTime
+                )
+            }
             Task::SequenceTranslation { .. } => self == Seq2Seq,
             Task::TreeClassification { .. } => matches!(self, TreeRnn | TreeKernelSvm),
             Task::BytesClassification { .. } => self == BitRnn,

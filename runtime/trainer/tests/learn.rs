@@ -65,6 +65,7 @@ fn image_classifiers_find_the_bright_quadrant() {
         "squeezenet",
         "vgg16",
         "nin",
+        "small_cnn",
     ] {
         let mut budget = budget.clone();
         if model == "squeezenet" {
@@ -98,6 +99,14 @@ fn tabular_models_learn_signs_and_lines() {
 fn recurrent_models_learn_the_sign_of_a_sum() {
     let examples = synthetic::sequence_sign(400, 2, 5);
     for model in ["rnn", "lstm", "bilstm", "gru"] {
+        assert_learns(model, &examples, &budget(15), 0.75);
+    }
+}
+
+#[test]
+fn convolutional_sequence_models_learn_the_sign_of_a_sum() {
+    let examples = synthetic::sequence_sign(400, 2, 5);
+    for model in ["fcn", "resnet1d", "inception_time"] {
         assert_learns(model, &examples, &budget(15), 0.75);
     }
 }

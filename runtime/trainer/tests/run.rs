@@ -33,7 +33,7 @@ fn budget(epochs: usize) -> Budget {
     budget
 }
 
-const IMAGE_MODELS: [&str; 8] = [
+const IMAGE_MODELS: [&str; 9] = [
     "alexnet",
     "bn_alexnet",
     "resnet18",
@@ -42,6 +42,7 @@ const IMAGE_MODELS: [&str; 8] = [
     "squeezenet",
     "vgg16",
     "nin",
+    "small_cnn",
 ];
 
 /// Training draws dropout masks from libtorch's global generator, so runs are reproducible only
@@ -154,6 +155,59 @@ fn a_reloaded_checkpoint_gives_identical_outputs() {
 }
 
 #[test]
+fn convolutional_sequence_models_ignore_padding_and_reload_identically() {
+    let _serial = serial();
+    // Lengths 3 to 8: a batch pads most sequences.
+    let examples = synthetic::sequence_sign(60, 3, 22);
+    let mut budget = budget(2);
+    // The CPU default width (1/4), above the 8-channel minimum of the tests' 1/16.
+    budget.model.width = 0.25;
+    for model in ["fcn", "resnet1d", "inception_time"] {
+        let candidate = Candidate::parse(model).unwrap();
+        let estimate = estimate_cost(&candidate, &examples, &budget).unwrap();
+        assert!(
+            estimate.seconds.is_finite()
+                && estimate.seconds > 0.0
+                && estimate.forward_flops_per_example.is_finite()
+                && estimate.forward_flops_per_example > 0.0,
+            "{model}: {estimate:?}"
+        );
+        let run = train(&candidate, &examples, &budget).unwrap();
+        let checkpoint = run
+            .checkpoint()
+            .unwrap_or_else(|| panic!("{model}: {:?}", run.outcome));
+        let dir = std::env::temp_dir().join(format!(
+            "easeml-trainer-test-{model}-{}",
+            std::process::id()
+        ));
+        checkpoint.save(&dir).unwrap();
+        let reloaded = Checkpoint::load(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(&reloaded, checkpoint, "{model}");
+        let first = Predictor::new(checkpoint, Device::Cpu).unwrap();
+        let mut second = Predictor::new(&reloaded, Device::Cpu).unwrap();
+        // One batch of all 60 (padded to the longest) against one sequence at a time (no padding).
+        let batched = first.raw_outputs(&examples.inputs, 1).unwrap();
+        let reloaded_batched = second.raw_outputs(&examples.inputs, 1).unwrap();
+        assert_eq!(batched.size(), vec![60, 2], "{model}");
+        assert!(
+            batched.equal(&reloaded_batched),
+            "{model}: outputs differ after reload"
+        );
+        second.batch_size = 1;
+        let alone = second.raw_outputs(&examples.inputs, 1).unwrap();
+        let difference = (&batched - &alone).abs().max().double_value(&[]);
+        let scale = batched.abs().max().double_value(&[]).max(1.0);
+        assert!(
+            difference <= 1e-4 * scale,
+            "{model}: padding changed an output by {difference} (outputs up to {scale})"
+        );
+        let predictions = first.predict(&examples.inputs).unwrap();
+        assert_eq!(predictions.len(), 60);
+    }
+}
+
+#[test]
 fn a_diverging_learning_rate_is_a_failed_run() {
     let _serial = serial();
     let examples = synthetic::tabular_sign(64, 4, 16);
@@ -239,6 +293,9 @@ fn cost_estimates_grow_with_the_model_and_the_data() {
     );
     for (examples, model) in [
         (synthetic::sequence_sign(20, 2, 1), "lstm"),
+        (synthetic::sequence_sign(20, 2, 1), "fcn"),
+        (synthetic::sequence_sign(20, 2, 1), "resnet1d"),
+        (synthetic::sequence_sign(20, 2, 1), "inception_time"),
         (synthetic::tree_depth(20, 2, 1), "tree_rnn"),
         (synthetic::tree_depth(20, 2, 1), "tree_kernel_svm"),
         (synthetic::bytes_letters_or_digits(20, 1), "bit_rnn"),

@@ -1,5 +1,7 @@
 //! The candidate models as tch modules, and what they share: the batch input, the network trait, the
 //! layer helpers (which count FLOPs for the cost estimate) and the builder from a candidate.
+//! Families: `image` (classifiers), `recovery`, `sequence` (recurrent classifiers and seq2seq),
+//! `temporal` (1-D convolutional time-series classifiers), `tabular`, `tree`.
 //!
 //! Every model adapts to the declared shapes: image models take any `[H,W,C]` (convolutions are
 //! padded by `k/2` and pooling falls back to adaptive pooling on small maps, so `[1,1,1]` works) and
@@ -11,6 +13,7 @@ pub mod image;
 pub mod recovery;
 pub mod sequence;
 pub mod tabular;
+pub mod temporal;
 pub mod tree;
 
 use std::cell::Cell;
@@ -120,6 +123,10 @@ pub fn build(
         (model, Task::TabularRegression { features, outputs }) => {
             tabular::build(path, model, *features, *outputs)
         }
+        (
+            model @ (ModelKind::Fcn | ModelKind::ResNet1d | ModelKind::InceptionTime),
+            Task::SequenceClassification { step, n_classes },
+        ) => temporal::build_classifier(path, model, *step, *n_classes, config),
         (model, Task::SequenceClassification { step, n_classes }) => {
             sequence::build_classifier(path, model, *step, *n_classes, config)
         }
@@ -271,6 +278,101 @@ pub(crate) fn conv_with(
         in_channels,
         kernel,
         groups: 1,
+    }
+}
+
+/// A 1-D convolution over `[B, C, T]` with 'same' padding (the output has the input's length; an even
+/// kernel has one more step of padding on the left than on the right), stride 1; it reports its
+/// FLOPs.
+#[derive(Debug)]
+pub(crate) struct Conv1d {
+    conv: nn::Conv1D,
+    in_channels: i64,
+    kernel: i64,
+}
+
+impl nn::Module for Conv1d {
+    fn forward(&self, xs: &Tensor) -> Tensor {
+        let steps = xs.size()[2];
+        let mut ys = xs.apply(&self.conv);
+        if self.kernel % 2 == 0 {
+            // Padded by k/2 on both sides, the output has one step too many: drop the last.
+            ys = ys.narrow(2, 0, steps);
+        }
+        add_activation(&ys);
+        let out = ys.numel() as u64;
+        add_flops(2 * out * (self.in_channels * self.kernel) as u64);
+        ys
+    }
+}
+
+/// A 1-D 'same' convolution (see [`Conv1d`]).
+pub(crate) fn conv1d(
+    path: nn::Path<'_>,
+    in_channels: i64,
+    out_channels: i64,
+    kernel: i64,
+    bias: bool,
+) -> Conv1d {
+    let config = nn::ConvConfig {
+        padding: kernel / 2,
+        bias,
+        ..Default::default()
+    };
+    Conv1d {
+        conv: nn::conv1d(path, in_channels, out_channels, kernel, config),
+        in_channels,
+        kernel,
+    }
+}
+
+/// The momentum of the running batch-norm estimates at the `batches`-th training batch: the plain
+/// average of the first ten batches' statistics, then an exponential average with momentum 0.1.
+/// Small data sets train for only a few dozen steps, after which momentum 0.1 from the initial
+/// (0, 1) would leave the inference statistics far from the training ones.
+pub(crate) fn warm_momentum(batches: u64) -> f64 {
+    (1.0 / batches.max(1) as f64).max(0.1)
+}
+
+/// 2-D batch normalization whose running estimates follow [`warm_momentum`] (PyTorch's
+/// `BatchNorm2d` otherwise: weights 1, biases 0, eps 1e-5; `nn::BatchNorm`'s variable names).
+#[derive(Debug)]
+pub(crate) struct WarmBatchNorm2d {
+    bn: nn::BatchNorm,
+    /// Training batches seen (not checkpointed: only training updates the estimates).
+    batches: Cell<u64>,
+}
+
+impl WarmBatchNorm2d {
+    pub(crate) fn new(path: nn::Path<'_>, channels: i64) -> Self {
+        let config = nn::BatchNormConfig {
+            ws_init: nn::Init::Const(1.0),
+            ..Default::default()
+        };
+        Self {
+            bn: nn::batch_norm2d(path, channels, config),
+            batches: Cell::new(0),
+        }
+    }
+
+    pub(crate) fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let momentum = if train {
+            let batches = self.batches.get() + 1;
+            self.batches.set(batches);
+            warm_momentum(batches)
+        } else {
+            0.0
+        };
+        xs.batch_norm(
+            self.bn.ws.as_ref(),
+            self.bn.bs.as_ref(),
+            Some(&self.bn.running_mean),
+            Some(&self.bn.running_var),
+            train,
+            momentum,
+            1e-5,
+            true,
+        )
     }
 }
 
