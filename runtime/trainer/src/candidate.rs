@@ -157,9 +157,9 @@ impl ModelKind {
     pub fn kin(self) -> &'static str {
         use ModelKind::*;
         match self {
-            AlexNet | BnAlexNet | ResNet18 | ResNet50 | GoogLeNet | SqueezeNet | Vgg16 | Nin => {
-                "image_cnn"
-            }
+            AlexNet | BnAlexNet | ResNet18 | ResNet50 | GoogLeNet | SqueezeNet | Vgg16 | Nin
+            | SmallCnn => "image_cnn",
+            Fcn | ResNet1d | InceptionTime => "temporal_cnn",
             Autoencoder | Gan | Pix2Pix | BitAutoencoder => "generator",
             Rnn | Lstm | BiLstm | Gru | Seq2Seq | TreeRnn | BitRnn => "recurrent",
             TreeKernelSvm => "kernel_machine",
