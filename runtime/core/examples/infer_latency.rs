@@ -69,6 +69,7 @@ fn main() -> Result<()> {
     let mut config = EngineConfig::for_device(device);
     config.max_run_seconds = 60.0;
     config.max_epochs = 5;
+    config.min_steps = 0; // the epochs as set: a quick test, not a good model
     let started = Instant::now();
     let mut engine = Engine::open(home.path(), config)?;
     let run = loop {

@@ -48,6 +48,11 @@ pub struct Budget {
     pub batch_size: usize,
     /// Epochs without a better validation quality before stopping.
     pub patience: usize,
+    /// The fewest optimizer steps a trial is allowed before it must stop (0: no floor): on small
+    /// data, where an epoch is one or two batches, `max_epochs` and `patience` are raised so that a
+    /// trial may take this many steps and waits `min_steps / 10` steps for a gain
+    /// ([`Budget::scaled_to`]). The time limit still bounds every trial.
+    pub min_steps: usize,
     /// Share of the examples (by id hash) held out for validation, under the split.
     pub validation_fraction: f64,
     /// Below this many examples the quality is measured by k-fold cross-validation instead of the
@@ -77,6 +82,7 @@ impl Budget {
             max_seconds: 600.0,
             batch_size: 32,
             patience: 3,
+            min_steps: 0,
             validation_fraction: 0.2,
             k_fold_below: K_FOLD_BELOW,
             folds: FOLDS,
@@ -85,6 +91,29 @@ impl Budget {
             device,
             mixed_precision: false,
         }
+    }
+}
+
+impl Budget {
+    /// The budget of the fits of a run that trains on `rows` examples per fit: with `min_steps`,
+    /// `max_epochs` is raised to `ceil(min_steps / steps per epoch)` and `patience` to
+    /// `ceil(min_steps / 10 / steps per epoch)` where those are larger (never lowered). With 40
+    /// examples and batches of 32 (two steps an epoch), the default 20 epochs are 40 steps and a
+    /// patience of 3 epochs is 6: early stopping then fires on the noise of tiny folds, and the
+    /// refit trains a handful of steps (`DECISIONS.md`).
+    pub fn scaled_to(&self, rows: usize) -> Budget {
+        let mut budget = self.clone();
+        if self.min_steps == 0 {
+            return budget;
+        }
+        let steps_per_epoch = rows.div_ceil(self.batch_size.max(1)).max(1);
+        budget.max_epochs = budget
+            .max_epochs
+            .max(self.min_steps.div_ceil(steps_per_epoch));
+        budget.patience = budget
+            .patience
+            .max((self.min_steps / 10).div_ceil(steps_per_epoch));
+        budget
     }
 }
 
@@ -318,6 +347,11 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
     candidate.check_fits(&task)?;
     let validation = Validation::choose(examples, budget);
     let sets = validation.sets(examples);
+    let scaled = budget.scaled_to(
+        sets.first()
+            .map_or(examples.len(), |(train, _)| train.len()),
+    );
+    let budget = &scaled;
     if crate::classic::is_classic(candidate.model) {
         return crate::classic::train_run(
             candidate, examples, &task, budget, validation, &sets, started,

@@ -604,3 +604,20 @@ fn the_time_limit_covers_the_folds_and_the_refit() {
     );
     assert!(run.checkpoint().is_some());
 }
+
+/// `min_steps` raises the epochs and the patience on small data only, and never lowers them.
+#[test]
+fn min_steps_raise_epochs_and_patience_on_small_data_only() {
+    let mut budget = Budget::new(tch::Device::Cpu);
+    assert_eq!(budget.scaled_to(40), budget, "no floor by default");
+    budget.min_steps = 400;
+    // 40 rows in batches of 32: two steps an epoch.
+    let small = budget.scaled_to(40);
+    assert_eq!((small.max_epochs, small.patience), (200, 20));
+    // 1,000 rows: 32 steps an epoch, so the defaults already give 640 steps and a patience of 96.
+    let large = budget.scaled_to(1_000);
+    assert_eq!((large.max_epochs, large.patience), (20, 3));
+    // No rows at all still gives a finite budget.
+    let empty = budget.scaled_to(0);
+    assert_eq!((empty.max_epochs, empty.patience), (400, 40));
+}
