@@ -66,7 +66,7 @@ mod tests {
                 "type Input\n x :: Tensor[3]\n next :: Nullable{Input}\nend\nOutput = [2]",
                 &Registry::builtin()
             ),
-            ["rnn", "lstm", "bilstm", "gru"]
+            ["minirocket", "rnn", "lstm", "bilstm", "gru", "dtw_knn"]
         );
         assert_eq!(
             ids("Input = [3]\nOutput = [1]", &Registry::builtin()),

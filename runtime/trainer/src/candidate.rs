@@ -46,6 +46,10 @@ pub enum ModelKind {
     TreeRnn,
     /// Support vector machine with a tree kernel.
     TreeKernelSvm,
+    /// MiniRocket features and a ridge classifier (time series).
+    MiniRocket,
+    /// 1-nearest-neighbour under dynamic time warping (time series).
+    DtwKnn,
     /// Multi-layer perceptron, small (one hidden layer).
     MlpSmall,
     /// Multi-layer perceptron, large (three hidden layers).
@@ -61,7 +65,7 @@ pub enum ModelKind {
 }
 
 /// Every model kind with its id, in registry order.
-pub const ALL_MODELS: [(ModelKind, &str); 24] = [
+pub const ALL_MODELS: [(ModelKind, &str); 26] = [
     (ModelKind::AlexNet, "alexnet"),
     (ModelKind::BnAlexNet, "bn_alexnet"),
     (ModelKind::ResNet18, "resnet18"),
@@ -80,6 +84,8 @@ pub const ALL_MODELS: [(ModelKind, &str); 24] = [
     (ModelKind::Seq2Seq, "seq2seq"),
     (ModelKind::TreeRnn, "tree_rnn"),
     (ModelKind::TreeKernelSvm, "tree_kernel_svm"),
+    (ModelKind::MiniRocket, "minirocket"),
+    (ModelKind::DtwKnn, "dtw_knn"),
     (ModelKind::MlpSmall, "mlp_small"),
     (ModelKind::MlpLarge, "mlp_large"),
     (ModelKind::Logistic, "logistic"),
@@ -117,7 +123,9 @@ impl ModelKind {
             Task::ImageRecovery { .. } => matches!(self, Autoencoder | Gan | Pix2Pix),
             Task::TabularClassification { .. } => matches!(self, MlpSmall | MlpLarge | Logistic),
             Task::TabularRegression { .. } => matches!(self, MlpSmall | MlpLarge | Linear),
-            Task::SequenceClassification { .. } => matches!(self, Rnn | Lstm | BiLstm | Gru),
+            Task::SequenceClassification { .. } => {
+                matches!(self, Rnn | Lstm | BiLstm | Gru | MiniRocket | DtwKnn)
+            }
             Task::SequenceTranslation { .. } => self == Seq2Seq,
             Task::TreeClassification { .. } => matches!(self, TreeRnn | TreeKernelSvm),
             Task::BytesClassification { .. } => self == BitRnn,
