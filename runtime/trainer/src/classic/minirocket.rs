@@ -280,6 +280,7 @@ impl Transform {
         let kernels = kernels();
         let mut features = Vec::with_capacity(self.n_features());
         let mut output = Vec::new();
+        let mut sorted = Vec::new();
         for (d, (&dilation, &per_kernel)) in self
             .dilations
             .iter()
@@ -296,13 +297,23 @@ impl Transform {
                     &output
                 };
                 let start = features.len();
-                for &bias in &self.biases[start..start + per_kernel] {
-                    let positive = pooled.iter().filter(|&&value| value > bias).count();
-                    features.push(if pooled.is_empty() {
-                        0.0
-                    } else {
-                        positive as f32 / pooled.len() as f32
-                    });
+                let biases = &self.biases[start..start + per_kernel];
+                if pooled.is_empty() {
+                    features.extend(std::iter::repeat_n(0.0, per_kernel));
+                } else if per_kernel >= 8 {
+                    // Many biases: sort once, count by binary search.
+                    sorted.clear();
+                    sorted.extend_from_slice(pooled);
+                    sorted.sort_unstable_by(f32::total_cmp);
+                    for &bias in biases {
+                        let positive = sorted.len() - sorted.partition_point(|&value| value <= bias);
+                        features.push(positive as f32 / sorted.len() as f32);
+                    }
+                } else {
+                    for &bias in biases {
+                        let positive = pooled.iter().filter(|&&value| value > bias).count();
+                        features.push(positive as f32 / pooled.len() as f32);
+                    }
                 }
             }
         }

@@ -8,7 +8,8 @@
 //! with the trainer's one quality rule (`QualityAccumulator`: accuracy, or clipped R^2); the best
 //! mean wins, and under k-fold the model served is refit on every example with it. A setting is only
 //! started while the run's time limit has time left (a fit that runs long stops itself at the
-//! deadline where its algorithm allows, [`Clock`]). In a trial record a classic model's `learning_rate` is
+//! deadline where its algorithm allows, or fails, [`Clock`]; so does a validation that runs past
+//! it). In a trial record a classic model's `learning_rate` is
 //! its setting's value (documented in `DECISIONS.md`).
 //!
 //! To add a model: a `ModelKind`, a [`Learner`] (its settings and its fit), a [`ClassicModel`]
@@ -234,13 +235,24 @@ fn sequence_shape(examples: &Examples) -> (f64, f64) {
 }
 
 /// The validation quality of `model` on `rows` (accuracy, or clipped R^2), `None` when it predicted
-/// a value that is not finite.
+/// a value that is not finite. Predictions are made one row at a time while `clock` has time
+/// left: a validation that runs past the limit (1-NN DTW's searches, say) is an error.
 pub(crate) fn quality(
     model: &ClassicModel,
     examples: &Examples,
     rows: &[usize],
+    clock: &Clock,
 ) -> Result<Option<f64>> {
-    let predictions = model.predict(&examples.inputs, rows)?;
+    let mut predictions = Vec::with_capacity(rows.len());
+    for chunk in rows.chunks(1) {
+        if clock.expired() {
+            return Err(Error::BadExamples(format!(
+                "the time limit ({}s) was reached while validating",
+                clock.limit
+            )));
+        }
+        predictions.extend(model.predict(&examples.inputs, chunk)?);
+    }
     let mut accumulator = QualityAccumulator::default();
     let classification = matches!(examples.targets, Targets::Classes { .. });
     for (&row, prediction) in rows.iter().zip(&predictions) {
@@ -296,7 +308,7 @@ pub(crate) fn train_run(
         for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
             let fitted = learner
                 .fit(train_rows, setting, &clock)
-                .and_then(|model| Ok((quality(&model, examples, validation_rows)?, model)));
+                .and_then(|model| Ok((quality(&model, examples, validation_rows, &clock)?, model)));
             let (quality, model) = match fitted {
                 Ok((Some(quality), model)) => (quality, model),
                 Ok((None, _)) => {
