@@ -1,8 +1,8 @@
 //! Each model family learns an easy task clearly above chance, in seconds, on the CPU (or on the
 //! device `EASEML_DEVICE` names).
 
-use easeml_trainer::models::ModelConfig;
 use easeml_trainer::data::{Inputs, Sequences, Targets};
+use easeml_trainer::models::ModelConfig;
 use easeml_trainer::{
     Budget, Candidate, Checkpoint, Examples, Prediction, Predictor, RunOutcome, estimate_cost,
     synthetic, train,
@@ -128,8 +128,7 @@ fn classic_time_series_checkpoints_predict_the_same_after_a_reload() {
             .unwrap()
             .predict(&fresh.inputs)
             .unwrap();
-        let dir =
-            std::env::temp_dir().join(format!("easeml-learn-{model}-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("easeml-learn-{model}-{}", std::process::id()));
         checkpoint.save(&dir).unwrap();
         let loaded = Checkpoint::load(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();

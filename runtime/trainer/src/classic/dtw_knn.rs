@@ -69,10 +69,7 @@ pub fn window(fraction: f64, a: usize, b: usize) -> usize {
 }
 
 fn cost(a: &[f32], b: &[f32]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| f64::from(x - y).powi(2))
-        .sum()
+    a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum()
 }
 
 /// DTW between `a` and `b` (`channels` values per step) with window `w` (at least the length
@@ -247,7 +244,10 @@ impl DtwKnn {
                 let candidate = self.view(index);
                 let w = window(self.window, query.length, candidate.length);
                 let ends = lb_ends(query, candidate, channels);
-                (ends.max(envelope.lb_keogh(candidate, w, f64::INFINITY)), index)
+                (
+                    ends.max(envelope.lb_keogh(candidate, w, f64::INFINITY)),
+                    index,
+                )
             })
             .collect();
         bounds.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -404,7 +404,9 @@ mod tests {
                     &a.values[(i - 1) * channels..i * channels],
                     &b.values[(j - 1) * channels..j * channels],
                 );
-                table[i][j] = c + table[i - 1][j].min(table[i][j - 1]).min(table[i - 1][j - 1]);
+                table[i][j] = c + table[i - 1][j]
+                    .min(table[i][j - 1])
+                    .min(table[i - 1][j - 1]);
             }
         }
         table[la][lb]
@@ -417,8 +419,17 @@ mod tests {
             let a = random(&mut rng, 17, channels);
             let b = random(&mut rng, 17, channels);
             let euclidean = cost(&a, &b);
-            let distance = dtw(view(&a, channels), view(&b, channels), channels, 0, f64::INFINITY);
-            assert!((distance - euclidean).abs() < 1e-9, "{distance} vs {euclidean}");
+            let distance = dtw(
+                view(&a, channels),
+                view(&b, channels),
+                channels,
+                0,
+                f64::INFINITY,
+            );
+            assert!(
+                (distance - euclidean).abs() < 1e-9,
+                "{distance} vs {euclidean}"
+            );
         }
     }
 
@@ -504,7 +515,7 @@ mod tests {
         let query = random(&mut rng, 18, channels);
         let query = view(&query, channels);
         let distances = model.class_distances(query);
-        for class in 0..3 {
+        for (class, &distance) in distances.iter().enumerate().take(3) {
             let exact = (0..40)
                 .filter(|&i| model.labels[i] == class as i64)
                 .map(|i| {
@@ -513,7 +524,7 @@ mod tests {
                     reference(query, candidate, channels, w)
                 })
                 .fold(f64::INFINITY, f64::min);
-            assert!((distances[class] - exact).abs() < 1e-9);
+            assert!((distance - exact).abs() < 1e-9);
         }
         assert!(distances[3].is_infinite());
         let Prediction::Class { probabilities, .. } = probabilities(&distances) else {

@@ -216,7 +216,9 @@ impl Transform {
     /// Fits the dilations to the longest of `rows`, the channel subsets and the biases, from `seed`.
     fn fit(sequences: &Sequences, rows: &[usize], n_features: usize, seed: u64) -> Result<Self> {
         if rows.is_empty() {
-            return Err(Error::BadExamples("minirocket needs a training series".into()));
+            return Err(Error::BadExamples(
+                "minirocket needs a training series".into(),
+            ));
         }
         let channels = sequences.step.max(1) as usize;
         let longest = rows
@@ -248,13 +250,18 @@ impl Transform {
         let kernels = kernels();
         let mut biases = Vec::with_capacity(total);
         let mut output = Vec::new();
-        for (d, (&dilation, &per_kernel)) in dilations.iter().zip(&features_per_dilation).enumerate()
+        for (d, (&dilation, &per_kernel)) in
+            dilations.iter().zip(&features_per_dilation).enumerate()
         {
             for (k, kernel) in kernels.iter().enumerate() {
                 let row = rows[rng.below(rows.len() as u64) as usize];
                 let example = series(sequences, row);
                 let parts = Parts::new(&example, channels, dilation);
-                parts.convolve(kernel, &combination_channels[d * N_KERNELS + k], &mut output);
+                parts.convolve(
+                    kernel,
+                    &combination_channels[d * N_KERNELS + k],
+                    &mut output,
+                );
                 output.sort_by(f32::total_cmp);
                 for _ in 0..per_kernel {
                     biases.push(quantile_sorted(&output, quantiles[biases.len()]));
@@ -290,7 +297,11 @@ impl Transform {
             let parts = Parts::new(series, self.channels, dilation);
             let padding = (KERNEL_LENGTH - 1) * dilation / 2;
             for (k, kernel) in kernels.iter().enumerate() {
-                parts.convolve(kernel, &self.combination_channels[d * N_KERNELS + k], &mut output);
+                parts.convolve(
+                    kernel,
+                    &self.combination_channels[d * N_KERNELS + k],
+                    &mut output,
+                );
                 let pooled: &[f32] = if (d + k) % 2 == 1 && series.length > 2 * padding {
                     &output[padding..series.length - padding]
                 } else {
@@ -306,7 +317,8 @@ impl Transform {
                     sorted.extend_from_slice(pooled);
                     sorted.sort_unstable_by(f32::total_cmp);
                     for &bias in biases {
-                        let positive = sorted.len() - sorted.partition_point(|&value| value <= bias);
+                        let positive =
+                            sorted.len() - sorted.partition_point(|&value| value <= bias);
                         features.push(positive as f32 / sorted.len() as f32);
                     }
                 } else {
@@ -386,7 +398,9 @@ pub(crate) fn softmax_prediction(decision: &[f64]) -> Prediction {
 
 /// The regularization grid of sklearn's `RidgeClassifierCV` in the paper: `10^-3 .. 10^3`, 10 values.
 pub fn alpha_grid() -> Vec<f64> {
-    (0..10).map(|i| 10f64.powf(-3.0 + 6.0 * i as f64 / 9.0)).collect()
+    (0..10)
+        .map(|i| 10f64.powf(-3.0 + 6.0 * i as f64 / 9.0))
+        .collect()
 }
 
 /// The lower Cholesky factor of the symmetric positive definite `matrix` (`n x n`, row-major), `None`
@@ -510,9 +524,7 @@ fn fit_ridge(
             let value: f64 = features[i]
                 .chunks(8)
                 .zip(features[j].chunks(8))
-                .map(|(a, b)| {
-                    f64::from(a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>())
-                })
+                .map(|(a, b)| f64::from(a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>()))
                 .sum();
             gram[i * n + j] = value;
             gram[j * n + i] = value;
@@ -686,7 +698,8 @@ mod tests {
         let mut out = Vec::new();
         let kernel = [0, 4, 8];
         parts.convolve(&kernel, &[0], &mut out);
-        for t in 0..20 {
+        assert_eq!(out.len(), 20);
+        for (t, &got) in out.iter().enumerate() {
             let mut expected = 0.0;
             for tap in 0..9 {
                 let index = t as isize + (tap as isize - 4) * 2;
@@ -695,7 +708,7 @@ mod tests {
                     expected += weight * x[index as usize];
                 }
             }
-            assert!((out[t] - expected).abs() < 1e-5, "{t}: {} vs {expected}", out[t]);
+            assert!((got - expected).abs() < 1e-5, "{t}: {got} vs {expected}");
         }
     }
 
@@ -741,7 +754,11 @@ mod tests {
         let mut rng = Rng::new(3);
         for (n, p) in [(6, 3), (5, 9)] {
             let x: Vec<Vec<f64>> = (0..n)
-                .map(|_| (0..p).map(|_| f64::from(rng.uniform()) * 2.0 - 1.0).collect())
+                .map(|_| {
+                    (0..p)
+                        .map(|_| f64::from(rng.uniform()) * 2.0 - 1.0)
+                        .collect()
+                })
                 .collect();
             let y: Vec<f64> = (0..n).map(|_| f64::from(rng.uniform())).collect();
             let mut gram = vec![0.0; n * n];
