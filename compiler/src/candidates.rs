@@ -67,13 +67,15 @@ mod tests {
                 &Registry::builtin()
             ),
             [
+                "minirocket",
                 "fcn",
                 "resnet1d",
                 "inception_time",
                 "rnn",
                 "lstm",
                 "bilstm",
-                "gru"
+                "gru",
+                "dtw_knn"
             ]
         );
         assert_eq!(

@@ -10,7 +10,7 @@ use crate::workload::Workload;
 use Workload::*;
 
 /// Every model id with the workloads it serves, in the registry's order.
-pub const MODELS: [(&str, &[Workload]); 28] = [
+pub const MODELS: [(&str, &[Workload]); 30] = [
     ("alexnet", &[ImageClassification]),
     ("bn_alexnet", &[ImageClassification]),
     ("resnet18", &[ImageClassification]),
@@ -33,6 +33,8 @@ pub const MODELS: [(&str, &[Workload]); 28] = [
     ("seq2seq", &[TimeseriesTranslation]),
     ("tree_rnn", &[TreeClassification]),
     ("tree_kernel_svm", &[TreeClassification]),
+    ("minirocket", &[TimeseriesClassification]),
+    ("dtw_knn", &[TimeseriesClassification]),
     ("mlp_small", &[TabularClassification, TabularRegression]),
     ("mlp_large", &[TabularClassification, TabularRegression]),
     ("logistic", &[TabularClassification]),

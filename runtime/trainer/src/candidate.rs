@@ -55,6 +55,10 @@ pub enum ModelKind {
     TreeRnn,
     /// Support vector machine with a tree kernel.
     TreeKernelSvm,
+    /// MiniRocket features and a ridge classifier (time series).
+    MiniRocket,
+    /// 1-nearest-neighbour under dynamic time warping (time series).
+    DtwKnn,
     /// Multi-layer perceptron, small (one hidden layer).
     MlpSmall,
     /// Multi-layer perceptron, large (three hidden layers).
@@ -70,7 +74,7 @@ pub enum ModelKind {
 }
 
 /// Every model kind with its id, in registry order.
-pub const ALL_MODELS: [(ModelKind, &str); 28] = [
+pub const ALL_MODELS: [(ModelKind, &str); 30] = [
     (ModelKind::AlexNet, "alexnet"),
     (ModelKind::BnAlexNet, "bn_alexnet"),
     (ModelKind::ResNet18, "resnet18"),
@@ -93,6 +97,8 @@ pub const ALL_MODELS: [(ModelKind, &str); 28] = [
     (ModelKind::Seq2Seq, "seq2seq"),
     (ModelKind::TreeRnn, "tree_rnn"),
     (ModelKind::TreeKernelSvm, "tree_kernel_svm"),
+    (ModelKind::MiniRocket, "minirocket"),
+    (ModelKind::DtwKnn, "dtw_knn"),
     (ModelKind::MlpSmall, "mlp_small"),
     (ModelKind::MlpLarge, "mlp_large"),
     (ModelKind::Logistic, "logistic"),
@@ -141,7 +147,14 @@ impl ModelKind {
             Task::SequenceClassification { .. } => {
                 matches!(
                     self,
-                    Rnn | Lstm | BiLstm | Gru | Fcn | ResNet1d | InceptionTime
+                    Rnn | Lstm
+                        | BiLstm
+                        | Gru
+                        | Fcn
+                        | ResNet1d
+                        | InceptionTime
+                        | MiniRocket
+                        | DtwKnn
                 )
             }
             Task::SequenceTranslation { .. } => self == Seq2Seq,
@@ -160,6 +173,8 @@ impl ModelKind {
             AlexNet | BnAlexNet | ResNet18 | ResNet50 | GoogLeNet | SqueezeNet | Vgg16 | Nin
             | SmallCnn => "image_cnn",
             Fcn | ResNet1d | InceptionTime => "temporal_cnn",
+            MiniRocket => "random_kernels",
+            DtwKnn => "nearest_neighbours",
             Autoencoder | Gan | Pix2Pix | BitAutoencoder => "generator",
             Rnn | Lstm | BiLstm | Gru | Seq2Seq | TreeRnn | BitRnn => "recurrent",
             TreeKernelSvm => "kernel_machine",

@@ -152,6 +152,49 @@ fn unreachable_sequences() -> Sequences {
     }
 }
 
+/// Time series of 20 to 40 steps of `step` values with noise in [-0.25, 0.25); the first channel
+/// carries one shape of width 6 at a random position, its class: a bump up (class 0), a dip
+/// (class 1) or a rise that stays up (class 2). The classic time-series classifiers' easy task.
+pub fn sequence_shapes(n: usize, step: i64, seed: u64) -> Examples {
+    let mut rng = Rng::new(seed);
+    let mut labels = Vec::with_capacity(n);
+    let sequences: Vec<Vec<Vec<f32>>> = (0..n)
+        .map(|_| {
+            let length = 20 + rng.below(21) as usize;
+            let class = rng.below(3) as i64;
+            labels.push(class);
+            let start = rng.below((length - 6) as u64) as usize;
+            (0..length)
+                .map(|t| {
+                    let inside = (start..start + 6).contains(&t);
+                    let shape = match class {
+                        0 if inside => 1.0,
+                        1 if inside => -1.0,
+                        2 if t >= start => 1.0,
+                        _ => 0.0,
+                    };
+                    (0..step)
+                        .map(|c| {
+                            let noise = (rng.uniform() - 0.5) * 0.5;
+                            if c == 0 { shape + noise } else { noise }
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    Examples {
+        ids: Examples::sequential_ids(n),
+        inputs: Inputs::Sequences(
+            Sequences::from_nested(step, &sequences).unwrap_or_else(|_| unreachable_sequences()),
+        ),
+        targets: Targets::Classes {
+            n_classes: 3,
+            labels,
+        },
+    }
+}
+
 /// Sequences of 3 to 8 steps of `step` values; the output sequence has the same length and each step
 /// is the running mean of the first input value (one value per step).
 pub fn sequence_running_mean(n: usize, step: i64, seed: u64) -> Examples {

@@ -1,8 +1,12 @@
 //! Each model family learns an easy task clearly above chance, in seconds, on the CPU (or on the
 //! device `EASEML_DEVICE` names).
 
+use easeml_trainer::data::{Inputs, Sequences, Targets};
 use easeml_trainer::models::ModelConfig;
-use easeml_trainer::{Budget, Candidate, Examples, RunOutcome, synthetic, train};
+use easeml_trainer::{
+    Budget, Candidate, Checkpoint, Examples, Prediction, Predictor, RunOutcome, estimate_cost,
+    synthetic, train,
+};
 use tch::Device;
 
 /// The device of the training runs: the CPU, unless `EASEML_DEVICE` names one (`cuda`, `cuda:N`) to
@@ -108,6 +112,167 @@ fn convolutional_sequence_models_learn_the_sign_of_a_sum() {
     let examples = synthetic::sequence_sign(400, 2, 5);
     for model in ["fcn", "resnet1d", "inception_time"] {
         assert_learns(model, &examples, &budget(15), 0.75);
+    }
+}
+
+#[test]
+fn classic_time_series_models_learn_shapes() {
+    // Chance is 1/3; k-fold (below 200 examples) and the split (from 200).
+    for n in [90, 210] {
+        let examples = synthetic::sequence_shapes(n, 1, 11);
+        for model in ["minirocket", "dtw_knn"] {
+            assert_learns(model, &examples, &budget(1), 0.85);
+        }
+    }
+}
+
+#[test]
+fn classic_time_series_checkpoints_predict_the_same_after_a_reload() {
+    let examples = synthetic::sequence_shapes(60, 3, 12);
+    let fresh = synthetic::sequence_shapes(30, 3, 13);
+    for model in ["minirocket", "dtw_knn"] {
+        let run = train(&Candidate::parse(model).unwrap(), &examples, &budget(1)).unwrap();
+        let checkpoint = run.checkpoint().unwrap();
+        let before = Predictor::new(checkpoint, Device::Cpu)
+            .unwrap()
+            .predict(&fresh.inputs)
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("easeml-learn-{model}-{}", std::process::id()));
+        checkpoint.save(&dir).unwrap();
+        let loaded = Checkpoint::load(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let after = Predictor::new(&loaded, Device::Cpu)
+            .unwrap()
+            .predict(&fresh.inputs)
+            .unwrap();
+        assert_eq!(before, after, "{model}");
+        let Prediction::Class { probabilities, .. } = &after[0] else {
+            panic!("{model}: not a class")
+        };
+        assert_eq!(probabilities.len(), 3);
+        assert!((probabilities.iter().sum::<f32>() - 1.0).abs() < 1e-4);
+        // The same seed gives the same model.
+        let again = train(&Candidate::parse(model).unwrap(), &examples, &budget(1)).unwrap();
+        assert_eq!(
+            again.checkpoint().unwrap().meta.extra,
+            checkpoint.meta.extra,
+            "{model} is not deterministic"
+        );
+        let estimate =
+            estimate_cost(&Candidate::parse(model).unwrap(), &examples, &budget(1)).unwrap();
+        assert!(
+            estimate.seconds.is_finite()
+                && estimate.seconds > 0.0
+                && estimate.total_flops.is_finite()
+                && estimate.total_flops > 0.0,
+            "{model}: {estimate:?}"
+        );
+    }
+}
+
+#[test]
+fn classic_time_series_models_stop_at_the_time_limit() {
+    // 400 series of 200 to 300 steps: the split; a limit the first fit alone exceeds.
+    let examples = long_series(400, 200, 100, 14);
+    for model in ["minirocket", "dtw_knn"] {
+        let mut budget = budget(1);
+        budget.max_seconds = 0.05;
+        let started = std::time::Instant::now();
+        let run = train(&Candidate::parse(model).unwrap(), &examples, &budget).unwrap();
+        let seconds = started.elapsed().as_secs_f64();
+        eprintln!("{model}: {seconds:.2}s, {:?}", failure(&run));
+        // One setting at most (later ones only start with time left).
+        let settings: std::collections::BTreeSet<u64> = run
+            .trials
+            .iter()
+            .map(|trial| trial.learning_rate.to_bits())
+            .collect();
+        assert!(settings.len() <= 1, "{model}: {settings:?}");
+        assert!(seconds < 30.0, "{model}: {seconds}s");
+    }
+}
+
+#[test]
+fn classic_time_series_models_take_degenerate_series() {
+    let shapes = |lengths: &[usize], labels: Vec<i64>, n_classes: i64| {
+        let sequences: Vec<Vec<Vec<f32>>> = lengths
+            .iter()
+            .enumerate()
+            .map(|(i, &length)| vec![vec![(i % 3) as f32, 1.0]; length])
+            .collect();
+        Examples {
+            ids: Examples::sequential_ids(lengths.len()),
+            inputs: Inputs::Sequences(Sequences::from_nested(2, &sequences).unwrap()),
+            targets: Targets::Classes { n_classes, labels },
+        }
+    };
+    let n = 12;
+    let cases = [
+        // Every series one step long.
+        shapes(&[1; 12], (0..n).map(|i| i % 2).collect(), 2),
+        // One class only (of two).
+        shapes(&[5; 12], vec![0; 12], 2),
+        // Constant series of lengths 0 to 11 (shorter than the kernels).
+        shapes(
+            &(0..12).collect::<Vec<_>>(),
+            (0..n).map(|i| i % 3).collect(),
+            3,
+        ),
+    ];
+    for examples in &cases {
+        for model in ["minirocket", "dtw_knn"] {
+            let run = train(&Candidate::parse(model).unwrap(), examples, &budget(1)).unwrap();
+            let checkpoint = run
+                .checkpoint()
+                .unwrap_or_else(|| panic!("{model} failed: {:?}", failure(&run)));
+            let predictions = Predictor::new(checkpoint, Device::Cpu)
+                .unwrap()
+                .predict(&examples.inputs)
+                .unwrap();
+            assert_eq!(predictions.len(), examples.len());
+        }
+    }
+    // Values that are not finite are read as 0, not a panic.
+    let mut odd = cases[2].clone();
+    if let Inputs::Sequences(sequences) = &mut odd.inputs {
+        sequences.values[3] = f32::NAN;
+        sequences.values[8] = f32::INFINITY;
+    }
+    for model in ["minirocket", "dtw_knn"] {
+        let run = train(&Candidate::parse(model).unwrap(), &odd, &budget(1)).unwrap();
+        assert!(run.checkpoint().is_some(), "{model}");
+    }
+}
+
+fn failure(run: &easeml_trainer::TrainedRun) -> Option<&str> {
+    match &run.outcome {
+        RunOutcome::Failed { reason } => Some(reason),
+        RunOutcome::Succeeded { .. } => None,
+    }
+}
+
+/// `n` series of `length` to `length + spread` steps, one channel, a noisy sine whose frequency is
+/// the class (2 classes).
+fn long_series(n: usize, length: usize, spread: usize, seed: u64) -> Examples {
+    let mut rng = synthetic::Rng::new(seed);
+    let mut labels = Vec::new();
+    let sequences: Vec<Vec<Vec<f32>>> = (0..n)
+        .map(|_| {
+            let class = rng.below(2) as i64;
+            labels.push(class);
+            let steps = length + rng.below(spread as u64 + 1) as usize;
+            (0..steps)
+                .map(|t| vec![(t as f32 * 0.1 * (class + 1) as f32).sin() + rng.uniform() - 0.5])
+                .collect()
+        })
+        .collect();
+    Examples {
+        ids: Examples::sequential_ids(n),
+        inputs: Inputs::Sequences(Sequences::from_nested(1, &sequences).unwrap()),
+        targets: Targets::Classes {
+            n_classes: 2,
+            labels,
+        },
     }
 }
 

@@ -8,13 +8,16 @@
 //! with the trainer's one quality rule (`QualityAccumulator`: accuracy, or clipped R^2); the best
 //! mean wins, and under k-fold the model served is refit on every example with it. A setting is only
 //! started while the run's time limit has time left (a fit that runs long stops itself at the
-//! deadline where its algorithm allows, [`Clock`]). In a trial record a classic model's `learning_rate` is
+//! deadline where its algorithm allows, or fails, [`Clock`]; so does a validation that runs past
+//! it). In a trial record a classic model's `learning_rate` is
 //! its setting's value (documented in `DECISIONS.md`).
 //!
 //! To add a model: a `ModelKind`, a [`Learner`] (its settings and its fit), a [`ClassicModel`]
 //! variant (its prediction), and its arm in [`learner`], [`ClassicModel::from_extra`] and
 //! [`run_flops`].
 
+pub mod dtw_knn;
+pub mod minirocket;
 pub mod tree_kernel;
 
 use std::time::Instant;
@@ -32,11 +35,16 @@ use crate::train::{
     Budget, CurvePoint, LearningRateTrial, Refit, RunOutcome, TrainedRun, Validation,
 };
 
+use dtw_knn::DtwKnn;
+use minirocket::MiniRocket;
 use tree_kernel::TreeKernelSvm;
 
 /// True for the models trained by this module rather than by the tch loop.
 pub fn is_classic(kind: ModelKind) -> bool {
-    matches!(kind, ModelKind::TreeKernelSvm)
+    matches!(
+        kind,
+        ModelKind::TreeKernelSvm | ModelKind::MiniRocket | ModelKind::DtwKnn
+    )
 }
 
 /// A fitted classic model: what a checkpoint keeps and a [`crate::Predictor`] runs.
@@ -44,6 +52,10 @@ pub fn is_classic(kind: ModelKind) -> bool {
 pub enum ClassicModel {
     /// The tree-kernel SVM.
     TreeKernelSvm(TreeKernelSvm),
+    /// MiniRocket features and a ridge classifier.
+    MiniRocket(MiniRocket),
+    /// 1-nearest-neighbour under dynamic time warping.
+    DtwKnn(DtwKnn),
 }
 
 impl ClassicModel {
@@ -55,6 +67,8 @@ impl ClassicModel {
             .ok_or_else(|| Error::BadCheckpoint(format!("the {} state is missing", kind.id())))?;
         match kind {
             ModelKind::TreeKernelSvm => Ok(Self::TreeKernelSvm(serde_json::from_value(extra)?)),
+            ModelKind::MiniRocket => Ok(Self::MiniRocket(serde_json::from_value(extra)?)),
+            ModelKind::DtwKnn => Ok(Self::DtwKnn(serde_json::from_value(extra)?)),
             _ => Err(Error::BadCheckpoint(format!(
                 "{} is not a classic model",
                 kind.id()
@@ -69,6 +83,8 @@ impl ClassicModel {
         }
         match self {
             Self::TreeKernelSvm(svm) => json(svm),
+            Self::MiniRocket(model) => json(model),
+            Self::DtwKnn(model) => json(model),
         }
     }
 
@@ -77,6 +93,22 @@ impl ClassicModel {
         match (self, inputs) {
             (Self::TreeKernelSvm(svm), Inputs::Trees { trees, .. }) => {
                 Ok(rows.iter().map(|&row| svm.predict(&trees[row])).collect())
+            }
+            (Self::MiniRocket(model), Inputs::Sequences(sequences))
+                if sequences.step as usize == model.transform.channels =>
+            {
+                Ok(rows
+                    .iter()
+                    .map(|&row| model.predict(sequences, row))
+                    .collect())
+            }
+            (Self::DtwKnn(model), Inputs::Sequences(sequences))
+                if sequences.step as usize == model.channels =>
+            {
+                Ok(rows
+                    .iter()
+                    .map(|&row| model.predict(sequences, row))
+                    .collect())
             }
             _ => Err(Error::BadCheckpoint(
                 "the inputs do not fit the model's kind".into(),
@@ -124,7 +156,6 @@ pub fn learner<'a>(
     sets: &[(Vec<usize>, Vec<usize>)],
     seed: u64,
 ) -> Result<Box<dyn Learner + 'a>> {
-    let _ = seed;
     let does_not_fit = || Error::CandidateDoesNotFit {
         candidate: kind.id().to_owned(),
         task: task.name().to_owned(),
@@ -132,6 +163,12 @@ pub fn learner<'a>(
     match kind {
         ModelKind::TreeKernelSvm => Ok(Box::new(
             tree_kernel::SvmLearner::new(examples, sets).ok_or_else(does_not_fit)?,
+        )),
+        ModelKind::MiniRocket => Ok(Box::new(
+            minirocket::MiniRocketLearner::new(examples, seed).ok_or_else(does_not_fit)?,
+        )),
+        ModelKind::DtwKnn => Ok(Box::new(
+            dtw_knn::DtwLearner::new(examples).ok_or_else(does_not_fit)?,
         )),
         _ => Err(does_not_fit()),
     }
@@ -150,18 +187,72 @@ pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<
             let n = sets.first().map_or(0.0, trained);
             nodes * nodes * n * n + 2.0 * fits * n
         }
+        // The transform (about 10,000 features x (3 channel sums + 1 comparison) per step, the
+        // dilations' shared parts besides) of every fitted and validated series, then the ridge:
+        // its Gram matrix (n^2 p) and ten factorizations (n^3 each, with the inverse).
+        ModelKind::MiniRocket => {
+            let (length, channels) = sequence_shape(examples);
+            let features = minirocket::DEFAULT_FEATURES as f64;
+            let per_series = features * length * (1.0 + 3.0 * channels.min(9.0) / 2.0);
+            let transformed = fits + sets.iter().map(|(_, v)| v.len() as f64).sum::<f64>();
+            let ridge: f64 = sets
+                .iter()
+                .map(trained)
+                .chain(std::iter::once(examples.len() as f64))
+                .map(|n| n * n * features + 10.0 * n * n * n)
+                .sum();
+            per_series * transformed + ridge
+        }
+        // Every validation series against every training series of its set, for each of the four
+        // windows: DTW cells (length x (2w + 1)) x channels x 3 flops, about a third of them
+        // computed after pruning (the lower bounds are linear).
+        ModelKind::DtwKnn => {
+            let (length, channels) = sequence_shape(examples);
+            let pairs: f64 = sets
+                .iter()
+                .map(|(train, validation)| train.len() as f64 * validation.len() as f64)
+                .sum();
+            let windows: f64 = dtw_knn::WINDOWS
+                .iter()
+                .map(|fraction| length * (2.0 * (fraction * length).round() + 1.0))
+                .sum();
+            pairs * windows * channels + fits
+        }
         _ => fits,
     }
 }
 
+/// The mean length (at least 1) and the channels of sequence inputs, `(1, 1)` for others.
+fn sequence_shape(examples: &Examples) -> (f64, f64) {
+    match &examples.inputs {
+        Inputs::Sequences(sequences) if !sequences.is_empty() => (
+            (sequences.offsets.last().copied().unwrap_or(0) as f64 / sequences.len() as f64)
+                .max(1.0),
+            sequences.step.max(1) as f64,
+        ),
+        _ => (1.0, 1.0),
+    }
+}
+
 /// The validation quality of `model` on `rows` (accuracy, or clipped R^2), `None` when it predicted
-/// a value that is not finite.
+/// a value that is not finite. Predictions are made one row at a time while `clock` has time
+/// left: a validation that runs past the limit (1-NN DTW's searches, say) is an error.
 pub(crate) fn quality(
     model: &ClassicModel,
     examples: &Examples,
     rows: &[usize],
+    clock: &Clock,
 ) -> Result<Option<f64>> {
-    let predictions = model.predict(&examples.inputs, rows)?;
+    let mut predictions = Vec::with_capacity(rows.len());
+    for chunk in rows.chunks(1) {
+        if clock.expired() {
+            return Err(Error::BadExamples(format!(
+                "the time limit ({}s) was reached while validating",
+                clock.limit
+            )));
+        }
+        predictions.extend(model.predict(&examples.inputs, chunk)?);
+    }
     let mut accumulator = QualityAccumulator::default();
     let classification = matches!(examples.targets, Targets::Classes { .. });
     for (&row, prediction) in rows.iter().zip(&predictions) {
@@ -217,7 +308,7 @@ pub(crate) fn train_run(
         for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
             let fitted = learner
                 .fit(train_rows, setting, &clock)
-                .and_then(|model| Ok((quality(&model, examples, validation_rows)?, model)));
+                .and_then(|model| Ok((quality(&model, examples, validation_rows, &clock)?, model)));
             let (quality, model) = match fitted {
                 Ok((Some(quality), model)) => (quality, model),
                 Ok((None, _)) => {
