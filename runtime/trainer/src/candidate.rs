@@ -58,10 +58,16 @@ pub enum ModelKind {
     BitRnn,
     /// Auto-encoder over the bits of the serialized input (general auto-encoder).
     BitAutoencoder,
+    /// Gradient-boosted decision trees (tabular tasks).
+    Gbdt,
+    /// Random forest (tabular tasks).
+    RandomForest,
+    /// k-nearest neighbours (tabular tasks).
+    Knn,
 }
 
 /// Every model kind with its id, in registry order.
-pub const ALL_MODELS: [(ModelKind, &str); 24] = [
+pub const ALL_MODELS: [(ModelKind, &str); 27] = [
     (ModelKind::AlexNet, "alexnet"),
     (ModelKind::BnAlexNet, "bn_alexnet"),
     (ModelKind::ResNet18, "resnet18"),
@@ -86,6 +92,9 @@ pub const ALL_MODELS: [(ModelKind, &str); 24] = [
     (ModelKind::Linear, "linear"),
     (ModelKind::BitRnn, "bit_rnn"),
     (ModelKind::BitAutoencoder, "bit_autoencoder"),
+    (ModelKind::Gbdt, "gbdt"),
+    (ModelKind::RandomForest, "random_forest"),
+    (ModelKind::Knn, "knn"),
 ];
 
 impl ModelKind {
@@ -115,8 +124,13 @@ impl ModelKind {
                 AlexNet | BnAlexNet | ResNet18 | ResNet50 | GoogLeNet | SqueezeNet | Vgg16 | Nin
             ),
             Task::ImageRecovery { .. } => matches!(self, Autoencoder | Gan | Pix2Pix),
-            Task::TabularClassification { .. } => matches!(self, MlpSmall | MlpLarge | Logistic),
-            Task::TabularRegression { .. } => matches!(self, MlpSmall | MlpLarge | Linear),
+            Task::TabularClassification { .. } => matches!(
+                self,
+                MlpSmall | MlpLarge | Logistic | Gbdt | RandomForest | Knn
+            ),
+            Task::TabularRegression { .. } => {
+                matches!(self, MlpSmall | MlpLarge | Linear | Gbdt | RandomForest | Knn)
+            }
             Task::SequenceClassification { .. } => matches!(self, Rnn | Lstm | BiLstm | Gru),
             Task::SequenceTranslation { .. } => self == Seq2Seq,
             Task::TreeClassification { .. } => matches!(self, TreeRnn | TreeKernelSvm),
