@@ -60,7 +60,11 @@ fn main() -> Result<()> {
     let n_classes = if regression {
         0
     } else {
-        rows.iter().map(|row| row[row.len() - 1] as i64).max().unwrap_or(0) + 1
+        rows.iter()
+            .map(|row| row[row.len() - 1] as i64)
+            .max()
+            .unwrap_or(0)
+            + 1
     };
     let examples = |part: &[Vec<f32>], first_id: u64| -> Examples {
         let features = part[0].len() - 1;

@@ -129,7 +129,10 @@ impl ModelKind {
                 MlpSmall | MlpLarge | Logistic | Gbdt | RandomForest | Knn
             ),
             Task::TabularRegression { .. } => {
-                matches!(self, MlpSmall | MlpLarge | Linear | Gbdt | RandomForest | Knn)
+                matches!(
+                    self,
+                    MlpSmall | MlpLarge | Linear | Gbdt | RandomForest | Knn
+                )
             }
             Task::SequenceClassification { .. } => matches!(self, Rnn | Lstm | BiLstm | Gru),
             Task::SequenceTranslation { .. } => self == Seq2Seq,

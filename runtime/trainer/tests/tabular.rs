@@ -176,7 +176,11 @@ fn a_short_time_limit_cuts_the_trees_and_the_settings() {
     budget.max_seconds = 0.3;
     for model in MODELS {
         let run = train(&Candidate::parse(model).unwrap(), &examples, &budget).unwrap();
-        eprintln!("{model}: {:.2}s, {} trials", run.cost_seconds, run.trials.len());
+        eprintln!(
+            "{model}: {:.2}s, {} trials",
+            run.cost_seconds,
+            run.trials.len()
+        );
         // A fit always makes one round or one tree, and k-NN's validation is not cut: a margin.
         let margin = if model == "knn" { 10.0 } else { 1.5 };
         assert!(

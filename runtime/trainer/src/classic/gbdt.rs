@@ -53,7 +53,10 @@ impl Gbdt {
         self.outputs > 0
             && self.base.len() == self.outputs
             && self.trees.len() % self.outputs == 0
-            && self.trees.iter().all(|tree| tree.is_valid(self.features, 1))
+            && self
+                .trees
+                .iter()
+                .all(|tree| tree.is_valid(self.features, 1))
     }
 
     /// The raw scores of `row` (logits, or the regression values).
@@ -160,9 +163,7 @@ impl<'a> GbdtLearner<'a> {
                         *m += f64::from(v);
                     }
                 }
-                mean.iter()
-                    .map(|m| m / rows.len().max(1) as f64)
-                    .collect()
+                mean.iter().map(|m| m / rows.len().max(1) as f64).collect()
             }
         }
     }
@@ -200,7 +201,8 @@ impl Learner for GbdtLearner<'_> {
         let held_targets = table.target_matrix(&held);
         let base = self.base(&train);
         let mut scores: Vec<f64> = (0..n).flat_map(|_| base.iter().copied()).collect();
-        let mut held_scores: Vec<f64> = (0..held.len()).flat_map(|_| base.iter().copied()).collect();
+        let mut held_scores: Vec<f64> =
+            (0..held.len()).flat_map(|_| base.iter().copied()).collect();
         let params = GrowParams {
             max_depth: depth.max(1.0) as usize,
             min_leaf: (n / 50).clamp(1, 20),
@@ -241,8 +243,8 @@ impl Learner for GbdtLearner<'_> {
                     gradient[i] = -g;
                     hessian[i] = h;
                 }
-                let mut tree = Grower::new(&binned, &gradient, &hessian, 1, params)
-                    .grow(&mut local, &mut rng);
+                let mut tree =
+                    Grower::new(&binned, &gradient, &hessian, 1, params).grow(&mut local, &mut rng);
                 tree.scale(LEARNING_RATE);
                 for (i, &row) in train.iter().enumerate() {
                     scores[i * width + output] += f64::from(tree.leaf(table.row(row))[0]);

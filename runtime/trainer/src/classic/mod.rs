@@ -80,7 +80,10 @@ impl ClassicModel {
             ModelKind::TreeKernelSvm => Ok(Self::TreeKernelSvm(serde_json::from_value(extra)?)),
             ModelKind::Gbdt => {
                 let model: Gbdt = serde_json::from_value(extra)?;
-                model.is_valid().then_some(Self::Gbdt(model)).ok_or_else(malformed)
+                model
+                    .is_valid()
+                    .then_some(Self::Gbdt(model))
+                    .ok_or_else(malformed)
             }
             ModelKind::RandomForest => {
                 let model: RandomForest = serde_json::from_value(extra)?;
@@ -91,7 +94,10 @@ impl ClassicModel {
             }
             ModelKind::Knn => {
                 let model: Knn = serde_json::from_value(extra)?;
-                model.is_valid().then_some(Self::Knn(model)).ok_or_else(malformed)
+                model
+                    .is_valid()
+                    .then_some(Self::Knn(model))
+                    .ok_or_else(malformed)
             }
             _ => Err(Error::BadCheckpoint(format!(
                 "{} is not a classic model",
@@ -120,13 +126,19 @@ impl ClassicModel {
                 Ok(rows.iter().map(|&row| svm.predict(&trees[row])).collect())
             }
             (Self::Gbdt(model), Inputs::Dense { values, .. }) => {
-                Ok(dense_rows(values, model.features, rows, |row| model.predict(row))?)
+                Ok(dense_rows(values, model.features, rows, |row| {
+                    model.predict(row)
+                })?)
             }
             (Self::RandomForest(model), Inputs::Dense { values, .. }) => {
-                Ok(dense_rows(values, model.features, rows, |row| model.predict(row))?)
+                Ok(dense_rows(values, model.features, rows, |row| {
+                    model.predict(row)
+                })?)
             }
             (Self::Knn(model), Inputs::Dense { values, .. }) => {
-                Ok(dense_rows(values, model.features, rows, |row| model.predict(row))?)
+                Ok(dense_rows(values, model.features, rows, |row| {
+                    model.predict(row)
+                })?)
             }
             _ => Err(Error::BadCheckpoint(
                 "the inputs do not fit the model's kind".into(),

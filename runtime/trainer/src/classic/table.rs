@@ -87,9 +87,8 @@ impl<'a> Table<'a> {
                     }
                 }
                 Target::Values { values, .. } => {
-                    for (value, &target) in slot
-                        .iter_mut()
-                        .zip(&values[row * width..(row + 1) * width])
+                    for (value, &target) in
+                        slot.iter_mut().zip(&values[row * width..(row + 1) * width])
                     {
                         *value = f64::from(target);
                     }

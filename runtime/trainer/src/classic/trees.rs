@@ -451,7 +451,11 @@ mod tests {
         let tree = grow(&values, 2, &targets, DEEP);
         assert_eq!(tree.feature.len(), 3, "{tree:?}");
         assert_eq!(tree.feature[0], 1);
-        assert!((tree.threshold[0] - 0.5).abs() < 1e-6, "{}", tree.threshold[0]);
+        assert!(
+            (tree.threshold[0] - 0.5).abs() < 1e-6,
+            "{}",
+            tree.threshold[0]
+        );
         assert!(tree.is_valid(2, 2));
         for (row, &class) in values.chunks(2).zip(&classes) {
             let leaf = tree.leaf(row);
@@ -474,7 +478,11 @@ mod tests {
     fn many_values_are_binned_by_quantiles() {
         let values: Vec<f32> = (0..10_000).map(|i| i as f32 / 7.0).collect();
         let edges = edges_of(values.clone());
-        assert!(edges.len() < MAX_BINS && edges.len() > 200, "{}", edges.len());
+        assert!(
+            edges.len() < MAX_BINS && edges.len() > 200,
+            "{}",
+            edges.len()
+        );
         assert!(edges.windows(2).all(|pair| pair[0] < pair[1]));
         assert_eq!(bin_of(&edges, f32::NEG_INFINITY), 0);
         assert_eq!(bin_of(&edges, f32::NAN), 0);
