@@ -52,7 +52,7 @@ impl Gbdt {
     pub fn is_valid(&self) -> bool {
         self.outputs > 0
             && self.base.len() == self.outputs
-            && self.trees.len() % self.outputs == 0
+            && self.trees.len().is_multiple_of(self.outputs)
             && self
                 .trees
                 .iter()
@@ -186,7 +186,7 @@ impl Learner for GbdtLearner<'_> {
         let salt = mix64(self.seed);
         let (train, held): (Vec<usize>, Vec<usize>) = if rows.len() >= HOLD_OUT_FROM {
             rows.iter()
-                .partition(|&&row| mix64(row as u64 ^ salt) % 10 != 0)
+                .partition(|&&row| !mix64(row as u64 ^ salt).is_multiple_of(10))
         } else {
             (rows.to_vec(), Vec::new())
         };

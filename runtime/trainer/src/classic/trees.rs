@@ -152,7 +152,7 @@ impl Tree {
             || self.next.len() != nodes
             || self.width as usize != width
             || width == 0
-            || self.leaves.len() % width != 0
+            || !self.leaves.len().is_multiple_of(width)
         {
             return false;
         }
