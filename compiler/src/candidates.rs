@@ -80,7 +80,14 @@ mod tests {
         );
         assert_eq!(
             ids("Input = [3]\nOutput = [1]", &Registry::builtin()),
-            ["mlp_small", "mlp_large", "linear"]
+            [
+                "random_forest",
+                "gbdt",
+                "mlp_small",
+                "mlp_large",
+                "linear",
+                "knn"
+            ]
         );
     }
 

@@ -10,7 +10,7 @@ use crate::workload::Workload;
 use Workload::*;
 
 /// Every model id with the workloads it serves, in the registry's order.
-pub const MODELS: [(&str, &[Workload]); 30] = [
+pub const MODELS: [(&str, &[Workload]); 33] = [
     ("alexnet", &[ImageClassification]),
     ("bn_alexnet", &[ImageClassification]),
     ("resnet18", &[ImageClassification]),
@@ -41,6 +41,9 @@ pub const MODELS: [(&str, &[Workload]); 30] = [
     ("linear", &[TabularRegression]),
     ("bit_rnn", &[GeneralClassification]),
     ("bit_autoencoder", &[GeneralAutoencoder]),
+    ("gbdt", &[TabularClassification, TabularRegression]),
+    ("random_forest", &[TabularClassification, TabularRegression]),
+    ("knn", &[TabularClassification, TabularRegression]),
 ];
 
 /// A candidate id split into its model id and normalization exponent: `resnet18+norm_k2` is

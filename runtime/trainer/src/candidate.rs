@@ -71,10 +71,16 @@ pub enum ModelKind {
     BitRnn,
     /// Auto-encoder over the bits of the serialized input (general auto-encoder).
     BitAutoencoder,
+    /// Gradient-boosted decision trees (tabular tasks).
+    Gbdt,
+    /// Random forest (tabular tasks).
+    RandomForest,
+    /// k-nearest neighbours (tabular tasks).
+    Knn,
 }
 
 /// Every model kind with its id, in registry order.
-pub const ALL_MODELS: [(ModelKind, &str); 30] = [
+pub const ALL_MODELS: [(ModelKind, &str); 33] = [
     (ModelKind::AlexNet, "alexnet"),
     (ModelKind::BnAlexNet, "bn_alexnet"),
     (ModelKind::ResNet18, "resnet18"),
@@ -105,6 +111,9 @@ pub const ALL_MODELS: [(ModelKind, &str); 30] = [
     (ModelKind::Linear, "linear"),
     (ModelKind::BitRnn, "bit_rnn"),
     (ModelKind::BitAutoencoder, "bit_autoencoder"),
+    (ModelKind::Gbdt, "gbdt"),
+    (ModelKind::RandomForest, "random_forest"),
+    (ModelKind::Knn, "knn"),
 ];
 
 impl ModelKind {
@@ -142,8 +151,16 @@ impl ModelKind {
                     | SmallCnn
             ),
             Task::ImageRecovery { .. } => matches!(self, Autoencoder | Gan | Pix2Pix),
-            Task::TabularClassification { .. } => matches!(self, MlpSmall | MlpLarge | Logistic),
-            Task::TabularRegression { .. } => matches!(self, MlpSmall | MlpLarge | Linear),
+            Task::TabularClassification { .. } => matches!(
+                self,
+                MlpSmall | MlpLarge | Logistic | Gbdt | RandomForest | Knn
+            ),
+            Task::TabularRegression { .. } => {
+                matches!(
+                    self,
+                    MlpSmall | MlpLarge | Linear | Gbdt | RandomForest | Knn
+                )
+            }
             Task::SequenceClassification { .. } => {
                 matches!(
                     self,
@@ -179,6 +196,8 @@ impl ModelKind {
             Rnn | Lstm | BiLstm | Gru | Seq2Seq | TreeRnn | BitRnn => "recurrent",
             TreeKernelSvm => "kernel_machine",
             MlpSmall | MlpLarge => "mlp",
+            Gbdt | RandomForest => "tree_ensemble",
+            Knn => "nearest_neighbours",
             Logistic | Linear => "linear",
         }
     }

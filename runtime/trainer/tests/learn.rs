@@ -100,6 +100,16 @@ fn tabular_models_learn_signs_and_lines() {
 }
 
 #[test]
+fn table_models_learn_signs_and_lines() {
+    let classification = synthetic::tabular_sign(400, 5, 3);
+    let regression = synthetic::tabular_linear(400, 5, 4);
+    for model in ["gbdt", "random_forest", "knn"] {
+        assert_learns(model, &classification, &budget(1), 0.85);
+        assert_learns(model, &regression, &budget(1), 0.8);
+    }
+}
+
+#[test]
 fn recurrent_models_learn_the_sign_of_a_sum() {
     let examples = synthetic::sequence_sign(400, 2, 5);
     for model in ["rnn", "lstm", "bilstm", "gru"] {
