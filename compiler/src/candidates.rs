@@ -2,19 +2,25 @@
 //! the input normalizations f_k(x) = -x^(2k) + x^k when the workload's input is image-shaped.
 //!
 //! Candidate ids are stable strings: `resnet18`, `resnet18+norm_k2`. Order: model by model, each
-//! first without normalization, then with each k in the registry's order.
+//! first without normalization, then with each k in the registry's order. The registry's
+//! `not_normalized` models (k-NN: not a network, so no f_k layer) are never augmented.
 
 use easeml_schema::{Candidate, Normalization};
 
 use crate::templates::Template;
 
-/// The candidates of a template, with normalization exponents `ks` when the template normalizes.
-pub fn candidates(template: &Template, ks: &[u32]) -> Vec<Candidate> {
-    let ks: &[u32] = if template.normalize { ks } else { &[] };
+/// The candidates of a template, with normalization exponents `ks` when the template normalizes
+/// (except for the models of `not_normalized`).
+pub fn candidates(template: &Template, ks: &[u32], not_normalized: &[String]) -> Vec<Candidate> {
     template
         .models
         .iter()
         .flat_map(|model| {
+            let ks: &[u32] = if template.normalize && !not_normalized.contains(model) {
+                ks
+            } else {
+                &[]
+            };
             let plain = Candidate {
                 id: model.clone(),
                 model: model.clone(),
@@ -45,7 +51,9 @@ mod tests {
     #[test]
     fn image_inputs_are_augmented_model_by_model() {
         let ids = ids("Input = [32, 32, 3]\nOutput = [10]", &Registry::builtin());
-        assert_eq!(ids.len(), 9 * 4);
+        // knn is not a network: it is never augmented.
+        assert_eq!(ids.len(), 9 * 4 + 1);
+        assert_eq!(ids.iter().filter(|id| id.starts_with("knn")).count(), 1);
         assert_eq!(
             &ids[..5],
             [
@@ -53,7 +61,7 @@ mod tests {
                 "small_cnn+norm_k1",
                 "small_cnn+norm_k2",
                 "small_cnn+norm_k4",
-                "alexnet"
+                "knn"
             ]
         );
         assert!(ids.contains(&"resnet18+norm_k2".to_owned()));
@@ -100,6 +108,6 @@ mod tests {
             ["small_cnn", "small_cnn+norm_k3"]
         );
         registry.normalization_ks.clear();
-        assert_eq!(ids("Input = [8, 8]\nOutput = [2]", &registry).len(), 9);
+        assert_eq!(ids("Input = [8, 8]\nOutput = [2]", &registry).len(), 10);
     }
 }

@@ -40,7 +40,8 @@ impl Compiled {
         let matching_templates: Vec<Template> =
             registry.matching(&schema).into_iter().cloned().collect();
         let chosen = matching_templates.first()?;
-        let candidates = candidates::candidates(chosen, &registry.normalization_ks);
+        let candidates =
+            candidates::candidates(chosen, &registry.normalization_ks, &registry.not_normalized);
         let beyond_paper = chosen
             .models
             .iter()

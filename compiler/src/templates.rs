@@ -52,6 +52,8 @@ pub struct Registry {
     pub model_names: BTreeMap<String, String>,
     /// The models that go beyond the paper's figure 6, with their source (`explain` marks them).
     pub beyond_paper: BTreeMap<String, String>,
+    /// The models never augmented with input normalizations (they are not networks).
+    pub not_normalized: Vec<String>,
 }
 
 /// One template: patterns, conditions, the workload and the models.
@@ -155,6 +157,8 @@ struct RegistryFile {
     model_names: BTreeMap<String, String>,
     #[serde(default)]
     beyond_paper: BTreeMap<String, String>,
+    #[serde(default)]
+    not_normalized: Vec<String>,
 }
 
 fn default_ks() -> Vec<u32> {
@@ -239,6 +243,18 @@ impl Registry {
                 normalize: template.normalize,
             });
         }
+        if let Some(model) = parsed.not_normalized.iter().find(|model| {
+            !templates
+                .iter()
+                .any(|template| template.models.contains(*model))
+        }) {
+            return Err(RegistryError::Format {
+                file: file.to_owned(),
+                message: format!(
+                    "not_normalized names `{model}`, which no template lists among its models"
+                ),
+            });
+        }
         if let Some(model) = parsed.beyond_paper.keys().find(|model| {
             !templates
                 .iter()
@@ -256,6 +272,7 @@ impl Registry {
             normalization_ks: parsed.normalization_ks,
             model_names: parsed.model_names,
             beyond_paper: parsed.beyond_paper,
+            not_normalized: parsed.not_normalized,
         })
     }
 

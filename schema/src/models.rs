@@ -43,7 +43,14 @@ pub const MODELS: [(&str, &[Workload]); 33] = [
     ("bit_autoencoder", &[GeneralAutoencoder]),
     ("gbdt", &[TabularClassification, TabularRegression]),
     ("random_forest", &[TabularClassification, TabularRegression]),
-    ("knn", &[TabularClassification, TabularRegression]),
+    (
+        "knn",
+        &[
+            TabularClassification,
+            TabularRegression,
+            ImageClassification,
+        ],
+    ),
 ];
 
 /// A candidate id split into its model id and normalization exponent: `resnet18+norm_k2` is

@@ -148,6 +148,7 @@ impl ModelKind {
                     | SqueezeNet
                     | Vgg16
                     | Nin
+                    | Knn
                     | SmallCnn
             ),
             Task::ImageRecovery { .. } => matches!(self, Autoencoder | Gan | Pix2Pix),

@@ -26,6 +26,17 @@ pub enum Error {
     /// The examples are inconsistent (lengths, shapes, labels out of range, no examples).
     #[error("bad examples: {0}")]
     BadExamples(String),
+    /// A model that is not a tch module could not finish fitting and validating within the run's
+    /// time limit (the networks stop at the limit with what they have; these have nothing yet).
+    #[error(
+        "the run's time limit ({limit_seconds:.0} s) ended while {doing}; a longer limit (the app's `train_time` constraint or the engine's run limit), fewer examples or another candidate would fit"
+    )]
+    OutOfTime {
+        /// The run's limit.
+        limit_seconds: f64,
+        /// What was under way.
+        doing: String,
+    },
     /// A checkpoint that cannot be read, or that does not fit the inputs given to it.
     #[error("bad checkpoint: {0}")]
     BadCheckpoint(String),

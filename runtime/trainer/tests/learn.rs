@@ -70,6 +70,7 @@ fn image_classifiers_find_the_bright_quadrant() {
         "vgg16",
         "nin",
         "small_cnn",
+        "knn",
     ] {
         let mut budget = budget.clone();
         if model == "squeezenet" {

@@ -3,7 +3,11 @@
 //! constant feature by 1; values that are not finite count as the mean). A prediction takes the
 //! `k` rows nearest in Euclidean distance: classification weighs each neighbour's vote by
 //! `1 / (distance + 1e-6)` (the probabilities are the normalized weights), regression averages the
-//! neighbours' values. The settings are `k` in {5, 9, 3, 1} (at most the number of rows).
+//! neighbours' values. The settings are `k` in {5, 9, 3, 1} (at most the number of rows), then
+//! `k` in {1, 5} on the raw features (a setting of `-k`: no standardization). Images (inputs of two
+//! or more dimensions) try the raw features first, {1, 5, 3}, then standardized {1, 5}: pixels are
+//! on one scale already, and standardizing a nearly constant border pixel blows its noise up (on
+//! scikit-learn's 8x8 digits, 1-NN is 0.997 on raw pixels, 0.978 standardized).
 
 use serde::{Deserialize, Serialize};
 
@@ -122,29 +126,35 @@ impl Knn {
 /// The k-NN learner.
 pub(crate) struct KnnLearner<'a> {
     table: Table<'a>,
+    image: bool,
 }
 
 impl<'a> KnnLearner<'a> {
-    /// The learner over `table`.
-    pub(crate) fn new(table: Table<'a>) -> Self {
-        Self { table }
+    /// The learner over `table`; `image` when the inputs are images (raw pixels first).
+    pub(crate) fn new(table: Table<'a>, image: bool) -> Self {
+        Self { table, image }
     }
 }
 
 impl Learner for KnnLearner<'_> {
     fn settings(&self) -> Vec<f64> {
-        vec![5.0, 9.0, 3.0, 1.0]
+        if self.image {
+            vec![-1.0, -5.0, -3.0, 1.0, 5.0]
+        } else {
+            vec![5.0, 9.0, 3.0, 1.0, -1.0, -5.0]
+        }
     }
 
-    fn fit(&mut self, rows: &[usize], k: f64, _clock: &Clock) -> Result<ClassicModel> {
+    fn fit(&mut self, rows: &[usize], setting: f64, _clock: &Clock) -> Result<ClassicModel> {
         if rows.is_empty() {
             return Err(Error::BadExamples("no rows to fit k-NN on".into()));
         }
+        let (k, standardized) = (setting.abs(), setting > 0.0);
         let table = self.table;
         let features = table.features;
         let mut mean = vec![0.0f32; features];
         let mut scale = vec![1.0f32; features];
-        for feature in 0..features {
+        for feature in (0..features).filter(|_| standardized) {
             let (mut count, mut sum, mut squares) = (0.0f64, 0.0f64, 0.0f64);
             for &row in rows {
                 let value = f64::from(table.row(row)[feature]);
@@ -223,7 +233,20 @@ mod tests {
             started: std::time::Instant::now(),
             limit: 1.0,
         };
-        let ClassicModel::Knn(model) = KnnLearner::new(table)
+        let ClassicModel::Knn(raw) = KnnLearner::new(table, true)
+            .fit(&[0, 1, 2, 3], -1.0, &clock)
+            .unwrap()
+        else {
+            panic!("not k-NN");
+        };
+        // A negative setting keeps the raw features; images try those first.
+        assert_eq!(
+            (raw.k, raw.mean.clone(), raw.scale.clone()),
+            (1, vec![0.0; 2], vec![1.0; 2])
+        );
+        assert_eq!(KnnLearner::new(table, true).settings()[0], -1.0);
+        assert!(KnnLearner::new(table, false).settings()[0] > 0.0);
+        let ClassicModel::Knn(model) = KnnLearner::new(table, false)
             .fit(&[0, 1, 2, 3], 1.0, &clock)
             .unwrap()
         else {

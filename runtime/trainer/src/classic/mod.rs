@@ -264,6 +264,7 @@ pub fn learner<'a>(
         ))),
         ModelKind::Knn => Ok(Box::new(knn::KnnLearner::new(
             Table::of(examples).ok_or_else(does_not_fit)?,
+            matches!(&examples.inputs, Inputs::Dense { shape, .. } if shape.len() > 1),
         ))),
         _ => Err(does_not_fit()),
     }
@@ -329,14 +330,14 @@ pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<
             let depth = (examples.len().max(2) as f64).log2();
             SCALAR_STEP * 2.0 * fits * 100.0 * depth * features.sqrt().max(1.0) * (outputs + 2.0)
         }
-        // Distances from every validation row to every training row, four settings of k.
+        // Distances from every validation row to every training row, six settings at most.
         ModelKind::Knn => {
             let (features, _) = table_shape(examples);
             let pairs: f64 = sets
                 .iter()
                 .map(|(train, validation)| train.len() as f64 * validation.len() as f64)
                 .sum();
-            2.0 * (4.0 * pairs * 3.0 * features + fits * features)
+            2.0 * (6.0 * pairs * 3.0 * features + fits * features)
         }
         _ => fits,
     }
@@ -376,10 +377,14 @@ pub(crate) fn quality(
     let mut predictions = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(1) {
         if clock.expired() {
-            return Err(Error::BadExamples(format!(
-                "the time limit ({}s) was reached while validating",
-                clock.limit
-            )));
+            return Err(Error::OutOfTime {
+                limit_seconds: clock.limit,
+                doing: format!(
+                    "validating (after {} of {} validation examples)",
+                    predictions.len(),
+                    rows.len()
+                ),
+            });
         }
         predictions.extend(model.predict(&examples.inputs, chunk)?);
     }
