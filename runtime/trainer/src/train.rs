@@ -308,7 +308,8 @@ pub struct TrainedRun {
     /// The standard deviation of the fold qualities of the chosen learning rate (k-fold; sample
     /// standard deviation, `k - 1` in the denominator), `None` under the split.
     pub quality_std: Option<f64>,
-    /// The refit on every example (k-fold, when some learning rate trained on every fold).
+    /// The refit on every example (k-fold, when some learning rate trained on every fold; and for
+    /// the models that are not networks under the split too, `crate::classic`).
     pub refit: Option<Refit>,
 }
 

@@ -621,3 +621,17 @@ fn min_steps_raise_epochs_and_patience_on_small_data_only() {
     let empty = budget.scaled_to(0);
     assert_eq!((empty.max_epochs, empty.patience), (400, 40));
 }
+
+/// A model that is not a network is refit on every example under the split too (when one more fit
+/// fits in the time left): k-NN then keeps all 250 rows, not the 200 of the training part.
+#[test]
+fn a_classic_model_under_the_split_is_refit_on_every_example() {
+    let examples = synthetic::tabular_sign(250, 4, 21);
+    let run = train(&Candidate::parse("knn").unwrap(), &examples, &budget(1)).unwrap();
+    assert_eq!(run.validation, Validation::Split { fraction: 0.2 });
+    let refit = run.refit.as_ref().expect("the split's refit is recorded");
+    assert_eq!(refit.fallback, None);
+    let state = run.checkpoint().unwrap().meta.extra.as_ref().unwrap();
+    assert_eq!(state["points"].as_array().unwrap().len(), 250 * 4);
+}
+}

@@ -6,7 +6,9 @@
 //! `C` of the tree-kernel SVM, say); every setting is fitted on the training part of each of the
 //! run's validation sets (the split's one pair, or the k folds) and scored on the validation part
 //! with the trainer's one quality rule (`QualityAccumulator`: accuracy, or clipped R^2); the best
-//! mean wins, and under k-fold the model served is refit on every example with it. A setting is only
+//! mean wins, and the model served is refit on every example with it (under k-fold always, under
+//! the split when one more fit still ends inside the limit; else the split's model is served, and
+//! the run's `Refit` says why). A setting is only
 //! started while the run's time limit has time left (a fit that runs long stops itself at the
 //! deadline where its algorithm allows, or fails, [`Clock`]; so does a validation that runs past
 //! it). In a trial record a classic model's `learning_rate` is
@@ -440,6 +442,9 @@ pub(crate) fn train_run(
     // (mean quality, sample std, setting, the model of the best fold)
     let mut best: Option<(f64, f64, f64, ClassicModel)> = None;
     let mut failure = None;
+    // The longest fit so far: under the split, the refit on every example starts only when one
+    // more such fit (on 25% more rows) still ends inside the limit.
+    let mut longest_fit: f64 = 0.0;
     for (trial_index, setting) in learner.settings().into_iter().enumerate() {
         // A later setting starts only with time left; the first always runs.
         if trial_index > 0 && clock.expired() {
@@ -448,8 +453,10 @@ pub(crate) fn train_run(
         let mut qualities = Vec::new();
         let mut best_fold: Option<(f64, ClassicModel)> = None;
         for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
-            let fitted = learner
-                .fit(train_rows, setting, &clock)
+            let fit_started = clock.elapsed();
+            let fitted = learner.fit(train_rows, setting, &clock);
+            longest_fit = longest_fit.max(clock.elapsed() - fit_started);
+            let fitted = fitted
                 .and_then(|model| Ok((quality(&model, examples, validation_rows, &clock)?, model)));
             let (quality, model) = match fitted {
                 Ok((Some(quality), model)) => (quality, model),
@@ -508,10 +515,16 @@ pub(crate) fn train_run(
     let mut refit = None;
     let outcome = match best {
         Some((quality, std, setting, model)) => {
-            let model = if k_fold {
+            if k_fold {
                 quality_std = Some(std);
+            }
+            // The model served is refit on every example with the chosen setting (under k-fold
+            // always; under the split when it fits in the time left: the validation part is a
+            // fifth of the data, and k-NN or DTW gain from every stored example). Should the
+            // refit fail, the best fold's (or the split's) model is served.
+            let refit_fits = k_fold || clock.elapsed() + 1.25 * longest_fit <= clock.limit;
+            let model = if refit_fits {
                 let all_rows: Vec<usize> = (0..examples.len()).collect();
-                // The refit is the served model; should it fail, the best fold's model is served.
                 match learner.fit(
                     &all_rows,
                     setting,
@@ -542,6 +555,17 @@ pub(crate) fn train_run(
                     }
                 }
             } else {
+                refit = Some(Refit {
+                    learning_rate: setting,
+                    seed: budget.seed,
+                    planned_epochs: 1,
+                    epochs: 0,
+                    fallback: Some(
+                        "no time left for the refit on every example: the model trained on the \
+                         split's training part is served"
+                            .into(),
+                    ),
+                });
                 model
             };
             RunOutcome::Succeeded {
