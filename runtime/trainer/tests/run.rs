@@ -634,4 +634,3 @@ fn a_classic_model_under_the_split_is_refit_on_every_example() {
     let state = run.checkpoint().unwrap().meta.extra.as_ref().unwrap();
     assert_eq!(state["points"].as_array().unwrap().len(), 250 * 4);
 }
-}
