@@ -1,7 +1,7 @@
 //! The models that are not tch modules ("classic" models): fitted by their own solvers on the CPU,
 //! their whole state JSON in the checkpoint's metadata (`CheckpointMeta::extra`), no weights file.
 //!
-//! One run protocol serves them all ([`train_run`], called by [`crate::train()`]): each model offers
+//! One run protocol serves them all (`train_run`, called by [`crate::train()`]): each model offers
 //! a short list of settings (its hyper-parameter grid, in order of preference: the regularization
 //! `C` of the tree-kernel SVM, say); every setting is fitted on the training part of each of the
 //! run's validation sets (the split's one pair, or the k folds) and scored on the validation part

@@ -1,7 +1,7 @@
 //! CART regression trees over histogram bins: what the random forest and the gradient-boosted
 //! trees both grow.
 //!
-//! Each fit bins every feature of its training rows once ([`Binned`]: up to 255 bins per feature,
+//! Each fit bins every feature of its training rows once (`Binned`: up to 255 bins per feature,
 //! one per distinct value when there are no more, else at quantiles; the split thresholds are the
 //! midpoints between bins), then grows trees depth first. One criterion serves both models: every
 //! row carries a target vector `t` (width `w`) and a weight `h`; a node's score is
