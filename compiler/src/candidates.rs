@@ -51,17 +51,24 @@ mod tests {
     #[test]
     fn image_inputs_are_augmented_model_by_model() {
         let ids = ids("Input = [32, 32, 3]\nOutput = [10]", &Registry::builtin());
-        // knn is not a network: it is never augmented.
-        assert_eq!(ids.len(), 9 * 4 + 1);
+        // knn and kernel_ridge are not networks: they are never augmented.
+        assert_eq!(ids.len(), 9 * 4 + 2);
         assert_eq!(ids.iter().filter(|id| id.starts_with("knn")).count(), 1);
         assert_eq!(
-            &ids[..5],
+            ids.iter()
+                .filter(|id| id.starts_with("kernel_ridge"))
+                .count(),
+            1
+        );
+        assert_eq!(
+            &ids[..6],
             [
                 "small_cnn",
                 "small_cnn+norm_k1",
                 "small_cnn+norm_k2",
                 "small_cnn+norm_k4",
-                "knn"
+                "knn",
+                "kernel_ridge"
             ]
         );
         assert!(ids.contains(&"resnet18+norm_k2".to_owned()));
@@ -91,6 +98,7 @@ mod tests {
             [
                 "random_forest",
                 "gbdt",
+                "kernel_ridge",
                 "mlp_small",
                 "mlp_large",
                 "linear",
@@ -108,6 +116,6 @@ mod tests {
             ["small_cnn", "small_cnn+norm_k3"]
         );
         registry.normalization_ks.clear();
-        assert_eq!(ids("Input = [8, 8]\nOutput = [2]", &registry).len(), 10);
+        assert_eq!(ids("Input = [8, 8]\nOutput = [2]", &registry).len(), 11);
     }
 }

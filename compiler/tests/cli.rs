@@ -45,7 +45,7 @@ fn check_accepts_valid_programs_with_exit_0() {
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = stdout(&output);
-    assert!(text.contains("{input: {[Tensor[256,256,3]], []}, output: {[Tensor[3]], []}} -> image_classification (37 candidates)"), "{text}");
+    assert!(text.contains("{input: {[Tensor[256,256,3]], []}, output: {[Tensor[3]], []}} -> image_classification (38 candidates)"), "{text}");
     assert!(
         text.contains("tree_classification (2 candidates)"),
         "{text}"
@@ -122,9 +122,9 @@ fn explain_json_has_the_documented_keys() {
         .map(|template| template["row"].as_str().unwrap())
         .collect();
     assert_eq!(rows, ["1", "8", "9"]);
-    assert_eq!(json["candidates"].as_array().unwrap().len(), 37);
+    assert_eq!(json["candidates"].as_array().unwrap().len(), 38);
     assert_eq!(
-        json["candidates"][7],
+        json["candidates"][8],
         serde_json::json!({"id": "alexnet+norm_k2", "model": "alexnet", "normalization": {"k": 2}})
     );
     assert_eq!(
@@ -210,7 +210,7 @@ fn a_custom_registry_and_normalization_set_are_used() {
         &repo("examples/galaxy_morphology.eml"),
     ]);
     let json: serde_json::Value = serde_json::from_str(&stdout(&plain)).unwrap();
-    assert_eq!(json["candidates"].as_array().unwrap().len(), 10);
+    assert_eq!(json["candidates"].as_array().unwrap().len(), 11);
 }
 
 #[test]

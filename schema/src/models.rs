@@ -10,7 +10,7 @@ use crate::workload::Workload;
 use Workload::*;
 
 /// Every model id with the workloads it serves, in the registry's order.
-pub const MODELS: [(&str, &[Workload]); 33] = [
+pub const MODELS: [(&str, &[Workload]); 34] = [
     ("alexnet", &[ImageClassification]),
     ("bn_alexnet", &[ImageClassification]),
     ("resnet18", &[ImageClassification]),
@@ -45,6 +45,14 @@ pub const MODELS: [(&str, &[Workload]); 33] = [
     ("random_forest", &[TabularClassification, TabularRegression]),
     (
         "knn",
+        &[
+            TabularClassification,
+            TabularRegression,
+            ImageClassification,
+        ],
+    ),
+    (
+        "kernel_ridge",
         &[
             TabularClassification,
             TabularRegression,

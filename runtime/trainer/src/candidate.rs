@@ -75,12 +75,14 @@ pub enum ModelKind {
     Gbdt,
     /// Random forest (tabular tasks).
     RandomForest,
-    /// k-nearest neighbours (tabular tasks).
+    /// k-nearest neighbours (tables and images).
     Knn,
+    /// Kernel ridge with a Gaussian kernel (tables and images).
+    KernelRidge,
 }
 
 /// Every model kind with its id, in registry order.
-pub const ALL_MODELS: [(ModelKind, &str); 33] = [
+pub const ALL_MODELS: [(ModelKind, &str); 34] = [
     (ModelKind::AlexNet, "alexnet"),
     (ModelKind::BnAlexNet, "bn_alexnet"),
     (ModelKind::ResNet18, "resnet18"),
@@ -114,6 +116,7 @@ pub const ALL_MODELS: [(ModelKind, &str); 33] = [
     (ModelKind::Gbdt, "gbdt"),
     (ModelKind::RandomForest, "random_forest"),
     (ModelKind::Knn, "knn"),
+    (ModelKind::KernelRidge, "kernel_ridge"),
 ];
 
 impl ModelKind {
@@ -149,17 +152,18 @@ impl ModelKind {
                     | Vgg16
                     | Nin
                     | Knn
+                    | KernelRidge
                     | SmallCnn
             ),
             Task::ImageRecovery { .. } => matches!(self, Autoencoder | Gan | Pix2Pix),
             Task::TabularClassification { .. } => matches!(
                 self,
-                MlpSmall | MlpLarge | Logistic | Gbdt | RandomForest | Knn
+                MlpSmall | MlpLarge | Logistic | Gbdt | RandomForest | Knn | KernelRidge
             ),
             Task::TabularRegression { .. } => {
                 matches!(
                     self,
-                    MlpSmall | MlpLarge | Linear | Gbdt | RandomForest | Knn
+                    MlpSmall | MlpLarge | Linear | Gbdt | RandomForest | Knn | KernelRidge
                 )
             }
             Task::SequenceClassification { .. } => {
@@ -195,7 +199,7 @@ impl ModelKind {
             DtwKnn => "nearest_neighbours",
             Autoencoder | Gan | Pix2Pix | BitAutoencoder => "generator",
             Rnn | Lstm | BiLstm | Gru | Seq2Seq | TreeRnn | BitRnn => "recurrent",
-            TreeKernelSvm => "kernel_machine",
+            TreeKernelSvm | KernelRidge => "kernel_machine",
             MlpSmall | MlpLarge => "mlp",
             Gbdt | RandomForest => "tree_ensemble",
             Knn => "nearest_neighbours",

@@ -71,6 +71,7 @@ fn image_classifiers_find_the_bright_quadrant() {
         "nin",
         "small_cnn",
         "knn",
+        "kernel_ridge",
     ] {
         let mut budget = budget.clone();
         if model == "squeezenet" {
@@ -104,7 +105,7 @@ fn tabular_models_learn_signs_and_lines() {
 fn table_models_learn_signs_and_lines() {
     let classification = synthetic::tabular_sign(400, 5, 3);
     let regression = synthetic::tabular_linear(400, 5, 4);
-    for model in ["gbdt", "random_forest", "knn"] {
+    for model in ["gbdt", "random_forest", "knn", "kernel_ridge"] {
         assert_learns(model, &classification, &budget(1), 0.85);
         assert_learns(model, &regression, &budget(1), 0.8);
     }

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::forest::class_prediction;
-use super::table::{Table, Target};
+use super::table::{Table, Target, standardization, standardize_into};
 use super::{ClassicModel, Clock, Learner};
 use crate::error::{Error, Result};
 use crate::infer::Prediction;
@@ -59,11 +59,7 @@ impl Knn {
     }
 
     fn standardize(&self, row: &[f32], out: &mut [f32]) {
-        for (index, slot) in out.iter_mut().enumerate() {
-            let value = row.get(index).copied().unwrap_or(f32::NAN);
-            let z = (value - self.mean[index]) / self.scale[index];
-            *slot = if z.is_finite() { z } else { 0.0 };
-        }
+        standardize_into(&self.mean, &self.scale, row, out);
     }
 
     /// The prediction for `row`.
@@ -152,30 +148,7 @@ impl Learner for KnnLearner<'_> {
         let (k, standardized) = (setting.abs(), setting > 0.0);
         let table = self.table;
         let features = table.features;
-        let mut mean = vec![0.0f32; features];
-        let mut scale = vec![1.0f32; features];
-        for feature in (0..features).filter(|_| standardized) {
-            let (mut count, mut sum, mut squares) = (0.0f64, 0.0f64, 0.0f64);
-            for &row in rows {
-                let value = f64::from(table.row(row)[feature]);
-                if value.is_finite() {
-                    count += 1.0;
-                    sum += value;
-                    squares += value * value;
-                }
-            }
-            if count > 0.0 {
-                let m = sum / count;
-                let variance = (squares / count - m * m).max(0.0);
-                mean[feature] = m as f32;
-                let std = variance.sqrt() as f32;
-                scale[feature] = if std.is_finite() && std > 1e-12 {
-                    std
-                } else {
-                    1.0
-                };
-            }
-        }
+        let (mean, scale) = standardization(&table, rows, standardized);
         let mut model = Knn {
             k: (k.max(1.0) as usize).min(rows.len()),
             features,

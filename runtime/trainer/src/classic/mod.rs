@@ -20,11 +20,13 @@
 //!
 //! The models: `tree_kernel.rs` (the tree-kernel SVM), and for tables `gbdt.rs` (gradient-boosted
 //! trees), `forest.rs` (the random forest), both over `trees.rs` (histogram CART), and `knn.rs`
-//! (k-nearest neighbours); `table.rs` is the tabular examples as those see them.
+//! (k-nearest neighbours), `kernel_ridge.rs` (kernel ridge, Gaussian kernel; tables and images);
+//! `table.rs` is the tabular examples as those see them.
 
 pub mod dtw_knn;
 pub mod forest;
 pub mod gbdt;
+pub mod kernel_ridge;
 pub mod knn;
 pub mod minirocket;
 mod table;
@@ -49,6 +51,7 @@ use crate::train::{
 use dtw_knn::DtwKnn;
 use forest::RandomForest;
 use gbdt::Gbdt;
+use kernel_ridge::KernelRidge;
 use knn::Knn;
 use minirocket::MiniRocket;
 use table::Table;
@@ -64,6 +67,7 @@ pub fn is_classic(kind: ModelKind) -> bool {
             | ModelKind::Gbdt
             | ModelKind::RandomForest
             | ModelKind::Knn
+            | ModelKind::KernelRidge
     )
 }
 
@@ -82,6 +86,8 @@ pub enum ClassicModel {
     RandomForest(RandomForest),
     /// k-nearest neighbours.
     Knn(Knn),
+    /// Kernel ridge with a Gaussian kernel.
+    KernelRidge(KernelRidge),
 }
 
 impl ClassicModel {
@@ -117,6 +123,13 @@ impl ClassicModel {
                     .then_some(Self::Knn(model))
                     .ok_or_else(malformed)
             }
+            ModelKind::KernelRidge => {
+                let model: KernelRidge = serde_json::from_value(extra)?;
+                model
+                    .is_valid()
+                    .then_some(Self::KernelRidge(model))
+                    .ok_or_else(malformed)
+            }
             _ => Err(Error::BadCheckpoint(format!(
                 "{} is not a classic model",
                 kind.id()
@@ -136,6 +149,7 @@ impl ClassicModel {
             Self::Gbdt(model) => json(model),
             Self::RandomForest(model) => json(model),
             Self::Knn(model) => json(model),
+            Self::KernelRidge(model) => json(model),
         }
     }
 
@@ -175,6 +189,9 @@ impl ClassicModel {
                 Ok(dense_rows(values, model.features, rows, |row| {
                     model.predict(row)
                 })?)
+            }
+            (Self::KernelRidge(model), Inputs::Dense { values, .. }) => {
+                model.predict_rows(values, rows)
             }
             _ => Err(Error::BadCheckpoint(
                 "the inputs do not fit the model's kind".into(),
@@ -266,10 +283,19 @@ pub fn learner<'a>(
         ))),
         ModelKind::Knn => Ok(Box::new(knn::KnnLearner::new(
             Table::of(examples).ok_or_else(does_not_fit)?,
-            matches!(&examples.inputs, Inputs::Dense { shape, .. } if shape.len() > 1),
+            is_image(examples),
+        ))),
+        ModelKind::KernelRidge => Ok(Box::new(kernel_ridge::KernelRidgeLearner::new(
+            Table::of(examples).ok_or_else(does_not_fit)?,
+            is_image(examples),
         ))),
         _ => Err(does_not_fit()),
     }
+}
+
+/// True for dense inputs of two or more dimensions (images): their models try the raw pixels first.
+fn is_image(examples: &Examples) -> bool {
+    matches!(&examples.inputs, Inputs::Dense { shape, .. } if shape.len() > 1)
 }
 
 /// The predicted floating-point work of a run of `kind` on `examples` with these validation sets
@@ -340,6 +366,27 @@ pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<
                 .map(|(train, validation)| train.len() as f64 * validation.len() as f64)
                 .sum();
             2.0 * (6.0 * pairs * 3.0 * features + fits * features)
+        }
+        // Per fit and each of the three settings: the kernel matrix (n^2 features), its
+        // eigendecomposition (about 10 n^3 in libtorch's LAPACK) and the validation rows' kernel
+        // against the fitted ones; n at most `MAX_ROWS`.
+        ModelKind::KernelRidge => {
+            let (features, outputs) = table_shape(examples);
+            let capped = |n: f64| n.min(kernel_ridge::MAX_ROWS as f64);
+            let per_setting: f64 = sets
+                .iter()
+                .map(|(train, validation)| {
+                    let n = capped(train.len() as f64);
+                    2.0 * n * n * features
+                        + 10.0 * n * n * n
+                        + 2.0 * validation.len() as f64 * n * (features + outputs)
+                })
+                .sum::<f64>()
+                + {
+                    let n = capped(examples.len() as f64);
+                    2.0 * n * n * features + 10.0 * n * n * n
+                };
+            3.0 * per_setting
         }
         _ => fits,
     }

@@ -1,4 +1,4 @@
-//! The tabular examples as the table models (`gbdt`, `random_forest`, `knn`) see them: a row of
+//! The tabular examples as the table models (`gbdt`, `random_forest`, `knn`, `kernel_ridge`) see them: a row of
 //! `features` values per example and its target (a class, or `outputs` values), and the share of
 //! the run's time limit one fit may use.
 
@@ -96,6 +96,52 @@ impl<'a> Table<'a> {
             }
         }
         matrix
+    }
+}
+
+/// The standardization of `rows` of `table`: per feature, its mean and its standard deviation
+/// over those rows (a constant feature 1; values that are not finite are left out). Not
+/// `standardized`: means 0 and scales 1 (the raw features).
+pub(crate) fn standardization(
+    table: &Table<'_>,
+    rows: &[usize],
+    standardized: bool,
+) -> (Vec<f32>, Vec<f32>) {
+    let features = table.features;
+    let mut mean = vec![0.0f32; features];
+    let mut scale = vec![1.0f32; features];
+    for feature in (0..features).filter(|_| standardized) {
+        let (mut count, mut sum, mut squares) = (0.0f64, 0.0f64, 0.0f64);
+        for &row in rows {
+            let value = f64::from(table.row(row)[feature]);
+            if value.is_finite() {
+                count += 1.0;
+                sum += value;
+                squares += value * value;
+            }
+        }
+        if count > 0.0 {
+            let m = sum / count;
+            let variance = (squares / count - m * m).max(0.0);
+            mean[feature] = m as f32;
+            let std = variance.sqrt() as f32;
+            scale[feature] = if std.is_finite() && std > 1e-12 {
+                std
+            } else {
+                1.0
+            };
+        }
+    }
+    (mean, scale)
+}
+
+/// `row` standardized into `out` (`(value - mean) / scale`; a missing or non-finite result is 0,
+/// the mean).
+pub(crate) fn standardize_into(mean: &[f32], scale: &[f32], row: &[f32], out: &mut [f32]) {
+    for (index, slot) in out.iter_mut().enumerate() {
+        let value = row.get(index).copied().unwrap_or(f32::NAN);
+        let z = (value - mean[index]) / scale[index];
+        *slot = if z.is_finite() { z } else { 0.0 };
     }
 }
 

@@ -2,7 +2,7 @@
 
 //! The easeml app `breast_cancer`: {input: {[Tensor[30]], []}, output: {[Tensor[2]], []}}.
 //!
-//! Workload `tabular_classification`, 6 candidate models. Feed examples with
+//! Workload `tabular_classification`, 7 candidate models. Feed examples with
 //! [`Client::feed`] (or the `breast_cancer feed` command), train with `breast_cancer train`, answer inputs with
 //! [`Client::infer`], and read the report with [`Client::status`].
 

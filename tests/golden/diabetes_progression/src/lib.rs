@@ -2,7 +2,7 @@
 
 //! The easeml app `diabetes_progression`: {input: {[Tensor[10]], []}, output: {[Tensor[1]], []}}.
 //!
-//! Workload `tabular_regression`, 6 candidate models. Feed examples with
+//! Workload `tabular_regression`, 7 candidate models. Feed examples with
 //! [`Client::feed`] (or the `diabetes_progression feed` command), train with `diabetes_progression train`, answer inputs with
 //! [`Client::infer`], and read the report with [`Client::status`].
 

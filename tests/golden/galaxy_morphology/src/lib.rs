@@ -2,7 +2,7 @@
 
 //! The easeml app `galaxy_morphology`: {input: {[Tensor[256,256,3]], []}, output: {[Tensor[3]], []}}.
 //!
-//! Workload `image_classification`, 37 candidate models. Feed examples with
+//! Workload `image_classification`, 38 candidate models. Feed examples with
 //! [`Client::feed`] (or the `galaxy_morphology feed` command), train with `galaxy_morphology train`, answer inputs with
 //! [`Client::infer`], and read the report with [`Client::status`].
 

@@ -2,7 +2,7 @@
 
 //! The easeml app `handwritten_digits`: {input: {[Tensor[8,8]], []}, output: {[Tensor[10]], []}}.
 //!
-//! Workload `image_classification`, 37 candidate models. Feed examples with
+//! Workload `image_classification`, 38 candidate models. Feed examples with
 //! [`Client::feed`] (or the `handwritten_digits feed` command), train with `handwritten_digits train`, answer inputs with
 //! [`Client::infer`], and read the report with [`Client::status`].
 

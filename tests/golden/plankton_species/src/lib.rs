@@ -2,7 +2,7 @@
 
 //! The easeml app `plankton_species`: {input: {[Tensor[64,64,3]], []}, output: {[Tensor[4]], []}}.
 //!
-//! Workload `image_classification`, 37 candidate models. Feed examples with
+//! Workload `image_classification`, 38 candidate models. Feed examples with
 //! [`Client::feed`] (or the `plankton_species feed` command), train with `plankton_species train`, answer inputs with
 //! [`Client::infer`], and read the report with [`Client::status`].
 

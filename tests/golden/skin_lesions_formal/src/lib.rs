@@ -2,7 +2,7 @@
 
 //! The easeml app `skin_lesions_formal`: {input: {[Tensor[128,128,3]], []}, output: {[Tensor[2]], []}}.
 //!
-//! Workload `image_classification`, 37 candidate models. Feed examples with
+//! Workload `image_classification`, 38 candidate models. Feed examples with
 //! [`Client::feed`] (or the `skin_lesions_formal feed` command), train with `skin_lesions_formal train`, answer inputs with
 //! [`Client::infer`], and read the report with [`Client::status`].
 

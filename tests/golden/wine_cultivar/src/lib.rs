@@ -2,7 +2,7 @@
 
 //! The easeml app `wine_cultivar`: {input: {[Tensor[13]], []}, output: {[Tensor[3]], []}}.
 //!
-//! Workload `tabular_classification`, 6 candidate models. Feed examples with
+//! Workload `tabular_classification`, 7 candidate models. Feed examples with
 //! [`Client::feed`] (or the `wine_cultivar feed` command), train with `wine_cultivar train`, answer inputs with
 //! [`Client::infer`], and read the report with [`Client::status`].
 
