@@ -262,12 +262,12 @@ fn every_golden_crate_builds_and_its_binaries_run() {
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stderr.contains("nothing is left to train on the current data"),
-        "six candidates, each well within the budget: {stderr}"
+        "seven candidates, each well within the budget: {stderr}"
     );
     assert!(stdout.contains("* best so far"), "{stdout}");
     assert_eq!(
         stdout.matches(" done").count(),
-        6,
+        7,
         "one run per candidate: {stdout}"
     );
 
