@@ -144,12 +144,20 @@ pub fn train_with_progress(
             quality_std,
             protocol,
             cost_seconds,
+            infer_latency_seconds,
+            broken_constraints,
             best,
             ..
         } => say(format!(
-            "{app}: {candidate:<22} quality {quality:.3}{} ({protocol})  cost {:>7}{}",
+            "{app}: {candidate:<22} quality {quality:.3}{} ({protocol})  cost {:>7}  latency {}{}{}",
             quality_std.map_or_else(String::new, |std| format!(" ± {std:.3}")),
             format_seconds(cost_seconds),
+            format_seconds(infer_latency_seconds),
+            if broken_constraints.is_empty() {
+                String::new()
+            } else {
+                format!("  broke {} (never served)", broken_constraints.join(", "))
+            },
             if best { "  * best so far" } else { "" }
         )),
         Event::RunFailed {

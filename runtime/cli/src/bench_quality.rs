@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use easeml_app_engine::train_with_progress;
-use easeml_runtime::app_cli::parse_duration;
+use easeml_runtime::app_cli::{format_seconds, parse_duration};
 use easeml_runtime::engine::{Engine, EngineConfig, choose_device, device_name};
 use easeml_runtime::{AppSpec, Client, Connection, Inference, Schema};
 use serde_json::{Value, json};
@@ -497,14 +497,6 @@ fn format_score(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |value| format!("{value:.3}"))
 }
 
-fn format_seconds(seconds: f64) -> String {
-    if seconds >= 60.0 {
-        format!("{:.1} min", seconds / 60.0)
-    } else {
-        format!("{seconds:.1} s")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,10 +513,8 @@ mod tests {
     }
 
     #[test]
-    fn scores_and_durations_are_formatted_for_the_table() {
+    fn scores_are_formatted_for_the_table() {
         assert_eq!(format_score(None), "-");
         assert_eq!(format_score(Some(0.98765)), "0.988");
-        assert_eq!(format_seconds(480.0), "8.0 min");
-        assert_eq!(format_seconds(4.0), "4.0 s");
     }
 }

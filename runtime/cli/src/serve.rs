@@ -192,9 +192,11 @@ fn log_event(event: Event) {
             quality_std,
             protocol,
             cost_seconds,
+            infer_latency_seconds,
+            broken_constraints,
             best,
         } => {
-            tracing::info!(%app, %candidate, run = run.0, quality, quality_std, %protocol, cost_seconds, best, "run finished")
+            tracing::info!(%app, %candidate, run = run.0, quality, quality_std, %protocol, cost_seconds, infer_latency_seconds, ?broken_constraints, best, "run finished")
         }
         Event::RunFailed {
             app,

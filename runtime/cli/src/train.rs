@@ -42,7 +42,10 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
     for app in engine.store().apps()? {
         let runs = engine.store().runs(app.id)?;
-        match easeml_runtime::engine::best_run(&runs, None) {
+        let limits = easeml_runtime::engine::AppModel::from_manifest(&app.name, &app.manifest)
+            .map(|model| model.constraint_limits())
+            .unwrap_or_default();
+        match easeml_runtime::engine::best_run(&runs, &limits) {
             Some(best) => println!(
                 "{}: best {} quality {:.3} ({} runs)",
                 app.name,

@@ -12,7 +12,7 @@ use crate::backend::{Backend, Batch, Drive};
 use crate::client::{FeedReport, InferReport, LoadedExample};
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions};
 use crate::models::{LoadedModel, local_models};
-use crate::{Error, Result, Status};
+use crate::{Error, Result, Status, constraint_limits};
 
 /// The embedded backend: a store connection and the app's row.
 #[derive(Debug)]
@@ -118,7 +118,7 @@ impl Backend for Local {
             app.data_version,
             self.store.example_counts(self.app.id)?,
             &runs,
-            schema.train_time_limit(),
+            &constraint_limits(schema),
         ))
     }
 
@@ -127,7 +127,7 @@ impl Backend for Local {
         // Without a model loader nothing can answer, trained or not: say that first.
         let models = local_models().ok_or(Error::NoEngine)?;
         let runs = self.store.runs(self.app.id)?;
-        let best = easeml_store::best_run(&runs, schema.train_time_limit()).map(|run| run.id);
+        let best = easeml_store::best_run(&runs, &constraint_limits(schema)).map(|run| run.id);
         let Some(best) = best else {
             let running = runs
                 .iter()

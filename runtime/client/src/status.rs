@@ -1,10 +1,11 @@
 //! The status report of paper figure 5: every run of an app with its date, candidate, quality (with
 //! its spread over folds under k-fold cross-validation) and cost, how the quality was measured, the
-//! best so far marked, and what is queued or running now.
+//! best so far marked, which constraints each run broke, and what is queued or running now.
 
 use std::fmt;
 
-use easeml_store::{RunId, RunRecord, RunState, format_utc};
+use easeml_schema::Schema;
+use easeml_store::{ConstraintLimits, RunId, RunRecord, RunState, format_seconds, format_utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// An app's status (the JSON of `GET /api/v1/apps/{name}/status`, both ways).
@@ -22,7 +23,7 @@ pub struct Status {
     pub enabled_examples: u64,
     /// Every run, oldest first.
     pub runs: Vec<RunReport>,
-    /// The best finished run that meets the app's `train_time` constraint, if any.
+    /// The best finished run that breaks none of the app's constraints, if any.
     #[serde(
         serialize_with = "optional_run_id",
         deserialize_with = "deserialize_optional_run_id"
@@ -61,6 +62,14 @@ pub struct RunReport {
     pub best: bool,
     /// Whether its cost broke the app's `train_time` constraint (it is then never the best).
     pub over_train_time: bool,
+    /// Its measured inference latency in seconds per example (batch 1, on the serving device), when
+    /// measured.
+    #[serde(default)]
+    pub infer_latency_seconds: Option<f64>,
+    /// Each constraint it broke, e.g. `infer_latency 12.30 ms > 5.00 ms` (it is then never the
+    /// best).
+    #[serde(default)]
+    pub broken_constraints: Vec<String>,
     /// Why it failed.
     pub error: Option<String>,
 }
@@ -103,33 +112,47 @@ fn deserialize_run_state<'de, D: Deserializer<'de>>(deserializer: D) -> Result<R
     .ok_or_else(|| serde::de::Error::custom(format!("unknown run state `{name}`")))
 }
 
+/// An app's constraint limits as the store's rules take them: the one reading of a schema's
+/// `constraint` lines that the status report, inference and the engine share.
+pub fn constraint_limits(schema: &Schema) -> ConstraintLimits {
+    ConstraintLimits {
+        train_time: schema.train_time_limit(),
+        infer_latency: schema.infer_latency_limit(),
+    }
+}
+
 impl Status {
-    /// Builds the report from an app's runs; `train_time_limit` is the `train_time` constraint in
-    /// seconds, if any. The best run is chosen by [`easeml_store::best_run`], the rule inference
-    /// uses too.
+    /// Builds the report from an app's runs under the app's constraint `limits`
+    /// ([`constraint_limits`]). The best run is chosen by [`easeml_store::best_run`], the rule
+    /// inference uses too.
     pub fn from_runs(
         app: String,
         system_type: String,
         data_version: u64,
         (examples, enabled_examples): (u64, u64),
         runs: &[RunRecord],
-        train_time_limit: Option<f64>,
+        limits: &ConstraintLimits,
     ) -> Status {
-        let best = easeml_store::best_run(runs, train_time_limit).map(|run| run.id);
+        let best = easeml_store::best_run(runs, limits).map(|run| run.id);
         let reports = runs
             .iter()
-            .map(|run| RunReport {
-                id: run.id,
-                candidate: run.candidate.clone(),
-                state: run.state,
-                date_ms: run.finished_ms.or(run.started_ms).unwrap_or(run.queued_ms),
-                quality: run.quality,
-                quality_std: run.validation.quality_std,
-                protocol: run.validation.protocol.clone(),
-                cost_seconds: run.cost_seconds,
-                best: Some(run.id) == best,
-                over_train_time: easeml_store::over_train_time(run, train_time_limit),
-                error: run.error.clone(),
+            .map(|run| {
+                let broken = easeml_store::broken_constraints(run, limits);
+                RunReport {
+                    id: run.id,
+                    candidate: run.candidate.clone(),
+                    state: run.state,
+                    date_ms: run.finished_ms.or(run.started_ms).unwrap_or(run.queued_ms),
+                    quality: run.quality,
+                    quality_std: run.validation.quality_std,
+                    protocol: run.validation.protocol.clone(),
+                    cost_seconds: run.cost_seconds,
+                    best: Some(run.id) == best,
+                    over_train_time: broken.iter().any(|broken| broken.metric == "train_time"),
+                    infer_latency_seconds: run.infer_latency_seconds,
+                    broken_constraints: broken.iter().map(ToString::to_string).collect(),
+                    error: run.error.clone(),
+                }
             })
             .collect();
         Status {
@@ -164,8 +187,8 @@ impl fmt::Display for Status {
         }
         writeln!(
             f,
-            "  {:<5} {:<21} {:<24} {:>13} {:>10}  {:<18} state",
-            "run", "date", "candidate", "quality", "cost", "validation"
+            "  {:<5} {:<21} {:<24} {:>13} {:>10} {:>10}  {:<18} state",
+            "run", "date", "candidate", "quality", "cost", "latency", "validation"
         )?;
         for run in &self.runs {
             let marker = if run.best { '*' } else { ' ' };
@@ -178,8 +201,14 @@ impl fmt::Display for Status {
             let cost = run
                 .cost_seconds
                 .map_or_else(|| "-".to_owned(), |cost| format!("{cost:.1} s"));
+            let latency = run
+                .infer_latency_seconds
+                .map_or_else(|| "-".to_owned(), format_seconds);
             let mut state = run.state.as_str().to_owned();
-            if run.over_train_time {
+            if !run.broken_constraints.is_empty() {
+                state.push_str(&format!(" (broke {})", run.broken_constraints.join(", ")));
+            } else if run.over_train_time {
+                // A report from a server that predates `broken_constraints`.
                 state.push_str(" (over train_time)");
             }
             if let Some(error) = &run.error {
@@ -187,7 +216,7 @@ impl fmt::Display for Status {
             }
             writeln!(
                 f,
-                "{marker} {:<5} {:<21} {:<24} {quality:>13} {cost:>10}  {protocol:<18} {state}",
+                "{marker} {:<5} {:<21} {:<24} {quality:>13} {cost:>10} {latency:>10}  {protocol:<18} {state}",
                 run.id.0,
                 format_utc(run.date_ms),
                 run.candidate
@@ -196,6 +225,17 @@ impl fmt::Display for Status {
         if self.best.is_some() {
             writeln!(f, "* best so far")?;
         }
+        if self
+            .runs
+            .iter()
+            .any(|run| run.infer_latency_seconds.is_some())
+        {
+            writeln!(
+                f,
+                "latency: one example's inference (batch 1) on the device that trained it"
+            )?;
+        }
+
         Ok(())
     }
 }
@@ -231,6 +271,8 @@ mod tests {
                 cost_seconds: Some(1.5),
                 best: index == 0,
                 over_train_time: false,
+                infer_latency_seconds: None,
+                broken_constraints: Vec::new(),
                 error: (state == RunState::Failed).then(|| "diverged".to_owned()),
             })
             .collect(),
@@ -255,7 +297,7 @@ mod tests {
     }
 
     #[test]
-    fn the_report_shows_the_protocol_and_the_spread() {
+    fn the_report_shows_the_protocol_the_spread_the_latency_and_broken_constraints() {
         let run = |id: i64, quality_std: Option<f64>, protocol: Option<&str>| RunReport {
             id: RunId(id),
             candidate: "mlp_small".to_owned(),
@@ -267,8 +309,15 @@ mod tests {
             cost_seconds: Some(1.5),
             best: id == 1,
             over_train_time: false,
+            infer_latency_seconds: Some(0.00042),
+            broken_constraints: Vec::new(),
             error: None,
         };
+        let mut slow = run(4, None, Some("split 20%"));
+        slow.infer_latency_seconds = Some(0.0123);
+        slow.broken_constraints = vec!["infer_latency 12.30 ms > 5.00 ms".to_owned()];
+        let mut old = run(3, None, None);
+        old.infer_latency_seconds = None;
         let status = Status {
             app: "pics".to_owned(),
             system_type: "{input: {[Tensor[2]], []}, output: {[Tensor[2]], []}}".to_owned(),
@@ -278,28 +327,39 @@ mod tests {
             runs: vec![
                 run(1, Some(0.05), Some("5-fold stratified")),
                 run(2, None, Some("split 20%")),
-                run(3, None, None),
+                old,
+                slow,
             ],
             best: Some(RunId(1)),
         };
         let text = status.to_string();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
-            lines[2],
-            "  run   date                  candidate                      quality       cost  validation         state"
+            lines[2..],
+            [
+                "  run   date                  candidate                      quality       cost    latency  validation         state",
+                "* 1     2023-11-14 22:13:20Z  mlp_small                0.875 ± 0.050      1.5 s   420.0 µs  5-fold stratified  done",
+                "  2     2023-11-14 22:13:20Z  mlp_small                        0.875      1.5 s   420.0 µs  split 20%          done",
+                "  3     2023-11-14 22:13:20Z  mlp_small                        0.875      1.5 s          -  -                  done",
+                "  4     2023-11-14 22:13:20Z  mlp_small                        0.875      1.5 s   12.30 ms  split 20%          done (broke infer_latency 12.30 ms > 5.00 ms)",
+                "* best so far",
+                "latency: one example's inference (batch 1) on the device that trained it",
+            ]
         );
-        assert_eq!(
-            lines[3],
-            "* 1     2023-11-14 22:13:20Z  mlp_small                0.875 ± 0.050      1.5 s  5-fold stratified  done"
-        );
-        assert_eq!(
-            lines[4],
-            "  2     2023-11-14 22:13:20Z  mlp_small                        0.875      1.5 s  split 20%          done"
-        );
-        assert_eq!(
-            lines[5],
-            "  3     2023-11-14 22:13:20Z  mlp_small                        0.875      1.5 s  -                  done"
-        );
+        // A report from a server before latencies were kept still reads, and says nothing of them.
+        let json = serde_json::to_string(&status).unwrap();
+        let old = json
+            .replace(",\"infer_latency_seconds\":0.00042", "")
+            .replace(",\"infer_latency_seconds\":0.0123", "")
+            .replace(",\"infer_latency_seconds\":null", "")
+            .replace(",\"broken_constraints\":[]", "")
+            .replace(
+                ",\"broken_constraints\":[\"infer_latency 12.30 ms > 5.00 ms\"]",
+                "",
+            );
+        assert!(!old.contains("latency"), "{old}");
+        let read = serde_json::from_str::<Status>(&old).unwrap();
+        assert!(!read.to_string().contains("latency:"));
     }
 
     #[test]

@@ -666,10 +666,11 @@ fn toggles_bump_the_data_version_and_pages_cover_everything() {
 }
 
 #[test]
-fn status_marks_the_best_run_within_the_train_time_limit() {
+fn status_marks_the_best_run_within_the_constraints() {
     let fixture = Fixture::new();
-    let mut client =
-        fixture.client("app tab\nInput = [1]\nOutput = [2]\nconstraint train_time <= 1m");
+    let mut client = fixture.client(
+        "app tab\nInput = [1]\nOutput = [2]\nconstraint train_time <= 1m\nconstraint infer_latency <= 5ms",
+    );
     let app = client.app_id().unwrap();
     let store = client.store_mut().unwrap();
     let runs: Vec<_> = [
@@ -699,12 +700,30 @@ fn status_marks_the_best_run_within_the_train_time_limit() {
         run
     })
     .collect();
+    // The most accurate model within train_time is too slow to serve.
+    let slow = store.queue_run(app, "knn").unwrap();
+    store.start_run(slow).unwrap();
+    store.record_infer_latency(slow, 0.0123).unwrap();
+    store
+        .finish_run(slow, 0.85, 2.0, None, &RunValidation::default())
+        .unwrap();
     let running = store.queue_run(app, "mlp_small+norm_k1").unwrap();
     store.start_run(running).unwrap();
     let status = client.status().unwrap();
     assert_eq!(status.best, Some(runs[2]));
     assert!(status.runs[1].over_train_time);
-    assert_eq!(status.runs[3].state, RunState::Running);
+    assert_eq!(
+        status.runs[1].broken_constraints,
+        ["train_time 2.0 min > 60.0 s"]
+    );
+    assert_eq!(
+        status.runs[3].broken_constraints,
+        ["infer_latency 12.30 ms > 5.00 ms"]
+    );
+    assert_eq!(status.runs[3].infer_latency_seconds, Some(0.0123));
+    assert!(!status.runs[3].over_train_time && !status.runs[3].best);
+    assert!(status.runs[2].broken_constraints.is_empty());
+    assert_eq!(status.runs[4].state, RunState::Running);
     let text = status.to_string();
     assert!(text.starts_with("app tab: {input: {[Tensor[1]], []}, output: {[Tensor[2]], []}}\n0 examples (0 enabled), data version 0\n"), "{text}");
     let best_line = text
@@ -726,7 +745,13 @@ fn status_marks_the_best_run_within_the_train_time_limit() {
     assert_eq!(status.runs[0].protocol.as_deref(), Some("split 20%"));
     assert_eq!(status.runs[0].quality_std, None);
     assert!(text.contains("split 20%"), "{text}");
-    assert!(text.contains("done (over train_time)"), "{text}");
+    assert!(
+        text.contains("done (broke train_time 2.0 min > 60.0 s)")
+            && text.contains(
+                "12.30 ms  -                  done (broke infer_latency 12.30 ms > 5.00 ms)"
+            ),
+        "{text}"
+    );
 }
 
 #[test]

@@ -692,11 +692,5 @@ fn remote_train(client: &Client) -> Result<(), String> {
     Ok(())
 }
 
-/// A duration in words for people, as the training session prints it.
-pub fn format_seconds(seconds: f64) -> String {
-    if seconds >= 120.0 {
-        format!("{:.1} min", seconds / 60.0)
-    } else {
-        format!("{seconds:.1} s")
-    }
-}
+/// A duration in words for people, as the training session prints it (the store's one rule).
+pub use easeml_client::store::format_seconds;

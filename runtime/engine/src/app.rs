@@ -46,6 +46,11 @@ impl AppModel {
         self.schema.train_time_limit()
     }
 
+    /// Every constraint limit, as the store's best-run rule takes them.
+    pub fn constraint_limits(&self) -> easeml_store::ConstraintLimits {
+        easeml_client::constraint_limits(&self.schema)
+    }
+
     /// D, the number of classes, for classification workloads.
     pub fn n_classes(&self) -> Option<u64> {
         if !self.workload.is_classification() {

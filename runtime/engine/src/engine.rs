@@ -13,6 +13,11 @@
 //!    scheduler gets the observation (a failed run counts as quality 0, so it is not retried on the
 //!    same data; a quality is reported to it as [`scheduler_quality`] says, so that a perfect score
 //!    on a few examples does not look like a finished app).
+//! 4. Constraints (LANGUAGE.md): the run's time limit is at most 0.9 x `train_time`; with an
+//!    `infer_latency` limit the untrained network's batch-1 latency is probed first and a candidate
+//!    already over the limit fails without training; every trained model's latency is measured
+//!    before the run is marked done. A done run that breaks a constraint is never served
+//!    ([`best_run`]) and counts as quality 0 for the scheduler.
 //!
 //! One engine trains a store at a time: [`Engine::open`] takes an exclusive lock on
 //! `<home>/train.lock` (released when the engine is dropped, or by the OS when the process dies), and
@@ -30,14 +35,23 @@ use easeml_scheduler::{
 };
 use easeml_store::{
     AppId, PageRequest, RunId, RunRecord, RunState, RunValidation, Store, StoredOutput, best_run,
+    broken_constraints, format_seconds,
 };
-use easeml_trainer::{Budget, Candidate, Examples, RunOutcome, Validation, estimate_cost};
+use easeml_trainer::device::device_name;
+use easeml_trainer::{
+    Budget, Candidate, Examples, LatencyProtocol, Predictor, RunOutcome, Validation, estimate_cost,
+    measure_latency, probe_latency,
+};
 use tch::Device;
 
 use crate::app::AppModel;
 use crate::checkpoint_blob;
 use crate::dataset::{StoredTarget, examples_of};
 use crate::error::{Error, Result};
+
+/// How the engine measures inference latency ([`easeml_trainer::latency`]): at most about half a
+/// second of timed predictions per run.
+const LATENCY: LatencyProtocol = LatencyProtocol::DEFAULT;
 
 /// An app needs at least this many enabled examples before it is trained (so that the split by id
 /// leaves examples on both sides).
@@ -157,6 +171,10 @@ pub enum Event {
         protocol: String,
         /// Its cost in seconds.
         cost_seconds: f64,
+        /// Its measured inference latency, seconds per example (batch 1, on the engine's device).
+        infer_latency_seconds: f64,
+        /// Each constraint it broke (`infer_latency 12.30 ms > 5.00 ms`): it is then never served.
+        broken_constraints: Vec<String>,
         /// Whether it is now the app's best model.
         best: bool,
     },
@@ -480,7 +498,7 @@ impl Engine {
         let budget = self.budget(state, deadline);
         let examples = Arc::clone(&state.examples);
         let app_id = state.id;
-        let train_time_limit = state.model.train_time_limit();
+        let limits = state.model.constraint_limits();
         self.store.start_run(run)?;
         events(Event::RunStarted {
             app: app.clone(),
@@ -489,8 +507,28 @@ impl Engine {
             max_seconds: budget.max_seconds,
         });
         let started = Instant::now();
-        let outcome = Candidate::parse(&decision.model_id)
-            .map_err(Error::from)
+        let candidate = Candidate::parse(&decision.model_id).map_err(Error::from);
+        if let (Ok(candidate), Some(limit)) = (&candidate, limits.infer_latency) {
+            // A network's forward cost does not depend on its weights: one that is already too slow
+            // untrained is not trained. (A probe that fails says nothing: training reports why.)
+            let probe = probe_latency(candidate, &examples, budget.model, budget.device, &LATENCY);
+            if let Ok(Some(latency)) = probe
+                && latency > limit
+            {
+                self.store.record_infer_latency(run, latency)?;
+                let reason = format!(
+                    "not trained: its untrained network takes {} per example (batch 1, on {}), over the `infer_latency` limit of {}; a model this slow is never served (raise the limit, or let the faster candidates serve)",
+                    format_seconds(latency),
+                    device_name(budget.device),
+                    format_seconds(limit),
+                );
+                let cost = started.elapsed().as_secs_f64();
+                self.fail(&app, decision, run, reason, cost, events)?;
+                self.scheduler.report(decision, 0.0, cost.max(1e-3))?;
+                return Ok(self.store.run(run)?);
+            }
+        }
+        let outcome = candidate
             .and_then(|candidate| Ok(easeml_trainer::train(&candidate, &examples, &budget)?));
         let (quality, cost) = match outcome {
             Ok(trained) => match trained.outcome {
@@ -498,6 +536,26 @@ impl Engine {
                     checkpoint,
                     quality,
                 } => {
+                    // Every trained model's latency is measured on the device it trained on (the one
+                    // `choose_device` also serves on) before the run is marked done, so no reader
+                    // sees it done without it.
+                    let latency =
+                        Predictor::new(&checkpoint, budget.device).and_then(|predictor| {
+                            measure_latency(&predictor, &examples.inputs, &LATENCY)
+                        });
+                    let latency = match latency {
+                        Ok(latency) => latency,
+                        Err(error) => {
+                            let reason = format!(
+                                "the trained model cannot predict, so it cannot be served: {error}"
+                            );
+                            self.fail(&app, decision, run, reason, trained.cost_seconds, events)?;
+                            self.scheduler
+                                .report(decision, 0.0, trained.cost_seconds.max(1e-3))?;
+                            return Ok(self.store.run(run)?);
+                        }
+                    };
+                    self.store.record_infer_latency(run, latency)?;
                     let blob = self
                         .store
                         .put_blob(&checkpoint_blob::encode(&checkpoint)?)?;
@@ -515,7 +573,12 @@ impl Engine {
                         &validation,
                     )?;
                     let runs = self.store.runs(app_id)?;
-                    let best = best_run(&runs, train_time_limit).is_some_and(|best| best.id == run);
+                    let best = best_run(&runs, &limits).is_some_and(|best| best.id == run);
+                    let record = self.store.run(run)?;
+                    let broken: Vec<String> = broken_constraints(&record, &limits)
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect();
                     events(Event::RunFinished {
                         app: app.clone(),
                         candidate: decision.model_id.clone(),
@@ -524,12 +587,18 @@ impl Engine {
                         quality_std: trained.quality_std,
                         protocol,
                         cost_seconds: trained.cost_seconds,
+                        infer_latency_seconds: latency,
+                        broken_constraints: broken.clone(),
                         best,
                     });
-                    (
-                        scheduler_quality(quality, trained.n_validation),
-                        trained.cost_seconds,
-                    )
+                    // A model that breaks a constraint is worth nothing to its user: it is never
+                    // served.
+                    let reported = if broken.is_empty() {
+                        scheduler_quality(quality, trained.n_validation)
+                    } else {
+                        0.0
+                    };
+                    (reported, trained.cost_seconds)
                 }
                 RunOutcome::Failed { reason } => {
                     self.fail(&app, decision, run, reason, trained.cost_seconds, events)?;

@@ -19,7 +19,7 @@ mod model;
 
 pub use app::{AppModel, Workload};
 pub use dataset::Inference;
-pub use easeml_store::{best_run, over_train_time};
+pub use easeml_store::{ConstraintLimits, best_run, broken_constraints};
 pub use easeml_trainer::device::{choose_device, device_name};
 pub use engine::{
     Engine, EngineConfig, Event, MIN_EXAMPLES, TrainSummary, load_examples, scheduler_quality,

@@ -26,7 +26,7 @@ impl ServedModel {
         let stored = store.app(app)?;
         let model = AppModel::from_manifest(&stored.name, &stored.manifest)?;
         let runs = store.runs(app)?;
-        let Some(run) = best_run(&runs, model.train_time_limit()).cloned() else {
+        let Some(run) = best_run(&runs, &model.constraint_limits()).cloned() else {
             return Ok(None);
         };
         let hash = run.checkpoint.clone().ok_or_else(|| {

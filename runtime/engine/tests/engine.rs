@@ -135,6 +135,15 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
             Event::RunFinished { protocol, quality_std: Some(_), .. } if protocol.ends_with("-fold") || protocol.ends_with("stratified"))),
         "{finished:#?}"
     );
+    // Every trained model's batch-1 latency was measured before it was marked done.
+    for app in [sides, level] {
+        for run in engine.store().runs(app).unwrap() {
+            if run.state == RunState::Done {
+                let latency = run.infer_latency_seconds.expect("measured");
+                assert!(latency > 0.0 && latency < 1.0, "{run:#?}");
+            }
+        }
+    }
     // Nothing left: another step trains nothing.
     assert!(engine.step(None, &mut |_| {}).unwrap().is_none());
 
@@ -166,6 +175,103 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
     let value = answers[0].output.as_array().expect("a [1] array");
     assert_eq!(value.len(), 1);
     assert!(answers[0].class.is_none());
+}
+
+/// A latency limit no model meets (10 ns: reading the clock takes longer) and one every model meets.
+const SIDES_TOO_FAST: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]\nconstraint infer_latency <= 0.00001ms\n";
+const SIDES_EASY: &str = "app easy\nInput = [2]\nOutput = [2]\nlabels = [left, right]\nconstraint infer_latency <= 10s\n";
+
+#[test]
+fn a_model_over_the_latency_limit_is_not_trained_or_never_served() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let sides = register(&mut store, SIDES_TOO_FAST, "sides");
+    let easy = register(&mut store, SIDES_EASY, "easy");
+    feed_labels(&mut store, sides, &clusters(60, 0));
+    feed_labels(&mut store, easy, &clusters(60, 0));
+    drop(store);
+    let mut engine = Engine::open(home.path(), config()).unwrap();
+    let mut events = Vec::new();
+    assert!(
+        engine
+            .train(None, &mut |event| events.push(event))
+            .unwrap()
+            .exhausted
+    );
+    let runs = engine.store().runs(sides).unwrap();
+    assert_eq!(runs.len(), 7, "{runs:#?}");
+    let (mut probed, mut measured) = (0, 0);
+    for run in &runs {
+        let latency = run.infer_latency_seconds;
+        match run.state {
+            // A network is timed untrained and, too slow already, not trained: no checkpoint.
+            RunState::Failed => {
+                let error = run.error.as_deref().unwrap();
+                assert!(
+                    error.starts_with("not trained: its untrained network takes")
+                        && error.contains("on cpu")
+                        && error.contains("over the `infer_latency` limit of 10.0 ns;"),
+                    "{error}"
+                );
+                assert!(
+                    latency.unwrap() > 1e-8 && run.checkpoint.is_none(),
+                    "{run:#?}"
+                );
+                probed += 1;
+            }
+            // A classic model is measured once trained, and never served.
+            RunState::Done => {
+                assert!(latency.unwrap() > 1e-8, "{run:#?}");
+                measured += 1;
+            }
+            _ => panic!("{run:#?}"),
+        }
+    }
+    assert!(probed >= 2 && measured >= 2, "{runs:#?}");
+    let limits = engine.store().app(sides).map(|app| {
+        easeml_engine::AppModel::from_manifest(&app.name, &app.manifest)
+            .unwrap()
+            .constraint_limits()
+    });
+    let limits = limits.unwrap();
+    assert_eq!(limits.infer_latency, Some(1e-8));
+    assert!(easeml_engine::best_run(&runs, &limits).is_none());
+    let broken = easeml_engine::broken_constraints(&runs[0], &limits);
+    assert_eq!(broken.len(), 1);
+    assert!(
+        broken[0].to_string().starts_with("infer_latency "),
+        "{broken:?}"
+    );
+    assert!(
+        ServedModel::load(engine.store(), sides, Device::Cpu)
+            .unwrap()
+            .is_none()
+    );
+    // The events say the same: every finished run of the app broke the limit, none is the best.
+    for event in &events {
+        if let Event::RunFinished {
+            app,
+            broken_constraints,
+            best,
+            ..
+        } = event
+            && app == "sides"
+        {
+            assert!(!best && broken_constraints.len() == 1, "{event:?}");
+        }
+    }
+    // Under a limit every model meets, nothing is refused and the best model serves.
+    let runs = engine.store().runs(easy).unwrap();
+    assert!(
+        runs.iter()
+            .all(|run| run.state == RunState::Done && run.infer_latency_seconds.is_some()),
+        "{runs:#?}"
+    );
+    assert!(
+        ServedModel::load(engine.store(), easy, Device::Cpu)
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[test]

@@ -1,28 +1,83 @@
 //! Which run is an app's best model: the one rule shared by the status report, inference and the
-//! engine's summaries.
+//! engine's summaries, and the one rule for which constraint a run broke.
 //!
 //! The best run is the finished (`done`) run with the highest validation quality, the earliest on
-//! ties, among the runs whose cost meets the app's `train_time` constraint (LANGUAGE.md: a model known
-//! to violate a constraint is never served). Runs of every data version count: after the data
-//! changes, the old best keeps serving until a better run on the new data finishes.
+//! ties, among the runs that break none of the app's constraints (LANGUAGE.md: a model known to
+//! violate a constraint is never served): its cost must meet `train_time` and its measured inference
+//! latency must meet `infer_latency`. A run whose latency was never measured (recorded before the
+//! store kept it) is not known to break it, so it still counts. Runs of every data version count:
+//! after the data changes, the old best keeps serving until a better run on the new data finishes.
+
+use std::fmt;
 
 use crate::store::{RunRecord, RunState};
+use crate::time::format_seconds;
 
 /// An app needs at least this many enabled examples before it is trained (so that the split by id
 /// leaves examples on both sides): the engine's rule, which the status report and the client's
 /// messages state.
 pub const MIN_TRAINING_EXAMPLES: usize = 4;
 
-/// True when a run's cost breaks the `train_time` limit (seconds).
-pub fn over_train_time(run: &RunRecord, train_time_limit: Option<f64>) -> bool {
-    matches!((run.cost_seconds, train_time_limit), (Some(cost), Some(limit)) if cost > limit)
+/// An app's constraint limits in seconds (the schema's `constraint` lines; the store does not read
+/// schemas, so callers pass the numbers).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ConstraintLimits {
+    /// `train_time <= ...`: the most a run may cost.
+    pub train_time: Option<f64>,
+    /// `infer_latency <= ...`: the most one example's batch-1 inference may take.
+    pub infer_latency: Option<f64>,
+}
+
+/// A constraint a run broke, with what was measured and the limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BrokenConstraint {
+    /// The metric, as `.eml` files name it: `train_time` or `infer_latency`.
+    pub metric: &'static str,
+    /// What the run measured, seconds.
+    pub measured: f64,
+    /// The limit, seconds.
+    pub limit: f64,
+}
+
+impl fmt::Display for BrokenConstraint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} > {}",
+            self.metric,
+            format_seconds(self.measured),
+            format_seconds(self.limit)
+        )
+    }
+}
+
+/// The constraints `run` is known to break, in the order `train_time`, `infer_latency`.
+pub fn broken_constraints(run: &RunRecord, limits: &ConstraintLimits) -> Vec<BrokenConstraint> {
+    [
+        ("train_time", run.cost_seconds, limits.train_time),
+        (
+            "infer_latency",
+            run.infer_latency_seconds,
+            limits.infer_latency,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(metric, measured, limit)| match (measured, limit) {
+        (Some(measured), Some(limit)) if measured > limit => Some(BrokenConstraint {
+            metric,
+            measured,
+            limit,
+        }),
+        _ => None,
+    })
+    .collect()
 }
 
 /// The best run of `runs` (see the module documentation).
-pub fn best_run(runs: &[RunRecord], train_time_limit: Option<f64>) -> Option<&RunRecord> {
+pub fn best_run<'a>(runs: &'a [RunRecord], limits: &ConstraintLimits) -> Option<&'a RunRecord> {
     let mut best: Option<&RunRecord> = None;
     for run in runs {
-        if run.state != RunState::Done || over_train_time(run, train_time_limit) {
+        if run.state != RunState::Done || !broken_constraints(run, limits).is_empty() {
             continue;
         }
         let quality = run.quality.unwrap_or(0.0);

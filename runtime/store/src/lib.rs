@@ -19,7 +19,9 @@ mod store;
 mod time;
 pub mod tokens;
 
-pub use best::{MIN_TRAINING_EXAMPLES, best_run, over_train_time};
+pub use best::{
+    BrokenConstraint, ConstraintLimits, MIN_TRAINING_EXAMPLES, best_run, broken_constraints,
+};
 pub use blobs::BlobHash;
 pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};
@@ -28,7 +30,7 @@ pub use store::{
     NewExample, NewOutput, Page, PageRequest, RunId, RunRecord, RunState, RunValidation, Store,
     StoreOptions, StoredOutput,
 };
-pub use time::{format_utc, now_ms};
+pub use time::{format_seconds, format_utc, now_ms};
 
 use std::path::PathBuf;
 

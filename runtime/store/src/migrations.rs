@@ -86,6 +86,13 @@ ALTER TABLE runs ADD COLUMN protocol TEXT;      -- how the quality was measured,
 ALTER TABLE runs ADD COLUMN quality_std REAL;   -- the standard deviation of the fold qualities (k-fold), else NULL
 "#,
     },
+    Migration {
+        version: 4,
+        name: "inference latency",
+        sql: r#"
+ALTER TABLE runs ADD COLUMN infer_latency_seconds REAL; -- measured batch-1 inference time per example on the serving device; NULL when not measured
+"#,
+    },
 ];
 
 /// Brings the database to the newest of `migrations`; returns the version it is at.

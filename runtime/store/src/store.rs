@@ -252,6 +252,10 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// How its quality was measured, when done (empty for runs recorded before it was kept).
     pub validation: RunValidation,
+    /// Its measured inference latency in seconds per example (batch 1, on the serving device), when
+    /// measured ([`Store::record_infer_latency`]): after training, or before it when the untrained
+    /// model already breaks the app's `infer_latency` constraint.
+    pub infer_latency_seconds: Option<f64>,
 }
 
 /// How a run's quality was measured: the trainer's protocol and the spread of the quality. The
@@ -274,7 +278,7 @@ pub struct Store {
 
 const DATABASE_FILE: &str = "easeml.sqlite3";
 const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_index, l.label, e.enabled, e.data_version, e.created_ms";
-const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std";
+const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds";
 
 impl Store {
     /// Whether `home` holds a store (its database file), without creating anything.
@@ -840,6 +844,30 @@ impl Store {
         })
     }
 
+    /// Records a queued or running run's measured inference latency (seconds per example). The
+    /// engine measures it before it marks the run done or failed, so the run is never seen finished
+    /// without it.
+    pub fn record_infer_latency(&mut self, run: RunId, seconds: f64) -> Result<()> {
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            return Err(Error::RunValue {
+                id: run.0,
+                what: format!("inference latency {seconds} s is not a non-negative number"),
+            });
+        }
+        let state = self.run(run)?.state;
+        let from = if state == RunState::Queued {
+            RunState::Queued
+        } else {
+            RunState::Running
+        };
+        self.transition(run, from, "given an inference latency", |connection| {
+            connection.execute(
+                "UPDATE runs SET infer_latency_seconds = ?1 WHERE id = ?2",
+                params![seconds, run.0],
+            )
+        })
+    }
+
     /// Marks a queued or running run as failed.
     pub fn fail_run(&mut self, run: RunId, error: &str, cost_seconds: Option<f64>) -> Result<()> {
         let state = self.run(run)?.state;
@@ -1017,6 +1045,7 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
             protocol: row.get(12)?,
             quality_std: row.get(13)?,
         },
+        infer_latency_seconds: row.get(14)?,
     })
 }
 

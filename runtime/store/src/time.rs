@@ -10,6 +10,22 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// A duration as people read it, the one rule every report uses: `8.0 min` from two minutes on,
+/// `2.5 s` down to a tenth of a second, then `12.30 ms`, `41.0 µs` and `10.0 ns`.
+pub fn format_seconds(seconds: f64) -> String {
+    if seconds >= 120.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else if seconds >= 0.1 {
+        format!("{seconds:.1} s")
+    } else if seconds >= 1e-3 {
+        format!("{:.2} ms", seconds * 1e3)
+    } else if seconds >= 1e-6 {
+        format!("{:.1} µs", seconds * 1e6)
+    } else {
+        format!("{:.1} ns", seconds * 1e9)
+    }
+}
+
 /// `2026-11-22 13:54:40Z`: a timestamp in milliseconds as a UTC date and time.
 pub fn format_utc(ms: i64) -> String {
     let seconds = ms.div_euclid(1000);
@@ -52,5 +68,16 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01 00:00:00Z");
         assert_eq!(format_utc(951_782_400_000), "2000-02-29 00:00:00Z");
         assert_eq!(format_utc(1_795_355_680_000), "2026-11-22 13:54:40Z");
+    }
+
+    #[test]
+    fn durations_in_each_unit() {
+        assert_eq!(format_seconds(480.0), "8.0 min");
+        assert_eq!(format_seconds(119.0), "119.0 s");
+        assert_eq!(format_seconds(0.25), "0.2 s");
+        assert_eq!(format_seconds(0.0123), "12.30 ms");
+        assert_eq!(format_seconds(0.000_041), "41.0 µs");
+        assert_eq!(format_seconds(1e-8), "10.0 ns");
+        assert_eq!(format_seconds(0.0), "0.0 ns");
     }
 }

@@ -1,8 +1,9 @@
 //! The store's contract: migrations, atomic batches, label maps, data versions, paging, runs, blobs.
 
 use easeml_store::{
-    AppId, Blob, Error, ExampleId, MIGRATIONS, NewApp, NewExample, NewOutput, PageRequest,
-    RunState, RunValidation, Store, StoreOptions, StoredOutput,
+    AppId, Blob, ConstraintLimits, Error, ExampleId, MIGRATIONS, NewApp, NewExample, NewOutput,
+    PageRequest, RunState, RunValidation, Store, StoreOptions, StoredOutput, best_run,
+    broken_constraints,
 };
 
 fn new_app(name: &str, label_capacity: Option<u64>, declared: Option<&[&str]>) -> NewApp {
@@ -103,6 +104,15 @@ fn runs_of_a_store_from_before_run_validation_stay_readable() {
     };
     store.finish_run(run, 0.5, 1.0, None, &validation).unwrap();
     assert_eq!(store.run(run).unwrap().validation, validation);
+    // Runs from before migration 4 have no measured latency, so they are not known to break an
+    // `infer_latency` limit: the old best keeps serving.
+    assert_eq!(runs[0].infer_latency_seconds, None);
+    let limits = ConstraintLimits {
+        train_time: None,
+        infer_latency: Some(0.001),
+    };
+    let runs = store.runs(app.id).unwrap();
+    assert_eq!(best_run(&runs, &limits).map(|run| run.id), Some(runs[0].id));
     assert_eq!(store.integrity_check().unwrap(), Ok(()));
 }
 
@@ -356,6 +366,90 @@ fn runs_move_through_their_states() {
     assert_eq!(store.run(interrupted).unwrap().state, RunState::Queued);
     store.fail_run(interrupted, "out of memory", None).unwrap();
     assert_eq!(store.runs(app.id).unwrap().len(), 2);
+}
+
+#[test]
+fn measured_latencies_decide_which_run_is_served() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let finished = |store: &mut Store, candidate: &str, quality: f64, cost: f64, latency: f64| {
+        let run = store.queue_run(app.id, candidate).unwrap();
+        store.start_run(run).unwrap();
+        store.record_infer_latency(run, latency).unwrap();
+        store
+            .finish_run(run, quality, cost, None, &RunValidation::default())
+            .unwrap();
+        run
+    };
+    let slow = finished(&mut store, "vgg16", 0.9, 10.0, 0.050);
+    let fast = finished(&mut store, "small_cnn", 0.8, 10.0, 0.002);
+    let long = finished(&mut store, "resnet50", 0.95, 100.0, 0.004);
+    assert_eq!(store.run(slow).unwrap().infer_latency_seconds, Some(0.050));
+    let runs = store.runs(app.id).unwrap();
+    let best = |limits: &ConstraintLimits| best_run(&runs, limits).map(|run| run.id);
+    assert_eq!(best(&ConstraintLimits::default()), Some(long));
+    let latency = ConstraintLimits {
+        train_time: None,
+        infer_latency: Some(0.020),
+    };
+    assert_eq!(best(&latency), Some(long));
+    let both = ConstraintLimits {
+        train_time: Some(60.0),
+        infer_latency: Some(0.020),
+    };
+    assert_eq!(best(&both), Some(fast));
+    let broken: Vec<String> = [slow, fast, long]
+        .iter()
+        .map(|id| {
+            let run = runs.iter().find(|run| run.id == *id).unwrap();
+            broken_constraints(run, &both)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect();
+    assert_eq!(
+        broken,
+        [
+            "infer_latency 50.00 ms > 20.00 ms",
+            "",
+            "train_time 100.0 s > 60.0 s"
+        ]
+    );
+    // At the limit is within it.
+    let exact = ConstraintLimits {
+        train_time: None,
+        infer_latency: Some(0.050),
+    };
+    assert_eq!(best(&exact), Some(long));
+    assert!(broken_constraints(&runs[0], &exact).is_empty());
+
+    // A latency is a non-negative number, recorded only while the run is queued or running.
+    let error = store.record_infer_latency(slow, 0.01).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "run {} is done, so it cannot be given an inference latency",
+            slow.0
+        )
+    );
+    let run = store.queue_run(app.id, "nin").unwrap();
+    for bad in [f64::NAN, -1.0, f64::INFINITY] {
+        let error = store.record_infer_latency(run, bad).unwrap_err();
+        assert!(
+            error.to_string().contains("is not a non-negative number"),
+            "{error}"
+        );
+    }
+    assert_eq!(store.run(run).unwrap().infer_latency_seconds, None);
+    store.record_infer_latency(run, 0.5).unwrap();
+    store.fail_run(run, "too slow", Some(0.1)).unwrap();
+    assert_eq!(store.run(run).unwrap().infer_latency_seconds, Some(0.5));
+    assert!(matches!(
+        store.record_infer_latency(easeml_store::RunId(999), 0.1),
+        Err(Error::NoSuchRun(999))
+    ));
 }
 
 #[test]

@@ -82,6 +82,32 @@ impl Predictor {
         })
     }
 
+    /// The candidate's model as [`models::build`] initialises it, untrained, on `device`: what the
+    /// latency probe times before training ([`crate::latency::probe_latency`]). `Ok(None)` for a
+    /// classic model, whose cost depends on what it learns (k-NN keeps its training set).
+    pub fn untrained(
+        candidate: &Candidate,
+        task: &Task,
+        config: models::ModelConfig,
+        device: Device,
+    ) -> Result<Option<Self>> {
+        if classic::is_classic(candidate.model) {
+            return Ok(None);
+        }
+        let store = nn::VarStore::new(device);
+        let model = models::build(&store.root(), candidate, task, &config)?;
+        Ok(Some(Self {
+            task: task.clone(),
+            config,
+            loaded: Loaded::Torch {
+                _store: store,
+                model,
+            },
+            device,
+            batch_size: 256,
+        }))
+    }
+
     /// The task the model was trained for.
     pub fn task(&self) -> &Task {
         &self.task
@@ -145,13 +171,23 @@ impl Predictor {
     /// the CPU. For translation, `max_output_steps` steps are produced.
     pub fn raw_outputs(&self, inputs: &Inputs, max_output_steps: i64) -> Result<Tensor> {
         let n = self.check_inputs(inputs)?;
+        let rows: Vec<usize> = (0..n).collect();
+        self.raw_outputs_of(inputs, &rows, max_output_steps)
+    }
+
+    /// [`Predictor::raw_outputs`] of the inputs at `rows` (checked by the caller).
+    fn raw_outputs_of(
+        &self,
+        inputs: &Inputs,
+        rows: &[usize],
+        max_output_steps: i64,
+    ) -> Result<Tensor> {
         let Loaded::Torch { model, .. } = &self.loaded else {
             return Err(Error::BadCheckpoint(
                 "a classic model (not a tch module) has no tensor outputs".into(),
             ));
         };
         let _guard = tch::no_grad_guard();
-        let rows: Vec<usize> = (0..n).collect();
         let mut outputs = Vec::new();
         for chunk in rows.chunks(self.batch_size.max(1)) {
             let batch = input_batch(
@@ -174,21 +210,38 @@ impl Predictor {
 
     /// One prediction per input.
     pub fn predict(&self, inputs: &Inputs) -> Result<Vec<Prediction>> {
+        let n = self.check_inputs(inputs)?;
+        let rows: Vec<usize> = (0..n).collect();
+        self.predict_checked(inputs, &rows)
+    }
+
+    /// One prediction per input at `rows`, in their order (a batch of just those inputs: the
+    /// latency probe predicts one row at a time). An out-of-range row is an error.
+    pub fn predict_rows(&self, inputs: &Inputs, rows: &[usize]) -> Result<Vec<Prediction>> {
+        let n = self.check_inputs(inputs)?;
+        if let Some(row) = rows.iter().find(|&&row| row >= n) {
+            return Err(Error::BadExamples(format!(
+                "row {row} is out of range: there are {n} inputs"
+            )));
+        }
+        self.predict_checked(inputs, rows)
+    }
+
+    fn predict_checked(&self, inputs: &Inputs, rows: &[usize]) -> Result<Vec<Prediction>> {
         if let Loaded::Classic(model) = &self.loaded {
-            let n = self.check_inputs(inputs)?;
-            let rows: Vec<usize> = (0..n).collect();
-            return model.predict(inputs, &rows);
+            return model.predict(inputs, rows);
+        }
+        if rows.is_empty() {
+            return Ok(Vec::new());
         }
         let max_steps = match inputs {
             Inputs::Sequences(sequences) => {
-                let longest = (0..sequences.len())
-                    .map(|index| sequences.length(index))
-                    .max();
+                let longest = rows.iter().map(|&row| sequences.length(row)).max();
                 2 * longest.unwrap_or(1) as i64 + 4
             }
             _ => 1,
         };
-        let outputs = self.raw_outputs(inputs, max_steps)?;
+        let outputs = self.raw_outputs_of(inputs, rows, max_steps)?;
         let n = outputs.size()[0];
         let mut predictions = Vec::with_capacity(n as usize);
         match &self.task {

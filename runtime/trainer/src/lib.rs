@@ -9,6 +9,8 @@
 //!   split, or stratified k-fold cross-validation and a refit on small data, [`Validation`]) returning a [`TrainedRun`] with the [`Checkpoint`], the validation quality in `[0,1]`, the
 //!   measured cost and the learning curve; [`estimate_cost`] predicts that cost beforehand;
 //! - [`Predictor`]: inference from a checkpoint;
+//! - [`latency`]: the batch-1 inference latency the `infer_latency` constraint bounds, of a trained
+//!   model or, before training, of the untrained network;
 //! - [`device::choose_device`]: CUDA when available, else CPU, `EASEML_DEVICE` overrides.
 
 mod batch;
@@ -20,6 +22,7 @@ pub mod data;
 pub mod device;
 pub mod error;
 pub mod infer;
+pub mod latency;
 pub mod models;
 pub mod normalize;
 pub mod synthetic;
@@ -32,6 +35,7 @@ pub use cost::{CostEstimate, estimate_cost};
 pub use data::{Examples, Inputs, Targets, Tree};
 pub use error::{Error, Result};
 pub use infer::{Prediction, Predictor};
+pub use latency::{LatencyProtocol, measure_latency, probe_latency};
 pub use task::Task;
 pub use train::{
     Budget, CurvePoint, LearningRateTrial, Refit, RunOutcome, TrainedRun, Validation, train,

@@ -419,6 +419,97 @@ fn predictions_of_every_kind() {
     assert!(predictor.predict(&malformed).is_err());
 }
 
+#[test]
+fn latency_is_the_median_batch_one_prediction_time_before_and_after_training() {
+    let _serial = serial();
+    let protocol = easeml_trainer::LatencyProtocol {
+        warmups: 1,
+        min_repeats: 3,
+        max_repeats: 5,
+        max_seconds: 0.2,
+    };
+    let images = synthetic::quadrant_images(12, [16, 16, 3], 31);
+    let config = ModelConfig {
+        width: 1.0 / 16.0,
+        max_bytes: 8,
+    };
+    let probe = |model: &str, examples: &Examples| {
+        easeml_trainer::probe_latency(
+            &Candidate::parse(model).unwrap(),
+            examples,
+            config,
+            Device::Cpu,
+            &protocol,
+        )
+    };
+    // The untrained network is timed; more work per example takes longer.
+    let small = probe("small_cnn", &images).unwrap().unwrap();
+    assert!(small > 0.0 && small < 1.0, "{small}");
+    let large_images = synthetic::quadrant_images(12, [96, 96, 3], 32);
+    let large = probe("vgg16", &large_images).unwrap().unwrap();
+    assert!(
+        large > small,
+        "vgg16 on 96x96 {large} <= small_cnn on 16x16 {small}"
+    );
+    // A classic model is only measured once trained; a candidate that does not fit is an error.
+    let tabular = synthetic::tabular_sign(30, 4, 33);
+    assert_eq!(probe("knn", &tabular).unwrap(), None);
+    let error = probe("small_cnn", &tabular).unwrap_err().to_string();
+    assert!(error.contains("small_cnn"), "{error}");
+    // A trained model, classic or not, is measured through its predictor.
+    for model in ["knn", "mlp_small"] {
+        let run = train(&Candidate::parse(model).unwrap(), &tabular, &budget(1)).unwrap();
+        let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+        let latency =
+            easeml_trainer::measure_latency(&predictor, &tabular.inputs, &protocol).unwrap();
+        assert!(latency > 0.0 && latency < 1.0, "{model}: {latency}");
+        // Batch 1 predicts the rows asked for, in their order, and nothing else.
+        let both = predictor.predict(&tabular.inputs).unwrap();
+        let picked = predictor.predict_rows(&tabular.inputs, &[3, 0]).unwrap();
+        // (The same up to float rounding: a batch of two sums in another order than one of 30.)
+        for (picked, expected) in picked.iter().zip([&both[3], &both[0]]) {
+            let (
+                Prediction::Class {
+                    index,
+                    probabilities,
+                },
+                Prediction::Class {
+                    index: expected_index,
+                    probabilities: expected_probabilities,
+                },
+            ) = (picked, expected)
+            else {
+                panic!("{model}: not a class")
+            };
+            assert_eq!(index, expected_index, "{model}");
+            for (p, q) in probabilities.iter().zip(expected_probabilities) {
+                assert!(
+                    (p - q).abs() < 1e-5,
+                    "{model}: {probabilities:?} vs {expected_probabilities:?}"
+                );
+            }
+        }
+        assert_eq!(picked.len(), 2);
+        assert!(
+            predictor
+                .predict_rows(&tabular.inputs, &[])
+                .unwrap()
+                .is_empty()
+        );
+        let error = predictor
+            .predict_rows(&tabular.inputs, &[30])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("row 30 is out of range: there are 30 inputs"),
+            "{error}"
+        );
+        // Nothing to time is an error, not a division by zero.
+        let none = synthetic::tabular_sign(0, 4, 34);
+        assert!(easeml_trainer::measure_latency(&predictor, &none.inputs, &protocol).is_err());
+    }
+}
+
 /// The test binary itself links the trainer: it must carry an rpath to libtorch and, when the install
 /// has `libtorch_cuda.so`, list it as NEEDED.
 #[test]
