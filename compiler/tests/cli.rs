@@ -159,6 +159,55 @@ fn explain_text_marks_the_chosen_template() {
 }
 
 #[test]
+fn explain_says_which_candidates_the_latency_limit_is_expected_to_rule_out() {
+    let fixture = repo("tests/fixtures/ok_constraint_latency_rules_out.eml");
+    let output = easemlc(&["explain", &fixture]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let (_, estimates) = text.split_once("estimated latency per example").unwrap();
+    let line = |model: &str| {
+        estimates
+            .lines()
+            .find(|line| line.trim_start().starts_with(&format!("{model} ")))
+            .unwrap_or_else(|| panic!("no line for {model}: {text}"))
+            .to_owned()
+    };
+    // 256x256 images: VGG-16 needs 2.6 GFLOP an image, SqueezeNet 70 MFLOP.
+    assert!(
+        line("vgg16").ends_with("85.53 ms  over the limit: expected to be ruled out"),
+        "{text}"
+    );
+    assert!(line("squeezenet").ends_with("2.43 ms"), "{text}");
+    assert!(
+        line("knn").contains("measured after training (its cost depends on the training data)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("expected to rule out 16 candidates: small_cnn, small_cnn+norm_k1,"),
+        "{text}"
+    );
+    let json = easemlc(&["explain", "--json", &fixture]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let check = &json["infer_latency"];
+    assert_eq!(check["limit_seconds"], 0.02);
+    assert_eq!(check["ruled_out"].as_array().unwrap().len(), 16);
+    assert!(
+        check["ruled_out"]
+            .as_array()
+            .unwrap()
+            .contains(&"nin+norm_k4".into())
+    );
+    // Without the constraint there is nothing to check, and the key is left out.
+    let plain = easemlc(&[
+        "explain",
+        "--json",
+        &repo("examples/handwritten_digits.eml"),
+    ]);
+    let plain: serde_json::Value = serde_json::from_str(&stdout(&plain)).unwrap();
+    assert!(plain.get("infer_latency").is_none(), "{plain}");
+}
+
+#[test]
 fn explain_of_an_invalid_program_prints_diagnostics_and_exits_1() {
     let output = easemlc(&[
         "explain",

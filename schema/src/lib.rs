@@ -12,12 +12,14 @@
 //!   read by the runtime and the engine (serde both ways).
 //! - [`Workload`] ([`workload`]): the registry's workload names as a type, and the structure
 //!   each takes ([`Workload::schema_problem`]).
+//! - [`latency`]: the inference-latency estimate `easemlc explain` gives before training.
 //! - [`models`]: the model catalogue (every model id and the workloads it serves) and the
 //!   candidate-id grammar ([`models::candidate_problem`]).
 //!
 //! This crate knows nothing of the `.eml` syntax, templates, SQL, HTTP or libtorch: the generated
 //! apps and the runtime depend on it instead of on the compiler.
 
+pub mod latency;
 pub mod manifest;
 pub mod models;
 pub mod rules;

@@ -61,6 +61,24 @@ pub const MODELS: [(&str, &[Workload]); 34] = [
     ),
 ];
 
+/// The classic models (no network: fitted, not trained by gradient steps), whose cost depends on
+/// the training data. `tests/tests/registry_consistency.rs` checks this is exactly the trainer's
+/// `classic::is_classic`.
+pub const CLASSIC_MODELS: [&str; 7] = [
+    "tree_kernel_svm",
+    "minirocket",
+    "dtw_knn",
+    "gbdt",
+    "random_forest",
+    "knn",
+    "kernel_ridge",
+];
+
+/// Whether `model` is one of [`CLASSIC_MODELS`].
+pub fn is_classic(model: &str) -> bool {
+    CLASSIC_MODELS.contains(&model)
+}
+
 /// A candidate id split into its model id and normalization exponent: `resnet18+norm_k2` is
 /// `("resnet18", Some(2))`; `None` when it is not of the form `model` or `model+norm_kK` with
 /// K >= 1 (the model id is not looked up).

@@ -188,4 +188,12 @@ fn the_model_catalogue_is_the_trainers() {
         .map(|(id, _)| *id)
         .collect();
     assert_eq!(trainer, catalogue);
+    // The catalogue's classic models are the trainer's.
+    for (kind, id) in ALL_MODELS {
+        assert_eq!(
+            easeml_trainer::classic::is_classic(kind),
+            easeml_schema::models::is_classic(id),
+            "{id}"
+        );
+    }
 }
