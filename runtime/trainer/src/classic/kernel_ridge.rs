@@ -67,6 +67,34 @@ pub struct KernelRidge {
     pub coefficients: Vec<f32>,
     /// Per output, the intercept (the fitted targets' mean).
     pub intercepts: Vec<f64>,
+    /// The buffers above as the tensors a prediction multiplies, built by the first prediction
+    /// (a batch-1 prediction would otherwise convert every kept row again).
+    #[serde(skip)]
+    pub(crate) prepared: PreparedTensors,
+}
+
+/// A kernel ridge model's tensors: its kept rows, their squared norms, the coefficients and the
+/// intercepts, in doubles. Not part of the model's state: a clone starts empty and every two
+/// compare equal. Behind a mutex (held only to take shallow clones), since tensors are not `Sync`.
+#[derive(Default)]
+pub(crate) struct PreparedTensors(std::sync::Mutex<Option<[Tensor; 4]>>);
+
+impl Clone for PreparedTensors {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for PreparedTensors {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for PreparedTensors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PreparedTensors")
+    }
 }
 
 impl KernelRidge {
@@ -88,15 +116,7 @@ impl KernelRidge {
 
     /// The predictions for `rows` of a dense buffer with `features` values per row.
     pub fn predict_rows(&self, values: &[f32], rows: &[usize]) -> Result<Vec<Prediction>> {
-        let n = self.points.len() / self.features;
-        let points = Tensor::from_slice(&self.points)
-            .to_kind(Kind::Double)
-            .view([n as i64, self.features as i64]);
-        let coefficients = Tensor::from_slice(&self.coefficients)
-            .to_kind(Kind::Double)
-            .view([n as i64, self.outputs as i64]);
-        let intercepts = Tensor::from_slice(&self.intercepts);
-        let point_norms = points.square().sum_dim_intlist(1, false, Kind::Double);
+        let [points, point_norms, coefficients, intercepts] = self.tensors();
         let mut predictions = Vec::with_capacity(rows.len());
         let mut query = Vec::new();
         for chunk in rows.chunks(PREDICT_BATCH) {
@@ -129,6 +149,34 @@ impl KernelRidge {
             }
         }
         Ok(predictions)
+    }
+}
+
+impl KernelRidge {
+    /// [`PreparedTensors`], built on first use.
+    fn tensors(&self) -> [Tensor; 4] {
+        let mut prepared = self
+            .prepared
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let tensors = prepared.get_or_insert_with(|| {
+            let n = self.points.len() / self.features;
+            let points = Tensor::from_slice(&self.points)
+                .to_kind(Kind::Double)
+                .view([n as i64, self.features as i64]);
+            let point_norms = points.square().sum_dim_intlist(1, false, Kind::Double);
+            let coefficients = Tensor::from_slice(&self.coefficients)
+                .to_kind(Kind::Double)
+                .view([n as i64, self.outputs as i64]);
+            [
+                points,
+                point_norms,
+                coefficients,
+                Tensor::from_slice(&self.intercepts),
+            ]
+        });
+        tensors.each_ref().map(Tensor::shallow_clone)
     }
 }
 
@@ -265,6 +313,7 @@ impl Learner for KernelRidgeLearner<'_> {
             points,
             coefficients: coefficients.iter().map(|&c| c as f32).collect(),
             intercepts,
+            prepared: PreparedTensors::default(),
         }))
     }
 }
