@@ -4,7 +4,8 @@
 //! generated crates built, and fed real data from files on disk through their own `<app>-feed`
 //! binaries; then ONE scheduler (`easeml train --budget`) trains candidates across all of them, each
 //! app's `<app>-infer` answers its held-out examples (and prints the held-out accuracy), each status
-//! report is printed, and `target/demo/quality.svg` plots every app's best quality over time. The
+//! report is printed, and `target/demo/quality.svg` plots every app's best quality over time
+//! (`held_out.tsv` keeps the held-out scores; `--tuner trimtuner` writes to `target/demo-trimtuner`). The
 //! real data comes from packages that ship it (`demo_data.py`): scikit-learn's bundled data sets, and
 //! the UCI Japanese Vowels data inside sktime's wheel (downloaded once from PyPI, not installed).
 
@@ -30,12 +31,20 @@ const DEMO_DATA: &str = include_str!("demo_data.py");
 /// The wheel whose bundled data files hold the Japanese Vowels data (only the wheel is downloaded).
 const SKTIME_WHEEL: &str = "sktime-1.2.0-py3-none-any.whl";
 
-/// Runs the demo with `budget` (e.g. `3m`) for the multi-tenant training.
-pub fn run(root: &Path, budget: &str) -> Result<()> {
+/// Runs the demo with `budget` (e.g. `3m`) for the multi-tenant training, networks tuned by
+/// `tuner` (`grid` or `trimtuner`). The store and outputs of a `trimtuner` run go to
+/// `target/demo-trimtuner`, so the two can be compared side by side.
+pub fn run(root: &Path, budget: &str, tuner: &str) -> Result<()> {
+    if !["grid", "trimtuner"].contains(&tuner) {
+        anyhow::bail!("unknown tuner `{tuner}` (known: grid, trimtuner)");
+    }
     let started = Instant::now();
     let torch = setup()?;
     let python = torch.python();
-    let demo_dir = root.join("target/demo");
+    let demo_dir = match tuner {
+        "grid" => root.join("target/demo"),
+        other => root.join(format!("target/demo-{other}")),
+    };
     let data_dir = demo_dir.join("data");
     let home = demo_dir.join("home");
     let _ = std::fs::remove_dir_all(&home);
@@ -94,13 +103,22 @@ pub fn run(root: &Path, budget: &str) -> Result<()> {
     }
     let mut train = Command::new(&easeml);
     train
-        .args(["train", "--budget", budget, "--max-run", "45s", "--plot"])
+        .args([
+            "train",
+            "--budget",
+            budget,
+            "--max-run",
+            "45s",
+            "--tuner",
+            tuner,
+            "--plot",
+        ])
         .arg(&demo_dir)
         .arg("--data")
         .arg(&home);
     run_step(
         &format!(
-            "easeml train --budget {budget} (one scheduler over the {} apps)",
+            "easeml train --budget {budget} --tuner {tuner} (one scheduler over the {} apps)",
             DEMO_APPS.len()
         ),
         train,
@@ -123,10 +141,13 @@ pub fn run(root: &Path, budget: &str) -> Result<()> {
         status.env("EASEML_HOME", &home);
         run_step(&format!("{app} (the status report)"), status)?;
     }
-    eprintln!("==> held-out results (the examples no app was fed)");
+    eprintln!("==> held-out results (the examples no app was fed), tuner {tuner}");
+    let mut table = String::new();
     for (app, score) in &scores {
         eprintln!("    {app:<20} {score}");
+        table.push_str(&format!("{app}\t{score}\n"));
     }
+    std::fs::write(demo_dir.join("held_out.tsv"), table)?;
     eprintln!(
         "==> demo done in {:.1} min: the store is {}; the answers and quality.svg / quality.png / \
          quality.csv (every app's best quality over time) are in {}",

@@ -9,7 +9,7 @@
 //! - `cargo xtask test`: everything CI checks (tidy, fmt, clippy, docs, the whole test suite), with
 //!   the time each step took; runs `setup` first.
 //! - `cargo xtask tidy`: the architecture's machine-checkable rules (`tidy.rs`).
-//! - `cargo xtask demo [--budget 4m]`: the main job end to end on the embedded default: four apps
+//! - `cargo xtask demo [--budget 4m] [--tuner grid|trimtuner]`: the main job end to end on the embedded default: four apps
 //!   (tabular, images, sequences) compiled, built, fed real data, trained together by one scheduler,
 //!   asked about held-out data, and plotted (`demo.rs`).
 //! - `cargo xtask fuzz [--seconds N]`: the cargo-fuzz target over parse + check + explain.
@@ -59,6 +59,9 @@ enum Task {
         /// How long the multi-tenant training may take in all (e.g. 90s, 4m, 10m).
         #[arg(long, default_value = "4m")]
         budget: String,
+        /// How networks choose their settings: `grid` or `trimtuner` (`easeml train --tuner`).
+        #[arg(long, default_value = "grid")]
+        tuner: String,
     },
     /// Fuzz parse + check + explain with cargo-fuzz (installs cargo-fuzz when missing).
     Fuzz {
@@ -89,7 +92,7 @@ fn main() -> Result<()> {
         }
         Task::Test => test(),
         Task::Tidy => tidy::run(&root),
-        Task::Demo { budget } => demo::run(&root, &budget),
+        Task::Demo { budget, tuner } => demo::run(&root, &budget, &tuner),
         Task::Fuzz { seconds } => fuzz(seconds),
         Task::Bench => run_step(
             "criterion benchmarks",

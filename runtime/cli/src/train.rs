@@ -8,6 +8,7 @@ use anyhow::Context;
 use easeml_app_engine::train_with_progress;
 use easeml_runtime::app_cli::parse_duration;
 use easeml_runtime::engine::{Engine, EngineConfig, choose_device};
+use easeml_trainer::Tuning;
 
 use crate::plot::QualityCurve;
 
@@ -27,6 +28,16 @@ pub struct TrainArgs {
     /// quality.svg and quality.png.
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
+    /// How a network's run chooses its settings: `grid` (the learning-rate grid on all the data)
+    /// or `trimtuner` (a TrimTuner search over learning rate, batch size and epoch cap on nested
+    /// shares of the data, then the incumbent on all of it; runs of 200 examples or more).
+    #[arg(long, value_name = "grid|trimtuner", default_value = "grid", value_parser = parse_tuning)]
+    tuner: Tuning,
+}
+
+fn parse_tuning(name: &str) -> Result<Tuning, String> {
+    Tuning::from_name(name)
+        .ok_or_else(|| format!("unknown tuner `{name}` (known: grid, trimtuner)"))
 }
 
 /// Trains the store's apps and prints each app's best model at the end.
@@ -37,6 +48,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     if let Some(max_run) = args.max_run {
         config.max_run_seconds = max_run.as_secs_f64();
     }
+    config.tuning = args.tuner;
     let mut engine = Engine::open(&home, config)
         .with_context(|| format!("opening the store at {}", home.display()))?;
     train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;

@@ -125,6 +125,16 @@ fn apps_register_list_and_remove_work_on_the_local_store() {
         assert!(!data.exists());
     }
 
+    // An unknown tuner is refused before anything is opened.
+    let refused = easeml(&["train", "--tuner", "bayes"], &data);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("unknown tuner `bayes` (known: grid, trimtuner)"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!data.exists());
+
     let registered = easeml(&["apps", "register", manifest], &data);
     assert!(registered.status.success(), "{}", text(&registered));
     let stdout = String::from_utf8_lossy(&registered.stdout);

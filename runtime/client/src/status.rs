@@ -70,8 +70,121 @@ pub struct RunReport {
     /// best).
     #[serde(default)]
     pub broken_constraints: Vec<String>,
+    /// The run's trials (learning rates of the grid, or TrimTuner's settings and data shares),
+    /// when recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trials: Vec<TrialReport>,
     /// Why it failed.
     pub error: Option<String>,
+}
+
+/// One trial of a run, as the trainer records it (`easeml_trainer::LearningRateTrial`; read
+/// leniently: a field this build does not know is ignored, a missing one is `None`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialReport {
+    /// The learning rate.
+    pub learning_rate: f64,
+    /// The fold it validated on (k-fold).
+    #[serde(default)]
+    pub fold: Option<usize>,
+    /// Epochs run.
+    #[serde(default)]
+    pub epochs: usize,
+    /// Its best validation quality, unless it failed.
+    #[serde(default)]
+    pub best_quality: Option<f64>,
+    /// Why it failed.
+    #[serde(default)]
+    pub failure: Option<String>,
+    /// TrimTuner's settings, share and cost, for a tuner trial.
+    #[serde(default)]
+    pub tuned: Option<TunedTrialReport>,
+}
+
+/// A TrimTuner trial's settings and cost (`easeml_trainer::tune::TunedTrial`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TunedTrialReport {
+    /// Examples per batch.
+    pub batch_size: usize,
+    /// The epoch cap.
+    pub max_epochs: usize,
+    /// The share of the training data.
+    pub data_fraction: f64,
+    /// Its training rows.
+    #[serde(default)]
+    pub train_rows: usize,
+    /// Its seconds.
+    pub cost_seconds: f64,
+    /// Whether it is the incumbent's final training on all the data.
+    #[serde(default)]
+    pub final_training: bool,
+}
+
+/// The trials of a stored run's JSON, none when it is absent or unreadable.
+fn trials_of(run: &RunRecord) -> Vec<TrialReport> {
+    run.trials
+        .as_deref()
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
+}
+
+/// One line on a TrimTuner run's trials: how many at each data share and the incumbent's final
+/// training; `None` when no trial was the tuner's.
+pub fn tuner_summary(trials: &[TrialReport]) -> Option<String> {
+    let tuned: Vec<(&TrialReport, &TunedTrialReport)> = trials
+        .iter()
+        .filter_map(|trial| Some((trial, trial.tuned.as_ref()?)))
+        .collect();
+    if tuned.is_empty() {
+        return None;
+    }
+    let searched: Vec<&TunedTrialReport> = tuned
+        .iter()
+        .map(|(_, tuned)| *tuned)
+        .filter(|tuned| !tuned.final_training)
+        .collect();
+    let mut shares: Vec<(f64, usize)> = Vec::new();
+    for trial in &searched {
+        match shares
+            .iter_mut()
+            .find(|(share, _)| *share == trial.data_fraction)
+        {
+            Some((_, count)) => *count += 1,
+            None => shares.push((trial.data_fraction, 1)),
+        }
+    }
+    shares.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let shares: Vec<String> = shares
+        .iter()
+        .map(|(share, count)| format!("{count} at {}", share_name(*share)))
+        .collect();
+    let seconds: f64 = searched.iter().map(|trial| trial.cost_seconds).sum();
+    let mut line = format!(
+        "trimtuner: {} trials in {} ({})",
+        searched.len(),
+        format_seconds(seconds),
+        shares.join(", ")
+    );
+    if let Some((trial, tuned)) = tuned.iter().find(|(_, tuned)| tuned.final_training) {
+        line.push_str(&format!(
+            "; the incumbent (lr {}, batch {}, at most {} epochs) trained on all the data",
+            trial.learning_rate, tuned.batch_size, tuned.max_epochs
+        ));
+    }
+    Some(line)
+}
+
+/// A data share as people read it: `1/60`, `1/10`, `1/4`, `1/2`, `all`.
+fn share_name(share: f64) -> String {
+    if share >= 1.0 {
+        return "all".to_owned();
+    }
+    let inverse = 1.0 / share;
+    if (inverse - inverse.round()).abs() < 1e-6 {
+        format!("1/{}", inverse.round())
+    } else {
+        format!("{:.0}%", share * 100.0)
+    }
 }
 
 fn run_id<S: Serializer>(id: &RunId, serializer: S) -> Result<S::Ok, S::Error> {
@@ -151,6 +264,7 @@ impl Status {
                     over_train_time: broken.iter().any(|broken| broken.metric == "train_time"),
                     infer_latency_seconds: run.infer_latency_seconds,
                     broken_constraints: broken.iter().map(ToString::to_string).collect(),
+                    trials: trials_of(run),
                     error: run.error.clone(),
                 }
             })
@@ -221,6 +335,9 @@ impl fmt::Display for Status {
                 format_utc(run.date_ms),
                 run.candidate
             )?;
+            if let Some(summary) = tuner_summary(&run.trials) {
+                writeln!(f, "          {summary}")?;
+            }
         }
         if self.best.is_some() {
             writeln!(f, "* best so far")?;
@@ -273,6 +390,7 @@ mod tests {
                 over_train_time: false,
                 infer_latency_seconds: None,
                 broken_constraints: Vec::new(),
+                trials: Vec::new(),
                 error: (state == RunState::Failed).then(|| "diverged".to_owned()),
             })
             .collect(),
@@ -311,6 +429,7 @@ mod tests {
             over_train_time: false,
             infer_latency_seconds: Some(0.00042),
             broken_constraints: Vec::new(),
+            trials: Vec::new(),
             error: None,
         };
         let mut slow = run(4, None, Some("split 20%"));
@@ -360,6 +479,48 @@ mod tests {
         assert!(!old.contains("latency"), "{old}");
         let read = serde_json::from_str::<Status>(&old).unwrap();
         assert!(!read.to_string().contains("latency:"));
+    }
+
+    #[test]
+    fn a_tuner_run_summarises_its_trials_by_share() {
+        let trial = |share: f64, final_training: bool| TrialReport {
+            learning_rate: 0.003,
+            fold: None,
+            epochs: 5,
+            best_quality: Some(0.9),
+            failure: None,
+            tuned: Some(TunedTrialReport {
+                batch_size: 32,
+                max_epochs: 20,
+                data_fraction: share,
+                train_rows: 100,
+                cost_seconds: 0.5,
+                final_training,
+            }),
+        };
+        let trials = vec![
+            trial(1.0 / 60.0, false),
+            trial(0.1, false),
+            trial(0.1, false),
+            trial(1.0, false),
+            trial(1.0, true),
+        ];
+        assert_eq!(
+            tuner_summary(&trials).unwrap(),
+            "trimtuner: 4 trials in 2.0 s (1 at 1/60, 2 at 1/10, 1 at all); the incumbent (lr 0.003, batch 32, at most 20 epochs) trained on all the data"
+        );
+        // Grid trials have no summary; stored JSON that does not read gives no trials.
+        let mut grid = trial(1.0, false);
+        grid.tuned = None;
+        assert_eq!(tuner_summary(&[grid]), None);
+        assert_eq!(share_name(0.3), "30%");
+        let json = serde_json::to_string(&trials).unwrap();
+        let read: Vec<TrialReport> = serde_json::from_str(&json).unwrap();
+        assert_eq!(read, trials);
+        // What the trainer writes reads (fields this build does not know are ignored).
+        let written = r#"[{"learning_rate":0.01,"fold":null,"seed":7,"epochs":3,"best_quality":0.8,"best_epoch":2,"failure":null,"tuned":{"batch_size":16,"max_epochs":10,"data_fraction":0.25,"train_rows":40,"cost_seconds":0.2,"final_training":false}}]"#;
+        let read: Vec<TrialReport> = serde_json::from_str(written).unwrap();
+        assert_eq!(read[0].tuned.as_ref().unwrap().data_fraction, 0.25);
     }
 
     #[test]

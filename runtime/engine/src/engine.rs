@@ -39,8 +39,8 @@ use easeml_store::{
 };
 use easeml_trainer::device::device_name;
 use easeml_trainer::{
-    Budget, Candidate, Examples, LatencyProtocol, Predictor, RunOutcome, Validation, estimate_cost,
-    measure_latency, probe_latency,
+    Budget, Candidate, Examples, LatencyProtocol, Predictor, RunOutcome, Tuning, Validation,
+    estimate_cost, measure_latency, probe_latency,
 };
 use tch::Device;
 
@@ -86,6 +86,9 @@ pub struct EngineConfig {
     /// The scheduler's policies (Hybrid over cost-aware GP-UCB by default, expected costs calibrated
     /// by observed ones: they start as FLOP estimates).
     pub scheduler: SchedulerConfig,
+    /// How a network's run chooses its settings: the learning-rate grid (the default) or a
+    /// TrimTuner search over settings and data shares (`easeml_trainer::tune`).
+    pub tuning: Tuning,
 }
 
 /// The default [`EngineConfig::min_steps`]: 400 optimizer steps (20 epochs of 20 batches), and a
@@ -106,6 +109,7 @@ impl EngineConfig {
                 calibrate_costs: true,
                 ..SchedulerConfig::default()
             },
+            tuning: Tuning::Grid,
         }
     }
 }
@@ -417,6 +421,7 @@ impl Engine {
         budget.max_epochs = self.config.max_epochs;
         budget.min_steps = self.config.min_steps;
         budget.seed = self.config.seed;
+        budget.tuning = self.config.tuning;
         let mut seconds = self.config.max_run_seconds;
         if let Some(limit) = state.model.train_time_limit() {
             // The run stops inside the limit, so it never breaks the constraint.
@@ -556,6 +561,13 @@ impl Engine {
                         }
                     };
                     self.store.record_infer_latency(run, latency)?;
+                    // The trial history, kept with the run (a history too large to keep, which
+                    // no run of the trainer's comes near, is left out rather than failing it).
+                    if let Ok(trials) = serde_json::to_string(&trained.trials)
+                        && trials.len() <= easeml_store::MAX_TRIALS_BYTES
+                    {
+                        self.store.record_trials(run, &trials)?;
+                    }
                     let blob = self
                         .store
                         .put_blob(&checkpoint_blob::encode(&checkpoint)?)?;

@@ -20,6 +20,7 @@ mod model;
 pub use app::{AppModel, Workload};
 pub use dataset::Inference;
 pub use easeml_store::{ConstraintLimits, best_run, broken_constraints};
+pub use easeml_trainer::Tuning;
 pub use easeml_trainer::device::{choose_device, device_name};
 pub use engine::{
     Engine, EngineConfig, Event, MIN_EXAMPLES, TrainSummary, load_examples, scheduler_quality,

@@ -275,6 +275,59 @@ fn a_model_over_the_latency_limit_is_not_trained_or_never_served() {
 }
 
 #[test]
+fn with_trimtuner_a_network_run_searches_settings_and_shares_and_keeps_its_trials() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let sides = register(&mut store, SIDES, "sides");
+    // 300 examples: the split (200 or more), where the tuner runs.
+    feed_labels(&mut store, sides, &clusters(300, 0));
+    drop(store);
+    let mut config = config();
+    config.tuning = easeml_engine::Tuning::TrimTuner;
+    config.max_run_seconds = 2.0;
+    let mut engine = Engine::open(home.path(), config).unwrap();
+    assert!(engine.train(None, &mut |_| {}).unwrap().exhausted);
+    let runs = engine.store().runs(sides).unwrap();
+    let status = easeml_client::Status::from_runs(
+        "sides".to_owned(),
+        String::new(),
+        1,
+        (300, 300),
+        &runs,
+        &easeml_store::ConstraintLimits::default(),
+    );
+    let mut tuned = 0;
+    for (run, report) in runs.iter().zip(&status.runs) {
+        if run.state != RunState::Done {
+            continue;
+        }
+        // Every finished run keeps its trials; a network's are TrimTuner's.
+        assert!(!report.trials.is_empty(), "{run:#?}");
+        let network = ["mlp_small", "mlp_large", "logistic"].contains(&run.candidate.as_str());
+        assert_eq!(
+            report.trials.iter().all(|trial| trial.tuned.is_some()),
+            network,
+            "{run:#?}"
+        );
+        if network {
+            tuned += 1;
+            let shares: Vec<f64> = report
+                .trials
+                .iter()
+                .map(|trial| trial.tuned.as_ref().unwrap().data_fraction)
+                .collect();
+            assert!(shares.iter().any(|&share| share < 1.0), "{shares:?}");
+            assert!(run.cost_seconds.unwrap() < 2.0 + 2.0, "{run:#?}");
+        }
+    }
+    assert!(tuned >= 2, "{runs:#?}");
+    let text = status.to_string();
+    eprintln!("{text}");
+    assert!(text.contains("trimtuner: "), "{text}");
+    assert!(text.contains(" at 1/60"), "{text}");
+}
+
+#[test]
 fn new_data_reopens_an_app_and_a_removed_app_is_dropped() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path()).unwrap();

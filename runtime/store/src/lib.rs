@@ -26,9 +26,9 @@ pub use blobs::BlobHash;
 pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};
 pub use store::{
-    App, AppId, Blob, Durability, ExampleFilter, ExampleId, ExampleRecord, InsertReport, NewApp,
-    NewExample, NewOutput, Page, PageRequest, RunId, RunRecord, RunState, RunValidation, Store,
-    StoreOptions, StoredOutput,
+    App, AppId, Blob, Durability, ExampleFilter, ExampleId, ExampleRecord, InsertReport,
+    MAX_TRIALS_BYTES, NewApp, NewExample, NewOutput, Page, PageRequest, RunId, RunRecord, RunState,
+    RunValidation, Store, StoreOptions, StoredOutput,
 };
 pub use time::{format_seconds, format_utc, now_ms};
 

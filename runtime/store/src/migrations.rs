@@ -93,6 +93,13 @@ ALTER TABLE runs ADD COLUMN quality_std REAL;   -- the standard deviation of the
 ALTER TABLE runs ADD COLUMN infer_latency_seconds REAL; -- measured batch-1 inference time per example on the serving device; NULL when not measured
 "#,
     },
+    Migration {
+        version: 5,
+        name: "run trials",
+        sql: r#"
+ALTER TABLE runs ADD COLUMN trials TEXT; -- the trainer's trials of the run as JSON (learning rates, TrimTuner settings and data shares); NULL before version 5
+"#,
+    },
 ];
 
 /// Brings the database to the newest of `migrations`; returns the version it is at.

@@ -256,6 +256,9 @@ pub struct RunRecord {
     /// measured ([`Store::record_infer_latency`]): after training, or before it when the untrained
     /// model already breaks the app's `infer_latency` constraint.
     pub infer_latency_seconds: Option<f64>,
+    /// The trainer's trials of the run as JSON text ([`Store::record_trials`]; the store keeps it
+    /// and never reads it), when recorded.
+    pub trials: Option<String>,
 }
 
 /// How a run's quality was measured: the trainer's protocol and the spread of the quality. The
@@ -277,8 +280,11 @@ pub struct Store {
 }
 
 const DATABASE_FILE: &str = "easeml.sqlite3";
+
+/// The most JSON a run's trials may take (a run has tens of trials of a few hundred bytes each).
+pub const MAX_TRIALS_BYTES: usize = 1 << 20;
 const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_index, l.label, e.enabled, e.data_version, e.created_ms";
-const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds";
+const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials";
 
 impl Store {
     /// Whether `home` holds a store (its database file), without creating anything.
@@ -868,6 +874,26 @@ impl Store {
         })
     }
 
+    /// Records a running run's trials (the trainer's JSON; at most [`MAX_TRIALS_BYTES`]), before
+    /// it is marked done.
+    pub fn record_trials(&mut self, run: RunId, trials_json: &str) -> Result<()> {
+        if trials_json.len() > MAX_TRIALS_BYTES {
+            return Err(Error::RunValue {
+                id: run.0,
+                what: format!(
+                    "its trials are {} bytes of JSON, more than the {MAX_TRIALS_BYTES} kept",
+                    trials_json.len()
+                ),
+            });
+        }
+        self.transition(run, RunState::Running, "given its trials", |connection| {
+            connection.execute(
+                "UPDATE runs SET trials = ?1 WHERE id = ?2",
+                params![trials_json, run.0],
+            )
+        })
+    }
+
     /// Marks a queued or running run as failed.
     pub fn fail_run(&mut self, run: RunId, error: &str, cost_seconds: Option<f64>) -> Result<()> {
         let state = self.run(run)?.state;
@@ -1046,6 +1072,7 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
             quality_std: row.get(13)?,
         },
         infer_latency_seconds: row.get(14)?,
+        trials: row.get(15)?,
     })
 }
 

@@ -453,6 +453,30 @@ fn measured_latencies_decide_which_run_is_served() {
 }
 
 #[test]
+fn a_run_keeps_its_trials_as_text() {
+    let (_dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let run = store.queue_run(app.id, "mlp_small").unwrap();
+    // Only while it runs.
+    let error = store.record_trials(run, "[]").unwrap_err();
+    assert!(
+        error.to_string().contains("cannot be given its trials"),
+        "{error}"
+    );
+    store.start_run(run).unwrap();
+    let too_long = "x".repeat(easeml_store::MAX_TRIALS_BYTES + 1);
+    let error = store.record_trials(run, &too_long).unwrap_err();
+    assert!(error.to_string().contains("more than the"), "{error}");
+    assert_eq!(store.run(run).unwrap().trials, None);
+    let json = r#"[{"learning_rate":0.001}]"#;
+    store.record_trials(run, json).unwrap();
+    store
+        .finish_run(run, 0.5, 1.0, None, &RunValidation::default())
+        .unwrap();
+    assert_eq!(store.run(run).unwrap().trials.as_deref(), Some(json));
+}
+
+#[test]
 fn tokens_are_checked_by_hash() {
     let (_dir, mut store) = open();
     let (app, token) = store.register_app(&new_app("pets", Some(2), None)).unwrap();

@@ -8,6 +8,8 @@
 //! - [`train()`]: one training run (Adam over the learning-rate grid, early stopping; a deterministic
 //!   split, or stratified k-fold cross-validation and a refit on small data, [`Validation`]) returning a [`TrainedRun`] with the [`Checkpoint`], the validation quality in `[0,1]`, the
 //!   measured cost and the learning curve; [`estimate_cost`] predicts that cost beforehand;
+//! - [`tune`]: a network's run as a TrimTuner search over its settings and data shares
+//!   ([`Tuning::TrimTuner`]; the learning-rate grid is [`Tuning::Grid`]);
 //! - [`Predictor`]: inference from a checkpoint;
 //! - [`latency`]: the batch-1 inference latency the `infer_latency` constraint bounds, of a trained
 //!   model or, before training, of the untrained network;
@@ -28,6 +30,7 @@ pub mod normalize;
 pub mod synthetic;
 pub mod task;
 pub mod train;
+pub mod tune;
 
 pub use candidate::{ALL_MODELS, Candidate, ModelKind, kin_by_model};
 pub use checkpoint::Checkpoint;
@@ -40,3 +43,4 @@ pub use task::Task;
 pub use train::{
     Budget, CurvePoint, LearningRateTrial, Refit, RunOutcome, TrainedRun, Validation, train,
 };
+pub use tune::Tuning;

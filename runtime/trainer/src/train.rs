@@ -69,6 +69,9 @@ pub struct Budget {
     /// Autocast (float16) forward passes on CUDA; ignored on the CPU. Off by default: without a
     /// gradient scaler small gradients can underflow, so it is an explicit choice.
     pub mixed_precision: bool,
+    /// How a network's run under the split chooses its settings: the learning-rate grid, or a
+    /// TrimTuner search ([`crate::tune`]).
+    pub tuning: crate::tune::Tuning,
 }
 
 impl Budget {
@@ -90,6 +93,7 @@ impl Budget {
             model: ModelConfig::for_device(device),
             device,
             mixed_precision: false,
+            tuning: crate::tune::Tuning::Grid,
         }
     }
 }
@@ -266,6 +270,9 @@ pub struct LearningRateTrial {
     pub best_epoch: Option<usize>,
     /// Why the trial failed (e.g. "loss is NaN at epoch 1").
     pub failure: Option<String>,
+    /// A TrimTuner trial's other settings and its cost (`crate::tune`), `None` for the grid's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned: Option<crate::tune::TunedTrial>,
 }
 
 /// How a run ended.
@@ -384,7 +391,14 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
             let (train_rows, validation_rows) = &sets[0];
             run.n_train = train_rows.len();
             run.n_validation = validation_rows.len();
-            train_split(&shared, train_rows, validation_rows, &mut run)?;
+            match budget.tuning {
+                crate::tune::Tuning::Grid => {
+                    train_split(&shared, train_rows, validation_rows, &mut run)?;
+                }
+                crate::tune::Tuning::TrimTuner => {
+                    crate::tune::train_tuned(&shared, train_rows, validation_rows, &mut run)?;
+                }
+            }
         }
         Validation::KFold { .. } => train_k_fold(&shared, &sets, &mut run)?,
     }
@@ -393,17 +407,17 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
 }
 
 /// What every trial of a run shares.
-struct Shared<'a> {
-    candidate: &'a Candidate,
-    examples: &'a Examples,
-    task: &'a Task,
-    budget: &'a Budget,
-    started: Instant,
+pub(crate) struct Shared<'a> {
+    pub(crate) candidate: &'a Candidate,
+    pub(crate) examples: &'a Examples,
+    pub(crate) task: &'a Task,
+    pub(crate) budget: &'a Budget,
+    pub(crate) started: Instant,
 }
 
 impl<'a> Shared<'a> {
     /// The context of one trial on `train_rows` / `validation_rows`.
-    fn context(
+    pub(crate) fn context(
         &self,
         train_rows: &'a [usize],
         validation_rows: &'a [usize],
@@ -428,7 +442,12 @@ impl<'a> Shared<'a> {
     }
 
     /// The checkpoint of weights trained with `learning_rate` from `seed`.
-    fn checkpoint(&self, learning_rate: f64, seed: u64, weights: &Weights) -> Result<Checkpoint> {
+    pub(crate) fn checkpoint(
+        &self,
+        learning_rate: f64,
+        seed: u64,
+        weights: &Weights,
+    ) -> Result<Checkpoint> {
         Ok(Checkpoint {
             meta: CheckpointMeta {
                 candidate: self.candidate.id(),
@@ -710,6 +729,7 @@ fn skip_rates(
             epochs: 0,
             best_quality: None,
             best_epoch: None,
+            tuned: None,
             failure: Some(format!(
                 "not tried: an epoch took {epoch_seconds:.1} s, too slow to give {} rates {} \
                  epochs each{per_fold} in the {:.0} s limit",
@@ -722,7 +742,7 @@ fn skip_rates(
 }
 
 /// The outcome of a run none of whose rates trained: every trial's failure.
-fn failed_outcome(trials: &[LearningRateTrial]) -> RunOutcome {
+pub(crate) fn failed_outcome(trials: &[LearningRateTrial]) -> RunOutcome {
     RunOutcome::Failed {
         reason: trials
             .iter()
@@ -742,34 +762,34 @@ fn failed_outcome(trials: &[LearningRateTrial]) -> RunOutcome {
 }
 
 /// The seed of the grid's `index`-th trial.
-fn trial_seed(budget: &Budget, index: usize) -> u64 {
+pub(crate) fn trial_seed(budget: &Budget, index: usize) -> u64 {
     mix64(budget.seed ^ (index as u64).wrapping_mul(0x1000_0001))
 }
 
-struct TrialContext<'a> {
-    candidate: &'a Candidate,
-    examples: &'a Examples,
-    task: &'a Task,
-    budget: &'a Budget,
-    train_rows: &'a [usize],
-    validation_rows: &'a [usize],
-    started: Instant,
+pub(crate) struct TrialContext<'a> {
+    pub(crate) candidate: &'a Candidate,
+    pub(crate) examples: &'a Examples,
+    pub(crate) task: &'a Task,
+    pub(crate) budget: &'a Budget,
+    pub(crate) train_rows: &'a [usize],
+    pub(crate) validation_rows: &'a [usize],
+    pub(crate) started: Instant,
     /// Seconds since `started` by which the trial stops.
-    deadline: f64,
+    pub(crate) deadline: f64,
     /// The rates still to try, this one included; the grid check after the first epoch runs
     /// when more than one is left.
-    rates_left: usize,
+    pub(crate) rates_left: usize,
     /// Seconds since `started` by which the rates still to try must be done.
-    grid_end: f64,
+    pub(crate) grid_end: f64,
     /// Trainings per rate (1 under the split, the fold count under k-fold): a trial that keeps
     /// the rest of the grid's time keeps this share of it.
-    trainings_per_rate: usize,
+    pub(crate) trainings_per_rate: usize,
     /// A refit: exactly this many epochs, no validation, the last weights kept.
-    refit_epochs: Option<usize>,
+    pub(crate) refit_epochs: Option<usize>,
     /// Set by the trial when it keeps the rest of the time: the seconds of its first epoch.
-    takes_the_rest: Option<f64>,
+    pub(crate) takes_the_rest: Option<f64>,
     /// Set by the trial when the deadline stopped an epoch before its last batch.
-    cut_short: bool,
+    pub(crate) cut_short: bool,
 }
 
 /// The adversary of GAN and pix2pix, in its own `VarStore` (not part of the checkpoint).
@@ -780,14 +800,14 @@ struct Adversary {
 }
 
 /// Named weights, as the `VarStore` names them.
-type Weights = Vec<(String, Tensor)>;
+pub(crate) type Weights = Vec<(String, Tensor)>;
 
 /// The best trial so far: quality, learning rate, seed, weights.
-struct BestTrial {
-    quality: f64,
-    learning_rate: f64,
-    seed: u64,
-    weights: Weights,
+pub(crate) struct BestTrial {
+    pub(crate) quality: f64,
+    pub(crate) learning_rate: f64,
+    pub(crate) seed: u64,
+    pub(crate) weights: Weights,
 }
 
 /// Serializes seeding + initialization (see `run_trial`).
@@ -805,7 +825,7 @@ fn snapshot(store: &nn::VarStore) -> Weights {
 }
 
 /// Trains one learning rate; returns its record and, unless it failed, its best weights.
-fn run_trial(
+pub(crate) fn run_trial(
     context: &mut TrialContext<'_>,
     learning_rate: f64,
     seed: u64,
@@ -821,6 +841,7 @@ fn run_trial(
         best_quality: None,
         best_epoch: None,
         failure: None,
+        tuned: None,
     };
     if !(learning_rate.is_finite() && learning_rate > 0.0) {
         record.failure = Some(format!(

@@ -725,3 +725,73 @@ fn a_classic_model_under_the_split_is_refit_on_every_example() {
     let state = run.checkpoint().unwrap().meta.extra.as_ref().unwrap();
     assert_eq!(state["points"].as_array().unwrap().len(), 250 * 4);
 }
+
+#[test]
+fn trimtuner_searches_settings_and_data_shares_then_trains_the_incumbent_on_all_data() {
+    let _serial = serial();
+    let examples = synthetic::tabular_sign(600, 4, 41);
+    let mut budget = budget(40);
+    budget.tuning = easeml_trainer::Tuning::TrimTuner;
+    budget.max_seconds = 4.0;
+    let run = train(&Candidate::parse("mlp_small").unwrap(), &examples, &budget).unwrap();
+    let quality = run.quality().expect("a model");
+    assert!(quality > 0.8, "{quality}: {:#?}", run.trials);
+    assert!(matches!(run.validation, Validation::Split { .. }));
+    // The time limit holds (a margin for a debug build on a loaded machine).
+    assert!(
+        run.cost_seconds < budget.max_seconds + 2.0,
+        "{}",
+        run.cost_seconds
+    );
+    let tuned: Vec<_> = run
+        .trials
+        .iter()
+        .map(|trial| trial.tuned.clone().expect("every trial is a tuner trial"))
+        .collect();
+    // The initial design: one configuration at every share below 1, smallest first.
+    assert!(tuned.len() >= 4, "{tuned:#?}");
+    for (trial, fraction) in tuned.iter().zip(&easeml_trainer::tune::DATA_FRACTIONS[..4]) {
+        assert_eq!(trial.data_fraction, *fraction);
+    }
+    assert_eq!(
+        (
+            tuned[0].batch_size,
+            tuned[0].max_epochs,
+            run.trials[0].learning_rate
+        ),
+        (
+            tuned[3].batch_size,
+            tuned[3].max_epochs,
+            run.trials[3].learning_rate
+        )
+    );
+    let n_train = 600 - run.n_validation;
+    for trial in &tuned {
+        assert!(easeml_trainer::tune::DATA_FRACTIONS.contains(&trial.data_fraction));
+        assert_eq!(
+            trial.train_rows,
+            easeml_trainer::tune::rows_at(trial.data_fraction, n_train)
+        );
+        assert!(trial.cost_seconds > 0.0 && trial.cost_seconds < budget.max_seconds);
+    }
+    assert!(tuned.iter().filter(|trial| trial.final_training).count() <= 1);
+    if let Some(last) = tuned.iter().position(|trial| trial.final_training) {
+        assert_eq!(last, tuned.len() - 1);
+        assert_eq!(tuned[last].data_fraction, 1.0);
+    }
+    // The served model is the best validation quality of the trials.
+    let best = run
+        .trials
+        .iter()
+        .filter_map(|trial| trial.best_quality)
+        .fold(0.0, f64::max);
+    assert_eq!(quality, best);
+    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+    assert_eq!(predictor.predict(&examples.inputs).unwrap().len(), 600);
+    // Under k-fold (small data) and for classic models the grid stays.
+    let small = synthetic::tabular_sign(60, 4, 42);
+    let run = train(&Candidate::parse("mlp_small").unwrap(), &small, &budget).unwrap();
+    assert!(run.trials.iter().all(|trial| trial.tuned.is_none()));
+    let run = train(&Candidate::parse("knn").unwrap(), &examples, &budget).unwrap();
+    assert!(run.trials.iter().all(|trial| trial.tuned.is_none()));
+}

@@ -531,6 +531,7 @@ pub(crate) fn train_run(
                 best_quality: Some(quality),
                 best_epoch: Some(1),
                 failure: None,
+                tuned: None,
             });
             qualities.push(quality);
             if best_fold.as_ref().is_none_or(|(best, _)| quality > *best) {
