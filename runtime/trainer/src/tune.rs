@@ -10,16 +10,21 @@
 //!   training rows, the first `ceil(s n)` (at least [`MIN_TRIAL_ROWS`]) in the order of a hash of
 //!   the example id, so a smaller share is always inside a larger one. Every trial validates on the
 //!   split's whole validation part, so trials at every share are scored alike.
-//! - Time: trials are chosen and run during the first [`SEARCH_SHARE`] of the run's time limit;
-//!   the rest is for the incumbent's training on all the data. A full-data trial must fit that rest,
+//! - Time: trials are chosen and run during the first [`SEARCH_SHARE`] of the run's time limit, at
+//!   most [`MAX_TRIALS`] of them (the paper's protocol runs 44 iterations; on small tables a trial
+//!   takes milliseconds and more trials only fit the validation part's noise); the rest is for the
+//!   incumbent's training on all the data. A full-data trial must fit that rest,
 //!   so it is TrimTuner's cost constraint (`max_cost`, seconds): the cost model TrimTuner learns is
 //!   the constraint model, as the paper's QoS constraint. Each trial stops by `max_cost` and by the
 //!   end of the search; the run's limit is at most 0.9 x `train_time` (the engine), so the final
 //!   training keeps the constraint too.
-//! - The served model: the best validation quality among the incumbent's full-data training (a
-//!   trial of it at s = 1 when there was one, else the final training) and the best trial of the
-//!   search at any share (a model trained on part of the data is still a model, and the safer
-//!   answer when the final training could not run). Its quality is the run's quality.
+//! - The served model: the incumbent's model on all the data (its trial at s = 1 when one was kept,
+//!   else its final training). The incumbent is TrimTuner's: the feasible configuration of highest
+//!   *predicted* accuracy at s = 1, a judgement smoothed over every trial, where the best single
+//!   validation score among tens of trials is mostly the luckiest (measured: on the demo's breast
+//!   cancer table, serving the best of 205 trials validated at 1.000 and held out at 0.956, against
+//!   1.000 for the grid's). Only when the incumbent has no full-data model (no time was left) is
+//!   the best kept model served: a full-data trial, else the best trial at any share.
 //!
 //! Classic models keep their own small grid (`crate::classic`), and k-fold runs (fewer than
 //! `K_FOLD_BELOW` examples) the learning-rate grid: 1/60 of 160 rows is three examples, below
@@ -72,6 +77,9 @@ pub const DATA_FRACTIONS: [f64; 5] = [1.0 / 60.0, 0.1, 0.25, 0.5, 1.0];
 
 /// The share of the run's time limit in which trials are chosen and run.
 pub const SEARCH_SHARE: f64 = 0.6;
+
+/// The most trials of one search (the final training not counted).
+pub const MAX_TRIALS: usize = 40;
 
 /// The fewest training rows of a trial (when the split has that many).
 pub const MIN_TRIAL_ROWS: usize = 16;
@@ -184,7 +192,7 @@ pub(crate) fn train_tuned(
     let mut best_any: Option<Kept> = None;
     let mut full: Vec<Kept> = Vec::new();
     let mut index = 0;
-    while shared.started.elapsed().as_secs_f64() < search_end {
+    while index < MAX_TRIALS && shared.started.elapsed().as_secs_f64() < search_end {
         let Some(point) = pending.pop_front().or_else(|| tuner.recommend()) else {
             break;
         };
@@ -253,10 +261,17 @@ pub(crate) fn train_tuned(
             });
         }
     }
-    let chosen = full
-        .into_iter()
-        .chain(best_any)
-        .max_by(|a, b| a.best.quality.total_cmp(&b.best.quality));
+    let incumbent_model = incumbent.and_then(|configuration| {
+        full.iter()
+            .position(|kept| kept.configuration == configuration)
+    });
+    let chosen = match incumbent_model {
+        Some(position) => Some(full.swap_remove(position)),
+        None => full
+            .into_iter()
+            .chain(best_any)
+            .max_by(|a, b| a.best.quality.total_cmp(&b.best.quality)),
+    };
     run.outcome = match chosen {
         Some(kept) => {
             if kept.fraction < 1.0 {
