@@ -528,9 +528,7 @@ impl Engine {
                     format_seconds(limit),
                 );
                 let cost = started.elapsed().as_secs_f64();
-                self.fail(&app, decision, run, reason, cost, events)?;
-                self.scheduler.report(decision, 0.0, cost.max(1e-3))?;
-                return Ok(self.store.run(run)?);
+                return self.fail_before_the_end(&app, decision, run, reason, cost, events);
             }
         }
         let outcome = candidate
@@ -554,10 +552,14 @@ impl Engine {
                             let reason = format!(
                                 "the trained model cannot predict, so it cannot be served: {error}"
                             );
-                            self.fail(&app, decision, run, reason, trained.cost_seconds, events)?;
-                            self.scheduler
-                                .report(decision, 0.0, trained.cost_seconds.max(1e-3))?;
-                            return Ok(self.store.run(run)?);
+                            return self.fail_before_the_end(
+                                &app,
+                                decision,
+                                run,
+                                reason,
+                                trained.cost_seconds,
+                                events,
+                            );
                         }
                     };
                     self.store.record_infer_latency(run, latency)?;
@@ -586,8 +588,11 @@ impl Engine {
                     )?;
                     let runs = self.store.runs(app_id)?;
                     let best = best_run(&runs, &limits).is_some_and(|best| best.id == run);
-                    let record = self.store.run(run)?;
-                    let broken: Vec<String> = broken_constraints(&record, &limits)
+                    let broken: Vec<String> = runs
+                        .iter()
+                        .find(|record| record.id == run)
+                        .map(|record| broken_constraints(record, &limits))
+                        .unwrap_or_default()
                         .iter()
                         .map(ToString::to_string)
                         .collect();
@@ -624,6 +629,22 @@ impl Engine {
             }
         };
         self.scheduler.report(decision, quality, cost.max(1e-3))?;
+        Ok(self.store.run(run)?)
+    }
+
+    /// A run that ends failed before `execute`'s end: failed in the store, reported to the
+    /// scheduler as quality 0 (as `execute` reports every failed run), and read back.
+    fn fail_before_the_end(
+        &mut self,
+        app: &str,
+        decision: &Decision,
+        run: RunId,
+        reason: String,
+        cost: f64,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<RunRecord> {
+        self.fail(app, decision, run, reason, cost, events)?;
+        self.scheduler.report(decision, 0.0, cost.max(1e-3))?;
         Ok(self.store.run(run)?)
     }
 

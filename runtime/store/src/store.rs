@@ -281,6 +281,9 @@ pub struct Store {
 
 const DATABASE_FILE: &str = "easeml.sqlite3";
 
+/// The states a run may fail or be given its latency in.
+const QUEUED_OR_RUNNING: &[RunState] = &[RunState::Queued, RunState::Running];
+
 /// The most JSON a run's trials may take (a run has tens of trials of a few hundred bytes each).
 pub const MAX_TRIALS_BYTES: usize = 1 << 20;
 const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_index, l.label, e.enabled, e.data_version, e.created_ms";
@@ -796,7 +799,7 @@ impl Store {
 
     /// Marks a queued run as running.
     pub fn start_run(&mut self, run: RunId) -> Result<()> {
-        self.transition(run, RunState::Queued, "started", |connection| {
+        self.transition(run, &[RunState::Queued], "started", |connection| {
             connection.execute(
                 "UPDATE runs SET state = 'running', started_ms = ?1 WHERE id = ?2",
                 params![now_ms(), run.0],
@@ -820,21 +823,11 @@ impl Store {
                 what: format!("quality {quality} is outside [0, 1]"),
             });
         }
-        if !(cost_seconds.is_finite() && cost_seconds >= 0.0) {
-            return Err(Error::RunValue {
-                id: run.0,
-                what: format!("cost {cost_seconds} s is not a non-negative number"),
-            });
+        non_negative(run, cost_seconds, || format!("cost {cost_seconds} s"))?;
+        if let Some(std) = validation.quality_std {
+            non_negative(run, std, || format!("quality standard deviation {std}"))?;
         }
-        if let Some(std) = validation.quality_std
-            && !(std.is_finite() && std >= 0.0)
-        {
-            return Err(Error::RunValue {
-                id: run.0,
-                what: format!("quality standard deviation {std} is not a non-negative number"),
-            });
-        }
-        self.transition(run, RunState::Running, "finished", |connection| {
+        self.transition(run, &[RunState::Running], "finished", |connection| {
             connection.execute(
                 "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4, protocol = ?5, quality_std = ?6 WHERE id = ?7",
                 params![
@@ -854,24 +847,18 @@ impl Store {
     /// engine measures it before it marks the run done or failed, so the run is never seen finished
     /// without it.
     pub fn record_infer_latency(&mut self, run: RunId, seconds: f64) -> Result<()> {
-        if !(seconds.is_finite() && seconds >= 0.0) {
-            return Err(Error::RunValue {
-                id: run.0,
-                what: format!("inference latency {seconds} s is not a non-negative number"),
-            });
-        }
-        let state = self.run(run)?.state;
-        let from = if state == RunState::Queued {
-            RunState::Queued
-        } else {
-            RunState::Running
-        };
-        self.transition(run, from, "given an inference latency", |connection| {
-            connection.execute(
-                "UPDATE runs SET infer_latency_seconds = ?1 WHERE id = ?2",
-                params![seconds, run.0],
-            )
-        })
+        non_negative(run, seconds, || format!("inference latency {seconds} s"))?;
+        self.transition(
+            run,
+            QUEUED_OR_RUNNING,
+            "given an inference latency",
+            |connection| {
+                connection.execute(
+                    "UPDATE runs SET infer_latency_seconds = ?1 WHERE id = ?2",
+                    params![seconds, run.0],
+                )
+            },
+        )
     }
 
     /// Records a running run's trials (the trainer's JSON; at most [`MAX_TRIALS_BYTES`]), before
@@ -886,23 +873,22 @@ impl Store {
                 ),
             });
         }
-        self.transition(run, RunState::Running, "given its trials", |connection| {
-            connection.execute(
-                "UPDATE runs SET trials = ?1 WHERE id = ?2",
-                params![trials_json, run.0],
-            )
-        })
+        self.transition(
+            run,
+            &[RunState::Running],
+            "given its trials",
+            |connection| {
+                connection.execute(
+                    "UPDATE runs SET trials = ?1 WHERE id = ?2",
+                    params![trials_json, run.0],
+                )
+            },
+        )
     }
 
     /// Marks a queued or running run as failed.
     pub fn fail_run(&mut self, run: RunId, error: &str, cost_seconds: Option<f64>) -> Result<()> {
-        let state = self.run(run)?.state;
-        let from = if state == RunState::Queued {
-            RunState::Queued
-        } else {
-            RunState::Running
-        };
-        self.transition(run, from, "failed", |connection| {
+        self.transition(run, QUEUED_OR_RUNNING, "failed", |connection| {
             connection.execute(
                 "UPDATE runs SET state = 'failed', error = ?1, cost_seconds = ?2, finished_ms = ?3 WHERE id = ?4",
                 params![error, cost_seconds, now_ms(), run.0],
@@ -949,10 +935,11 @@ impl Store {
             .map_err(sqlite(context))
     }
 
+    /// Applies `update` to a run in one of the states `from`, checked in the same transaction.
     fn transition(
         &mut self,
         run: RunId,
-        from: RunState,
+        from: &[RunState],
         wanted: &'static str,
         update: impl FnOnce(&Connection) -> rusqlite::Result<usize>,
     ) -> Result<()> {
@@ -970,7 +957,7 @@ impl Store {
         let Some(state) = state else {
             return Err(Error::NoSuchRun(run.0));
         };
-        if RunState::parse(&state) != from {
+        if !from.contains(&RunState::parse(&state)) {
             return Err(Error::RunState {
                 id: run.0,
                 state,
@@ -980,6 +967,17 @@ impl Store {
         update(&transaction).map_err(sqlite(context.clone()))?;
         transaction.commit().map_err(sqlite(context))
     }
+}
+
+/// `Ok` when `value` is a finite number >= 0, else the error naming it (`what`).
+fn non_negative(run: RunId, value: f64, what: impl FnOnce() -> String) -> Result<()> {
+    if value.is_finite() && value >= 0.0 {
+        return Ok(());
+    }
+    Err(Error::RunValue {
+        id: run.0,
+        what: format!("{} is not a non-negative number", what()),
+    })
 }
 
 const APP_COLUMNS: &str =

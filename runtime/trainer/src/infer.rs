@@ -43,6 +43,9 @@ enum Loaded {
     Classic(ClassicModel),
 }
 
+/// Examples per forward pass of a new predictor.
+const DEFAULT_BATCH_SIZE: usize = 256;
+
 /// A model loaded from a checkpoint, ready to predict.
 #[derive(Debug)]
 pub struct Predictor {
@@ -78,7 +81,7 @@ impl Predictor {
             config: meta.config,
             loaded,
             device,
-            batch_size: 256,
+            batch_size: DEFAULT_BATCH_SIZE,
         })
     }
 
@@ -104,7 +107,7 @@ impl Predictor {
                 model,
             },
             device,
-            batch_size: 256,
+            batch_size: DEFAULT_BATCH_SIZE,
         }))
     }
 
