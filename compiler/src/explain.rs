@@ -11,6 +11,7 @@ use serde::Serialize;
 use easeml_schema::latency::{
     CALL_OVERHEAD_SECONDS, INFERENCE_FLOPS_PER_THREAD, LatencyEstimate, estimate_latency,
 };
+use easeml_schema::models::is_classic;
 use easeml_schema::{Constraint, Metric, TemplateSummary, Workload};
 
 use crate::codegen::renamed_fields;
@@ -153,9 +154,14 @@ impl LatencyCheck {
                 None => {
                     let _ = writeln!(
                         out,
-                        "      {:<16} {:>10}     measured after training ({})",
+                        "      {:<16} {:>10}     {} ({})",
                         model.model,
                         "-",
+                        if is_classic(&model.model) {
+                            "measured after training"
+                        } else {
+                            "measured before training (untrained) and after"
+                        },
                         model.measured_because.unwrap_or("not estimated")
                     );
                 }

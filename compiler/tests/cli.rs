@@ -205,6 +205,18 @@ fn explain_says_which_candidates_the_latency_limit_is_expected_to_rule_out() {
     ]);
     let plain: serde_json::Value = serde_json::from_str(&stdout(&plain)).unwrap();
     assert!(plain.get("infer_latency").is_none(), "{plain}");
+    // Networks over sequences are timed, not estimated: untrained before training, then trained.
+    let vowels = std::fs::read_to_string(repo("examples/vowel_speakers.eml")).unwrap();
+    let program = temp_file(
+        "vowels_latency.eml",
+        format!("{vowels}\nconstraint infer_latency <= 1ms\n").as_bytes(),
+    );
+    let output = easemlc(&["explain", program.to_str().unwrap()]);
+    let text = stdout(&output);
+    assert!(
+        text.contains("measured before training (untrained) and after (its cost depends on each example's length)"),
+        "{text}"
+    );
 }
 
 #[test]
