@@ -687,11 +687,13 @@ fn status_marks_the_best_run_within_the_constraints() {
             RunValidation {
                 protocol: Some("5-fold stratified".to_owned()),
                 quality_std: Some(0.05),
+                validated_examples: None,
             }
         } else {
             RunValidation {
                 protocol: Some("split 20%".to_owned()),
                 quality_std: None,
+                validated_examples: None,
             }
         };
         store

@@ -3,7 +3,7 @@
 //!
 //! Layout of a store's home directory (`$EASEML_HOME`, default [`default_home`]):
 //! ```text
-//! easeml.sqlite3 (+ -wal, -shm)   apps, examples, label_maps, runs, schema_migrations
+//! easeml.sqlite3 (+ -wal, -shm)   apps, examples, label_maps, runs, units, workers, schema_migrations
 //! blobs/ab/abcdef...              one file per distinct blob, named by the sha256 of its bytes
 //! blobs/tmp/                      blobs being written (renamed into place when complete)
 //! ```
@@ -18,6 +18,7 @@ mod migrations;
 mod store;
 mod time;
 pub mod tokens;
+mod units;
 
 pub use best::{
     BrokenConstraint, ConstraintLimits, MIN_TRAINING_EXAMPLES, best_run, broken_constraints,
@@ -31,6 +32,10 @@ pub use store::{
     RunValidation, Store, StoreOptions, StoredOutput,
 };
 pub use time::{format_seconds, format_utc, now_ms};
+pub use units::{
+    Lease, MAX_LOSSES, NewWorker, UnitId, UnitRecord, UnitResult, UnitState, WorkerRecord,
+    WorkerState, worker_id,
+};
 
 use std::path::PathBuf;
 
@@ -138,6 +143,23 @@ pub enum Error {
     /// A string that is not a blob hash.
     #[error("`{0}` is not a blob hash (64 lower-case hex digits)")]
     BadHash(String),
+    /// A commit whose fencing token the unit no longer holds.
+    #[error(
+        "unit {unit}: the lease of attempt {attempt} by `{owner}` is no longer valid (the unit is now {now}); its result is not recorded"
+    )]
+    StaleLease {
+        /// The unit.
+        unit: i64,
+        /// The committing lease's attempt.
+        attempt: u32,
+        /// The committing worker.
+        owner: String,
+        /// What the unit is now.
+        now: String,
+    },
+    /// A unit id that does not exist.
+    #[error("no unit {0} in the store")]
+    NoSuchUnit(i64),
     /// The operating system's random source failed (needed for app tokens).
     #[error("cannot generate an app token: {0}")]
     Random(String),

@@ -100,6 +100,38 @@ ALTER TABLE runs ADD COLUMN infer_latency_seconds REAL; -- measured batch-1 infe
 ALTER TABLE runs ADD COLUMN trials TEXT; -- the trainer's trials of the run as JSON (learning rates, TrimTuner settings and data shares); NULL before version 5
 "#,
     },
+    Migration {
+        version: 6,
+        name: "work units, leases and workers",
+        sql: r#"
+ALTER TABLE runs ADD COLUMN validated_examples INTEGER; -- how many examples measured the quality; NULL before version 6
+CREATE TABLE units (
+    id             INTEGER PRIMARY KEY,
+    run            INTEGER NOT NULL UNIQUE REFERENCES runs(id) ON DELETE CASCADE,
+    kind           TEXT NOT NULL CHECK (kind IN ('run')), -- a whole training run (MOP sub-epochs later)
+    spec           TEXT NOT NULL,              -- what the worker needs beyond the run, JSON (the engine's)
+    state          TEXT NOT NULL CHECK (state IN ('queued', 'leased', 'committed')),
+    attempt        INTEGER NOT NULL DEFAULT 0, -- bumped by every lease: with lease_owner, the fencing token
+    losses         INTEGER NOT NULL DEFAULT 0, -- leases that expired with their worker
+    lease_owner    TEXT,
+    lease_expires_ms INTEGER,
+    created_ms     INTEGER NOT NULL,
+    committed_ms   INTEGER
+);
+CREATE INDEX units_by_state ON units(state, id);
+CREATE TABLE workers (
+    id             TEXT PRIMARY KEY,           -- `worker:<host>:<pid>:<random>` or `in-process:<host>:<pid>:<random>`
+    host           TEXT NOT NULL,
+    pid            INTEGER NOT NULL,
+    device         TEXT NOT NULL,
+    threads        INTEGER NOT NULL,
+    started_ms     INTEGER NOT NULL,
+    heartbeat_ms   INTEGER NOT NULL,
+    unit           INTEGER,                    -- the unit it holds, if any
+    state          TEXT NOT NULL CHECK (state IN ('idle', 'busy', 'stopped'))
+);
+"#,
+    },
 ];
 
 /// Brings the database to the newest of `migrations`; returns the version it is at.

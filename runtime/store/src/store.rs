@@ -269,13 +269,16 @@ pub struct RunValidation {
     pub protocol: Option<String>,
     /// The standard deviation of the quality over the folds (k-fold), else `None`.
     pub quality_std: Option<f64>,
+    /// How many examples measured the quality (the validation part, or all of them under k-fold),
+    /// when known (`None` for runs recorded before it was kept).
+    pub validated_examples: Option<u64>,
 }
 
 /// One store: `easeml.sqlite3` and `blobs/` under a home directory.
 #[derive(Debug)]
 pub struct Store {
     home: PathBuf,
-    connection: Connection,
+    pub(crate) connection: Connection,
     blobs: Blobs,
 }
 
@@ -287,7 +290,7 @@ const QUEUED_OR_RUNNING: &[RunState] = &[RunState::Queued, RunState::Running];
 /// The most JSON a run's trials may take (a run has tens of trials of a few hundred bytes each).
 pub const MAX_TRIALS_BYTES: usize = 1 << 20;
 const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_index, l.label, e.enabled, e.data_version, e.created_ms";
-const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials";
+const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples";
 
 impl Store {
     /// Whether `home` holds a store (its database file), without creating anything.
@@ -817,19 +820,10 @@ impl Store {
         checkpoint: Option<&BlobHash>,
         validation: &RunValidation,
     ) -> Result<()> {
-        if !(0.0..=1.0).contains(&quality) {
-            return Err(Error::RunValue {
-                id: run.0,
-                what: format!("quality {quality} is outside [0, 1]"),
-            });
-        }
-        non_negative(run, cost_seconds, || format!("cost {cost_seconds} s"))?;
-        if let Some(std) = validation.quality_std {
-            non_negative(run, std, || format!("quality standard deviation {std}"))?;
-        }
+        check_finished_values(run, quality, cost_seconds, validation)?;
         self.transition(run, &[RunState::Running], "finished", |connection| {
             connection.execute(
-                "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4, protocol = ?5, quality_std = ?6 WHERE id = ?7",
+                "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4, protocol = ?5, quality_std = ?6, validated_examples = ?7 WHERE id = ?8",
                 params![
                     quality,
                     cost_seconds,
@@ -837,6 +831,7 @@ impl Store {
                     now_ms(),
                     validation.protocol,
                     validation.quality_std,
+                    validation.validated_examples.map(|count| count as i64),
                     run.0
                 ],
             )
@@ -864,15 +859,7 @@ impl Store {
     /// Records a running run's trials (the trainer's JSON; at most [`MAX_TRIALS_BYTES`]), before
     /// it is marked done.
     pub fn record_trials(&mut self, run: RunId, trials_json: &str) -> Result<()> {
-        if trials_json.len() > MAX_TRIALS_BYTES {
-            return Err(Error::RunValue {
-                id: run.0,
-                what: format!(
-                    "its trials are {} bytes of JSON, more than the {MAX_TRIALS_BYTES} kept",
-                    trials_json.len()
-                ),
-            });
-        }
+        check_trials_size(run, trials_json.len())?;
         self.transition(
             run,
             &[RunState::Running],
@@ -896,11 +883,13 @@ impl Store {
         })
     }
 
-    /// Puts every running run back in the queue (after a crash); returns how many.
+    /// Puts every running run without a work unit back in the queue (after a crash); returns how
+    /// many. A run with a unit is a worker's: it comes back when its lease expires
+    /// ([`Store::lease_unit`]) or its coordinator gives it back ([`Store::release_leases_of`]).
     pub fn requeue_interrupted(&mut self) -> Result<usize> {
         self.connection
             .execute(
-                "UPDATE runs SET state = 'queued', started_ms = NULL WHERE state = 'running'",
+                "UPDATE runs SET state = 'queued', started_ms = NULL WHERE state = 'running' AND NOT EXISTS (SELECT 1 FROM units WHERE units.run = runs.id)",
                 [],
             )
             .map_err(sqlite("re-queueing interrupted runs"))
@@ -969,8 +958,41 @@ impl Store {
     }
 }
 
+/// `Ok` when a finished run's values are in range: quality in [0, 1], cost and spread >= 0.
+pub(crate) fn check_finished_values(
+    run: RunId,
+    quality: f64,
+    cost_seconds: f64,
+    validation: &RunValidation,
+) -> Result<()> {
+    if !(0.0..=1.0).contains(&quality) {
+        return Err(Error::RunValue {
+            id: run.0,
+            what: format!("quality {quality} is outside [0, 1]"),
+        });
+    }
+    non_negative(run, cost_seconds, || format!("cost {cost_seconds} s"))?;
+    if let Some(std) = validation.quality_std {
+        non_negative(run, std, || format!("quality standard deviation {std}"))?;
+    }
+    Ok(())
+}
+
+/// `Ok` when a run's trials JSON of `bytes` bytes is at most [`MAX_TRIALS_BYTES`].
+pub(crate) fn check_trials_size(run: RunId, bytes: usize) -> Result<()> {
+    if bytes > MAX_TRIALS_BYTES {
+        return Err(Error::RunValue {
+            id: run.0,
+            what: format!(
+                "its trials are {bytes} bytes of JSON, more than the {MAX_TRIALS_BYTES} kept"
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// `Ok` when `value` is a finite number >= 0, else the error naming it (`what`).
-fn non_negative(run: RunId, value: f64, what: impl FnOnce() -> String) -> Result<()> {
+pub(crate) fn non_negative(run: RunId, value: f64, what: impl FnOnce() -> String) -> Result<()> {
     if value.is_finite() && value >= 0.0 {
         return Ok(());
     }
@@ -1068,6 +1090,9 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         validation: RunValidation {
             protocol: row.get(12)?,
             quality_std: row.get(13)?,
+            validated_examples: row
+                .get::<_, Option<i64>>(16)?
+                .map(|count| count.max(0) as u64),
         },
         infer_latency_seconds: row.get(14)?,
         trials: row.get(15)?,

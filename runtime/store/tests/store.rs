@@ -101,6 +101,7 @@ fn runs_of_a_store_from_before_run_validation_stay_readable() {
     let validation = RunValidation {
         protocol: Some("split 20%".into()),
         quality_std: None,
+        validated_examples: None,
     };
     store.finish_run(run, 0.5, 1.0, None, &validation).unwrap();
     assert_eq!(store.run(run).unwrap().validation, validation);
@@ -337,6 +338,7 @@ fn runs_move_through_their_states() {
     let bad_spread = RunValidation {
         protocol: Some("5-fold".into()),
         quality_std: Some(f64::NAN),
+        validated_examples: None,
     };
     let error = store
         .finish_run(run, 0.5, 1.0, None, &bad_spread)
@@ -349,6 +351,7 @@ fn runs_move_through_their_states() {
     let validation = RunValidation {
         protocol: Some("5-fold stratified".into()),
         quality_std: Some(0.05),
+        validated_examples: None,
     };
     store
         .finish_run(run, 0.75, 12.5, Some(&checkpoint), &validation)
