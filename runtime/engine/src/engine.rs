@@ -34,24 +34,17 @@ use easeml_scheduler::{
     Scheduler, SchedulerConfig,
 };
 use easeml_store::{
-    AppId, PageRequest, RunId, RunRecord, RunState, RunValidation, Store, StoredOutput, best_run,
-    broken_constraints, format_seconds,
+    AppId, Lease, PageRequest, RunId, RunRecord, RunState, Store, StoredOutput, UnitId, UnitState,
+    best_run, broken_constraints, now_ms,
 };
-use easeml_trainer::device::device_name;
-use easeml_trainer::{
-    Budget, Candidate, Examples, LatencyProtocol, Predictor, RunOutcome, Tuning, Validation,
-    estimate_cost, measure_latency, probe_latency,
-};
+use easeml_trainer::{Budget, Candidate, Examples, Tuning, Validation, estimate_cost};
 use tch::Device;
 
 use crate::app::AppModel;
-use crate::checkpoint_blob;
 use crate::dataset::{StoredTarget, examples_of};
 use crate::error::{Error, Result};
-
-/// How the engine measures inference latency ([`easeml_trainer::latency`]): at most about half a
-/// second of timed predictions per run.
-const LATENCY: LatencyProtocol = LatencyProtocol::DEFAULT;
+use crate::unit::UnitSpec;
+use crate::worker::{DEFAULT_LEASE_TTL, Worker, WorkerConfig};
 
 /// An app needs at least this many enabled examples before it is trained (so that the split by id
 /// leaves examples on both sides).
@@ -89,6 +82,11 @@ pub struct EngineConfig {
     /// How a network's run chooses its settings: the learning-rate grid (the default) or a
     /// TrimTuner search over settings and data shares (`easeml_trainer::tune`).
     pub tuning: Tuning,
+    /// The time to live of a work unit's lease (a worker silent this long loses its unit).
+    pub lease_ttl: Duration,
+    /// `false` (the embedded default): [`Engine::train`] trains on the engine's in-process worker,
+    /// one run at a time. `true`: it coordinates the store's workers ([`Engine::coordinate`]).
+    pub coordinate: bool,
 }
 
 /// The default [`EngineConfig::min_steps`]: 400 optimizer steps (20 epochs of 20 batches), and a
@@ -110,6 +108,8 @@ impl EngineConfig {
                 ..SchedulerConfig::default()
             },
             tuning: Tuning::Grid,
+            lease_ttl: DEFAULT_LEASE_TTL,
+            coordinate: false,
         }
     }
 }
@@ -182,6 +182,11 @@ pub enum Event {
         /// Whether it is now the app's best model.
         best: bool,
     },
+    /// The number of live workers a coordinator sees changed (coordinating only).
+    WorkersChanged {
+        /// Workers heard from within two lease lifetimes.
+        live: usize,
+    },
     /// A run failed.
     RunFailed {
         /// The app.
@@ -224,6 +229,10 @@ pub struct Engine {
     apps: BTreeMap<String, AppState>,
     /// Apps left out, by name, with the data version they were skipped at.
     skipped: BTreeMap<String, u64>,
+    /// The in-process worker, registered by the first [`Engine::step`].
+    worker: Option<Worker>,
+    /// Units queued or leased that the engine reports when they commit.
+    in_flight: BTreeMap<UnitId, InFlight>,
     _lock: File,
 }
 
@@ -249,6 +258,8 @@ impl Engine {
                 lock: lock_path.display().to_string(),
             });
         }
+        // Holding the lock, any in-process worker's lease is a dead predecessor's.
+        store.release_leases_of("in-process:")?;
         store.requeue_interrupted()?;
         let kernel =
             Arc::new(kernel_from_history(&store)?.with_kin(easeml_trainer::kin_by_model()));
@@ -259,6 +270,8 @@ impl Engine {
             scheduler,
             apps: BTreeMap::new(),
             skipped: BTreeMap::new(),
+            worker: None,
+            in_flight: BTreeMap::new(),
             _lock: lock,
         })
     }
@@ -415,57 +428,144 @@ impl Engine {
             .collect())
     }
 
-    /// The budget of one run of the app, ending by `deadline` at the latest.
-    fn budget(&self, state: &AppState, deadline: Option<Instant>) -> Budget {
-        let mut budget = Budget::new(self.config.device);
-        budget.max_epochs = self.config.max_epochs;
-        budget.min_steps = self.config.min_steps;
-        budget.seed = self.config.seed;
-        budget.tuning = self.config.tuning;
+    /// The spec of a unit of the app, ending by `deadline` at the latest: the run's time limit is
+    /// at most 0.9 x `train_time`, so it never breaks that constraint.
+    fn unit_spec(&self, state: &AppState, deadline: Option<Instant>) -> UnitSpec {
         let mut seconds = self.config.max_run_seconds;
         if let Some(limit) = state.model.train_time_limit() {
-            // The run stops inside the limit, so it never breaks the constraint.
             seconds = seconds.min(0.9 * limit);
         }
-        if let Some(deadline) = deadline {
-            seconds = seconds.min(
-                deadline
-                    .saturating_duration_since(Instant::now())
-                    .as_secs_f64(),
-            );
+        let deadline_ms = deadline.map(|deadline| {
+            let left = deadline.saturating_duration_since(Instant::now());
+            now_ms() + i64::try_from(left.as_millis()).unwrap_or(i64::MAX / 4)
+        });
+        UnitSpec {
+            max_seconds: seconds.max(0.0),
+            deadline_ms,
+            max_epochs: self.config.max_epochs,
+            min_steps: self.config.min_steps,
+            seed: self.config.seed,
+            tuning: self.config.tuning.name().to_owned(),
         }
-        budget.max_seconds = seconds.max(0.0);
-        budget
     }
 
-    /// Runs one training run: a re-queued one first, else the scheduler's choice. `Ok(None)` when
-    /// nothing is left to train.
+    /// The budget of one run of the app (its unit's, on the engine's device).
+    fn budget(&self, state: &AppState, deadline: Option<Instant>) -> Budget {
+        self.unit_spec(state, deadline).budget(self.config.device)
+    }
+
+    /// Runs one training run on the engine's in-process worker: a unit left queued (or whose
+    /// lease expired) first, else the scheduler's choice. `Ok(None)` when nothing is left to train.
     pub fn step(
         &mut self,
         deadline: Option<Instant>,
         events: &mut dyn FnMut(Event),
     ) -> Result<Option<RunRecord>> {
         self.sync(events)?;
-        let (decision, run) = match self.requeued_run()? {
-            Some(found) => found,
-            None => {
-                let Some(decision) = self.scheduler.next_decision() else {
-                    return Ok(None);
-                };
-                let app_id = self.apps[&decision.user_id].id;
-                let run = self.store.queue_run(app_id, &decision.model_id)?;
-                (decision, run)
-            }
+        self.give_queued_runs_units()?;
+        if self.worker.is_none() {
+            let mut worker_config = WorkerConfig::for_device(self.config.device);
+            worker_config.lease_ttl = self.config.lease_ttl;
+            self.worker = Some(Worker::register(
+                &mut self.store,
+                "in-process",
+                worker_config,
+            )?);
+        }
+        let Some(worker) = self.worker.as_mut() else {
+            return Ok(None);
         };
-        self.execute(&decision, run, deadline, events).map(Some)
+        let owner = worker.id().to_owned();
+        let lease = match self.store.lease_unit(&owner, self.config.lease_ttl)? {
+            Some(lease) => Some(lease),
+            None => match self.scheduler.next_decision() {
+                None => None,
+                Some(decision) => {
+                    let state = &self.apps[&decision.user_id];
+                    let spec = self.unit_spec(state, deadline).to_json();
+                    let (_, unit) = self.store.queue_unit(state.id, &decision.model_id, &spec)?;
+                    let lease = self
+                        .store
+                        .lease_unit_by_id(unit, &owner, self.config.lease_ttl)?;
+                    if lease.is_none() {
+                        // A worker of another process took it first: it is reported when it
+                        // commits, as the coordinator reports its workers' units.
+                        self.in_flight.insert(
+                            unit,
+                            InFlight {
+                                decision: Some(decision),
+                                seen_attempt: 0,
+                            },
+                        );
+                    }
+                    lease
+                }
+            },
+        };
+        let Some(lease) = lease else {
+            // Nothing to lease or decide: only units held elsewhere may be left.
+            return self.wait_for_in_flight(events);
+        };
+        let decision = self.decision_for(&lease);
+        let spec = UnitSpec::from_json(&lease.spec)?;
+        events(Event::RunStarted {
+            app: self.app_name(lease.app),
+            candidate: lease.candidate.clone(),
+            run: lease.run,
+            max_seconds: spec.budget(self.config.device).max_seconds,
+        });
+        if let Some(state) = self.apps.values().find(|state| state.id == lease.app)
+            && let Some(worker) = self.worker.as_mut()
+        {
+            worker.cache().insert(
+                state.id,
+                state.data_version,
+                state.model.clone(),
+                Arc::clone(&state.examples),
+            );
+        }
+        let Some(worker) = self.worker.as_mut() else {
+            return Ok(None);
+        };
+        worker.work(&mut self.store, &lease)?;
+        self.observe(lease.run, decision.as_ref(), events).map(Some)
     }
 
-    /// The oldest run left queued by an interrupted engine, with a decision for it; a queued run of an
-    /// older data version is failed (its data is gone).
-    fn requeued_run(&mut self) -> Result<Option<(Decision, RunId)>> {
-        for (name, state) in &self.apps {
+    /// Waits for a unit held by another process's worker and reports it; `Ok(None)` when there is
+    /// none.
+    fn wait_for_in_flight(&mut self, events: &mut dyn FnMut(Event)) -> Result<Option<RunRecord>> {
+        loop {
+            let Some((&unit, _)) = self.in_flight.iter().next() else {
+                return Ok(None);
+            };
+            let record = self.store.unit(unit);
+            match record {
+                Ok(record) if record.state == UnitState::Committed => {
+                    let decision = self
+                        .in_flight
+                        .remove(&unit)
+                        .and_then(|entry| entry.decision);
+                    return self
+                        .observe(record.run, decision.as_ref(), events)
+                        .map(Some);
+                }
+                Ok(_) => std::thread::sleep(COORDINATOR_POLL),
+                Err(_) => {
+                    // Gone with its app.
+                    self.in_flight.remove(&unit);
+                }
+            }
+        }
+    }
+
+    /// Gives each queued run that has no work unit (one queued by a store client, or before units
+    /// existed) its unit, so that a worker runs it; a queued run of an app the engine does not
+    /// train now is failed (its data is gone, or the app is left out).
+    fn give_queued_runs_units(&mut self) -> Result<()> {
+        let mut specs = Vec::new();
+        for state in self.apps.values() {
             for run in self.store.runs(state.id)? {
-                if run.state != RunState::Queued {
+                if run.state != RunState::Queued || self.store.unit_of_run(run.id)?.is_some() {
                     continue;
                 }
                 if run.data_version != state.data_version
@@ -478,202 +578,122 @@ impl Engine {
                     )?;
                     continue;
                 }
-                // An app is registered afresh for each of its store data versions, so its
-                // scheduler data version is always the first, 0.
-                let decision = Decision {
-                    user_id: name.clone(),
-                    model_id: run.candidate.clone(),
-                    data_version: 0,
-                };
-                return Ok(Some((decision, run.id)));
+                specs.push((run.id, self.unit_spec(state, None).to_json()));
             }
         }
-        Ok(None)
-    }
-
-    fn execute(
-        &mut self,
-        decision: &Decision,
-        run: RunId,
-        deadline: Option<Instant>,
-        events: &mut dyn FnMut(Event),
-    ) -> Result<RunRecord> {
-        let state = &self.apps[&decision.user_id];
-        let app = decision.user_id.clone();
-        let budget = self.budget(state, deadline);
-        let examples = Arc::clone(&state.examples);
-        let app_id = state.id;
-        let limits = state.model.constraint_limits();
-        self.store.start_run(run)?;
-        events(Event::RunStarted {
-            app: app.clone(),
-            candidate: decision.model_id.clone(),
-            run,
-            max_seconds: budget.max_seconds,
-        });
-        let started = Instant::now();
-        let candidate = Candidate::parse(&decision.model_id).map_err(Error::from);
-        if let (Ok(candidate), Some(limit)) = (&candidate, limits.infer_latency) {
-            // A network's forward cost does not depend on its weights: one that is already too slow
-            // untrained is not trained. (A probe that fails says nothing: training reports why.)
-            let probe = probe_latency(candidate, &examples, budget.model, budget.device, &LATENCY);
-            if let Ok(Some(latency)) = probe
-                && latency > limit
-            {
-                self.store.record_infer_latency(run, latency)?;
-                let reason = format!(
-                    "not trained: its untrained network takes {} per example (batch 1, on {}), over the `infer_latency` limit of {}; a model this slow is never served (raise the limit, or let the faster candidates serve)",
-                    format_seconds(latency),
-                    device_name(budget.device),
-                    format_seconds(limit),
-                );
-                let cost = started.elapsed().as_secs_f64();
-                return self.fail_before_the_end(&app, decision, run, reason, cost, events);
-            }
+        for (run, spec) in specs {
+            self.store.queue_unit_for_run(run, &spec)?;
         }
-        let outcome = candidate
-            .and_then(|candidate| Ok(easeml_trainer::train(&candidate, &examples, &budget)?));
-        let (quality, cost) = match outcome {
-            Ok(trained) => match trained.outcome {
-                RunOutcome::Succeeded {
-                    checkpoint,
-                    quality,
-                } => {
-                    // Every trained model's latency is measured on the device it trained on (the one
-                    // `choose_device` also serves on) before the run is marked done, so no reader
-                    // sees it done without it.
-                    let latency =
-                        Predictor::new(&checkpoint, budget.device).and_then(|predictor| {
-                            measure_latency(&predictor, &examples.inputs, &LATENCY)
-                        });
-                    let latency = match latency {
-                        Ok(latency) => latency,
-                        Err(error) => {
-                            let reason = format!(
-                                "the trained model cannot predict, so it cannot be served: {error}"
-                            );
-                            return self.fail_before_the_end(
-                                &app,
-                                decision,
-                                run,
-                                reason,
-                                trained.cost_seconds,
-                                events,
-                            );
-                        }
-                    };
-                    self.store.record_infer_latency(run, latency)?;
-                    // The trial history, kept with the run (a history too large to keep, which
-                    // no run of the trainer's comes near, is left out rather than failing it).
-                    if let Ok(trials) = serde_json::to_string(&trained.trials)
-                        && trials.len() <= easeml_store::MAX_TRIALS_BYTES
-                    {
-                        self.store.record_trials(run, &trials)?;
-                    }
-                    let blob = self
-                        .store
-                        .put_blob(&checkpoint_blob::encode(&checkpoint)?)?;
-                    let quality = quality.clamp(0.0, 1.0);
-                    let protocol = trained.validation.describe();
-                    let validation = RunValidation {
-                        protocol: Some(protocol.clone()),
-                        quality_std: trained.quality_std,
-                    };
-                    self.store.finish_run(
-                        run,
-                        quality,
-                        trained.cost_seconds,
-                        Some(&blob),
-                        &validation,
-                    )?;
-                    let runs = self.store.runs(app_id)?;
-                    let best = best_run(&runs, &limits).is_some_and(|best| best.id == run);
-                    let broken: Vec<String> = runs
-                        .iter()
-                        .find(|record| record.id == run)
-                        .map(|record| broken_constraints(record, &limits))
-                        .unwrap_or_default()
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect();
-                    events(Event::RunFinished {
-                        app: app.clone(),
-                        candidate: decision.model_id.clone(),
-                        run,
-                        quality,
-                        quality_std: trained.quality_std,
-                        protocol,
-                        cost_seconds: trained.cost_seconds,
-                        infer_latency_seconds: latency,
-                        broken_constraints: broken.clone(),
-                        best,
-                    });
-                    // A model that breaks a constraint is worth nothing to its user: it is never
-                    // served.
-                    let reported = if broken.is_empty() {
-                        scheduler_quality(quality, trained.n_validation)
-                    } else {
-                        0.0
-                    };
-                    (reported, trained.cost_seconds)
-                }
-                RunOutcome::Failed { reason } => {
-                    self.fail(&app, decision, run, reason, trained.cost_seconds, events)?;
-                    (0.0, trained.cost_seconds)
-                }
-            },
-            Err(error) => {
-                let cost = started.elapsed().as_secs_f64();
-                self.fail(&app, decision, run, error.to_string(), cost, events)?;
-                (0.0, cost)
-            }
-        };
-        self.scheduler.report(decision, quality, cost.max(1e-3))?;
-        Ok(self.store.run(run)?)
-    }
-
-    /// A run that ends failed before `execute`'s end: failed in the store, reported to the
-    /// scheduler as quality 0 (as `execute` reports every failed run), and read back.
-    fn fail_before_the_end(
-        &mut self,
-        app: &str,
-        decision: &Decision,
-        run: RunId,
-        reason: String,
-        cost: f64,
-        events: &mut dyn FnMut(Event),
-    ) -> Result<RunRecord> {
-        self.fail(app, decision, run, reason, cost, events)?;
-        self.scheduler.report(decision, 0.0, cost.max(1e-3))?;
-        Ok(self.store.run(run)?)
-    }
-
-    fn fail(
-        &mut self,
-        app: &str,
-        decision: &Decision,
-        run: RunId,
-        reason: String,
-        cost: f64,
-        events: &mut dyn FnMut(Event),
-    ) -> Result<()> {
-        self.store.fail_run(run, &reason, Some(cost))?;
-        events(Event::RunFailed {
-            app: app.to_owned(),
-            candidate: decision.model_id.clone(),
-            run,
-            reason,
-        });
         Ok(())
     }
 
+    /// The scheduler's decision a leased unit answers: its app's current data version and a
+    /// candidate it knows; `None` for a unit of data that changed since (its result goes to the
+    /// store only).
+    fn decision_for(&self, lease: &Lease) -> Option<Decision> {
+        let (name, state) = self.apps.iter().find(|(_, state)| state.id == lease.app)?;
+        (state.data_version == lease.data_version
+            && state.model.candidates.contains(&lease.candidate))
+        .then(|| Decision {
+            user_id: name.clone(),
+            model_id: lease.candidate.clone(),
+            // An app is registered afresh for each of its store data versions, so its scheduler
+            // data version is always the first, 0.
+            data_version: 0,
+        })
+    }
+
+    /// The name of an app (its id when the engine no longer knows it).
+    fn app_name(&self, app: AppId) -> String {
+        self.apps
+            .iter()
+            .find(|(_, state)| state.id == app)
+            .map(|(name, _)| name.clone())
+            .or_else(|| self.store.app(app).ok().map(|app| app.name))
+            .unwrap_or_else(|| format!("app {}", app.0))
+    }
+
+    /// A committed run: its event, and its observation for the scheduler (a failed run, or one
+    /// that breaks a constraint, counts as quality 0; a quality as [`scheduler_quality`] says).
+    fn observe(
+        &mut self,
+        run: RunId,
+        decision: Option<&Decision>,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<RunRecord> {
+        let record = self.store.run(run)?;
+        let app = self.app_name(record.app);
+        let state = self.apps.get(&app);
+        let limits = state
+            .map(|state| state.model.constraint_limits())
+            .unwrap_or_default();
+        let cost = record.cost_seconds.unwrap_or(0.0);
+        let reported = match (record.state, record.quality) {
+            (RunState::Done, Some(quality)) => {
+                let runs = self.store.runs(record.app)?;
+                let best = best_run(&runs, &limits).is_some_and(|best| best.id == run);
+                let broken: Vec<String> = broken_constraints(&record, &limits)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                events(Event::RunFinished {
+                    app: app.clone(),
+                    candidate: record.candidate.clone(),
+                    run,
+                    quality,
+                    quality_std: record.validation.quality_std,
+                    protocol: record.validation.protocol.clone().unwrap_or_default(),
+                    cost_seconds: cost,
+                    infer_latency_seconds: record.infer_latency_seconds.unwrap_or(0.0),
+                    broken_constraints: broken.clone(),
+                    best,
+                });
+                let validated = match (record.validation.validated_examples, state) {
+                    (Some(count), _) => count as usize,
+                    (None, Some(state)) => self.validated_examples(state),
+                    (None, None) => 0,
+                };
+                // A model that breaks a constraint is worth nothing to its user: it is never
+                // served.
+                if broken.is_empty() {
+                    scheduler_quality(quality, validated)
+                } else {
+                    0.0
+                }
+            }
+            _ => {
+                events(Event::RunFailed {
+                    app: app.clone(),
+                    candidate: record.candidate.clone(),
+                    run,
+                    reason: record.error.clone().unwrap_or_default(),
+                });
+                0.0
+            }
+        };
+        if let Some(decision) = decision {
+            self.scheduler.report(decision, reported, cost.max(1e-3))?;
+        }
+        Ok(record)
+    }
+
+    /// How many examples validate a run of the app on its current data.
+    fn validated_examples(&self, state: &AppState) -> usize {
+        let budget = self.budget(state, None);
+        Validation::choose(&state.examples, &budget).validated(&state.examples)
+    }
+
     /// Trains until `budget` has passed (a run never starts with less than a second left) or nothing
-    /// is left to train.
+    /// is left to train: on the in-process worker, or, with [`EngineConfig::coordinate`], by
+    /// coordinating the store's workers ([`Engine::coordinate`]).
     pub fn train(
         &mut self,
         budget: Option<Duration>,
         events: &mut dyn FnMut(Event),
     ) -> Result<TrainSummary> {
+        if self.config.coordinate {
+            return self.coordinate(budget, events);
+        }
         let deadline = budget.map(|budget| Instant::now() + budget);
         let mut summary = TrainSummary::default();
         loop {
@@ -692,6 +712,178 @@ impl Engine {
             }
         }
     }
+
+    /// Coordinates the workers of the store (in other processes, on other hosts) until `budget`
+    /// has passed or nothing is left to train: each decision becomes a queued unit while live
+    /// workers outnumber the units in flight; committed units are reported to the scheduler as
+    /// they come. Units that no worker took by the deadline are cancelled; leased ones are waited
+    /// for (their time limit ends by the deadline). A unit lost with its worker is leased again by
+    /// another and reported when it commits.
+    pub fn coordinate(
+        &mut self,
+        budget: Option<Duration>,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<TrainSummary> {
+        let deadline = budget.map(|budget| Instant::now() + budget);
+        let mut summary = TrainSummary::default();
+        let mut live_before = usize::MAX;
+        let mut decided_everything = false;
+        loop {
+            self.sync(events)?;
+            self.give_queued_runs_units()?;
+            self.adopt_open_units()?;
+            // Commits and starts since the last look.
+            let units: Vec<UnitId> = self.in_flight.keys().copied().collect();
+            for unit in units {
+                let record = match self.store.unit(unit) {
+                    Ok(record) => record,
+                    Err(easeml_store::Error::NoSuchUnit(_)) => {
+                        self.in_flight.remove(&unit);
+                        continue;
+                    }
+                    Err(error) => return Err(error.into()),
+                };
+                if record.state == UnitState::Committed {
+                    let decision = self
+                        .in_flight
+                        .remove(&unit)
+                        .and_then(|entry| entry.decision);
+                    let run = self.observe(record.run, decision.as_ref(), events)?;
+                    if run.state == RunState::Done {
+                        summary.finished += 1;
+                    } else {
+                        summary.failed += 1;
+                    }
+                    decided_everything = false;
+                    continue;
+                }
+                let Some(entry) = self.in_flight.get_mut(&unit) else {
+                    continue;
+                };
+                if record.state == UnitState::Leased && record.attempt > entry.seen_attempt {
+                    entry.seen_attempt = record.attempt;
+                    let max_seconds = UnitSpec::from_json(&record.spec)
+                        .map(|spec| spec.budget(self.config.device).max_seconds)
+                        .unwrap_or(0.0);
+                    events(Event::RunStarted {
+                        app: self.app_name(record.app),
+                        candidate: record.candidate.clone(),
+                        run: record.run,
+                        max_seconds,
+                    });
+                }
+            }
+            let ending = deadline.is_some_and(|deadline| {
+                deadline.saturating_duration_since(Instant::now()) < Duration::from_secs(1)
+            });
+            if ending {
+                // Nothing new starts: units no worker took are cancelled, leased ones waited for.
+                let queued: Vec<UnitId> = self.in_flight.keys().copied().collect();
+                for unit in queued {
+                    if self.store.cancel_queued_unit(unit)?
+                        && let Some(decision) = self
+                            .in_flight
+                            .remove(&unit)
+                            .and_then(|entry| entry.decision)
+                    {
+                        self.scheduler.cancel(&decision)?;
+                    }
+                }
+                if self.in_flight.is_empty() {
+                    return Ok(summary);
+                }
+                std::thread::sleep(COORDINATOR_POLL);
+                continue;
+            }
+            let live = self.live_workers()?;
+            if live != live_before {
+                events(Event::WorkersChanged { live });
+                live_before = live;
+            }
+            while live > self.in_flight.len() {
+                let Some(decision) = self.scheduler.next_decision() else {
+                    decided_everything = true;
+                    break;
+                };
+                let state = &self.apps[&decision.user_id];
+                let spec = self.unit_spec(state, deadline).to_json();
+                let (_, unit) = self.store.queue_unit(state.id, &decision.model_id, &spec)?;
+                self.in_flight.insert(
+                    unit,
+                    InFlight {
+                        decision: Some(decision),
+                        seen_attempt: 0,
+                    },
+                );
+            }
+            if decided_everything && self.in_flight.is_empty() {
+                summary.exhausted = true;
+                return Ok(summary);
+            }
+            std::thread::sleep(COORDINATOR_POLL);
+        }
+    }
+
+    /// Takes over the open units this engine did not queue (a previous coordinator's, or runs
+    /// queued by store clients): their candidates are in flight for the scheduler, and they are
+    /// reported when they commit.
+    fn adopt_open_units(&mut self) -> Result<()> {
+        for unit in self.store.open_units()? {
+            if self.in_flight.contains_key(&unit.id) {
+                continue;
+            }
+            let lease_like = Lease {
+                unit: unit.id,
+                run: unit.run,
+                app: unit.app,
+                candidate: unit.candidate.clone(),
+                data_version: self.store.run(unit.run)?.data_version,
+                attempt: unit.attempt,
+                owner: String::new(),
+                spec: unit.spec.clone(),
+            };
+            let decision = self.decision_for(&lease_like);
+            if let Some(decision) = &decision {
+                self.scheduler.mark_in_flight(decision)?;
+            }
+            self.in_flight.insert(
+                unit.id,
+                InFlight {
+                    decision,
+                    seen_attempt: 0,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The store's live workers: registered, not stopped, heard from within two lease lifetimes
+    /// (the engine's own in-process worker is not counted: it does not lease while the engine
+    /// coordinates).
+    pub fn live_workers(&self) -> Result<usize> {
+        let now = now_ms();
+        let silence = 2 * i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX / 4);
+        let own = self.worker.as_ref().map(|worker| worker.id().to_owned());
+        Ok(self
+            .store
+            .workers()?
+            .iter()
+            .filter(|worker| Some(&worker.id) != own.as_ref())
+            .filter(|worker| worker.is_live(now, silence))
+            .count())
+    }
+}
+
+/// How often a coordinator looks at the store for commits and workers.
+const COORDINATOR_POLL: Duration = Duration::from_millis(100);
+
+/// A unit the engine waits for.
+#[derive(Debug)]
+struct InFlight {
+    /// The scheduler's decision it answers (`None`: a unit of data that changed since).
+    decision: Option<Decision>,
+    /// The last attempt a start was reported for.
+    seen_attempt: u32,
 }
 
 /// The scheduler's prior over models, fitted on the store's own history (appendix A): one row per app

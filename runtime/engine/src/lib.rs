@@ -16,6 +16,8 @@ mod engine;
 mod error;
 mod local;
 mod model;
+pub mod unit;
+pub mod worker;
 
 pub use app::{AppModel, Workload};
 pub use dataset::Inference;

@@ -712,6 +712,29 @@ impl Scheduler {
         }
     }
 
+    /// Marks a decision made elsewhere (a run a previous coordinator queued, taken over after a
+    /// restart) as in flight, as [`Scheduler::next_decision`] marks its own: the candidate is not
+    /// decided again until [`Scheduler::report`] or [`Scheduler::cancel`]. A decision of an older
+    /// data version, or a candidate already trained, is left as it is.
+    pub fn mark_in_flight(&mut self, decision: &Decision) -> Result<()> {
+        let index = self.user_index(&decision.user_id)?;
+        let user = &mut self.users[index];
+        if decision.data_version != user.data_version {
+            return Ok(());
+        }
+        let k = *user
+            .candidate_index_by_model
+            .get(&decision.model_id)
+            .ok_or_else(|| SchedulerError::UnknownCandidate {
+                user: decision.user_id.clone(),
+                candidate: decision.model_id.clone(),
+            })?;
+        if user.candidates[k].status == CandidateStatus::Eligible {
+            user.candidates[k].status = CandidateStatus::InFlight;
+        }
+        Ok(())
+    }
+
     /// Gives a decision back without a result (the run failed or was cancelled): the candidate is
     /// eligible again.
     pub fn cancel(&mut self, decision: &Decision) -> Result<()> {

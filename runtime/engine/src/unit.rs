@@ -1,0 +1,354 @@
+//! Doing one leased work unit: what any worker (the engine's in-process one, an `easeml worker`
+//! process, a worker on another host) runs between [`easeml_store::Store::lease_unit`] and
+//! [`easeml_store::Store::commit_unit`].
+//!
+//! - [`UnitSpec`]: what the coordinator decides for a unit beyond its run (time limit, deadline,
+//!   epochs, seed, tuning), stored as JSON text with the unit. The device is the worker's.
+//! - [`execute`]: loads the app (its manifest and enabled examples, cached by data version), probes
+//!   an untrained network's latency under an `infer_latency` limit, trains, measures the trained
+//!   model's latency, puts the checkpoint blob, and commits the outcome with the lease's fencing
+//!   token. A unit whose app's data changed since it was queued is committed failed (its data is
+//!   gone). Nothing is written to the run before the commit, so an orphaned worker whose lease was
+//!   taken over writes nothing but an unreferenced blob.
+//! - [`Heartbeat`]: a thread that renews the lease (and the worker's heartbeat) over its own store
+//!   connection while the unit trains, and says whether the lease was lost.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use easeml_store::{
+    AppId, Lease, RunValidation, Store, UnitResult, WorkerState, format_seconds, now_ms,
+};
+use easeml_trainer::device::device_name;
+use easeml_trainer::{
+    Budget, Candidate, Examples, LatencyProtocol, Predictor, RunOutcome, Tuning, measure_latency,
+    probe_latency,
+};
+use serde::{Deserialize, Serialize};
+use tch::Device;
+
+use crate::app::AppModel;
+use crate::checkpoint_blob;
+use crate::engine::load_examples;
+use crate::error::{Error, Result};
+
+/// How the engine measures inference latency ([`easeml_trainer::latency`]): at most about half a
+/// second of timed predictions per run.
+pub const LATENCY: LatencyProtocol = LatencyProtocol::DEFAULT;
+
+/// What the coordinator decides for a unit beyond its run; the worker adds its device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnitSpec {
+    /// Wall-clock seconds the run may take at most.
+    pub max_seconds: f64,
+    /// The training session's end, ms since the epoch: a unit leased late gets only what is left.
+    pub deadline_ms: Option<i64>,
+    /// Epochs per trial at most.
+    pub max_epochs: usize,
+    /// The fewest optimizer steps of a trial ([`Budget::min_steps`]).
+    pub min_steps: usize,
+    /// The run's seed.
+    pub seed: u64,
+    /// `grid` or `trimtuner` ([`Tuning::name`]).
+    pub tuning: String,
+}
+
+impl UnitSpec {
+    /// The spec as stored.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_owned())
+    }
+
+    /// Reads a stored spec.
+    pub fn from_json(text: &str) -> Result<UnitSpec> {
+        serde_json::from_str(text)
+            .map_err(|error| Error::Input(format!("a work unit's spec is unreadable: {error}")))
+    }
+
+    /// The trainer's budget on `device`, with the time left before the deadline (never below 0).
+    pub fn budget(&self, device: Device) -> Budget {
+        let mut budget = Budget::new(device);
+        budget.max_epochs = self.max_epochs;
+        budget.min_steps = self.min_steps;
+        budget.seed = self.seed;
+        budget.tuning = Tuning::from_name(&self.tuning).unwrap_or_default();
+        let mut seconds = self.max_seconds;
+        if let Some(deadline) = self.deadline_ms {
+            seconds = seconds.min((deadline - now_ms()) as f64 / 1000.0);
+        }
+        budget.max_seconds = seconds.max(0.0);
+        budget
+    }
+}
+
+/// An app's model and its enabled examples (`None`: fewer than the minimum).
+type Loaded = (Arc<AppModel>, Option<Arc<Examples>>);
+
+/// An app's model and enabled examples at one data version, kept between units of that app.
+#[derive(Debug, Default)]
+pub struct AppCache {
+    entry: Option<(AppId, u64, Loaded)>,
+}
+
+impl AppCache {
+    /// Seeds the cache with what the caller already loaded.
+    pub fn insert(&mut self, app: AppId, version: u64, model: AppModel, examples: Arc<Examples>) {
+        self.entry = Some((app, version, (Arc::new(model), Some(examples))));
+    }
+
+    /// The app's model and examples at `version` (`None` examples: fewer than the minimum), or
+    /// `Ok(None)` when the app's data is no longer at `version`.
+    fn get(&mut self, store: &Store, app: AppId, version: u64) -> Result<Option<Loaded>> {
+        if let Some((cached_app, cached_version, loaded)) = &self.entry
+            && (*cached_app, *cached_version) == (app, version)
+        {
+            return Ok(Some(loaded.clone()));
+        }
+        let record = store.app(app)?;
+        if record.data_version != version {
+            return Ok(None);
+        }
+        let model = Arc::new(AppModel::from_manifest(&record.name, &record.manifest)?);
+        let examples = load_examples(store, app, &model)?.map(Arc::new);
+        self.entry = Some((app, version, (Arc::clone(&model), examples.clone())));
+        Ok(Some((model, examples)))
+    }
+}
+
+/// How a unit ended for the worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Executed {
+    /// Its result is committed.
+    Committed,
+    /// Its lease was taken over before the commit: nothing was recorded.
+    LeaseLost(String),
+}
+
+/// Trains a leased unit on `device` and commits its outcome (see the module documentation).
+pub fn execute(
+    store: &mut Store,
+    lease: &Lease,
+    device: Device,
+    cache: &mut AppCache,
+) -> Result<Executed> {
+    let started = Instant::now();
+    let failed = |reason: String, cost: f64, latency: Option<f64>| (reason, cost, latency);
+    let outcome = match prepare(store, lease, cache) {
+        Err(error) => Err(failed(error.to_string(), 0.0, None)),
+        Ok(Prepared::Stale) => Err(failed(
+            "interrupted, and the app's data changed before it could be re-run".to_owned(),
+            0.0,
+            None,
+        )),
+        Ok(Prepared::Ready {
+            model,
+            examples,
+            spec,
+        }) => train_and_measure(
+            store,
+            lease,
+            &model,
+            &examples,
+            &spec.budget(device),
+            started,
+        ),
+    };
+    let committed = match &outcome {
+        Ok(finished) => store.commit_unit(
+            lease,
+            &UnitResult::Finished {
+                quality: finished.quality,
+                cost_seconds: finished.cost_seconds,
+                checkpoint: &finished.checkpoint,
+                validation: &finished.validation,
+                infer_latency_seconds: finished.latency,
+                trials: finished.trials.as_deref(),
+            },
+        ),
+        Err((reason, cost, latency)) => store.commit_unit(
+            lease,
+            &UnitResult::Failed {
+                reason,
+                cost_seconds: Some(*cost),
+                infer_latency_seconds: *latency,
+            },
+        ),
+    };
+    match committed {
+        Ok(()) => Ok(Executed::Committed),
+        Err(error @ easeml_store::Error::StaleLease { .. }) => {
+            Ok(Executed::LeaseLost(error.to_string()))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+enum Prepared {
+    Ready {
+        model: Arc<AppModel>,
+        examples: Arc<Examples>,
+        spec: UnitSpec,
+    },
+    Stale,
+}
+
+fn prepare(store: &Store, lease: &Lease, cache: &mut AppCache) -> Result<Prepared> {
+    let spec = UnitSpec::from_json(&lease.spec)?;
+    let Some((model, examples)) = cache.get(store, lease.app, lease.data_version)? else {
+        return Ok(Prepared::Stale);
+    };
+    let Some(examples) = examples else {
+        return Err(Error::Input(format!(
+            "the app has fewer than {} enabled examples now",
+            crate::MIN_EXAMPLES
+        )));
+    };
+    if !model.candidates.contains(&lease.candidate) {
+        return Ok(Prepared::Stale);
+    }
+    Ok(Prepared::Ready {
+        model,
+        examples,
+        spec,
+    })
+}
+
+struct Finished {
+    quality: f64,
+    cost_seconds: f64,
+    checkpoint: easeml_store::BlobHash,
+    validation: RunValidation,
+    latency: f64,
+    trials: Option<String>,
+}
+
+/// Trains the candidate and measures it; `Err((reason, cost, latency))` for a failed run.
+fn train_and_measure(
+    store: &Store,
+    lease: &Lease,
+    model: &AppModel,
+    examples: &Examples,
+    budget: &Budget,
+    started: Instant,
+) -> std::result::Result<Finished, (String, f64, Option<f64>)> {
+    let elapsed = || started.elapsed().as_secs_f64();
+    let candidate = Candidate::parse(&lease.candidate)
+        .map_err(|error| (Error::from(error).to_string(), elapsed(), None::<f64>))?;
+    let limits = model.constraint_limits();
+    if let Some(limit) = limits.infer_latency {
+        // A network's forward cost does not depend on its weights: one that is already too slow
+        // untrained is not trained. (A probe that fails says nothing: training reports why.)
+        let probe = probe_latency(&candidate, examples, budget.model, budget.device, &LATENCY);
+        if let Ok(Some(latency)) = probe
+            && latency > limit
+        {
+            let reason = format!(
+                "not trained: its untrained network takes {} per example (batch 1, on {}), over the `infer_latency` limit of {}; a model this slow is never served (raise the limit, or let the faster candidates serve)",
+                format_seconds(latency),
+                device_name(budget.device),
+                format_seconds(limit),
+            );
+            return Err((reason, elapsed(), Some(latency)));
+        }
+    }
+    let trained = easeml_trainer::train(&candidate, examples, budget)
+        .map_err(|error| (Error::from(error).to_string(), elapsed(), None))?;
+    let (checkpoint, quality) = match trained.outcome {
+        RunOutcome::Succeeded {
+            checkpoint,
+            quality,
+        } => (checkpoint, quality),
+        RunOutcome::Failed { reason } => return Err((reason, trained.cost_seconds, None)),
+    };
+    // Every trained model's latency is measured on the device it trained on (the one
+    // `choose_device` also serves on) before the run is committed, so no reader sees it done
+    // without it.
+    let latency = Predictor::new(&checkpoint, budget.device)
+        .and_then(|predictor| measure_latency(&predictor, &examples.inputs, &LATENCY))
+        .map_err(|error| {
+            (
+                format!("the trained model cannot predict, so it cannot be served: {error}"),
+                trained.cost_seconds,
+                None,
+            )
+        })?;
+    let blob = checkpoint_blob::encode(&checkpoint)
+        .and_then(|bytes| Ok(store.put_blob(&bytes)?))
+        .map_err(|error| (error.to_string(), trained.cost_seconds, Some(latency)))?;
+    // The trial history, kept with the run (a history too large to keep, which no run of the
+    // trainer's comes near, is left out rather than failing it).
+    let trials = serde_json::to_string(&trained.trials)
+        .ok()
+        .filter(|trials| trials.len() <= easeml_store::MAX_TRIALS_BYTES);
+    Ok(Finished {
+        quality: quality.clamp(0.0, 1.0),
+        cost_seconds: trained.cost_seconds,
+        checkpoint: blob,
+        validation: RunValidation {
+            protocol: Some(trained.validation.describe()),
+            quality_std: trained.quality_std,
+            validated_examples: Some(trained.n_validation as u64),
+        },
+        latency,
+        trials,
+    })
+}
+
+/// A thread renewing a lease every third of its time to live, over its own store connection,
+/// with the worker's heartbeat; stopped (and joined) on drop.
+#[derive(Debug)]
+pub struct Heartbeat {
+    stop: Option<mpsc::Sender<()>>,
+    lost: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    /// Starts renewing `lease` for `worker` in the store at `home`.
+    pub fn start(home: &Path, lease: &Lease, worker: &str, ttl: Duration) -> Result<Heartbeat> {
+        let mut store = Store::open(home)?;
+        let (stop, stopped) = mpsc::channel::<()>();
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&lost);
+        let lease = lease.clone();
+        let worker = worker.to_owned();
+        let period = (ttl / 3).max(Duration::from_millis(50));
+        let thread = std::thread::Builder::new()
+            .name("easeml-heartbeat".to_owned())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
+                    // A store error (a busy database past its timeout) is tried again next
+                    // period; only a lease found taken over is lost.
+                    if let Ok(false) = store.renew_lease(&lease, ttl) {
+                        flag.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    let _ = store.worker_heartbeat(&worker, WorkerState::Busy, Some(lease.unit));
+                }
+            })
+            .map_err(|error| Error::Input(format!("cannot start a heartbeat thread: {error}")))?;
+        Ok(Heartbeat {
+            stop: Some(stop),
+            lost,
+            thread: Some(thread),
+        })
+    }
+
+    /// Whether a renewal found the lease taken over.
+    pub fn lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
