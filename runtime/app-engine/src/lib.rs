@@ -73,9 +73,13 @@ pub fn train_with_progress(
 ) -> Result<easeml_engine::TrainSummary, String> {
     use easeml_engine::Event;
     eprintln!(
-        "training every app in {} on {}{}",
+        "training every app in {} {}{}",
         engine.store().home().display(),
-        easeml_engine::device_name(engine.config().device),
+        if engine.config().coordinate {
+            "by coordinating its workers".to_owned()
+        } else {
+            format!("on {}", easeml_engine::device_name(engine.config().device))
+        },
         budget.map_or_else(String::new, |budget| format!(
             " for at most {}",
             format_seconds(budget.as_secs_f64())
@@ -166,6 +170,15 @@ pub fn train_with_progress(
             reason,
             ..
         } => say(format!("{app}: {candidate:<22} failed: {reason}")),
+        Event::WorkersChanged { live } => say(format!(
+            "{live} worker{} live{}",
+            if live == 1 { "" } else { "s" },
+            if live == 0 {
+                " (waiting for workers: start them with `easeml worker`)"
+            } else {
+                ""
+            }
+        )),
     };
     let summary = engine.train(budget, &mut on_event);
     progress.finish_and_clear();

@@ -1,5 +1,6 @@
 //! `easeml`, the runtime binary: `easeml serve` (the HTTP server and refine pages), `easeml apps`
-//! (the apps of a local store), `easeml train` (the multi-tenant loop over a local store) and
+//! (the apps of a local store), `easeml train` (the multi-tenant loop over a local store, in
+//! process or coordinating workers), `easeml worker` / `easeml workers list` (work-unit workers) and
 //! `easeml bench scheduler` (the ease.ml replay benchmark), `easeml bench tuner` (TrimTuner's replay),
 //! `easeml bench quality` (test accuracy on task folders against knn1 and FLAML).
 
@@ -12,6 +13,7 @@ mod peers;
 mod plot;
 mod serve;
 mod train;
+mod worker;
 
 use clap::{Parser, Subcommand};
 
@@ -31,6 +33,11 @@ enum Command {
     Apps(apps::AppsArgs),
     /// Train candidate models of every app in a local store, in the foreground.
     Train(train::TrainArgs),
+    /// Run one worker: lease work units of the store, train them, commit them (until Ctrl-C or
+    /// SIGTERM; a unit in hand is given back).
+    Worker(worker::WorkerArgs),
+    /// The store's workers.
+    Workers(worker::WorkersArgs),
     /// Benchmarks of the runtime's components.
     Bench {
         #[command(subcommand)]
@@ -65,6 +72,8 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Apps(args) => apps::run(&args),
         Command::Train(args) => train::run(&args),
+        Command::Worker(args) => worker::run(&args),
+        Command::Workers(args) => worker::run_workers(&args),
         Command::Bench {
             bench: BenchCommand::Scheduler(args),
         } => bench_scheduler::run(&args),

@@ -204,5 +204,6 @@ fn log_event(event: Event) {
             run,
             reason,
         } => tracing::warn!(%app, %candidate, run = run.0, %reason, "run failed"),
+        Event::WorkersChanged { live } => tracing::info!(live, "live workers"),
     }
 }

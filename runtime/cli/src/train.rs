@@ -16,7 +16,7 @@ use crate::plot::QualityCurve;
 #[derive(Debug, clap::Args)]
 pub struct TrainArgs {
     /// The store's folder (default: $EASEML_HOME, else the platform data dir).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, alias = "store", value_name = "DIR")]
     data: Option<PathBuf>,
     /// Stop after this long, e.g. 90s, 10m, 2h (default: until every candidate is trained).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -33,6 +33,19 @@ pub struct TrainArgs {
     /// shares of the data, then the incumbent on all of it; runs of 200 examples or more).
     #[arg(long, value_name = "grid|trimtuner", default_value = "grid", value_parser = parse_tuning)]
     tuner: Tuning,
+    /// Training runs at once: 1 (the default) trains in this process, one run at a time; N > 1
+    /// starts N `easeml worker` processes over the store and coordinates them (the cores divided
+    /// among them); 0 coordinates workers started elsewhere (`easeml worker`).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    workers: usize,
+    /// The devices of the local workers, in turn, e.g. `cpu` or `cuda:0,cuda:1` (default: the one
+    /// $EASEML_DEVICE names, else CUDA when available, else the CPU).
+    #[arg(long, value_name = "cpu,cuda:0,...", value_delimiter = ',')]
+    devices: Option<Vec<String>>,
+    /// The time to live of a work unit's lease: a unit of a worker silent this long goes to
+    /// another worker.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
+    lease_ttl: Duration,
 }
 
 fn parse_tuning(name: &str) -> Result<Tuning, String> {
@@ -43,14 +56,43 @@ fn parse_tuning(name: &str) -> Result<Tuning, String> {
 /// Trains the store's apps and prints each app's best model at the end.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     let home = crate::serve::existing_store(crate::serve::data_dir(args.data.as_ref())?)?;
-    let device = choose_device()?;
-    let mut config = EngineConfig::for_device(device);
+    let devices = match &args.devices {
+        Some(list) => crate::worker::parse_devices(list)?,
+        None => vec![choose_device()?],
+    };
+    if args.workers == 1 && devices.len() > 1 {
+        anyhow::bail!(
+            "--devices names {} devices but --workers is 1: one worker trains on one device (use --workers {})",
+            devices.len(),
+            devices.len()
+        );
+    }
+    let mut config = EngineConfig::for_device(devices[0]);
     if let Some(max_run) = args.max_run {
         config.max_run_seconds = max_run.as_secs_f64();
     }
     config.tuning = args.tuner;
+    config.lease_ttl = args.lease_ttl;
+    config.coordinate = args.workers != 1;
     let mut engine = Engine::open(&home, config)
         .with_context(|| format!("opening the store at {}", home.display()))?;
+    let _workers = match args.workers {
+        0 => {
+            eprintln!(
+                "coordinating the workers of {} (start them with `easeml worker --store {}`)",
+                home.display(),
+                home.display()
+            );
+            None
+        }
+        1 => None,
+        count => Some(crate::worker::LocalWorkers::start(
+            &home,
+            count,
+            &devices,
+            args.lease_ttl,
+        )?),
+    };
     train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
     for app in engine.store().apps()? {
         let runs = engine.store().runs(app.id)?;

@@ -1,0 +1,359 @@
+//! `easeml worker` (one worker process over a store), `easeml workers list` (the workers a store
+//! knows), and the local workers `easeml train --workers N` starts ([`LocalWorkers`]).
+//!
+//! A worker stops on Ctrl-C or SIGTERM: idle, at once; busy, it first gives its lease back (the
+//! unit is queued again for another worker, without counting a loss) and exits, which is what a
+//! batch system's TERM ahead of a time limit needs. Started by a coordinator (`--supervised`), it
+//! also stops when its standard input closes, so no worker outlives its coordinator.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use easeml_runtime::app_cli::parse_duration;
+use easeml_runtime::engine::worker::{
+    DEFAULT_LEASE_TTL, WorkerConfig, WorkerEvent, run_worker, stop_on_stdin_eof,
+};
+use easeml_runtime::engine::{choose_device, device_name};
+use easeml_runtime::store::{Lease, Store, format_seconds, now_ms};
+use easeml_trainer::device::parse_device;
+use tch::Device;
+
+/// Arguments of `easeml worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The store's folder (default: $EASEML_HOME, else the platform data dir).
+    #[arg(long, alias = "data", value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// The device to train on: `cpu` or `cuda:N` (default: $EASEML_DEVICE, else CUDA when
+    /// available, else the CPU).
+    #[arg(long, value_name = "cpu|cuda:N", value_parser = parse_device_arg)]
+    device: Option<Device>,
+    /// Intra-op threads of libtorch (default: libtorch's, one per core).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
+    /// The time to live of a lease: a unit of a worker silent this long goes to another worker.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
+    lease_ttl: Duration,
+    /// Stop after being idle this long (default: never).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    idle_exit: Option<Duration>,
+    /// Stop when standard input closes (how `easeml train --workers N` ties its workers to it).
+    #[arg(long, hide = true)]
+    supervised: bool,
+    /// Print only errors, not a line per unit.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Arguments of `easeml workers`.
+#[derive(Debug, Args)]
+pub struct WorkersArgs {
+    #[command(subcommand)]
+    command: WorkersCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkersCommand {
+    /// The workers the store knows: host, pid, device, threads, state, unit, last heartbeat.
+    List {
+        /// The store's folder (default: $EASEML_HOME, else the platform data dir).
+        #[arg(long, alias = "data", value_name = "DIR")]
+        store: Option<PathBuf>,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `cpu`, `cuda` or `cuda:N` that exists here.
+pub fn parse_device_arg(value: &str) -> std::result::Result<Device, String> {
+    parse_device(value).map_err(|error| error.to_string())
+}
+
+/// Runs one worker until it is stopped.
+pub fn run(args: &WorkerArgs) -> Result<()> {
+    let home = crate::serve::existing_store(crate::serve::data_dir(args.store.as_ref())?)?;
+    let device = match args.device {
+        Some(device) => device,
+        None => choose_device()?,
+    };
+    let mut config = WorkerConfig::for_device(device);
+    config.threads = args.threads.map(|threads| threads as usize);
+    config.lease_ttl = args.lease_ttl;
+    config.idle_exit = args.idle_exit;
+    let stop = if args.supervised {
+        stop_on_stdin_eof()
+    } else {
+        Arc::new(AtomicBool::new(false))
+    };
+    let current: Arc<Mutex<Option<Lease>>> = Arc::new(Mutex::new(None));
+    watch_signals(home.clone(), Arc::clone(&stop), Arc::clone(&current))?;
+    let quiet = args.quiet;
+    let mut name = String::from("worker");
+    let mut on_event = |event: WorkerEvent| {
+        let mut held = current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match event {
+            WorkerEvent::Started { id, device } => {
+                name = id.clone();
+                if !quiet {
+                    eprintln!("{id}: working on {} ({device})", home.display());
+                }
+            }
+            WorkerEvent::Leased { lease } => {
+                if !quiet {
+                    eprintln!(
+                        "{name}: unit {} (run {}, {}, attempt {})",
+                        lease.unit.0, lease.run.0, lease.candidate, lease.attempt
+                    );
+                }
+                *held = Some(lease);
+            }
+            WorkerEvent::Committed { lease, seconds } => {
+                *held = None;
+                if !quiet {
+                    eprintln!(
+                        "{name}: unit {} committed after {}",
+                        lease.unit.0,
+                        format_seconds(seconds)
+                    );
+                }
+            }
+            WorkerEvent::LeaseLost { lease, reason } => {
+                *held = None;
+                eprintln!("{name}: unit {}: result dropped: {reason}", lease.unit.0);
+            }
+            WorkerEvent::Stopped { committed } => {
+                if !quiet {
+                    eprintln!("{name}: stopped after {committed} unit(s)");
+                }
+            }
+        }
+    };
+    run_worker(&home, config, &stop, &mut on_event)
+        .with_context(|| format!("worker over the store at {}", home.display()))?;
+    Ok(())
+}
+
+/// On Ctrl-C or SIGTERM: stop between units; when a unit is held, give its lease back and exit
+/// at once (the unit goes to another worker).
+fn watch_signals(
+    home: PathBuf,
+    stop: Arc<AtomicBool>,
+    current: Arc<Mutex<Option<Lease>>>,
+) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the signal watcher")?;
+    std::thread::Builder::new()
+        .name("easeml-signals".to_owned())
+        .spawn(move || {
+            runtime.block_on(easeml_runtime::server::shutdown_signal());
+            stop.store(true, Ordering::SeqCst);
+            let held = current
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone();
+            if let Some(lease) = held {
+                let given_back = Store::open(&home).and_then(|mut store| store.release_lease(&lease));
+                match given_back {
+                    Ok(true) => eprintln!(
+                        "{}: stopping: gave unit {} back (run {} is queued again)",
+                        lease.owner, lease.unit.0, lease.run.0
+                    ),
+                    Ok(false) => eprintln!(
+                        "{}: stopping: unit {} was no longer ours",
+                        lease.owner, lease.unit.0
+                    ),
+                    Err(error) => eprintln!(
+                        "{}: stopping: could not give unit {} back ({error}); it goes to another worker when its lease expires",
+                        lease.owner, lease.unit.0
+                    ),
+                }
+                std::process::exit(143);
+            }
+        })
+        .context("starting the signal watcher")?;
+    Ok(())
+}
+
+/// Lists the store's workers.
+pub fn run_workers(args: &WorkersArgs) -> Result<()> {
+    let WorkersCommand::List { store, json } = &args.command;
+    let home = crate::serve::existing_store(crate::serve::data_dir(store.as_ref())?)?;
+    let store = Store::open(&home)?;
+    let workers = store.workers()?;
+    let now = now_ms();
+    let silence = 2 * DEFAULT_LEASE_TTL.as_millis() as i64;
+    if *json {
+        let rows: Vec<serde_json::Value> = workers
+            .iter()
+            .map(|worker| {
+                serde_json::json!({
+                    "id": worker.id,
+                    "host": worker.host,
+                    "pid": worker.pid,
+                    "device": worker.device,
+                    "threads": worker.threads,
+                    "state": worker.state.as_str(),
+                    "unit": worker.unit.map(|unit| unit.0),
+                    "started_ms": worker.started_ms,
+                    "heartbeat_ms": worker.heartbeat_ms,
+                    "live": worker.is_live(now, silence),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    if workers.is_empty() {
+        println!("no workers have registered in {}", home.display());
+        return Ok(());
+    }
+    println!(
+        "{:<40} {:<16} {:>7} {:<7} {:>7} {:<8} {:>6} {:>14}",
+        "worker", "host", "pid", "device", "threads", "state", "unit", "last heartbeat"
+    );
+    for worker in &workers {
+        let state = if worker.is_live(now, silence) {
+            worker.state.as_str()
+        } else if worker.state.as_str() == "stopped" {
+            "stopped"
+        } else {
+            "silent"
+        };
+        println!(
+            "{:<40} {:<16} {:>7} {:<7} {:>7} {:<8} {:>6} {:>14}",
+            worker.id,
+            worker.host,
+            worker.pid,
+            worker.device,
+            worker.threads,
+            state,
+            worker
+                .unit
+                .map_or_else(|| "-".to_owned(), |unit| unit.0.to_string()),
+            format!(
+                "{} ago",
+                format_seconds(((now - worker.heartbeat_ms).max(0)) as f64 / 1000.0)
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The devices of `--devices`, checked: each one exists here.
+pub fn parse_devices(list: &[String]) -> Result<Vec<Device>> {
+    if list.is_empty() {
+        bail!(
+            "--devices is empty: name at least one device, e.g. --devices cpu or --devices cuda:0,cuda:1"
+        );
+    }
+    list.iter()
+        .map(|name| {
+            parse_device(name).map_err(|error| {
+                anyhow::anyhow!(
+                    "--devices: {error} (known: cpu, cuda, cuda:N for a GPU that exists here)"
+                )
+            })
+        })
+        .collect()
+}
+
+/// Worker processes started by a coordinator: `easeml worker --supervised` children of this
+/// process, one per device in turn, their intra-op threads dividing the cores; they stop when
+/// dropped (their standard input closes) and are killed if they do not.
+#[derive(Debug)]
+pub struct LocalWorkers {
+    children: Vec<Child>,
+}
+
+impl LocalWorkers {
+    /// Starts `count` workers over `home` and waits until each has registered.
+    pub fn start(
+        home: &std::path::Path,
+        count: usize,
+        devices: &[Device],
+        lease_ttl: Duration,
+    ) -> Result<LocalWorkers> {
+        let executable = std::env::current_exe().context("finding the easeml binary")?;
+        let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+        let threads = (cores / count).max(1);
+        let before = Store::open(home)?.workers()?.len();
+        let mut workers = LocalWorkers {
+            children: Vec::new(),
+        };
+        for index in 0..count {
+            let device = devices[index % devices.len()];
+            let child = Command::new(&executable)
+                .arg("worker")
+                .arg("--store")
+                .arg(home)
+                .args(["--device", &device_name(device)])
+                .args(["--threads", &threads.to_string()])
+                .args(["--lease-ttl", &format!("{}ms", lease_ttl.as_millis())])
+                .args(["--supervised", "--quiet"])
+                .stdin(Stdio::piped())
+                .spawn()
+                .with_context(|| {
+                    format!("starting worker {} ({})", index + 1, executable.display())
+                })?;
+            workers.children.push(child);
+        }
+        eprintln!(
+            "started {count} local worker(s), {threads} thread(s) each, on {}",
+            devices
+                .iter()
+                .take(count)
+                .map(|device| device_name(*device))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let started = Instant::now();
+        loop {
+            let registered = Store::open(home)?.workers()?.len() - before;
+            if registered >= count {
+                return Ok(workers);
+            }
+            for child in &mut workers.children {
+                if let Some(status) = child.try_wait()? {
+                    bail!(
+                        "a local worker stopped before it registered ({status}); its error is above"
+                    );
+                }
+            }
+            if started.elapsed() > Duration::from_secs(120) {
+                bail!("only {registered} of {count} local workers registered within 2 minutes");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for LocalWorkers {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            drop(child.stdin.take());
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for child in &mut self.children {
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if !matches!(child.try_wait(), Ok(Some(_))) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}

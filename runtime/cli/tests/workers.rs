@@ -1,0 +1,393 @@
+//! Work units and workers with the real `easeml` binary and real processes: `easeml train
+//! --workers 2` trains every candidate once over two worker processes; a worker killed with SIGKILL
+//! mid-unit loses the unit to another worker when its lease expires (the run is done, not failed);
+//! a second coordinator on the same store is refused; a coordinator killed with SIGKILL is
+//! replaced by one that takes over the open units; SIGTERM stops a worker; bad device lists are
+//! clear errors.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use easeml_runtime::store::{Store, UnitState};
+use easeml_runtime::{AppSpec, Client, Connection, RunState};
+
+const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
+
+/// A tabular app whose runs take well under a second.
+const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]";
+/// An image app whose runs take a few seconds on the CPU.
+const SHAPES: &str = "app shapes\nInput = [12, 12, 3]\nOutput = [2]\nlabels = [dark, bright]";
+
+fn spec_of(source: &str) -> AppSpec {
+    let compiled =
+        easeml_compiler::compile(source, "app", &easeml_compiler::Registry::builtin()).unwrap();
+    AppSpec::from_manifest_json(&easeml_compiler::codegen::manifest(&compiled).to_json()).unwrap()
+}
+
+fn feed(data: &Path, source: &str, lines: String) {
+    let mut client = Client::open(&Connection::embedded(data), spec_of(source)).unwrap();
+    client
+        .feed_lines(std::io::Cursor::new(lines), &Default::default())
+        .unwrap();
+}
+
+fn feed_sides(data: &Path) {
+    let lines = (0..80)
+        .map(|i| {
+            let a = ((i * 37) % 100) as f32 / 100.0;
+            let b = ((i * 61) % 100) as f32 / 100.0;
+            let label = if a < b { "left" } else { "right" };
+            format!("[{a}, {b}] {label}\n")
+        })
+        .collect();
+    feed(data, SIDES, lines);
+}
+
+fn feed_shapes(data: &Path) {
+    let pixel = |i: usize, j: usize| {
+        if i.is_multiple_of(2) {
+            0.8
+        } else {
+            (j % 5) as f32 / 20.0
+        }
+    };
+    let lines = (0..120)
+        .map(|i| {
+            let image: Vec<Vec<Vec<f32>>> = (0..12)
+                .map(|r| (0..12).map(|c| vec![pixel(i, r * 12 + c); 3]).collect())
+                .collect();
+            let label = if i.is_multiple_of(2) {
+                "bright"
+            } else {
+                "dark"
+            };
+            format!("{} {label}\n", serde_json::to_string(&image).unwrap())
+        })
+        .collect();
+    feed(data, SHAPES, lines);
+}
+
+fn easeml(args: &[&str]) -> Command {
+    let mut command = Command::new(EASEML);
+    command.args(args).env("EASEML_DEVICE", "cpu");
+    command
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Every run of the store's apps by candidate, with the attempt of its unit.
+fn runs_by_candidate(
+    data: &Path,
+) -> BTreeMap<String, Vec<(RunState, Option<u32>, Option<String>)>> {
+    let store = Store::open(data).unwrap();
+    let mut runs: BTreeMap<String, Vec<_>> = BTreeMap::new();
+    for app in store.apps().unwrap() {
+        for run in store.runs(app.id).unwrap() {
+            let attempt = store.unit_of_run(run.id).unwrap().map(|unit| unit.attempt);
+            runs.entry(format!("{}/{}", app.name, run.candidate))
+                .or_default()
+                .push((run.state, attempt, run.error));
+        }
+    }
+    runs
+}
+
+fn wait_until<T>(what: &str, limit: Duration, mut found: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(value) = found() {
+            return value;
+        }
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([name, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn two_local_workers_train_every_candidate_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_sides(&data);
+    let output = easeml(&["train", "--workers", "2", "--max-run", "10s", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let log = text(&output);
+    assert!(output.status.success(), "{log}");
+    assert!(log.contains("started 2 local worker(s)"), "{log}");
+    assert!(log.contains("2 workers live"), "{log}");
+    assert!(log.contains("nothing is left to train"), "{log}");
+
+    let runs = runs_by_candidate(&data);
+    assert!(runs.len() >= 3, "{runs:?}");
+    for (candidate, runs) in &runs {
+        // One run per candidate, leased once: no unit was trained twice.
+        assert_eq!(runs.len(), 1, "{candidate}: {runs:?}");
+        let (state, attempt, error) = &runs[0];
+        assert_eq!(*attempt, Some(1), "{candidate}");
+        assert!(
+            matches!(state, RunState::Done | RunState::Failed),
+            "{candidate}: {state:?} {error:?}"
+        );
+    }
+    let store = Store::open(&data).unwrap();
+    let workers = store.workers().unwrap();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    assert!(workers.iter().all(|worker| worker.threads >= 1));
+    assert!(
+        workers
+            .iter()
+            .all(|worker| worker.pid != std::process::id())
+    );
+    // Both workers took units (the coordinator hands out two at a time).
+    let owners: std::collections::BTreeSet<String> = store
+        .apps()
+        .unwrap()
+        .iter()
+        .flat_map(|app| store.runs(app.id).unwrap())
+        .filter_map(|run| store.unit_of_run(run.id).unwrap())
+        .filter_map(|unit| unit.lease_owner)
+        .collect();
+    assert_eq!(owners.len(), 2, "{owners:?}");
+    // The local workers stopped with their coordinator.
+    wait_until("the workers to stop", Duration::from_secs(15), || {
+        let workers = store.workers().unwrap();
+        workers
+            .iter()
+            .all(|worker| worker.state == easeml_runtime::store::WorkerState::Stopped)
+            .then_some(())
+    });
+
+    // `workers list` shows them.
+    let listed = easeml(&["workers", "list", "--store"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{}", text(&listed));
+    let table = text(&listed);
+    assert!(
+        table.contains("stopped") && table.contains("cpu"),
+        "{table}"
+    );
+    let json = easeml(&["workers", "list", "--json", "--store"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(rows.as_array().map(Vec::len), Some(2), "{rows}");
+}
+
+#[test]
+fn killed_workers_and_coordinators_lose_nothing_and_run_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_shapes(&data);
+    let ttl = "2s";
+    let coordinator = |data: &Path| {
+        easeml(&[
+            "train",
+            "--workers",
+            "0",
+            "--lease-ttl",
+            ttl,
+            "--max-run",
+            "3s",
+            "--budget",
+            "25s",
+            "--data",
+        ])
+        .arg(data)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+    };
+    let worker = |data: &Path| {
+        easeml(&[
+            "worker",
+            "--threads",
+            "1",
+            "--lease-ttl",
+            ttl,
+            "--quiet",
+            "--store",
+        ])
+        .arg(data)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+    };
+    let mut first = coordinator(&data);
+    let mut doomed = worker(&data);
+    let store = Store::open(&data).unwrap();
+    // The doomed worker holds a unit: SIGKILL it mid-unit.
+    let doomed_id = wait_until("the first worker", Duration::from_secs(60), || {
+        store
+            .workers()
+            .unwrap()
+            .into_iter()
+            .find(|worker| worker.pid == doomed.id())
+            .map(|worker| worker.id)
+    });
+    let unit = wait_until("a unit leased", Duration::from_secs(120), || {
+        store.open_units().unwrap().into_iter().find(|unit| {
+            unit.state == UnitState::Leased && unit.lease_owner.as_ref() == Some(&doomed_id)
+        })
+    });
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    let killed = Instant::now();
+
+    // A second coordinator on the same store is refused.
+    let second = easeml(&["train", "--workers", "0", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1), "{}", text(&second));
+    assert!(
+        text(&second).contains("already running"),
+        "{}",
+        text(&second)
+    );
+
+    // Another worker takes the unit over once the lease expires.
+    let survivor = worker(&data);
+    let taken_over = wait_until("the unit taken over", Duration::from_secs(60), || {
+        let record = store.unit(unit.id).unwrap();
+        (record.attempt >= 2).then_some(record)
+    });
+    let recovery = killed.elapsed();
+    assert_ne!(taken_over.lease_owner.as_deref(), Some(doomed_id.as_str()));
+    assert_eq!(taken_over.losses, 1);
+    eprintln!("recovery after SIGKILL: {recovery:?} (lease time to live {ttl})");
+
+    // The coordinator dies too (SIGKILL); its replacement takes over the open units.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let mut replacement = coordinator(&data);
+    let status = wait_until(
+        "the replacement coordinator",
+        Duration::from_secs(120),
+        || replacement.try_wait().unwrap(),
+    );
+    assert!(status.success(), "{status}");
+
+    let run = store.run(unit.run).unwrap();
+    assert_eq!(run.state, RunState::Done, "{run:?}");
+    let runs = runs_by_candidate(&data);
+    for (candidate, runs) in &runs {
+        assert_eq!(runs.len(), 1, "{candidate} ran more than once: {runs:?}");
+        let (state, attempt, error) = &runs[0];
+        assert!(
+            attempt.is_some_and(|attempt| attempt <= 2),
+            "{candidate}: {runs:?}"
+        );
+        assert!(
+            *state == RunState::Done
+                || error
+                    .as_deref()
+                    .is_some_and(|error| !error.contains("lost")),
+            "{candidate}: {runs:?}"
+        );
+    }
+    assert!(store.open_units().unwrap().is_empty());
+
+    // SIGTERM stops the idle survivor cleanly.
+    signal(&survivor, "-TERM");
+    let status = survivor.wait_with_output().unwrap().status;
+    assert!(status.success(), "{status}");
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn sigterm_gives_a_busy_workers_unit_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_shapes(&data);
+    let mut store = Store::open(&data).unwrap();
+    let app = store.app_by_name("shapes").unwrap().unwrap();
+    let spec = r#"{"max_seconds":30.0,"deadline_ms":null,"max_epochs":200,"min_steps":0,"seed":0,"tuning":"grid"}"#;
+    let (run, unit) = store.queue_unit(app.id, "resnet50", spec).unwrap();
+    let worker = easeml(&["worker", "--threads", "1", "--store"])
+        .arg(&data)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the unit leased", Duration::from_secs(60), || {
+        (store.unit(unit).unwrap().state == UnitState::Leased).then_some(())
+    });
+    signal(&worker, "-TERM");
+    let output = worker.wait_with_output().unwrap();
+    let log = text(&output);
+    assert!(log.contains(&format!("gave unit {} back", unit.0)), "{log}");
+    let record = store.unit(unit).unwrap();
+    assert_eq!(record.state, UnitState::Queued);
+    assert_eq!(record.losses, 0);
+    assert_eq!(store.run(run).unwrap().state, RunState::Queued);
+}
+
+#[test]
+fn bad_worker_and_device_arguments_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_sides(&data);
+    let cases: &[(&[&str], &str)] = &[
+        (&["train", "--workers", "2", "--devices", "tpu"], "`tpu`"),
+        (
+            &["train", "--workers", "2", "--devices", "cpu,cuda:x"],
+            "not a number",
+        ),
+        (
+            &["train", "--workers", "1", "--devices", "cpu,cpu"],
+            "one worker trains on one device",
+        ),
+        (&["train", "--workers", "many"], "invalid value"),
+        (&["worker", "--device", "gpu"], "`gpu`"),
+        (&["worker", "--threads", "0"], "--threads"),
+        (&["worker", "--lease-ttl", "soon"], "not a duration"),
+    ];
+    for (args, expected) in cases {
+        let output = easeml(args).arg("--data").arg(&data).output().unwrap();
+        let message = text(&output);
+        assert!(!output.status.success(), "{args:?}: {message}");
+        assert!(message.contains(expected), "{args:?}: {message}");
+    }
+    if !tch::Cuda::is_available() {
+        let output = easeml(&["train", "--workers", "2", "--devices", "cuda:7", "--data"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        let message = text(&output);
+        assert!(message.contains("CUDA is not available"), "{message}");
+    }
+    // A worker on a folder without a store creates nothing.
+    let missing = dir.path().join("missing");
+    let output = easeml(&["worker", "--store"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(
+        text(&output).contains("no easeml store"),
+        "{}",
+        text(&output)
+    );
+    assert!(!missing.exists());
+    // Nothing was trained or registered by the refused commands.
+    assert!(Store::open(&data).unwrap().workers().unwrap().is_empty());
+}
