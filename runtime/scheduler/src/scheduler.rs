@@ -27,7 +27,11 @@
 //! the practical one by default, `t` = real observations + 1): neither GP-BUCB's inflated batch
 //! `beta` (its constant `exp(2C)` is vacuous in practice; Desautels et al. also run with the
 //! sequential `beta`) nor `t` counting the runs in flight (a larger `beta_t` would raise the very
-//! bounds the hallucination lowers). Whether hallucinating or not, the pickers see each user's
+//! bounds the hallucination lowers). Greedy's and Hybrid's line 6 sees the hallucination too: a
+//! user's empirical gap is computed as if its latest run in flight had been observed at its
+//! hallucinated value, with the bounds at pick of its runs in flight in the running minimum
+//! (otherwise a user keeps its stale gap while its runs are out, and gets served again and again
+//! on it). Whether hallucinating or not, the pickers see each user's
 //! runs in flight ([`UserSummary::n_in_flight`]): Greedy's and Hybrid's first round (lines 1-4 of
 //! Algorithm 2) serves every user without observations once, not once per device. With nothing
 //! in flight, decisions are exactly those of the sequential scheduler.
@@ -601,6 +605,25 @@ impl Scheduler {
         }
     }
 
+    /// GP-BUCB for Algorithm 2's line 6: the empirical gap as if the user's latest run in flight
+    /// had been observed at its hallucinated value (its posterior mean), with the bounds at pick of
+    /// every run in flight in the running minimum. `None` when nothing is hallucinated.
+    fn pending_empirical_gap(&self, user: &UserState) -> Option<f64> {
+        let &latest = user.gp.hallucinated_candidates().last()?;
+        let bound = user
+            .gp
+            .hallucinated_candidates()
+            .iter()
+            .filter_map(|&k| user.candidates[k].upper_confidence_bound_at_pick)
+            .filter(|b| b.is_finite())
+            .map(|b| b.min(self.quality_ceiling))
+            .chain(user.empirical_bound)
+            .fold(f64::INFINITY, f64::min);
+        bound
+            .is_finite()
+            .then(|| (bound - user.gp.mean()[latest]).max(0.0))
+    }
+
     /// What the user pickers see of one user (`None` when it has no eligible candidate), with the
     /// user's candidate scores.
     fn summarize(
@@ -656,7 +679,7 @@ impl Scheduler {
                 .count(),
             best_quality,
             largest_upper_confidence_bound: largest,
-            empirical_gap: user.empirical_gap,
+            empirical_gap: self.pending_empirical_gap(user).or(user.empirical_gap),
             next_cost,
             next_expected_improvement,
         };

@@ -231,3 +231,30 @@ fn concurrent_first_decisions_go_to_different_users() {
         }
     }
 }
+
+#[test]
+fn line_6_sees_the_latest_run_in_flight_at_its_hallucinated_value() {
+    let summaries = |hallucinate: bool| {
+        let mut scheduler = with_users(
+            scheduler(UserPickerKind::Greedy, false, hallucinate),
+            &["u1", "u2"],
+        );
+        for _ in 0..2 {
+            let decision = scheduler.next_decision().unwrap();
+            scheduler.report(&decision, 0.55, 1.0).unwrap();
+        }
+        let before = scheduler.user_summaries();
+        let decision = scheduler.next_decision().unwrap();
+        (before, scheduler.user_summaries(), decision.user_id)
+    };
+    let (before, with, user) = summaries(true);
+    let (_, without, _) = summaries(false);
+    let served = usize::from(user == "u2");
+    // Without hallucination the gap is the stale one; with it, it moves.
+    assert_eq!(
+        without[served].1.empirical_gap,
+        before[served].1.empirical_gap
+    );
+    assert_ne!(with[served].1.empirical_gap, before[served].1.empirical_gap);
+    assert_eq!(with[1 - served], without[1 - served]);
+}
