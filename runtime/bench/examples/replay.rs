@@ -5,7 +5,8 @@
 //! `../shared/data`). Options: `--cost-aware`, `--repeats N` (10), `--test-users N` (10),
 //! `--seed S` (0), `--policies a,b,...`, `--kernel-fraction F`, `--hybrid-patience S`, `--line8 ucb_gap|expected_improvement`,
 //! `--threads N` (1), `--amplitude-prior C` (1; 0 = off), `--beta-scale F`, `--delta D`,
-//! `--no-ceiling` (regret estimates not clipped to quality 1), `--out FILE` (writes summary.json). Prints the cost to reach each loss level
+//! `--no-ceiling` (regret estimates not clipped to quality 1), `--parallel K` (1; K concurrent
+//! runs, x = wall-clock), `--no-hallucination` (GP-BUCB off), `--out FILE` (writes summary.json). Prints the cost to reach each loss level
 //! and Hybrid's speed-up against every other policy. `easeml bench scheduler` is the interface of
 //! record (plots, curves.csv); this example prints the same numbers.
 
@@ -51,6 +52,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 index += 1;
                 continue;
             }
+            "--no-hallucination" => {
+                config.hallucinate_in_flight = false;
+                index += 1;
+                continue;
+            }
             "--repeats" => config.repeats = value()?.parse()?,
             "--test-users" => config.test_users = value()?.parse()?,
             "--seed" => config.seed = value()?.parse()?,
@@ -61,6 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .ok_or("--line8 takes ucb_gap or expected_improvement")?
             }
             "--threads" => config.threads = value()?.parse()?,
+            "--parallel" => config.parallel = value()?.parse()?,
             "--amplitude-prior" => {
                 let strength: f64 = value()?.parse()?;
                 config.amplitude_prior_strength = (strength > 0.0).then_some(strength);

@@ -74,6 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 calibrate_costs: false,
                 quality_ceiling: Some(1.0),
                 line8_rule: Default::default(),
+                hallucinate_in_flight: true,
             },
         );
         let mut candidates: Vec<Vec<usize>> = Vec::new();

@@ -8,6 +8,19 @@
 //! model has loss = its best possible quality). Curves are averaged over repetitions (mean) and
 //! maximised over them (worst case) on a common cost grid. Repetitions are independent and seeded
 //! from `(seed, repetition)`, so results do not depend on the number of threads.
+//!
+//! Concurrent runs ([`ReplayConfig::parallel`] = K workers): an event-driven simulation. At time 0
+//! and whenever workers are free, the policy's next decision is started on each free worker in
+//! worker order (while the summed cost of the runs started is below the budget: the same summed
+//! cost as the sequential replay, split over K workers); a run takes its cost (1 per run when
+//! cost-oblivious) and is reported to the scheduler at its finish time. Finishes are processed in
+//! time order, simultaneous ones in worker order, all of them before the freed workers get new
+//! decisions; so the simulation is deterministic. While runs are in flight the scheduler sees them
+//! as GP-BUCB hallucinations (unless [`ReplayConfig::hallucinate_in_flight`] is off). The x-axis is
+//! then wall-clock time (the makespan so far), and the grid ends at the largest makespan (every run
+//! started within the budget finishes; the sequential replay's last run overshoots the budget
+//! too). K = 1 is the sequential replay, exactly (the same traces, point for point, and the same
+//! grid, which ends at the budget).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,7 +38,7 @@ use easeml_scheduler::kernel::{
     HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel, QualityHistory,
 };
 use easeml_scheduler::picker::{Line8Rule, UserPickerKind};
-use easeml_scheduler::scheduler::{CandidateSpec, Scheduler, SchedulerConfig};
+use easeml_scheduler::scheduler::{CandidateSpec, Decision, Scheduler, SchedulerConfig};
 use easeml_scheduler::{Result, SchedulerError};
 
 /// The loss levels of `summary.json`'s `cost_to_mean_loss`.
@@ -164,6 +177,12 @@ pub struct ReplayConfig {
     pub quality_ceiling: Option<f64>,
     /// Greedy's and Hybrid's line-8 rule.
     pub line8_rule: Line8Rule,
+    /// Concurrent runs (simulated workers, at least 1; 1 = the sequential replay). With K > 1 the
+    /// curves are over wall-clock time.
+    pub parallel: usize,
+    /// GP-BUCB: the scheduler hallucinates the runs in flight (see
+    /// [`SchedulerConfig::hallucinate_in_flight`]); only matters when `parallel` > 1.
+    pub hallucinate_in_flight: bool,
 }
 
 impl Default for ReplayConfig {
@@ -189,16 +208,19 @@ impl Default for ReplayConfig {
             amplitude_prior_strength: Some(1.0),
             quality_ceiling: Some(1.0),
             line8_rule: Line8Rule::default(),
+            parallel: 1,
+            hallucinate_in_flight: true,
         }
     }
 }
 
-/// One repetition's trace of one policy: `(cumulative cost, mean loss)` after each run, from 0.
+/// One repetition's trace of one policy: `(cumulative cost, mean loss)` after each run, from 0
+/// (`(wall-clock time, mean loss)` after each finished run when runs are concurrent).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
-    /// Points in cost order, the first at cost 0.
+    /// Points in cost (time) order, the first at 0.
     pub points: Vec<(f64, f64)>,
-    /// The decisions taken, `(test user index, model index)`, in order.
+    /// The decisions taken, `(test user index, model index)`, in the order they were started.
     pub decisions: Vec<(usize, usize)>,
 }
 
@@ -391,7 +413,16 @@ fn policy_config(
         calibrate_costs: false,
         quality_ceiling: config.quality_ceiling,
         line8_rule: config.line8_rule,
+        hallucinate_in_flight: config.hallucinate_in_flight,
     }
+}
+
+/// A run on a simulated worker: its finish time, the decision, `(test user index, model index)`.
+struct RunningJob {
+    finish: f64,
+    decision: Decision,
+    user: usize,
+    model: usize,
 }
 
 fn run_repetition(
@@ -524,49 +555,90 @@ fn run_repetition(
         }
         let mut best_so_far = vec![0.0f64; test_users.len()];
         let mut loss: f64 = best_possible.iter().sum::<f64>() / test_users.len() as f64;
-        let mut spent = 0.0;
         let mut points = vec![(0.0, loss)];
         let mut decisions = Vec::new();
-        while spent < budget - 1e-12 {
-            let next = if policy == PolicyName::OracleUser {
-                let mut order: Vec<usize> = (0..test_users.len()).collect();
-                order.sort_by(|&a, &b| {
-                    (best_possible[b] - best_so_far[b])
-                        .total_cmp(&(best_possible[a] - best_so_far[a]))
-                });
-                let mut found = None;
-                for t in order {
-                    if let Some(decision) = scheduler.next_decision_for_user(&user_ids[t])? {
-                        found = Some(decision);
-                        break;
-                    }
+        // The event-driven simulation over `workers` (see the module header); with one worker it
+        // is the sequential replay: `now` sums the same costs in the same order as its summed cost.
+        let workers = config.parallel.max(1);
+        let mut running: Vec<Option<RunningJob>> = (0..workers).map(|_| None).collect();
+        let mut now = 0.0;
+        let mut started_cost = 0.0;
+        let mut exhausted = false;
+        loop {
+            for slot in running.iter_mut() {
+                if slot.is_some() || exhausted || started_cost >= budget - 1e-12 {
+                    continue;
                 }
-                found
-            } else {
-                scheduler.next_decision()
-            };
-            let Some(decision) = next else {
+                let next = if policy == PolicyName::OracleUser {
+                    let mut order: Vec<usize> = (0..test_users.len()).collect();
+                    order.sort_by(|&a, &b| {
+                        (best_possible[b] - best_so_far[b])
+                            .total_cmp(&(best_possible[a] - best_so_far[a]))
+                    });
+                    let mut found = None;
+                    for t in order {
+                        if let Some(decision) = scheduler.next_decision_for_user(&user_ids[t])? {
+                            found = Some(decision);
+                            break;
+                        }
+                    }
+                    found
+                } else {
+                    scheduler.next_decision()
+                };
+                let Some(decision) = next else {
+                    exhausted = true;
+                    continue;
+                };
+                let t = user_ids
+                    .iter()
+                    .position(|id| *id == decision.user_id)
+                    .unwrap_or(0);
+                let m = model_index[decision.model_id.as_str()];
+                started_cost += cost[t][m];
+                decisions.push((t, m));
+                *slot = Some(RunningJob {
+                    finish: now + cost[t][m],
+                    decision,
+                    user: t,
+                    model: m,
+                });
+            }
+            let Some(next_finish) = running
+                .iter()
+                .flatten()
+                .map(|job| job.finish)
+                .min_by(f64::total_cmp)
+            else {
                 break;
             };
-            let t = user_ids
-                .iter()
-                .position(|id| *id == decision.user_id)
-                .unwrap_or(0);
-            let m = model_index[decision.model_id.as_str()];
-            let quality = dataset.quality[test_users[t]][m].unwrap_or(0.0);
-            scheduler.report(&decision, quality, cost[t][m])?;
-            spent += cost[t][m];
-            if quality > best_so_far[t] {
-                best_so_far[t] = quality;
+            now = next_finish;
+            for slot in running.iter_mut() {
+                if slot.as_ref().is_none_or(|job| job.finish != now) {
+                    continue;
+                }
+                let Some(RunningJob {
+                    decision,
+                    user: t,
+                    model: m,
+                    ..
+                }) = slot.take()
+                else {
+                    continue;
+                };
+                let quality = dataset.quality[test_users[t]][m].unwrap_or(0.0);
+                scheduler.report(&decision, quality, cost[t][m])?;
+                if quality > best_so_far[t] {
+                    best_so_far[t] = quality;
+                }
+                loss = best_possible
+                    .iter()
+                    .zip(&best_so_far)
+                    .map(|(best, so_far)| (best - so_far).max(0.0))
+                    .sum::<f64>()
+                    / test_users.len() as f64;
+                points.push((now, loss));
             }
-            loss = best_possible
-                .iter()
-                .zip(&best_so_far)
-                .map(|(best, so_far)| (best - so_far).max(0.0))
-                .sum::<f64>()
-                / test_users.len() as f64;
-            points.push((spent, loss));
-            decisions.push((t, m));
         }
         seconds.push(started.elapsed().as_secs_f64());
         traces.push(Trace { points, decisions });
@@ -616,6 +688,11 @@ pub fn check_replay(dataset: &Dataset, config: &ReplayConfig) -> Result<()> {
     if config.repeats == 0 {
         return Err(SchedulerError::Config(
             "--repeats must be at least 1".into(),
+        ));
+    }
+    if config.parallel == 0 {
+        return Err(SchedulerError::Config(
+            "--parallel must be at least 1 (the number of concurrent runs)".into(),
         ));
     }
     if dataset.quality.len() < 3 {
@@ -674,14 +751,24 @@ pub fn run_replay(
             None => return Err(SchedulerError::Config("a replay worker panicked".into())),
         }
     }
-    let max_budget = repetitions.iter().map(|r| r.budget).fold(0.0, f64::max);
+    // The grid spans the budget (one worker: as the sequential replay always did), else the
+    // largest makespan: every run started within the summed-cost budget finishes.
+    let max_budget = if config.parallel <= 1 {
+        repetitions.iter().map(|r| r.budget).fold(0.0, f64::max)
+    } else {
+        repetitions
+            .iter()
+            .flat_map(|r| r.traces.iter())
+            .filter_map(|trace| trace.points.last().map(|&(time, _)| time))
+            .fold(0.0, f64::max)
+    };
     let grid: Vec<f64> = if config.cost_aware {
         let steps = 1000;
         (0..=steps)
             .map(|i| max_budget * i as f64 / steps as f64)
             .collect()
     } else {
-        (0..=(max_budget.round() as usize))
+        (0..=(max_budget.ceil() as usize))
             .map(|i| i as f64)
             .collect()
     };
@@ -846,6 +933,7 @@ impl ReplayOutcome {
             "amplitude_prior_strength": self.config.amplitude_prior_strength,
             "quality_ceiling": self.config.quality_ceiling,
             "line8_rule": self.config.line8_rule.name(),
+            "parallel": self.config.parallel,
             "mean_budget": mean_budget,
             "kernel_fit_seconds": self.kernel_fit_seconds,
             "hyperparameters_first_repetition": self.hyperparameters.first(),

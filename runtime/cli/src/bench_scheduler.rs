@@ -93,6 +93,17 @@ pub struct SchedulerBenchArgs {
     /// (figure 15: hybrid, greedy and round_robin). Replaces --policies (and --kernel-fraction).
     #[arg(long, value_enum, value_name = "NAME")]
     lesion: Option<LesionArg>,
+    /// Concurrent runs: K simulated workers; each free worker starts the policy's next decision,
+    /// a run takes its cost (1 when cost-oblivious) and is reported when it finishes. The budget
+    /// (summed cost) is the same as with 1; the x-axis becomes wall-clock time (the makespan) and
+    /// ends when the last run started within the budget finishes. 1 = the sequential replay. `round_robin` under --parallel K is the
+    /// "K independent round-robin workers" baseline. The Optuna peers support only 1.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    parallel: usize,
+    /// Ablation of GP-BUCB: runs in flight are not hallucinated (the scheduler's posterior ignores
+    /// them until they finish; they are only excluded from the choice). Matters with --parallel > 1.
+    #[arg(long)]
+    no_hallucination: bool,
 }
 
 /// The lesion studies of section 5.3.
@@ -222,6 +233,9 @@ pub fn load_dataset(spec: &str, data_dir: Option<&Path>, seed: u64) -> anyhow::R
 
 /// Runs the benchmark and writes its outputs.
 pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
+    if args.parallel == 0 {
+        bail!("--parallel must be at least 1 (the number of concurrent runs), got 0");
+    }
     let dataset = load_dataset(&args.dataset, args.data_dir.as_deref(), args.seed)?;
     let all_policies = match (args.lesion, &args.policies) {
         (Some(LesionArg::Cost), _) => vec![PolicyName::Hybrid, PolicyName::HybridCostOblivious],
@@ -250,6 +264,18 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
         all_policies.into_iter().partition(|p| p.is_external());
     if policies.is_empty() {
         bail!("--policies needs at least one easeml policy next to the peers (e.g. round_robin)");
+    }
+    if args.parallel > 1 && !external.is_empty() {
+        bail!(
+            "--parallel {} is not supported by the peers ({}): their harness replays one run at a \
+             time; leave them out or use --parallel 1",
+            args.parallel,
+            external
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     if !(args.kernel_fraction > 0.0 && args.kernel_fraction <= 1.0) {
         bail!(
@@ -288,6 +314,8 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             Line8Arg::UcbGap => Line8Rule::UcbGap,
             Line8Arg::ExpectedImprovement => Line8Rule::ExpectedImprovement,
         },
+        parallel: args.parallel,
+        hallucinate_in_flight: !args.no_hallucination,
     };
     check_replay(&dataset, &config)?;
     let test_users = effective_test_users(&dataset, &config);
@@ -456,13 +484,19 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 
 fn print_report(summary: &serde_json::Value, out: &Path) {
     let unit = summary["cost_unit"].as_str().unwrap_or("cost");
+    let parallel = summary["parallel"].as_u64().unwrap_or(1);
     println!(
-        "{} ({}), {} repetitions x {} test users, {:.1}s",
+        "{} ({}), {} repetitions x {} test users, {:.1}s{}",
         summary["dataset"].as_str().unwrap_or(""),
         summary["mode"].as_str().unwrap_or(""),
         summary["repeats"],
         summary["test_users"],
-        summary["wall_seconds"].as_f64().unwrap_or(0.0)
+        summary["wall_seconds"].as_f64().unwrap_or(0.0),
+        if parallel > 1 {
+            format!(", {parallel} concurrent runs (x = wall-clock)")
+        } else {
+            String::new()
+        }
     );
     println!(
         "{:<22} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}   ({unit} to reach mean loss)",
@@ -534,5 +568,81 @@ mod tests {
         }
         assert!(out.path().join("lesion.svg").is_file());
         assert!(out.path().join("lesion.png").is_file());
+    }
+
+    /// The arguments `easeml bench scheduler ARGS...` parses to.
+    fn parse(args: &[&str]) -> SchedulerBenchArgs {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: SchedulerBenchArgs,
+        }
+        use clap::Parser;
+        Command::try_parse_from(std::iter::once("scheduler").chain(args.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn zero_parallel_runs_are_a_clear_error() {
+        let out = tempfile::tempdir().unwrap();
+        let out = out.path().to_str().unwrap();
+        let error = run(&parse(&[
+            "--dataset",
+            "synthetic:0.5,0.1",
+            "--parallel",
+            "0",
+            "--out",
+            out,
+        ]))
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("--parallel must be at least 1"),
+            "{error}"
+        );
+        let error = run(&parse(&[
+            "--dataset",
+            "synthetic:0.5,0.1",
+            "--parallel",
+            "2",
+            "--policies",
+            "round_robin,optuna_tpe",
+            "--out",
+            out,
+        ]))
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("not supported by the peers"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_parallel_replay_records_its_workers() {
+        let out = tempfile::tempdir().unwrap();
+        let spec = SyntheticSpec {
+            n_users: 16,
+            n_models: 8,
+            ..SyntheticSpec::paper(0.5, 0.1)
+        };
+        let dataset = generate_synthetic(spec, 3).unwrap();
+        for cost_aware in [false, true] {
+            let config = ReplayConfig {
+                cost_aware,
+                repeats: 2,
+                test_users: 4,
+                policies: vec![PolicyName::Hybrid, PolicyName::RoundRobin],
+                parallel: 4,
+                ..ReplayConfig::default()
+            };
+            run_and_write(&dataset, &config, &[], out.path()).unwrap();
+            let summary: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(out.path().join("summary.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(summary["parallel"], 4);
+            assert!(summary["policies"]["hybrid"]["final_mean_loss"].is_number());
+            assert!(out.path().join("loss.svg").is_file());
+        }
     }
 }

@@ -84,12 +84,17 @@ impl<'a> LossPlot<'a> {
     pub fn of_outcome(outcome: &'a ReplayOutcome) -> Self {
         LossPlot {
             subject: format!(
-                "{} ({})",
+                "{} ({}{})",
                 outcome.dataset,
                 if outcome.config.cost_aware {
                     "cost-aware"
                 } else {
                     "cost-oblivious"
+                },
+                if outcome.config.parallel > 1 {
+                    format!(", {} workers, x = wall-clock", outcome.config.parallel)
+                } else {
+                    String::new()
                 }
             ),
             cost_aware: outcome.config.cost_aware,

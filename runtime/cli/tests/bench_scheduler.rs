@@ -30,6 +30,8 @@ fn help_documents_the_interface() {
         "--seed",
         "--policies",
         "--out",
+        "--parallel",
+        "--no-hallucination",
         "synthetic:SIGMA_M,ALPHA",
         "matrix:QUALITY_FILE[,COST_FILE]",
     ] {

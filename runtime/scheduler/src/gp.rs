@@ -7,6 +7,18 @@
 //! (a rank-one extension of the Cholesky factor): O(t K) work, never a fresh O(t^3) solve. The new
 //! diagonal entry of `L` is floored by a relative jitter so that duplicate or near-duplicate
 //! observations never produce NaN; variances are clamped at zero.
+//!
+//! Hallucinated observations (GP-BUCB, Desautels, Krause and Burdick, JMLR 2014): while a run of
+//! candidate `k` is in flight, the GP may condition on a *hallucinated* observation of `k` equal to
+//! the current posterior mean. Its whitened residual is zero by construction, so the mean does not
+//! change; only the variance shrinks (at `k` and at the candidates correlated with it). The real
+//! observations' factor `L`, `V`, `z` is never touched by hallucinations: they are a temporary
+//! extension (extra rows of `V` only, `z` = 0 for them) kept next to it and recomputed from the
+//! real factor whenever a real observation arrives, a candidate is added or a hallucination is
+//! forgotten (O(h (t + h) K) work for `h` hallucinations; `h` is the number of runs in flight, small).
+//! Invariants: [`UserGp::mean`] never depends on hallucinations; with none,
+//! [`UserGp::variance`] is the real observations' posterior variance bit for bit; the amplitude
+//! estimate reads the real observations only.
 
 use nalgebra::{DMatrix, DVector};
 
@@ -33,6 +45,13 @@ pub struct UserGp {
     /// The amplitude factor for the current observations (kept up to date: decisions read it once
     /// per candidate).
     amplitude_factor: f64,
+    /// Candidates with a hallucinated observation (one entry per hallucination, in order).
+    hallucinated_candidates: Vec<usize>,
+    /// `V` rows of the hallucinations, each against the real rows and the hallucinations before it.
+    hallucinated_rows: Vec<Vec<f64>>,
+    /// Posterior variance given the real and the hallucinated observations (`None`: no hallucination,
+    /// [`UserGp::variance`] is `posterior_variance`).
+    hallucinated_variance: Option<Vec<f64>>,
 }
 
 impl UserGp {
@@ -55,6 +74,9 @@ impl UserGp {
             posterior_variance,
             amplitude_prior_strength: None,
             amplitude_factor: 1.0,
+            hallucinated_candidates: Vec::new(),
+            hallucinated_rows: Vec::new(),
+            hallucinated_variance: None,
         }
     }
 
@@ -92,24 +114,134 @@ impl UserGp {
         self.prior_mean.len()
     }
 
-    /// Number of observations conditioned on.
+    /// Number of (real) observations conditioned on; hallucinations are not counted.
     pub fn n_observations(&self) -> usize {
         self.observed_candidates.len()
     }
 
-    /// Posterior mean of every candidate.
+    /// Number of hallucinated observations (runs in flight the GP accounts for).
+    pub fn n_hallucinated(&self) -> usize {
+        self.hallucinated_candidates.len()
+    }
+
+    /// The candidates with a hallucinated observation, in the order they were hallucinated.
+    pub fn hallucinated_candidates(&self) -> &[usize] {
+        &self.hallucinated_candidates
+    }
+
+    /// Posterior mean of every candidate (hallucinations never change it).
     pub fn mean(&self) -> &[f64] {
         &self.posterior_mean
     }
 
-    /// Posterior variance of every candidate (never negative, never NaN).
+    /// Posterior variance of every candidate given the real and the hallucinated observations
+    /// (never negative, never NaN): what decisions use.
     pub fn variance(&self) -> &[f64] {
+        self.hallucinated_variance
+            .as_deref()
+            .unwrap_or(&self.posterior_variance)
+    }
+
+    /// Posterior variance of every candidate given the real observations only.
+    pub fn observed_variance(&self) -> &[f64] {
         &self.posterior_variance
     }
 
-    /// Posterior standard deviation of one candidate, times the user's amplitude (what decisions use).
+    /// Posterior standard deviation of one candidate (hallucinations included), times the user's
+    /// amplitude (what decisions use).
     pub fn standard_deviation(&self, candidate: usize) -> f64 {
-        self.posterior_variance[candidate].max(0.0).sqrt() * self.amplitude()
+        self.variance()[candidate].max(0.0).sqrt() * self.amplitude()
+    }
+
+    /// Conditions on a hallucinated observation of `candidate` equal to its current posterior mean
+    /// (GP-BUCB): the mean is unchanged, the variance of `candidate` and of the candidates
+    /// correlated with it shrinks. Undone by [`UserGp::forget_hallucination`]. An unknown
+    /// candidate is ignored.
+    pub fn hallucinate(&mut self, candidate: usize) {
+        if candidate >= self.n_candidates() {
+            return;
+        }
+        self.hallucinated_candidates.push(candidate);
+        self.extend_hallucination(candidate);
+    }
+
+    /// Removes one hallucinated observation of `candidate` (its run finished or was cancelled);
+    /// a no-op when it has none. The others are recomputed against the real observations.
+    pub fn forget_hallucination(&mut self, candidate: usize) {
+        if let Some(position) = self
+            .hallucinated_candidates
+            .iter()
+            .position(|&c| c == candidate)
+        {
+            self.hallucinated_candidates.remove(position);
+            self.rebuild_hallucinations();
+        }
+    }
+
+    /// The real observation `quality` of `candidate` replaces one hallucinated observation of it
+    /// (its run finished): [`UserGp::forget_hallucination`] then [`UserGp::add_observation`], with
+    /// the remaining hallucinations recomputed once.
+    pub fn observe_in_place_of_hallucination(&mut self, candidate: usize, quality: f64) {
+        let position = self
+            .hallucinated_candidates
+            .iter()
+            .position(|&c| c == candidate);
+        match position {
+            Some(position) if quality.is_finite() && candidate < self.n_candidates() => {
+                self.hallucinated_candidates.remove(position);
+                if self.hallucinated_candidates.is_empty() {
+                    self.hallucinated_rows.clear();
+                    self.hallucinated_variance = None;
+                }
+                // Rebuilds the remaining hallucinations against the extended real factor.
+                self.add_observation(candidate, quality);
+            }
+            _ => {
+                self.forget_hallucination(candidate);
+                self.add_observation(candidate, quality);
+            }
+        }
+    }
+
+    /// Recomputes every hallucination's row from the real factor (after it changed).
+    fn rebuild_hallucinations(&mut self) {
+        self.hallucinated_rows.clear();
+        self.hallucinated_variance = None;
+        let candidates = self.hallucinated_candidates.clone();
+        for candidate in candidates {
+            self.extend_hallucination(candidate);
+        }
+    }
+
+    /// Appends the `V` row of one hallucinated observation of `candidate` (a rank-one extension
+    /// over the real rows and the hallucinations before it; its whitened residual is 0) and
+    /// shrinks the hallucinated variance by it.
+    fn extend_hallucination(&mut self, candidate: usize) {
+        let rows: Vec<&Vec<f64>> = self
+            .projected_rows
+            .iter()
+            .chain(&self.hallucinated_rows)
+            .collect();
+        let new_row = extension_row(
+            &self.prior_covariance,
+            self.noise_variance,
+            &rows,
+            candidate,
+        );
+        let mut variance = self
+            .hallucinated_variance
+            .take()
+            .unwrap_or_else(|| self.posterior_variance.clone());
+        for (value, projected) in variance.iter_mut().zip(&new_row) {
+            let shrunk = *value - projected * projected;
+            *value = if shrunk.is_finite() {
+                shrunk.max(0.0)
+            } else {
+                0.0
+            };
+        }
+        self.hallucinated_variance = Some(variance);
+        self.hallucinated_rows.push(new_row);
     }
 
     /// Conditions on one observation `quality` of `candidate` (a rank-one Cholesky extension).
@@ -164,6 +296,9 @@ impl UserGp {
         self.whitened_targets.push(whitened);
         self.observed_candidates.push(candidate);
         self.amplitude_factor = self.estimate_amplitude();
+        if !self.hallucinated_candidates.is_empty() {
+            self.rebuild_hallucinations();
+        }
     }
 
     /// Adds a candidate with the given prior mean, prior variance and prior covariance with every
@@ -204,7 +339,36 @@ impl UserGp {
         } else {
             0.0
         });
+        if !self.hallucinated_candidates.is_empty() {
+            self.rebuild_hallucinations();
+        }
     }
+}
+
+/// The new `V` row (length K) when the observations whose `V` rows are `rows` are extended by one
+/// noisy observation of `candidate`: `(K(c, .) - sum_r V[r,c] V[r,.]) / pivot`, the pivot floored by
+/// the relative jitter (as in [`UserGp::add_observation`]).
+fn extension_row(
+    prior_covariance: &DMatrix<f64>,
+    noise_variance: f64,
+    rows: &[&Vec<f64>],
+    candidate: usize,
+) -> Vec<f64> {
+    let projected_column: Vec<f64> = rows.iter().map(|row| row[candidate]).collect();
+    let prior_variance = prior_covariance[(candidate, candidate)] + noise_variance;
+    let squared_pivot = prior_variance - projected_column.iter().map(|v| v * v).sum::<f64>();
+    let pivot = squared_pivot
+        .max(RELATIVE_JITTER * prior_variance.abs().max(1e-12))
+        .sqrt();
+    (0..prior_covariance.ncols())
+        .map(|other| {
+            let mut sum = prior_covariance[(candidate, other)];
+            for (row, weight) in rows.iter().zip(&projected_column) {
+                sum -= weight * row[other];
+            }
+            sum / pivot
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -319,5 +483,80 @@ mod tests {
         for k in 0..4 {
             assert!((gp.mean()[k] - expected_mean[k]).abs() < 1e-10);
         }
+    }
+
+    #[test]
+    fn hallucinations_keep_the_mean_and_shrink_the_variance_as_a_direct_solve() {
+        let (mean, covariance) = example();
+        let real = [(2, 0.9), (0, 0.3)];
+        let mut gp = UserGp::new(mean.clone(), covariance.clone(), 0.01);
+        for &(candidate, quality) in &real {
+            gp.add_observation(candidate, quality);
+        }
+        let mean_before = gp.mean().to_vec();
+        let variance_before = gp.variance().to_vec();
+        gp.hallucinate(1);
+        gp.hallucinate(3);
+        assert_eq!(gp.mean(), &mean_before[..], "the mean never moves");
+        assert_eq!(gp.observed_variance(), &variance_before[..]);
+        assert_eq!(gp.n_observations(), 2);
+        assert_eq!(gp.hallucinated_candidates(), &[1, 3]);
+        // Hallucinated observations at the posterior mean: the textbook posterior over all four.
+        let observed = [real[0], real[1], (1, mean_before[1]), (3, mean_before[3])];
+        let (expected_mean, expected_variance) =
+            direct_posterior(&mean, &covariance, 0.01, &observed);
+        for k in 0..4 {
+            assert!((gp.mean()[k] - expected_mean[k]).abs() < 1e-10);
+            assert!((gp.variance()[k] - expected_variance[k]).abs() < 1e-10);
+            assert!(gp.variance()[k] <= variance_before[k] + 1e-15);
+        }
+        assert!(gp.variance()[1] < 0.5 * variance_before[1]);
+        assert!(gp.variance()[3] < 0.5 * variance_before[3]);
+        // Forgetting both gives back the real posterior, bit for bit.
+        gp.forget_hallucination(1);
+        gp.forget_hallucination(7);
+        let (_, expected_variance) =
+            direct_posterior(&mean, &covariance, 0.01, &[real[0], real[1], (3, 0.0)]);
+        for k in 0..4 {
+            assert!((gp.variance()[k] - expected_variance[k]).abs() < 1e-10);
+        }
+        gp.forget_hallucination(3);
+        assert_eq!(gp.n_hallucinated(), 0);
+        assert_eq!(gp.variance(), &variance_before[..]);
+        assert_eq!(gp.mean(), &mean_before[..]);
+    }
+
+    #[test]
+    fn a_real_observation_replaces_its_hallucination() {
+        let (mean, covariance) = example();
+        let mut plain = UserGp::new(mean.clone(), covariance.clone(), 0.05);
+        let mut gp = UserGp::new(mean.clone(), covariance.clone(), 0.05);
+        plain.add_observation(2, 0.9);
+        gp.add_observation(2, 0.9);
+        gp.hallucinate(0);
+        gp.hallucinate(3);
+        gp.observe_in_place_of_hallucination(0, 0.4);
+        plain.add_observation(0, 0.4);
+        // The real factor never sees the hallucinations.
+        assert_eq!(gp.mean(), plain.mean());
+        assert_eq!(gp.observed_variance(), plain.variance());
+        assert_eq!(gp.hallucinated_candidates(), &[3]);
+        let (_, expected_variance) = direct_posterior(
+            &mean,
+            &covariance,
+            0.05,
+            &[(2, 0.9), (0, 0.4), (3, plain.mean()[3])],
+        );
+        for k in 0..4 {
+            assert!((gp.variance()[k] - expected_variance[k]).abs() < 1e-10);
+        }
+        // A candidate added while a hallucination is outstanding is shrunk by it too.
+        gp.add_candidate(0.5, 1.0, &[0.1, 0.2, 0.3, 0.9]);
+        plain.add_candidate(0.5, 1.0, &[0.1, 0.2, 0.3, 0.9]);
+        assert!(gp.variance()[4] < plain.variance()[4]);
+        gp.observe_in_place_of_hallucination(3, 0.6);
+        plain.add_observation(3, 0.6);
+        assert_eq!(gp.mean(), plain.mean());
+        assert_eq!(gp.variance(), plain.variance());
     }
 }

@@ -18,6 +18,8 @@ pub struct UserSummary {
     pub registration_sequence: u64,
     /// Observations in the user's current data version.
     pub n_observations: usize,
+    /// Runs of the user in flight (decided, not yet reported or cancelled).
+    pub n_in_flight: usize,
     /// Best quality observed so far in the current data version.
     pub best_quality: Option<f64>,
     /// The largest upper confidence bound on quality (`mean + sqrt(beta_t) sd`, never cost-weighted)
@@ -204,7 +206,8 @@ pub struct GreedyDecision {
     pub initial_phase: bool,
 }
 
-/// Algorithm 2: users without an observation first (lines 1-4, in registration order); then the
+/// Algorithm 2: users without an observation first (lines 1-4, in registration order; a user whose
+/// first run is in flight counts as served, so concurrent decisions go to different users); then the
 /// candidate set `V_t` of users whose empirical gap is at least the mean gap (line 7), and from it
 /// the user with the largest gap between its highest upper confidence bound and its best quality
 /// so far (line 8, "Strategy for Line 8"), per unit of the normalised cost of the candidate it
@@ -216,7 +219,9 @@ pub fn greedy_decision(users: &[UserSummary], rule: Line8Rule) -> Option<GreedyD
     if let Some((picked, _)) = users
         .iter()
         .enumerate()
-        .filter(|(_, user)| user.n_observations == 0 || user.empirical_gap.is_none())
+        .filter(|(_, user)| {
+            (user.n_observations == 0 || user.empirical_gap.is_none()) && user.n_in_flight == 0
+        })
         .min_by_key(|(_, user)| user.registration_sequence)
     {
         return Some(GreedyDecision {
@@ -375,6 +380,7 @@ mod tests {
         UserSummary {
             registration_sequence: sequence,
             n_observations: observations,
+            n_in_flight: 0,
             best_quality: (observations > 0).then_some(best),
             largest_upper_confidence_bound: ucb,
             empirical_gap: (observations > 0).then_some(gap),

@@ -16,6 +16,25 @@
 //! confidence bound on quality `mean + sqrt(beta_t) sd` over its eligible candidates and Algorithm
 //! 2's empirical gap, both from bounds on quality (never the cost-weighted scores) clipped to the
 //! quality ceiling (1 by default), and the normalised cost of the candidate it would train next.
+//!
+//! Several decisions may be outstanding at once (one per free device). With
+//! [`SchedulerConfig::hallucinate_in_flight`] (the default) the scheduler is GP-BUCB (Desautels,
+//! Krause and Burdick, JMLR 2014): every candidate in flight is a hallucinated observation of the
+//! user's GP at its posterior mean, so the bounds of it and its correlated neighbours shrink, the
+//! next decisions (of the same user and, through the user pickers, which see the same bounds,
+//! across users) spread out; the hallucination is dropped when the run is reported (the real
+//! observation takes its place) or cancelled. `beta_t` is the sequential one (the configured form,
+//! the practical one by default, `t` = real observations + 1): neither GP-BUCB's inflated batch
+//! `beta` (its constant `exp(2C)` is vacuous in practice; Desautels et al. also run with the
+//! sequential `beta`) nor `t` counting the runs in flight (a larger `beta_t` would raise the very
+//! bounds the hallucination lowers). Greedy's and Hybrid's line 6 sees the hallucination too: a
+//! user's empirical gap is computed as if its latest run in flight had been observed at its
+//! hallucinated value, with the bounds at pick of its runs in flight in the running minimum
+//! (otherwise a user keeps its stale gap while its runs are out, and gets served again and again
+//! on it). Whether hallucinating or not, the pickers see each user's
+//! runs in flight ([`UserSummary::n_in_flight`]): Greedy's and Hybrid's first round (lines 1-4 of
+//! Algorithm 2) serves every user without observations once, not once per device. With nothing
+//! in flight, decisions are exactly those of the sequential scheduler.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -56,6 +75,11 @@ pub struct SchedulerConfig {
     pub quality_ceiling: Option<f64>,
     /// Algorithm 2's line-8 rule (Greedy and Hybrid): which user of the candidate set to serve.
     pub line8_rule: Line8Rule,
+    /// GP-BUCB: condition each user's GP on a hallucinated observation (at the posterior mean) of
+    /// every candidate in flight, until it is reported or cancelled; the candidate and user
+    /// policies then see the shrunk bounds. `false`: in-flight runs are only excluded from the
+    /// choice (the posterior ignores them). No effect while nothing is in flight.
+    pub hallucinate_in_flight: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -69,6 +93,7 @@ impl Default for SchedulerConfig {
             calibrate_costs: false,
             quality_ceiling: Some(1.0),
             line8_rule: Line8Rule::default(),
+            hallucinate_in_flight: true,
         }
     }
 }
@@ -171,6 +196,7 @@ pub struct Scheduler {
     calibrate_costs: bool,
     quality_ceiling: f64,
     line8_rule: Line8Rule,
+    hallucinate_in_flight: bool,
 }
 
 fn validate_cost(user: &str, model: &str, cost: f64) -> Result<()> {
@@ -211,6 +237,7 @@ impl Scheduler {
                 .filter(|c| c.is_finite())
                 .unwrap_or(f64::INFINITY),
             line8_rule: config.line8_rule,
+            hallucinate_in_flight: config.hallucinate_in_flight,
         }
     }
 
@@ -412,7 +439,8 @@ impl Scheduler {
     }
 
     /// The posterior mean and standard deviation of every candidate of a user (model id order of
-    /// registration): what the scheduler currently believes.
+    /// registration): what the scheduler currently believes (the standard deviation includes the
+    /// hallucinated observations of the runs in flight, as decisions do).
     pub fn posterior(&self, user_id: &str) -> Result<Vec<(String, f64, f64)>> {
         let index = self.user_index(user_id)?;
         let user = &self.users[index];
@@ -460,8 +488,8 @@ impl Scheduler {
         )
     }
 
-    /// GP-UCB's `beta_t` for a user's next step (its own step `t` = observations + 1) and whether
-    /// candidate scores are cost-weighted.
+    /// GP-UCB's `beta_t` for a user's next step (its own step `t` = real observations + 1; runs in
+    /// flight do not count, see the module header) and whether candidate scores are cost-weighted.
     fn exploration(&self, user: &UserState) -> (f64, bool) {
         let (cost_aware, beta_form, delta, beta_scale) = match &self.candidate_policy {
             CandidatePolicy::Ucb {
@@ -577,6 +605,25 @@ impl Scheduler {
         }
     }
 
+    /// GP-BUCB for Algorithm 2's line 6: the empirical gap as if the user's latest run in flight
+    /// had been observed at its hallucinated value (its posterior mean), with the bounds at pick of
+    /// every run in flight in the running minimum. `None` when nothing is hallucinated.
+    fn pending_empirical_gap(&self, user: &UserState) -> Option<f64> {
+        let &latest = user.gp.hallucinated_candidates().last()?;
+        let bound = user
+            .gp
+            .hallucinated_candidates()
+            .iter()
+            .filter_map(|&k| user.candidates[k].upper_confidence_bound_at_pick)
+            .filter(|b| b.is_finite())
+            .map(|b| b.min(self.quality_ceiling))
+            .chain(user.empirical_bound)
+            .fold(f64::INFINITY, f64::min);
+        bound
+            .is_finite()
+            .then(|| (bound - user.gp.mean()[latest]).max(0.0))
+    }
+
     /// What the user pickers see of one user (`None` when it has no eligible candidate), with the
     /// user's candidate scores.
     fn summarize(
@@ -625,9 +672,14 @@ impl Scheduler {
         let summary = UserSummary {
             registration_sequence: user.registration_sequence,
             n_observations: user.gp.n_observations(),
+            n_in_flight: user
+                .candidates
+                .iter()
+                .filter(|c| c.status == CandidateStatus::InFlight)
+                .count(),
             best_quality,
             largest_upper_confidence_bound: largest,
-            empirical_gap: user.empirical_gap,
+            empirical_gap: self.pending_empirical_gap(user).or(user.empirical_gap),
             next_cost,
             next_expected_improvement,
         };
@@ -701,7 +753,11 @@ impl Scheduler {
             candidate,
             self.exploration(user).0,
         ));
+        let hallucinate = self.hallucinate_in_flight;
         let user = &mut self.users[user_index];
+        if hallucinate {
+            user.gp.hallucinate(candidate);
+        }
         let state = &mut user.candidates[candidate];
         state.status = CandidateStatus::InFlight;
         state.upper_confidence_bound_at_pick = bound_at_pick;
@@ -736,14 +792,19 @@ impl Scheduler {
     }
 
     /// Gives a decision back without a result (the run failed or was cancelled): the candidate is
-    /// eligible again.
+    /// eligible again and its hallucinated observation (if any) is dropped. A decision for an
+    /// older data version changes nothing (the new version's GP never saw it).
     pub fn cancel(&mut self, decision: &Decision) -> Result<()> {
         let index = self.user_index(&decision.user_id)?;
         let user = &mut self.users[index];
-        if let Some(&k) = user.candidate_index_by_model.get(&decision.model_id)
-            && user.candidates[k].status == CandidateStatus::InFlight
-        {
-            user.candidates[k].status = CandidateStatus::Eligible;
+        if decision.data_version != user.data_version {
+            return Ok(());
+        }
+        if let Some(&k) = user.candidate_index_by_model.get(&decision.model_id) {
+            user.gp.forget_hallucination(k);
+            if user.candidates[k].status == CandidateStatus::InFlight {
+                user.candidates[k].status = CandidateStatus::Eligible;
+            }
         }
         Ok(())
     }
@@ -801,7 +862,9 @@ impl Scheduler {
                 }
             }
         }
-        user.gp.add_observation(candidate, quality);
+        // The real observation replaces the run's hallucinated one (a no-op without one).
+        user.gp
+            .observe_in_place_of_hallucination(candidate, quality);
         // Algorithm 2, line 6: the empirical confidence bound is the running minimum of the UCBs
         // of the picked arms; the gap is that bound minus the latest observation.
         if let Some(bound) = bound_at_pick.filter(|b| b.is_finite()) {

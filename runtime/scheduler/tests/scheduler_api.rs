@@ -29,6 +29,7 @@ fn scheduler(picker: UserPickerKind, seed: u64) -> Scheduler {
             calibrate_costs: false,
             quality_ceiling: Some(1.0),
             line8_rule: Line8Rule::UcbGap,
+            hallucinate_in_flight: true,
         },
     )
 }
@@ -135,6 +136,7 @@ fn never_picks_a_finished_user_or_a_trained_candidate() {
                     calibrate_costs: false,
                     quality_ceiling: Some(1.0),
                     line8_rule,
+                    hallucinate_in_flight: true,
                 },
             );
             let mut remaining: HashMap<String, HashSet<String>> = HashMap::new();
@@ -339,6 +341,7 @@ fn greedy_scheduler(cost_aware: bool, quality_ceiling: Option<f64>) -> Scheduler
             calibrate_costs: false,
             quality_ceiling,
             line8_rule: Line8Rule::UcbGap,
+            hallucinate_in_flight: true,
         },
     )
 }
