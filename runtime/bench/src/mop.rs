@@ -585,6 +585,19 @@ impl MopOutcome {
         self.seeds.iter().filter(|s| s.model_bound_binds).count()
     }
 
+    /// Per seed, the copy time per partition at which task parallelism (with its copying) takes
+    /// as long as `mop_randomized`: `(MOP's makespan - task parallelism's) / (workers - 1)`
+    /// (negative: MOP is faster even with free copies). `None` with one worker (nothing to copy).
+    pub fn break_even_copy_seconds(&self) -> Option<Vec<f64>> {
+        let lacking = self.config.workers.checked_sub(1).filter(|&n| n > 0)? as f64;
+        Some(
+            self.seeds
+                .iter()
+                .map(|s| (s.makespan[0] - s.makespan[1]) / lacking)
+                .collect(),
+        )
+    }
+
     /// The mean of [`MopOutcome::ratios`].
     pub fn mean_ratio(&self, strategy: Strategy) -> f64 {
         let ratios = self.ratios(strategy);
@@ -621,6 +634,7 @@ impl MopOutcome {
                     "makespan_with_copy": stats(&with_copy),
                     "makespan_over_own_lower_bound": stats(&own),
                     "copy_seconds": copy,
+                    "break_even_copy_seconds_per_partition": self.break_even_copy_seconds().map(|v| stats(&v)),
                     "partition_copies": workers * workers.saturating_sub(1),
                     "assignment": "longest processing time first, to the worker that finishes the model earliest",
                 });
@@ -744,6 +758,12 @@ impl MopOutcome {
             mean(&own),
             mean(&versus)
         ));
+        if let Some(break_even) = self.break_even_copy_seconds() {
+            out.push_str(&format!(
+                "copy time per partition at which task parallelism is as slow as mop_randomized: mean {:.2} s\n",
+                mean(&break_even)
+            ));
+        }
         let model_bound = self.seeds_bound_by_a_model();
         out.push_str(&format!(
             "lower bound set by the busiest model in {model_bound} of {} seeds (else by the busiest worker)\n",
@@ -947,6 +967,17 @@ mod tests {
                 > tp["makespan"]["mean"].as_f64().unwrap() + 5.9
         );
         assert_eq!(tp["partition_copies"], 12);
+        let break_even = outcome.break_even_copy_seconds().unwrap();
+        for (seed, value) in outcome.seeds.iter().zip(break_even) {
+            let copied = seed.makespan[1] + 3.0 * value;
+            assert!((copied - seed.makespan[0]).abs() < 1e-9 * seed.makespan[0]);
+        }
+        assert!(
+            run(&config(3, 1, false, 1), &|| {})
+                .unwrap()
+                .break_even_copy_seconds()
+                .is_none()
+        );
     }
 
     #[test]

@@ -156,7 +156,7 @@ pub fn run(args: &MopBenchArgs) -> anyhow::Result<()> {
     };
     let plot = BarPlot {
         title: format!(
-            "makespan / lower bound: {} models, {} workers, {} epochs, {setting}, {} seeds",
+            "makespan / lower bound: M={}, P={}, E={}, {setting}, {} seeds",
             args.models, args.workers, args.epochs, args.seeds
         ),
         y_label: "makespan / open-shop lower bound".to_owned(),
