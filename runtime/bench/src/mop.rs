@@ -44,12 +44,15 @@
 //! `max(max_m epochs * workers * c_m * min_p s_p, epochs * workers * sum_m c_m / sum_p 1/s_p)`, is
 //! reported next to it.
 
+use std::collections::{BTreeSet, BinaryHeap};
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
-/// The largest `models * workers * epochs` a simulation accepts (each unit is recorded).
-pub const MAX_UNITS: usize = 2_000_000;
+/// The largest `models * workers * epochs` a simulation accepts (each unit is recorded, and the
+/// randomized scheduler scans the idle models at every completion).
+pub const MAX_UNITS: usize = 500_000;
 
 /// The ratio of the makespan to the lower bound the issue targets for `mop_randomized` when there
 /// are at least twice as many models as workers.
@@ -232,36 +235,57 @@ fn makespan_of(runs: &[UnitRun]) -> f64 {
     runs.iter().map(|r| r.end).fold(0.0, f64::max)
 }
 
-/// Algorithm 1 (randomized scheduling) as a discrete-event simulation.
+/// A unit's completion: its end time and worker, the earliest first out of a max-heap.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Completion(f64, usize);
+
+impl Eq for Completion {}
+
+impl Ord for Completion {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.total_cmp(&self.0).then(other.1.cmp(&self.1))
+    }
+}
+
+impl PartialOrd for Completion {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Algorithm 1 (randomized scheduling) as a discrete-event simulation. The idle workers and the
+/// idle models with units left are kept in index order, so each idle worker draws uniformly from
+/// its eligible models listed by index.
 fn mop_randomized(instance: &Instance, seed: u64) -> Schedule {
     let (models, workers, epochs) = (instance.models(), instance.workers(), instance.epochs);
     // A stream of its own, so the choices never reuse the instance's draws.
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(1);
-    let mut running: Vec<Option<(usize, f64)>> = vec![None; workers];
-    let mut model_busy = vec![false; models];
+    let mut running: Vec<Option<usize>> = vec![None; workers];
+    let mut idle_workers: BTreeSet<usize> = (0..workers).collect();
+    let mut idle_models: BTreeSet<usize> = (0..models).collect();
+    let mut completions = BinaryHeap::with_capacity(workers);
     let mut epoch = vec![0usize; models];
     let mut visited = vec![vec![false; workers]; models];
     let mut visited_count = vec![0usize; models];
     let mut runs = Vec::with_capacity(models * workers * epochs);
     let mut eligible = Vec::with_capacity(models);
+    let mut started = Vec::with_capacity(workers);
     let mut now = 0.0;
     loop {
-        for worker in 0..workers {
-            if running[worker].is_some() {
-                continue;
-            }
+        started.clear();
+        for &worker in &idle_workers {
             eligible.clear();
-            eligible.extend(
-                (0..models).filter(|&m| !model_busy[m] && epoch[m] < epochs && !visited[m][worker]),
-            );
+            eligible.extend(idle_models.iter().copied().filter(|&m| !visited[m][worker]));
             if eligible.is_empty() {
                 continue;
             }
             let model = eligible[rng.gen_range(0..eligible.len())];
             let end = now + instance.unit_time(model, worker);
-            model_busy[model] = true;
-            running[worker] = Some((model, end));
+            idle_models.remove(&model);
+            running[worker] = Some(model);
+            completions.push(Completion(end, worker));
+            started.push(worker);
             runs.push(UnitRun {
                 model,
                 epoch: epoch[model],
@@ -271,30 +295,33 @@ fn mop_randomized(instance: &Instance, seed: u64) -> Schedule {
                 end,
             });
         }
-        let Some(next) = running
-            .iter()
-            .flatten()
-            .map(|&(_, end)| end)
-            .reduce(f64::min)
-        else {
-            // Nothing runs and nothing could start: every unit is done (an idle model with units
-            // left always has an idle worker holding one of its unvisited partitions).
+        for worker in &started {
+            idle_workers.remove(worker);
+        }
+        // Nothing runs and nothing could start: every unit is done (an idle model with units
+        // left always has an idle worker holding one of its unvisited partitions).
+        let Some(&Completion(next, _)) = completions.peek() else {
             break;
         };
         now = next;
-        for (worker, slot) in running.iter_mut().enumerate() {
-            if let Some((model, end)) = *slot
-                && end <= now
-            {
-                *slot = None;
-                model_busy[model] = false;
-                visited[model][worker] = true;
-                visited_count[model] += 1;
-                if visited_count[model] == workers {
-                    epoch[model] += 1;
-                    visited_count[model] = 0;
-                    visited[model].iter_mut().for_each(|v| *v = false);
-                }
+        while let Some(&Completion(end, worker)) = completions.peek() {
+            if end > now {
+                break;
+            }
+            completions.pop();
+            let Some(model) = running[worker].take() else {
+                continue;
+            };
+            idle_workers.insert(worker);
+            visited[model][worker] = true;
+            visited_count[model] += 1;
+            if visited_count[model] == workers {
+                epoch[model] += 1;
+                visited_count[model] = 0;
+                visited[model].iter_mut().for_each(|v| *v = false);
+            }
+            if epoch[model] < epochs {
+                idle_models.insert(model);
             }
         }
     }

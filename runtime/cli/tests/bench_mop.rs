@@ -184,6 +184,10 @@ fn bad_arguments_are_clear_errors() {
             "--seeds must be at least 1",
         ),
         (
+            vec!["--simulate", "--models", "100000", "--workers", "1000"],
+            "must be at most",
+        ),
+        (
             vec!["--models", "4", "--workers", "2"],
             "only `easeml bench mop --simulate` exists",
         ),
