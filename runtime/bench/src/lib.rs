@@ -8,10 +8,14 @@
 //! - [`tuner`]: the replay of TrimTuner's evaluation over its published tables (Table II, cost to
 //!   each fraction of the feasible optimum, Eq. 7's curves). `easeml bench tuner` and
 //!   `examples/tuner_replay.rs` drive it.
+//! - [`mop`]: a discrete-event simulation of Cerebro's model hopper parallelism (the randomized
+//!   scheduler of Algorithm 1, a lock-step rotation) against task parallelism on replicated data,
+//!   each makespan over the open-shop lower bound. `easeml bench mop --simulate` drives it.
 //!
 //! The scheduler itself is `easeml-scheduler` and the tuner `easeml-tuner`; this crate only calls
 //! their public APIs.
 
 pub mod dataset;
+pub mod mop;
 pub mod replay;
 pub mod tuner;

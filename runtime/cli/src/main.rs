@@ -2,9 +2,11 @@
 //! (the apps of a local store), `easeml train` (the multi-tenant loop over a local store, in
 //! process or coordinating workers), `easeml worker` / `easeml workers list` (work-unit workers) and
 //! `easeml bench scheduler` (the ease.ml replay benchmark), `easeml bench tuner` (TrimTuner's replay),
-//! `easeml bench quality` (test accuracy on task folders against knn1 and FLAML).
+//! `easeml bench quality` (test accuracy on task folders against knn1 and FLAML), `easeml bench mop
+//! --simulate` (Cerebro's model hopper parallelism against task parallelism, simulated).
 
 mod apps;
+mod bench_mop;
 mod bench_quality;
 mod bench_scheduler;
 mod bench_trainer;
@@ -62,6 +64,11 @@ enum BenchCommand {
     /// (knn1, FLAML) on the same splits, within one budget: writes summary.json, summary.md and
     /// scores.svg / scores.png to --out.
     Quality(bench_quality::QualityBenchArgs),
+    /// Model hopper parallelism (Cerebro's randomized scheduler) against a lock-step rotation and
+    /// task parallelism on replicated data, simulated over seeded instances: prints makespan over
+    /// the open-shop lower bound per strategy, writes summary.json and makespan.svg / makespan.png
+    /// to --out. Only --simulate exists for now.
+    Mop(bench_mop::MopBenchArgs),
 }
 
 /// Runs the command; an error is printed as `error: what: why` (its chain of causes, never a
@@ -86,6 +93,9 @@ fn main() -> std::process::ExitCode {
         Command::Bench {
             bench: BenchCommand::Quality(args),
         } => bench_quality::run(&args),
+        Command::Bench {
+            bench: BenchCommand::Mop(args),
+        } => bench_mop::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
