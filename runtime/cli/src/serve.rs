@@ -1,6 +1,6 @@
 //! `easeml serve`: the HTTP server of `easeml_runtime::server` over a store directory, and the
-//! engine's training loop over every app of that store on a background thread, until Ctrl-C or
-//! SIGTERM. Shutdown is graceful: requests in flight finish, and so does the training run in flight
+//! engine's training loop over every app of that store on a background thread (in process, or
+//! coordinating workers with `--workers`, as `easeml train`), until Ctrl-C or SIGTERM. Shutdown is graceful: requests in flight finish, and so does the training run in flight
 //! (a run killed with the process is re-queued and re-run first at the next start).
 
 use std::net::SocketAddr;
@@ -37,6 +37,13 @@ pub struct ServeArgs {
     /// The longest one training run may take (default: 2m on the CPU, 10m on CUDA).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     max_run: Option<Duration>,
+    /// Training runs at once: 1 (the default) trains in this process; N > 1 starts N local
+    /// `easeml worker` processes and coordinates them; 0 coordinates workers started elsewhere.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    workers: usize,
+    /// The devices of the local workers, in turn, e.g. `cpu` or `cuda:0,cuda:1`.
+    #[arg(long, value_name = "cpu,cuda:0,...", value_delimiter = ',')]
+    devices: Option<Vec<String>>,
     /// The format of the logs on standard error (level: RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -90,29 +97,59 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let engine = if args.no_train {
         None
     } else {
-        let device = choose_device()?;
+        let devices = match &args.devices {
+            Some(list) => crate::worker::parse_devices(list)?,
+            None => vec![choose_device()?],
+        };
+        if args.workers == 1 && devices.len() > 1 {
+            bail!(
+                "--devices names {} devices but --workers is 1: one worker trains on one device (use --workers {})",
+                devices.len(),
+                devices.len()
+            );
+        }
+        let device = devices[0];
         let mut engine_config = EngineConfig::for_device(device);
         if let Some(max_run) = args.max_run {
             engine_config.max_run_seconds = max_run.as_secs_f64();
         }
+        engine_config.coordinate = args.workers != 1;
         let engine = Engine::open(&home, engine_config)
             .with_context(|| format!("opening the store at {} for training", home.display()))?;
-        Some((engine, device))
+        let workers = if args.workers > 1 {
+            Some(crate::worker::LocalWorkers::start(
+                &home,
+                args.workers,
+                &devices,
+                engine.config().lease_ttl,
+            )?)
+        } else {
+            None
+        };
+        Some((engine, device, workers))
     };
     let runtime = server::runtime().context("starting the async runtime")?;
     let server = runtime.block_on(server::Server::bind(config))?;
     let address = server.local_addr()?;
-    let trainer = engine.map(|(engine, device)| {
-        tracing::info!(device = %device_name(device), "training every app of the store");
-        Trainer::start(engine)
+    let trainer = engine.map(|(engine, device, workers)| {
+        if engine.config().coordinate {
+            tracing::info!(
+                workers = args.workers,
+                "coordinating the workers of the store"
+            );
+        } else {
+            tracing::info!(device = %device_name(device), "training every app of the store");
+        }
+        (Trainer::start(engine), workers)
     });
     println!(
         "easeml: serving http://{address} (store {}); Ctrl-C stops",
         home.display()
     );
     let served = runtime.block_on(server.run(server::shutdown_signal()));
-    if let Some(trainer) = trainer {
+    if let Some((trainer, workers)) = trainer {
         trainer.stop();
+        drop(workers);
     }
     served.context("serving")
 }
@@ -130,6 +167,18 @@ impl Trainer {
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
             while !flag.load(Ordering::SeqCst) {
+                if engine.config().coordinate {
+                    // Until nothing is left to train now (or the server stops); a feed makes
+                    // candidates eligible again.
+                    match engine.coordinate_until(None, &flag, &mut log_event) {
+                        Ok(_) => nap(&flag, Duration::from_secs(2)),
+                        Err(error) => {
+                            tracing::error!(%error, "coordinating failed");
+                            nap(&flag, Duration::from_secs(10));
+                        }
+                    }
+                    continue;
+                }
                 match engine.step(None, &mut log_event) {
                     Ok(Some(_)) => {}
                     Ok(None) => nap(&flag, Duration::from_secs(2)),

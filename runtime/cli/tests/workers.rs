@@ -83,10 +83,11 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// A run's state, its unit's attempt and its error.
+type RunSummary = (RunState, Option<u32>, Option<String>);
+
 /// Every run of the store's apps by candidate, with the attempt of its unit.
-fn runs_by_candidate(
-    data: &Path,
-) -> BTreeMap<String, Vec<(RunState, Option<u32>, Option<String>)>> {
+fn runs_by_candidate(data: &Path) -> BTreeMap<String, Vec<RunSummary>> {
     let store = Store::open(data).unwrap();
     let mut runs: BTreeMap<String, Vec<_>> = BTreeMap::new();
     for app in store.apps().unwrap() {
@@ -108,6 +109,27 @@ fn wait_until<T>(what: &str, limit: Duration, mut found: impl FnMut() -> Option<
         }
         assert!(started.elapsed() < limit, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills the processes it was given when dropped, so that a failing test leaves no worker behind.
+struct Reaper(Vec<u32>);
+
+impl Reaper {
+    fn watch(&mut self, child: Child) -> Child {
+        self.0.push(child.id());
+        child
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 }
 
@@ -194,13 +216,74 @@ fn two_local_workers_train_every_candidate_exactly_once() {
 }
 
 #[test]
+fn serve_coordinates_local_workers_and_stops_them_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_sides(&data);
+    let compiled =
+        easeml_compiler::compile(SIDES, "app", &easeml_compiler::Registry::builtin()).unwrap();
+    let candidates = easeml_compiler::codegen::manifest(&compiled)
+        .candidate_ids()
+        .count();
+    let mut reaper = Reaper(Vec::new());
+    let mut server = reaper.watch(
+        easeml(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+            "--max-run",
+            "10s",
+            "--data",
+        ])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.contains("serving http://"), "{line}");
+    wait_until("every candidate trained", Duration::from_secs(180), || {
+        let runs = runs_by_candidate(&data);
+        let finished = runs
+            .values()
+            .flatten()
+            .filter(|(state, _, _)| matches!(state, RunState::Done | RunState::Failed))
+            .count();
+        (finished == candidates).then_some(())
+    });
+    signal(&server, "-TERM");
+    let status = server.wait().unwrap();
+    assert!(status.success(), "{status}");
+    for (candidate, runs) in runs_by_candidate(&data) {
+        assert_eq!(runs.len(), 1, "{candidate}: {runs:?}");
+    }
+    let store = Store::open(&data).unwrap();
+    let workers = store.workers().unwrap();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    assert!(
+        workers
+            .iter()
+            .all(|worker| worker.state == easeml_runtime::store::WorkerState::Stopped),
+        "{workers:?}"
+    );
+}
+
+#[test]
 fn killed_workers_and_coordinators_lose_nothing_and_run_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
     feed_shapes(&data);
     let ttl = "2s";
-    let coordinator = |data: &Path| {
-        easeml(&[
+    let coordinator = |data: &Path, budget: Option<&str>| {
+        let mut command = easeml(&[
             "train",
             "--workers",
             "0",
@@ -208,14 +291,13 @@ fn killed_workers_and_coordinators_lose_nothing_and_run_nothing_twice() {
             ttl,
             "--max-run",
             "3s",
-            "--budget",
-            "25s",
             "--data",
-        ])
-        .arg(data)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
+        ]);
+        command.arg(data);
+        if let Some(budget) = budget {
+            command.args(["--budget", budget]);
+        }
+        command.stdout(Stdio::null()).spawn().unwrap()
     };
     let worker = |data: &Path| {
         easeml(&[
@@ -232,10 +314,12 @@ fn killed_workers_and_coordinators_lose_nothing_and_run_nothing_twice() {
         .spawn()
         .unwrap()
     };
-    let mut first = coordinator(&data);
-    let mut doomed = worker(&data);
+    let mut reaper = Reaper(Vec::new());
+    // The first coordinator runs until it is killed.
+    let mut first = reaper.watch(coordinator(&data, None));
+    let mut doomed = reaper.watch(worker(&data));
     let store = Store::open(&data).unwrap();
-    // The doomed worker holds a unit: SIGKILL it mid-unit.
+    // The doomed worker holds a network's unit (seconds long): SIGKILL it mid-unit.
     let doomed_id = wait_until("the first worker", Duration::from_secs(60), || {
         store
             .workers()
@@ -266,7 +350,7 @@ fn killed_workers_and_coordinators_lose_nothing_and_run_nothing_twice() {
     );
 
     // Another worker takes the unit over once the lease expires.
-    let survivor = worker(&data);
+    let survivor = reaper.watch(worker(&data));
     let taken_over = wait_until("the unit taken over", Duration::from_secs(60), || {
         let record = store.unit(unit.id).unwrap();
         (record.attempt >= 2).then_some(record)
@@ -279,7 +363,7 @@ fn killed_workers_and_coordinators_lose_nothing_and_run_nothing_twice() {
     // The coordinator dies too (SIGKILL); its replacement takes over the open units.
     first.kill().unwrap();
     first.wait().unwrap();
-    let mut replacement = coordinator(&data);
+    let mut replacement = reaper.watch(coordinator(&data, Some("20s")));
     let status = wait_until(
         "the replacement coordinator",
         Duration::from_secs(120),
@@ -323,12 +407,15 @@ fn sigterm_gives_a_busy_workers_unit_back() {
     let app = store.app_by_name("shapes").unwrap().unwrap();
     let spec = r#"{"max_seconds":30.0,"deadline_ms":null,"max_epochs":200,"min_steps":0,"seed":0,"tuning":"grid"}"#;
     let (run, unit) = store.queue_unit(app.id, "resnet50", spec).unwrap();
-    let worker = easeml(&["worker", "--threads", "1", "--store"])
-        .arg(&data)
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut reaper = Reaper(Vec::new());
+    let worker = reaper.watch(
+        easeml(&["worker", "--threads", "1", "--store"])
+            .arg(&data)
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     wait_until("the unit leased", Duration::from_secs(60), || {
         (store.unit(unit).unwrap().state == UnitState::Leased).then_some(())
     });
@@ -390,4 +477,47 @@ fn bad_worker_and_device_arguments_are_clear_errors() {
     assert!(!missing.exists());
     // Nothing was trained or registered by the refused commands.
     assert!(Store::open(&data).unwrap().workers().unwrap().is_empty());
+}
+
+/// Runs finished per minute with one in-process worker (libtorch's threads: one per core) against
+/// one worker process per core (1 thread each), on the same app, one after the other. Ignored: run
+/// it with `cargo test -p easeml-cli --test workers -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn measure_runs_per_minute_by_worker_count() {
+    let minutes = 1.0;
+    let dir = tempfile::tempdir().unwrap();
+    for (workers, label) in [
+        ("1", "--workers 1 (in process)"),
+        ("2", "--workers 2 (processes)"),
+    ] {
+        let data = dir.path().join(format!("home-{workers}"));
+        feed_shapes(&data);
+        let started = Instant::now();
+        let output = easeml(&[
+            "train",
+            "--workers",
+            workers,
+            "--max-run",
+            "5s",
+            "--budget",
+            "60s",
+            "--data",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+        let seconds = started.elapsed().as_secs_f64();
+        let runs = runs_by_candidate(&data);
+        let finished = runs
+            .values()
+            .flatten()
+            .filter(|(state, _, _)| matches!(state, RunState::Done | RunState::Failed))
+            .count();
+        println!(
+            "{label}: {finished} runs in {seconds:.1} s = {:.1} runs per minute (budget {minutes} min)",
+            finished as f64 / seconds * 60.0
+        );
+    }
 }

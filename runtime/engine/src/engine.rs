@@ -26,6 +26,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use easeml_object::codec;
@@ -724,6 +725,18 @@ impl Engine {
         budget: Option<Duration>,
         events: &mut dyn FnMut(Event),
     ) -> Result<TrainSummary> {
+        self.coordinate_until(budget, &AtomicBool::new(false), events)
+    }
+
+    /// [`Engine::coordinate`] that also ends, as at its deadline, once `stop` is set (a server
+    /// shutting down): nothing new starts, units no worker took are cancelled, leased ones are
+    /// waited for.
+    pub fn coordinate_until(
+        &mut self,
+        budget: Option<Duration>,
+        stop: &AtomicBool,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<TrainSummary> {
         let deadline = budget.map(|budget| Instant::now() + budget);
         let mut summary = TrainSummary::default();
         let mut live_before = usize::MAX;
@@ -773,9 +786,10 @@ impl Engine {
                     });
                 }
             }
-            let ending = deadline.is_some_and(|deadline| {
-                deadline.saturating_duration_since(Instant::now()) < Duration::from_secs(1)
-            });
+            let ending = stop.load(Ordering::SeqCst)
+                || deadline.is_some_and(|deadline| {
+                    deadline.saturating_duration_since(Instant::now()) < Duration::from_secs(1)
+                });
             if ending {
                 // Nothing new starts: units no worker took are cancelled, leased ones waited for.
                 let queued: Vec<UnitId> = self.in_flight.keys().copied().collect();

@@ -786,6 +786,9 @@ impl Scheduler {
                 candidate: decision.model_id.clone(),
             })?;
         if user.candidates[k].status == CandidateStatus::Eligible {
+            if self.hallucinate_in_flight {
+                user.gp.hallucinate(k);
+            }
             user.candidates[k].status = CandidateStatus::InFlight;
         }
         Ok(())
