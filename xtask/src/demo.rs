@@ -2,7 +2,8 @@
 //!
 //! Four example apps of three kinds (tabular, images, sequences) are compiled by `easemlc`, their
 //! generated crates built, and fed real data from files on disk through their own `<app>-feed`
-//! binaries; then ONE scheduler (`easeml train --budget`) trains candidates across all of them, each
+//! binaries; then ONE scheduler (`easeml train --budget --workers N`, one worker per core by
+//! default) trains candidates across all of them, each
 //! app's `<app>-infer` answers its held-out examples (and prints the held-out accuracy), each status
 //! report is printed, and `target/demo/quality.svg` plots every app's best quality over time
 //! (`held_out.tsv` keeps the held-out scores; `--tuner trimtuner` writes to `target/demo-trimtuner`). The
@@ -31,13 +32,32 @@ const DEMO_DATA: &str = include_str!("demo_data.py");
 /// The wheel whose bundled data files hold the Japanese Vowels data (only the wheel is downloaded).
 const SKTIME_WHEEL: &str = "sktime-1.2.0-py3-none-any.whl";
 
+/// The most local workers the demo starts by default (four small apps feed no more).
+const MAX_DEFAULT_WORKERS: usize = 4;
+
 /// Runs the demo with `budget` (e.g. `3m`) for the multi-tenant training, networks tuned by
-/// `tuner` (`grid` or `trimtuner`). The store and outputs of a `trimtuner` run go to
+/// `tuner` (`grid` or `trimtuner`), `workers` runs at once (default: one per core, at most
+/// [`MAX_DEFAULT_WORKERS`]). The store and outputs of a `trimtuner` run go to
 /// `target/demo-trimtuner`, so the two can be compared side by side.
-pub fn run(root: &Path, budget: &str, tuner: &str) -> Result<()> {
+pub fn run(root: &Path, budget: &str, tuner: &str, workers: Option<usize>) -> Result<()> {
     if !["grid", "trimtuner"].contains(&tuner) {
         anyhow::bail!("unknown tuner `{tuner}` (known: grid, trimtuner)");
     }
+    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    let (workers, why) = match workers {
+        Some(0) => anyhow::bail!(
+            "--workers 0 would wait for workers started elsewhere; the demo needs at least 1"
+        ),
+        Some(count) => (count, "as asked".to_owned()),
+        None => {
+            let count = cores.min(MAX_DEFAULT_WORKERS);
+            (
+                count,
+                format!("one per core of {cores}, at most {MAX_DEFAULT_WORKERS}"),
+            )
+        }
+    };
+    eprintln!("==> the demo trains with {workers} worker(s) ({why})");
     let started = Instant::now();
     let torch = setup()?;
     let python = torch.python();
@@ -111,6 +131,8 @@ pub fn run(root: &Path, budget: &str, tuner: &str) -> Result<()> {
             "45s",
             "--tuner",
             tuner,
+            "--workers",
+            &workers.to_string(),
             "--plot",
         ])
         .arg(&demo_dir)
@@ -118,7 +140,7 @@ pub fn run(root: &Path, budget: &str, tuner: &str) -> Result<()> {
         .arg(&home);
     run_step(
         &format!(
-            "easeml train --budget {budget} --tuner {tuner} (one scheduler over the {} apps)",
+            "easeml train --budget {budget} --tuner {tuner} --workers {workers} (one scheduler over the {} apps)",
             DEMO_APPS.len()
         ),
         train,

@@ -9,7 +9,7 @@
 //! - `cargo xtask test`: everything CI checks (tidy, fmt, clippy, docs, the whole test suite), with
 //!   the time each step took; runs `setup` first.
 //! - `cargo xtask tidy`: the architecture's machine-checkable rules (`tidy.rs`).
-//! - `cargo xtask demo [--budget 4m] [--tuner grid|trimtuner]`: the main job end to end on the embedded default: four apps
+//! - `cargo xtask demo [--budget 4m] [--tuner grid|trimtuner] [--workers N]`: the main job end to end on the embedded default: four apps
 //!   (tabular, images, sequences) compiled, built, fed real data, trained together by one scheduler,
 //!   asked about held-out data, and plotted (`demo.rs`).
 //! - `cargo xtask fuzz [--seconds N]`: the cargo-fuzz target over parse + check + explain.
@@ -62,6 +62,10 @@ enum Task {
         /// How networks choose their settings: `grid` or `trimtuner` (`easeml train --tuner`).
         #[arg(long, default_value = "grid")]
         tuner: String,
+        /// Training runs at once (`easeml train --workers`; default: one worker per core, at most
+        /// 4; 1 trains in one process).
+        #[arg(long)]
+        workers: Option<usize>,
     },
     /// Fuzz parse + check + explain with cargo-fuzz (installs cargo-fuzz when missing).
     Fuzz {
@@ -92,7 +96,11 @@ fn main() -> Result<()> {
         }
         Task::Test => test(),
         Task::Tidy => tidy::run(&root),
-        Task::Demo { budget, tuner } => demo::run(&root, &budget, &tuner),
+        Task::Demo {
+            budget,
+            tuner,
+            workers,
+        } => demo::run(&root, &budget, &tuner, workers),
         Task::Fuzz { seconds } => fuzz(seconds),
         Task::Bench => run_step(
             "criterion benchmarks",

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use easeml_runtime::app_cli::parse_duration;
-use easeml_runtime::engine::{Engine, EngineConfig, Event, choose_device, device_name};
+use easeml_runtime::engine::{Engine, EngineConfig, Event, device_name};
 use easeml_runtime::server;
 
 /// `easeml serve` options.
@@ -97,17 +97,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let engine = if args.no_train {
         None
     } else {
-        let devices = match &args.devices {
-            Some(list) => crate::worker::parse_devices(list)?,
-            None => vec![choose_device()?],
-        };
-        if args.workers == 1 && devices.len() > 1 {
-            bail!(
-                "--devices names {} devices but --workers is 1: one worker trains on one device (use --workers {})",
-                devices.len(),
-                devices.len()
-            );
-        }
+        let devices = crate::worker::worker_devices(args.workers, args.devices.as_deref())?;
         let device = devices[0];
         let mut engine_config = EngineConfig::for_device(device);
         if let Some(max_run) = args.max_run {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use easeml_app_engine::train_with_progress;
 use easeml_runtime::app_cli::parse_duration;
-use easeml_runtime::engine::{Engine, EngineConfig, choose_device};
+use easeml_runtime::engine::{Engine, EngineConfig};
 use easeml_trainer::Tuning;
 
 use crate::plot::QualityCurve;
@@ -56,17 +56,7 @@ fn parse_tuning(name: &str) -> Result<Tuning, String> {
 /// Trains the store's apps and prints each app's best model at the end.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     let home = crate::serve::existing_store(crate::serve::data_dir(args.data.as_ref())?)?;
-    let devices = match &args.devices {
-        Some(list) => crate::worker::parse_devices(list)?,
-        None => vec![choose_device()?],
-    };
-    if args.workers == 1 && devices.len() > 1 {
-        anyhow::bail!(
-            "--devices names {} devices but --workers is 1: one worker trains on one device (use --workers {})",
-            devices.len(),
-            devices.len()
-        );
-    }
+    let devices = crate::worker::worker_devices(args.workers, args.devices.as_deref())?;
     let mut config = EngineConfig::for_device(devices[0]);
     if let Some(max_run) = args.max_run {
         config.max_run_seconds = max_run.as_secs_f64();

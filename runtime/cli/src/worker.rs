@@ -1,5 +1,6 @@
 //! `easeml worker` (one worker process over a store), `easeml workers list` (the workers a store
-//! knows), and the local workers `easeml train --workers N` starts ([`LocalWorkers`]).
+//! knows), `easeml workers submit --slurm` (workers as a Slurm job array: [`sbatch_script`]), and
+//! the local workers `easeml train --workers N` starts ([`LocalWorkers`]).
 //!
 //! A worker stops on Ctrl-C or SIGTERM: idle, at once; busy, it first gives its lease back (the
 //! unit is queued again for another worker, without counting a loss) and exits, which is what a
@@ -59,6 +60,10 @@ pub struct WorkersArgs {
 
 #[derive(Debug, Subcommand)]
 enum WorkersCommand {
+    /// Start workers on a Slurm cluster: an sbatch job array, one `easeml worker` per task
+    /// (`--requeue`; TERM ahead of the time limit, on which a worker gives its unit back; the
+    /// job's `CUDA_VISIBLE_DEVICES` honoured).
+    Submit(SubmitArgs),
     /// The workers the store knows: host, pid, device, threads, state, unit, last heartbeat.
     List {
         /// The store's folder (default: $EASEML_HOME, else the platform data dir).
@@ -68,6 +73,173 @@ enum WorkersCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Arguments of `easeml workers submit`.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// Submit to Slurm (`sbatch`); the only batch system for now, so it must be given.
+    #[arg(long)]
+    slurm: bool,
+    /// Workers to start (the job array's size).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    count: u32,
+    /// Generic resources per worker, e.g. `gpu:1` (then each worker trains on its GPU).
+    #[arg(long, value_name = "GRES")]
+    gres: Option<String>,
+    /// The Slurm partition.
+    #[arg(long, value_name = "P")]
+    partition: Option<String>,
+    /// Each worker's time limit in Slurm's format, e.g. `30`, `4:00:00`, `1-12:00:00`.
+    #[arg(long, value_name = "T")]
+    time: Option<String>,
+    /// How long before the time limit Slurm sends TERM (the worker then gives its unit back).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2m")]
+    term_ahead: Duration,
+    /// The lease time to live of the workers.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
+    lease_ttl: Duration,
+    /// Intra-op threads per worker (default: the CPUs Slurm gives the task).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
+    /// Print the sbatch script instead of submitting it.
+    #[arg(long)]
+    dry_run: bool,
+    /// The store's folder, on a file system every node sees.
+    #[arg(long, alias = "data", value_name = "DIR")]
+    store: Option<PathBuf>,
+}
+
+/// Checks a value that goes into an `#SBATCH` line: letters, digits and `:_-.,+` only.
+fn sbatch_value(flag: &str, value: &str, allowed: &str) -> Result<String> {
+    let ok = !value.is_empty()
+        && value.len() <= 200
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || allowed.contains(c));
+    if !ok {
+        bail!(
+            "{flag} `{}`: only letters, digits and `{allowed}` are allowed here",
+            value.escape_debug()
+        );
+    }
+    Ok(value.to_owned())
+}
+
+/// A word quoted for a POSIX shell.
+fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// The sbatch script of `easeml workers submit --slurm`.
+pub fn sbatch_script(
+    args: &SubmitArgs,
+    easeml: &std::path::Path,
+    home: &std::path::Path,
+) -> Result<String> {
+    let mut lines = vec![
+        "#!/bin/bash".to_owned(),
+        "#SBATCH --job-name=easeml-worker".to_owned(),
+        format!("#SBATCH --array=0-{}", args.count - 1),
+        "#SBATCH --requeue".to_owned(),
+        format!(
+            "#SBATCH --signal=B:TERM@{}",
+            args.term_ahead.as_secs().max(1)
+        ),
+        format!(
+            "#SBATCH --output={}",
+            home.join("slurm").join("worker-%A_%a.log").display()
+        ),
+    ];
+    if let Some(time) = &args.time {
+        lines.push(format!(
+            "#SBATCH --time={}",
+            sbatch_value("--time", time, "-:")?
+        ));
+    }
+    if let Some(partition) = &args.partition {
+        lines.push(format!(
+            "#SBATCH --partition={}",
+            sbatch_value("--partition", partition, "_-.,")?
+        ));
+    }
+    if let Some(gres) = &args.gres {
+        lines.push(format!(
+            "#SBATCH --gres={}",
+            sbatch_value("--gres", gres, ":_-.,+")?
+        ));
+    }
+    let device = if args
+        .gres
+        .as_deref()
+        .is_some_and(|gres| gres.starts_with("gpu"))
+    {
+        // Slurm sets CUDA_VISIBLE_DEVICES to the task's GPUs: the first one it sees is cuda:0.
+        "cuda:0"
+    } else {
+        "cpu"
+    };
+    let threads = match args.threads {
+        Some(threads) => threads.to_string(),
+        None => "${SLURM_CPUS_PER_TASK:-1}".to_owned(),
+    };
+    lines.push("set -euo pipefail".to_owned());
+    lines.push(
+        "# TERM reaches the worker itself (exec): it gives its unit back and exits; Slurm requeues the task."
+            .to_owned(),
+    );
+    lines.push(format!(
+        "exec {} worker --store {} --device {device} --threads \"{threads}\" --lease-ttl {}ms",
+        shell_quote(&easeml.display().to_string()),
+        shell_quote(&home.display().to_string()),
+        args.lease_ttl.as_millis()
+    ));
+    Ok(lines.join("\n") + "\n")
+}
+
+/// `easeml workers submit`.
+fn submit(args: &SubmitArgs) -> Result<()> {
+    if !args.slurm {
+        bail!("say where the workers run: --slurm (the only batch system supported for now)");
+    }
+    let home = crate::serve::existing_store(crate::serve::data_dir(args.store.as_ref())?)?;
+    let home = std::fs::canonicalize(&home)
+        .with_context(|| format!("resolving the store path {}", home.display()))?;
+    let easeml = std::env::current_exe().context("finding the easeml binary")?;
+    let script = sbatch_script(args, &easeml, &home)?;
+    if args.dry_run {
+        print!("{script}");
+        return Ok(());
+    }
+    let folder = home.join("slurm");
+    std::fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
+    let path = folder.join(format!("workers-{}.sbatch", now_ms()));
+    std::fs::write(&path, &script).with_context(|| format!("writing {}", path.display()))?;
+    let output = Command::new("sbatch")
+        .arg("--parsable")
+        .arg(&path)
+        .output()
+        .map_err(|error| {
+            anyhow::anyhow!(
+                "cannot run sbatch ({error}): is this a Slurm login node? `--dry-run` prints the script ({})",
+                path.display()
+            )
+        })?;
+    if !output.status.success() {
+        bail!(
+            "sbatch refused {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let job = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    println!(
+        "submitted Slurm job {job}: {} worker(s) over {} (script {}; `easeml workers list` shows them as they start)",
+        args.count,
+        home.display(),
+        path.display()
+    );
+    Ok(())
 }
 
 /// `cpu`, `cuda` or `cuda:N` that exists here.
@@ -184,9 +356,12 @@ fn watch_signals(
     Ok(())
 }
 
-/// Lists the store's workers.
+/// `easeml workers list` and `easeml workers submit`.
 pub fn run_workers(args: &WorkersArgs) -> Result<()> {
-    let WorkersCommand::List { store, json } = &args.command;
+    let (store, json) = match &args.command {
+        WorkersCommand::Submit(submit_args) => return submit(submit_args),
+        WorkersCommand::List { store, json } => (store, json),
+    };
     let home = crate::serve::existing_store(crate::serve::data_dir(store.as_ref())?)?;
     let store = Store::open(&home)?;
     let workers = store.workers()?;
@@ -207,6 +382,7 @@ pub fn run_workers(args: &WorkersArgs) -> Result<()> {
                     "started_ms": worker.started_ms,
                     "heartbeat_ms": worker.heartbeat_ms,
                     "live": worker.is_live(now, silence),
+                    "slurm_job": worker.slurm_job,
                 })
             })
             .collect();
@@ -218,7 +394,7 @@ pub fn run_workers(args: &WorkersArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:<40} {:<16} {:>7} {:<7} {:>7} {:<8} {:>6} {:>14}",
+        "{:<40} {:<16} {:>7} {:<7} {:>7} {:<8} {:>6} {:>14}  slurm job",
         "worker", "host", "pid", "device", "threads", "state", "unit", "last heartbeat"
     );
     for worker in &workers {
@@ -230,7 +406,7 @@ pub fn run_workers(args: &WorkersArgs) -> Result<()> {
             "silent"
         };
         println!(
-            "{:<40} {:<16} {:>7} {:<7} {:>7} {:<8} {:>6} {:>14}",
+            "{:<40} {:<16} {:>7} {:<7} {:>7} {:<8} {:>6} {:>14}  {}",
             worker.id,
             worker.host,
             worker.pid,
@@ -244,19 +420,25 @@ pub fn run_workers(args: &WorkersArgs) -> Result<()> {
                 "{} ago",
                 format_seconds(((now - worker.heartbeat_ms).max(0)) as f64 / 1000.0)
             ),
+            worker.slurm_job.as_deref().unwrap_or("-"),
         );
     }
     Ok(())
 }
 
-/// The devices of `--devices`, checked: each one exists here.
-pub fn parse_devices(list: &[String]) -> Result<Vec<Device>> {
+/// The devices of `--devices` for `--workers` workers, checked: each one exists here, and one
+/// worker (in process) takes one device. Without `--devices`: the one `choose_device` picks.
+pub fn worker_devices(workers: usize, list: Option<&[String]>) -> Result<Vec<Device>> {
+    let Some(list) = list else {
+        return Ok(vec![choose_device()?]);
+    };
     if list.is_empty() {
         bail!(
             "--devices is empty: name at least one device, e.g. --devices cpu or --devices cuda:0,cuda:1"
         );
     }
-    list.iter()
+    let devices = list
+        .iter()
         .map(|name| {
             parse_device(name).map_err(|error| {
                 anyhow::anyhow!(
@@ -264,7 +446,15 @@ pub fn parse_devices(list: &[String]) -> Result<Vec<Device>> {
                 )
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    if workers == 1 && devices.len() > 1 {
+        bail!(
+            "--devices names {} devices but --workers is 1: one worker trains on one device (use --workers {})",
+            devices.len(),
+            devices.len()
+        );
+    }
+    Ok(devices)
 }
 
 /// Worker processes started by a coordinator: `easeml worker --supervised` children of this

@@ -521,3 +521,132 @@ fn measure_runs_per_minute_by_worker_count() {
         );
     }
 }
+
+#[test]
+fn workers_submit_writes_a_slurm_job_array_and_workers_record_their_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_sides(&data);
+    let home = std::fs::canonicalize(&data).unwrap();
+    let output = easeml(&[
+        "workers",
+        "submit",
+        "--slurm",
+        "--count",
+        "3",
+        "--gres",
+        "gpu:1",
+        "--partition",
+        "gpu-short",
+        "--time",
+        "1-02:00:00",
+        "--lease-ttl",
+        "20s",
+        "--dry-run",
+        "--store",
+    ])
+    .arg(&data)
+    .output()
+    .unwrap();
+    let script = text(&output);
+    assert!(output.status.success(), "{script}");
+    for line in [
+        "#!/bin/bash",
+        "#SBATCH --array=0-2",
+        "#SBATCH --requeue",
+        "#SBATCH --signal=B:TERM@120",
+        "#SBATCH --time=1-02:00:00",
+        "#SBATCH --partition=gpu-short",
+        "#SBATCH --gres=gpu:1",
+    ] {
+        assert!(
+            script.lines().any(|l| l == line),
+            "{line} missing:\n{script}"
+        );
+    }
+    let exec = script.lines().find(|l| l.starts_with("exec ")).unwrap();
+    assert!(
+        exec.contains(&format!("worker --store '{}'", home.display())),
+        "{exec}"
+    );
+    assert!(exec.contains("--device cuda:0"), "{exec}");
+    assert!(exec.contains("--lease-ttl 20000ms"), "{exec}");
+    assert!(exec.contains("${SLURM_CPUS_PER_TASK:-1}"), "{exec}");
+    // The script is valid shell.
+    let checked = Command::new("bash")
+        .arg("-n")
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut bash| {
+            use std::io::Write;
+            bash.stdin.take().unwrap().write_all(script.as_bytes())?;
+            bash.wait()
+        })
+        .unwrap();
+    assert!(checked.success());
+
+    // Bad values never reach an #SBATCH line; --slurm is required.
+    let cases: &[(&[&str], &str)] = &[
+        (&["--count", "2", "--dry-run"], "--slurm"),
+        (&["--slurm", "--count", "0", "--dry-run"], "--count"),
+        (
+            &[
+                "--slurm",
+                "--count",
+                "2",
+                "--partition",
+                "a\n#SBATCH --x",
+                "--dry-run",
+            ],
+            "--partition",
+        ),
+        (
+            &["--slurm", "--count", "2", "--time", "4 hours", "--dry-run"],
+            "--time",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = easeml(&["workers", "submit"])
+            .args(*args)
+            .arg("--store")
+            .arg(&data)
+            .output()
+            .unwrap();
+        let message = text(&output);
+        assert!(!output.status.success(), "{args:?}: {message}");
+        assert!(message.contains(expected), "{args:?}: {message}");
+    }
+
+    // Without Slurm here, submitting says so (the script is kept for a look).
+    let has_sbatch = Command::new("sbatch").arg("--version").output().is_ok();
+    if !has_sbatch {
+        let output = easeml(&["workers", "submit", "--slurm", "--count", "1", "--store"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        let message = text(&output);
+        assert!(message.contains("cannot run sbatch"), "{message}");
+        assert!(message.contains("--dry-run"), "{message}");
+    }
+
+    // A worker started by Slurm records its job; `workers list` shows it.
+    let worker = easeml(&["worker", "--idle-exit", "200ms", "--quiet", "--store"])
+        .arg(&data)
+        .env("SLURM_ARRAY_JOB_ID", "77")
+        .env("SLURM_ARRAY_TASK_ID", "3")
+        .output()
+        .unwrap();
+    assert!(worker.status.success(), "{}", text(&worker));
+    let listed = easeml(&["workers", "list", "--store"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(text(&listed).contains("77_3"), "{}", text(&listed));
+    let json = easeml(&["workers", "list", "--json", "--store"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(rows[0]["slurm_job"], "77_3", "{rows}");
+    assert_eq!(rows[0]["state"], "stopped", "{rows}");
+}

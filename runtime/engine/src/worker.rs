@@ -97,6 +97,20 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "localhost".to_owned())
 }
 
+/// The Slurm job of this process from Slurm's environment: `<array job>_<task>` for a task of a job
+/// array, else `<job>`; `None` outside Slurm.
+pub fn slurm_job() -> Option<String> {
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+    };
+    match (var("SLURM_ARRAY_JOB_ID"), var("SLURM_ARRAY_TASK_ID")) {
+        (Some(job), Some(task)) => Some(format!("{job}_{task}")),
+        _ => var("SLURM_JOB_ID"),
+    }
+}
+
 /// One registered worker over a store: the in-process worker of the engine and
 /// [`run_worker`] are both this.
 #[derive(Debug)]
@@ -122,6 +136,7 @@ impl Worker {
             pid,
             device: device_name(config.device),
             threads: u32::try_from(threads).unwrap_or(u32::MAX),
+            slurm_job: slurm_job(),
         })?;
         Ok(Worker {
             home: store.home().to_owned(),

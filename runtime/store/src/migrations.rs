@@ -128,7 +128,8 @@ CREATE TABLE workers (
     started_ms     INTEGER NOT NULL,
     heartbeat_ms   INTEGER NOT NULL,
     unit           INTEGER,                    -- the unit it holds, if any
-    state          TEXT NOT NULL CHECK (state IN ('idle', 'busy', 'stopped'))
+    state          TEXT NOT NULL CHECK (state IN ('idle', 'busy', 'stopped')),
+    slurm_job      TEXT                        -- `<job>` or `<array job>_<task>` under Slurm, else NULL
 );
 "#,
     },

@@ -157,6 +157,8 @@ pub struct NewWorker {
     pub device: String,
     /// Its intra-op threads.
     pub threads: u32,
+    /// Its Slurm job (`<job>` or `<array job>_<task>`), when Slurm started it.
+    pub slurm_job: Option<String>,
 }
 
 /// A worker's state.
@@ -210,6 +212,8 @@ pub struct WorkerRecord {
     pub unit: Option<UnitId>,
     /// Its state.
     pub state: WorkerState,
+    /// Its Slurm job, when Slurm started it.
+    pub slurm_job: Option<String>,
 }
 
 impl WorkerRecord {
@@ -249,7 +253,7 @@ fn unit_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<UnitRecord> {
 }
 
 const WORKER_COLUMNS: &str =
-    "id, host, pid, device, threads, started_ms, heartbeat_ms, unit, state";
+    "id, host, pid, device, threads, started_ms, heartbeat_ms, unit, state, slurm_job";
 
 fn worker_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<WorkerRecord> {
     Ok(WorkerRecord {
@@ -262,6 +266,7 @@ fn worker_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<WorkerRecord> {
         heartbeat_ms: row.get(6)?,
         unit: row.get::<_, Option<i64>>(7)?.map(UnitId),
         state: WorkerState::parse(&row.get::<_, String>(8)?),
+        slurm_job: row.get(9)?,
     })
 }
 
@@ -674,8 +679,16 @@ impl Store {
         let now = now_ms();
         self.connection
             .execute(
-                "INSERT INTO workers (id, host, pid, device, threads, started_ms, heartbeat_ms, unit, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, NULL, 'idle')",
-                params![worker.id, worker.host, worker.pid, worker.device, worker.threads, now],
+                "INSERT INTO workers (id, host, pid, device, threads, started_ms, heartbeat_ms, unit, state, slurm_job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, NULL, 'idle', ?7)",
+                params![
+                    worker.id,
+                    worker.host,
+                    worker.pid,
+                    worker.device,
+                    worker.threads,
+                    now,
+                    worker.slurm_job
+                ],
             )
             .map_err(sqlite(format!("registering worker `{}`", worker.id)))?;
         Ok(())

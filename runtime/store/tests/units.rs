@@ -249,6 +249,7 @@ fn workers_register_heartbeat_and_are_listed() {
             pid: 42,
             device: "cuda:0".into(),
             threads: 4,
+            slurm_job: Some("77_3".into()),
         })
         .unwrap();
     let app = app(&mut store);
@@ -262,6 +263,7 @@ fn workers_register_heartbeat_and_are_listed() {
     assert_eq!(worker.state, WorkerState::Busy);
     assert_eq!(worker.unit, Some(unit));
     assert_eq!(worker.device, "cuda:0");
+    assert_eq!(worker.slurm_job.as_deref(), Some("77_3"));
     assert!(worker.is_live(worker.heartbeat_ms + 1000, 5000));
     assert!(!worker.is_live(worker.heartbeat_ms + 6000, 5000));
     store
