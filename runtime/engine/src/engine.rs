@@ -560,29 +560,27 @@ impl Engine {
     }
 
     /// Gives each queued run that has no work unit (one queued by a store client, or before units
-    /// existed) its unit, so that a worker runs it; a queued run of an app the engine does not
-    /// train now is failed (its data is gone, or the app is left out).
+    /// existed) its unit, so that a worker runs it. A queued run of data that changed since is
+    /// failed (its data is gone); one of an app left out for now waits.
     fn give_queued_runs_units(&mut self) -> Result<()> {
-        let mut specs = Vec::new();
-        for state in self.apps.values() {
-            for run in self.store.runs(state.id)? {
-                if run.state != RunState::Queued || self.store.unit_of_run(run.id)?.is_some() {
-                    continue;
-                }
-                if run.data_version != state.data_version
-                    || !state.model.candidates.contains(&run.candidate)
-                {
-                    self.store.fail_run(
-                        run.id,
-                        "interrupted, and the app's data changed before it could be re-run",
-                        None,
-                    )?;
-                    continue;
-                }
-                specs.push((run.id, self.unit_spec(state, None).to_json()));
+        for run in self.store.queued_runs_without_unit()? {
+            let record = self.store.run(run)?;
+            let state = self.apps.values().find(|state| state.id == record.app);
+            let Some(state) = state else {
+                // An app left out (too few examples, a broken manifest): its run waits.
+                continue;
+            };
+            if record.data_version != state.data_version
+                || !state.model.candidates.contains(&record.candidate)
+            {
+                self.store.fail_run(
+                    run,
+                    "interrupted, and the app's data changed before it could be re-run",
+                    None,
+                )?;
+                continue;
             }
-        }
-        for (run, spec) in specs {
+            let spec = self.unit_spec(state, None).to_json();
             self.store.queue_unit_for_run(run, &spec)?;
         }
         Ok(())

@@ -332,6 +332,21 @@ impl Store {
         Ok((inserted == 1).then(|| UnitId(self.connection.last_insert_rowid())))
     }
 
+    /// The queued runs that have no unit (queued by a store client, or before units existed), by id.
+    pub fn queued_runs_without_unit(&self) -> Result<Vec<RunId>> {
+        let context = "listing queued runs without a unit";
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT id FROM runs WHERE state = 'queued' AND NOT EXISTS (SELECT 1 FROM units WHERE units.run = runs.id) ORDER BY id",
+            )
+            .map_err(sqlite(context))?;
+        statement
+            .query_map([], |row| Ok(RunId(row.get(0)?)))
+            .and_then(Iterator::collect)
+            .map_err(sqlite(context))
+    }
+
     /// Leases the oldest unit that is queued or whose lease expired, to `owner` for `ttl`; `None`
     /// when there is none. A unit whose leases expired [`MAX_LOSSES`] times is not leased again:
     /// its run is failed (and the next unit looked at).
