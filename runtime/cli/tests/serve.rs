@@ -12,9 +12,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use easeml_runtime::{AppSpec, CheckedOutput, Client, Connection, PageRequest};
+use easeml_runtime::{CheckedOutput, Client, Connection, PageRequest};
 use reqwest::blocking::Client as Http;
 use serde_json::Value;
+
+mod common;
 
 const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
 const SOURCE: &str = "app crashy\nInput = [3]\nOutput = [1]";
@@ -25,11 +27,6 @@ fn manifest_of(source: &str) -> String {
     let compiled =
         easeml_compiler::compile(source, "app", &easeml_compiler::Registry::builtin()).unwrap();
     easeml_compiler::codegen::manifest(&compiled).to_json()
-}
-
-/// The app of a program, described by its manifest.
-fn spec_of(source: &str) -> AppSpec {
-    AppSpec::from_manifest_json(&manifest_of(source)).unwrap()
 }
 
 fn easeml(args: &[&str], data: &Path) -> Output {
@@ -279,7 +276,7 @@ fn a_server_killed_during_feeds_keeps_every_acknowledged_batch_and_no_half_batch
         .unwrap();
     assert_eq!(response.status(), 200);
 
-    let client = Client::open(&Connection::embedded(&data), spec_of(SOURCE)).unwrap();
+    let client = Client::open(&Connection::embedded(&data), common::spec_of(SOURCE)).unwrap();
     assert_eq!(client.store().unwrap().integrity_check().unwrap(), Ok(()));
     let mut batches: HashMap<(u32, u32), Vec<i64>> = HashMap::new();
     let mut request = PageRequest {
@@ -445,9 +442,6 @@ fn measure_server_memory() {
     child.wait().unwrap();
 }
 
-/// An image app whose runs take a few seconds on the CPU.
-const IMAGES: &str = "app shapes\nInput = [12, 12, 3]\nOutput = [2]\nlabels = [dark, bright]";
-
 fn running_run(data: &Path) -> Option<i64> {
     let store = easeml_runtime::store::Store::open(data).ok()?;
     let app = store.app_by_name("shapes").ok()??;
@@ -463,32 +457,7 @@ fn running_run(data: &Path) -> Option<i64> {
 fn a_server_killed_during_a_training_run_reruns_it_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
-    let spec = spec_of(IMAGES);
-    let mut client = Client::open(&Connection::embedded(&data), spec).unwrap();
-    let pixel = |i: usize, j: usize| {
-        if i.is_multiple_of(2) {
-            0.8
-        } else {
-            (j % 5) as f32 / 20.0
-        }
-    };
-    let lines: String = (0..120)
-        .map(|i| {
-            let image: Vec<Vec<Vec<f32>>> = (0..12)
-                .map(|r| (0..12).map(|c| vec![pixel(i, r * 12 + c); 3]).collect())
-                .collect();
-            let label = if i.is_multiple_of(2) {
-                "bright"
-            } else {
-                "dark"
-            };
-            format!("{} {label}\n", serde_json::to_string(&image).unwrap())
-        })
-        .collect();
-    client
-        .feed_lines(std::io::Cursor::new(lines), &Default::default())
-        .unwrap();
-    drop(client);
+    common::feed_shapes(&data);
 
     let start = |data: &Path| {
         let mut child = Command::new(EASEML)

@@ -10,28 +10,17 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use easeml_runtime::RunState;
 use easeml_runtime::store::{Store, UnitState};
-use easeml_runtime::{AppSpec, Client, Connection, RunState};
 
 const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
 
+mod common;
+
+use common::{feed, feed_shapes};
+
 /// A tabular app whose runs take well under a second.
 const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]";
-/// An image app whose runs take a few seconds on the CPU.
-const SHAPES: &str = "app shapes\nInput = [12, 12, 3]\nOutput = [2]\nlabels = [dark, bright]";
-
-fn spec_of(source: &str) -> AppSpec {
-    let compiled =
-        easeml_compiler::compile(source, "app", &easeml_compiler::Registry::builtin()).unwrap();
-    AppSpec::from_manifest_json(&easeml_compiler::codegen::manifest(&compiled).to_json()).unwrap()
-}
-
-fn feed(data: &Path, source: &str, lines: String) {
-    let mut client = Client::open(&Connection::embedded(data), spec_of(source)).unwrap();
-    client
-        .feed_lines(std::io::Cursor::new(lines), &Default::default())
-        .unwrap();
-}
 
 fn feed_sides(data: &Path) {
     let lines = (0..80)
@@ -43,30 +32,6 @@ fn feed_sides(data: &Path) {
         })
         .collect();
     feed(data, SIDES, lines);
-}
-
-fn feed_shapes(data: &Path) {
-    let pixel = |i: usize, j: usize| {
-        if i.is_multiple_of(2) {
-            0.8
-        } else {
-            (j % 5) as f32 / 20.0
-        }
-    };
-    let lines = (0..120)
-        .map(|i| {
-            let image: Vec<Vec<Vec<f32>>> = (0..12)
-                .map(|r| (0..12).map(|c| vec![pixel(i, r * 12 + c); 3]).collect())
-                .collect();
-            let label = if i.is_multiple_of(2) {
-                "bright"
-            } else {
-                "dark"
-            };
-            format!("{} {label}\n", serde_json::to_string(&image).unwrap())
-        })
-        .collect();
-    feed(data, SHAPES, lines);
 }
 
 fn easeml(args: &[&str]) -> Command {

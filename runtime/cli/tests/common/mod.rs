@@ -1,0 +1,49 @@
+//! What the CLI's process tests share: the small apps they feed into a store before running the
+//! real `easeml` binary on it.
+
+use std::path::Path;
+
+use easeml_runtime::{AppSpec, Client, Connection};
+
+/// An image app whose runs take a few seconds on the CPU.
+pub const SHAPES: &str = "app shapes\nInput = [12, 12, 3]\nOutput = [2]\nlabels = [dark, bright]";
+
+/// The app of a program, described by the manifest easemlc writes for it.
+pub fn spec_of(source: &str) -> AppSpec {
+    let compiled =
+        easeml_compiler::compile(source, "app", &easeml_compiler::Registry::builtin()).unwrap();
+    AppSpec::from_manifest_json(&easeml_compiler::codegen::manifest(&compiled).to_json()).unwrap()
+}
+
+/// Feeds feed lines to the app of `source` in the embedded store at `data` (created if missing).
+pub fn feed(data: &Path, source: &str, lines: String) {
+    let mut client = Client::open(&Connection::embedded(data), spec_of(source)).unwrap();
+    client
+        .feed_lines(std::io::Cursor::new(lines), &Default::default())
+        .unwrap();
+}
+
+/// 120 labelled 12x12x3 images of [`SHAPES`]: bright ones uniform, dark ones striped.
+pub fn feed_shapes(data: &Path) {
+    let pixel = |i: usize, j: usize| {
+        if i.is_multiple_of(2) {
+            0.8
+        } else {
+            (j % 5) as f32 / 20.0
+        }
+    };
+    let lines = (0..120)
+        .map(|i| {
+            let image: Vec<Vec<Vec<f32>>> = (0..12)
+                .map(|r| (0..12).map(|c| vec![pixel(i, r * 12 + c); 3]).collect())
+                .collect();
+            let label = if i.is_multiple_of(2) {
+                "bright"
+            } else {
+                "dark"
+            };
+            format!("{} {label}\n", serde_json::to_string(&image).unwrap())
+        })
+        .collect();
+    feed(data, SHAPES, lines);
+}
