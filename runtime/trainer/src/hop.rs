@@ -2,8 +2,8 @@
 //! run needs to continue elsewhere after a sub-epoch, as bytes.
 //!
 //! A [`TrainingState`] holds
-//! - every variable of the model's `VarStore`, trainable or not (batch-norm running means and
-//!   variances, the fitted normalizer ranges are non-trainable variables there);
+//! - every variable of the model's `VarStore`, trainable or not (batch-norm running means,
+//!   variances and warm-up counts, the fitted normalizer ranges are non-trainable variables there);
 //! - the [`Adam`] state: hyper-parameters, learning rate, each variable's step count and moments;
 //! - the run's seed and the last sub-epoch done ([`SubEpoch`]).
 //!
@@ -13,9 +13,9 @@
 //! training: restoring the bytes into a freshly built model and optimizer and running the next
 //! sub-epoch gives bit-identical weights on the CPU with one thread (`tests/hop.rs`).
 //!
-//! Not carried: state a model keeps outside its `VarStore`. The warm-momentum batch norms of
-//! `small_cnn` and the temporal models count their training batches in a `Cell`, so after a hop they
-//! restart the warm-up; those models do not yet hop exactly.
+//! A model must keep all its training state in the `VarStore` for this to hold: the warm-momentum
+//! batch norms of `small_cnn` and the temporal models keep their batch count there too
+//! (`warm_batches`, `models::WarmBatches`).
 //!
 //! The bytes: `EMHOP1\n`, the header's length (u64, little-endian), the JSON header
 //! ([`StateHeader`]), then safetensors with the tensors named `var/<name>`, `exp_avg/<name>` and

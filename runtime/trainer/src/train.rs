@@ -1118,6 +1118,13 @@ pub(crate) fn load_into(store: &mut nn::VarStore, named: Vec<(String, Tensor)>) 
     let mut variables = store.variables();
     tch::no_grad(|| -> Result<()> {
         for (name, variable) in variables.iter_mut() {
+            // Checkpoints from before the warm batch norms kept their count in the store lack
+            // it; inference does not read it.
+            if !named.contains_key(name)
+                && name.rsplit('.').next() == Some(models::WARM_BATCHES_NAME)
+            {
+                continue;
+            }
             let source = named.get(name).ok_or_else(|| {
                 crate::error::Error::BadCheckpoint(format!("no tensor `{name}` in the checkpoint"))
             })?;
