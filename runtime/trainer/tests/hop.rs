@@ -120,6 +120,20 @@ fn adam_matches_tch_adam() {
             );
         }
         assert!(adam.header().steps.values().all(|&count| count == steps));
+        // `zero_grad` sets the gradients to none, as libtorch's does.
+        assert!(
+            store
+                .trainable_variables()
+                .iter()
+                .all(|t| t.grad().defined())
+        );
+        adam.zero_grad().unwrap();
+        assert!(
+            store
+                .trainable_variables()
+                .iter()
+                .all(|t| !t.grad().defined())
+        );
     }
 }
 
@@ -414,7 +428,9 @@ fn report(what: &str, mut ratios: Vec<f64>) {
     );
 }
 /// Run by hand: `cargo test -p easeml-trainer --release --test hop adam_speed -- --ignored
-/// --nocapture`.
+/// --nocapture`. Measured (one thread, a loaded 2-core machine, medians of 28 repeats over four
+/// runs): `mlp_large` training steps 1.17x `nn::Adam`'s rate, the step alone 1.05x; `small_cnn`
+/// 0.99x and 1.07x.
 #[test]
 #[ignore = "a measurement, not a check"]
 fn adam_speed_against_tch_adam() {
