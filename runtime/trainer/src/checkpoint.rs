@@ -68,6 +68,13 @@ pub(crate) fn safetensors_bytes(named: &[(String, Tensor)]) -> Result<Vec<u8>> {
     Ok(std::fs::read(&file.0)?)
 }
 
+/// Reads named tensors (on the CPU) from safetensors bytes; malformed bytes are an error.
+pub(crate) fn tensors_from_safetensors(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
+    let file = TempFile::new(".safetensors");
+    std::fs::write(&file.0, bytes)?;
+    Ok(Tensor::read_safetensors(&file.0)?)
+}
+
 impl Checkpoint {
     /// The file names inside a checkpoint directory.
     pub const WEIGHTS_FILE: &'static str = "model.safetensors";
@@ -99,8 +106,6 @@ impl Checkpoint {
 
     /// The weights as named tensors (on the CPU).
     pub fn tensors(&self) -> Result<Vec<(String, Tensor)>> {
-        let file = TempFile::new(".safetensors");
-        std::fs::write(&file.0, &self.weights)?;
-        Ok(Tensor::read_safetensors(&file.0)?)
+        tensors_from_safetensors(&self.weights)
     }
 }

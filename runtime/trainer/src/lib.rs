@@ -10,6 +10,8 @@
 //!   measured cost and the learning curve; [`estimate_cost`] predicts that cost beforehand;
 //! - [`tune`]: a network's run as a TrimTuner search over its settings and data shares
 //!   ([`Tuning::TrimTuner`]; the learning-rate grid is [`Tuning::Grid`]);
+//! - [`optim::Adam`]: Adam with explicit, serializable state, and [`hop::TrainingState`]: the whole
+//!   state of a run (weights, buffers, Adam) as bytes, to continue it on another worker;
 //! - [`Predictor`]: inference from a checkpoint;
 //! - [`latency`]: the batch-1 inference latency the `infer_latency` constraint bounds, of a trained
 //!   model or, before training, of the untrained network;
@@ -23,10 +25,12 @@ pub mod cost;
 pub mod data;
 pub mod device;
 pub mod error;
+pub mod hop;
 pub mod infer;
 pub mod latency;
 pub mod models;
 pub mod normalize;
+pub mod optim;
 pub mod synthetic;
 pub mod task;
 pub mod train;

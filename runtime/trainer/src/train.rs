@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use tch::nn::OptimizerConfig;
 use tch::{Device, Kind, Tensor, nn};
 
 use crate::batch::{
@@ -32,6 +31,7 @@ use crate::data::{Examples, Inputs, Targets, k_folds, mix64, split_by_id};
 use crate::error::Result;
 use crate::models::recovery::Discriminator;
 use crate::models::{self, BatchInput, Model, ModelConfig};
+use crate::optim::Adam;
 use crate::task::Task;
 
 /// What a run may spend, and how it trains.
@@ -796,7 +796,7 @@ pub(crate) struct TrialContext<'a> {
 struct Adversary {
     _store: nn::VarStore,
     discriminator: Discriminator,
-    optimizer: nn::Optimizer,
+    optimizer: Adam,
 }
 
 /// Named weights, as the `VarStore` names them.
@@ -875,7 +875,8 @@ pub(crate) fn run_trial(
         };
         normalizer.fit(values, &shape, context.train_rows);
     }
-    let mut optimizer = nn::Adam::default().build(&store, learning_rate)?;
+    // Adam with explicit state (`crate::optim`): libtorch's Adam, its moments readable.
+    let mut optimizer = Adam::with_defaults(&store, learning_rate)?;
     let mut adversary = match (context.candidate.model, context.task) {
         (ModelKind::Gan | ModelKind::Pix2Pix, Task::ImageRecovery { input, output }) => {
             let adversary_store = nn::VarStore::new(device);
@@ -886,7 +887,7 @@ pub(crate) fn run_trial(
                 output,
                 &budget.model,
             );
-            let optimizer = nn::Adam::default().build(&adversary_store, learning_rate)?;
+            let optimizer = Adam::with_defaults(&adversary_store, learning_rate)?;
             Some(Adversary {
                 _store: adversary_store,
                 discriminator,
@@ -923,23 +924,40 @@ pub(crate) fn run_trial(
             if let (Some(adversary), TargetBatch::Dense(real), BatchInput::Dense(inputs)) =
                 (adversary.as_mut(), &targets, &input)
             {
-                batch_loss = adversarial_step(adversary, inputs, real, &outputs, batch_loss);
+                match adversarial_step(adversary, inputs, real, &outputs, batch_loss) {
+                    Ok(with_adversary) => batch_loss = with_adversary,
+                    Err(error) => {
+                        record.failure = Some(format!(
+                            "libtorch failed in the discriminator step at epoch {epoch}: {error}"
+                        ));
+                        break 'epochs;
+                    }
+                }
             }
             let loss_value = batch_loss.double_value(&[]);
             if !loss_value.is_finite() {
                 record.failure = Some(format!("the loss is {loss_value} at epoch {epoch}"));
                 break 'epochs;
             }
-            // tch panics when libtorch throws inside the step (e.g. an absurd learning rate
-            // overflowing a float): that is a failed trial, not a crash.
+            // libtorch throwing inside the step (e.g. an absurd learning rate overflowing a float)
+            // is a failed trial, not a crash: an error from the step, or a panic from tch.
             let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 optimizer.backward_step(&batch_loss)
             }));
-            if stepped.is_err() {
-                record.failure = Some(format!(
-                    "libtorch failed in the optimizer step at epoch {epoch}"
-                ));
-                break 'epochs;
+            match stepped {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    record.failure = Some(format!(
+                        "libtorch failed in the optimizer step at epoch {epoch}: {error}"
+                    ));
+                    break 'epochs;
+                }
+                Err(_) => {
+                    record.failure = Some(format!(
+                        "libtorch failed in the optimizer step at epoch {epoch}"
+                    ));
+                    break 'epochs;
+                }
             }
             loss_sum += loss_value;
             n_batches += 1;
@@ -1026,7 +1044,7 @@ fn adversarial_step(
     real: &Tensor,
     fake: &Tensor,
     reconstruction_loss: Tensor,
-) -> Tensor {
+) -> Result<Tensor> {
     let real_logits = adversary.discriminator.forward(inputs, real, true);
     let fake_logits = adversary
         .discriminator
@@ -1041,10 +1059,10 @@ fn adversarial_step(
     };
     let discriminator_loss = bce(&real_logits, 1.0) + bce(&fake_logits, 0.0);
     if discriminator_loss.double_value(&[]).is_finite() {
-        adversary.optimizer.backward_step(&discriminator_loss);
+        adversary.optimizer.backward_step(&discriminator_loss)?;
     }
     let fooled = bce(&adversary.discriminator.forward(inputs, fake, true), 1.0);
-    reconstruction_loss + 0.01 * fooled
+    Ok(reconstruction_loss + 0.01 * fooled)
 }
 
 fn batches(context: &TrialContext<'_>, rows: &[usize]) -> (BatchInput, TargetBatch) {
@@ -1100,6 +1118,13 @@ pub(crate) fn load_into(store: &mut nn::VarStore, named: Vec<(String, Tensor)>) 
     let mut variables = store.variables();
     tch::no_grad(|| -> Result<()> {
         for (name, variable) in variables.iter_mut() {
+            // Checkpoints from before the warm batch norms kept their count in the store lack
+            // it; inference does not read it.
+            if !named.contains_key(name)
+                && name.rsplit('.').next() == Some(models::WARM_BATCHES_NAME)
+            {
+                continue;
+            }
             let source = named.get(name).ok_or_else(|| {
                 crate::error::Error::BadCheckpoint(format!("no tensor `{name}` in the checkpoint"))
             })?;

@@ -334,13 +334,72 @@ pub(crate) fn warm_momentum(batches: u64) -> f64 {
     (1.0 / batches.max(1) as f64).max(0.1)
 }
 
+/// The number of training batches a warm batch norm has seen, saturating at [`WARM_BATCHES`]
+/// (from there on [`warm_momentum`] is constant), kept as a non-trainable scalar variable
+/// `warm_batches` in the `VarStore` so that checkpoints and hop states
+/// ([`crate::hop::TrainingState`]) carry it: a run continued elsewhere goes on with the momentum it
+/// had. A cache spares reading the variable at every batch (a device sync on CUDA): it is trusted
+/// only while the variable's version counter is the one it saw, so a restore or a checkpoint load
+/// (an in-place copy) is read on the next batch.
+#[derive(Debug)]
+pub(crate) struct WarmBatches {
+    stored: Tensor,
+    /// `(count, version of `stored`)`.
+    cache: Cell<Option<(u64, i64)>>,
+}
+
+/// The count at which [`WarmBatches`] saturates: `warm_momentum` is 0.1 from here on.
+pub(crate) const WARM_BATCHES: u64 = 10;
+
+/// The name of [`WarmBatches`]' variable; checkpoints written before it existed lack it, and
+/// loading them keeps the model's (see `train::load_into`).
+pub(crate) const WARM_BATCHES_NAME: &str = "warm_batches";
+
+impl WarmBatches {
+    pub(crate) fn new(path: &nn::Path<'_>) -> Self {
+        Self {
+            stored: path.zeros_no_train(WARM_BATCHES_NAME, &[]),
+            cache: Cell::new(None),
+        }
+    }
+
+    /// Counts one more training batch and returns its momentum.
+    pub(crate) fn next_momentum(&self) -> f64 {
+        let version = self.stored.f_internal_version().ok();
+        let count = match (self.cache.get(), version) {
+            (Some((count, seen)), Some(version)) if seen == version => count,
+            _ => {
+                let value = self.stored.f_double_value(&[]).unwrap_or(0.0);
+                if value.is_finite() && value > 0.0 {
+                    (value as u64).min(WARM_BATCHES)
+                } else {
+                    0
+                }
+            }
+        };
+        let next = (count + 1).min(WARM_BATCHES);
+        if next != count {
+            let mut stored = self.stored.shallow_clone();
+            // A failed fill leaves the variable behind; the version check below then re-reads it.
+            let _ = tch::no_grad(|| stored.f_fill_(next as f64));
+        }
+        self.cache.set(
+            self.stored
+                .f_internal_version()
+                .ok()
+                .map(|version| (next, version)),
+        );
+        warm_momentum(count + 1)
+    }
+}
+
 /// 2-D batch normalization whose running estimates follow [`warm_momentum`] (PyTorch's
 /// `BatchNorm2d` otherwise: weights 1, biases 0, eps 1e-5; `nn::BatchNorm`'s variable names).
 #[derive(Debug)]
 pub(crate) struct WarmBatchNorm2d {
     bn: nn::BatchNorm,
-    /// Training batches seen (not checkpointed: only training updates the estimates).
-    batches: Cell<u64>,
+    /// Training batches seen.
+    batches: WarmBatches,
 }
 
 impl WarmBatchNorm2d {
@@ -350,16 +409,14 @@ impl WarmBatchNorm2d {
             ..Default::default()
         };
         Self {
+            batches: WarmBatches::new(&path),
             bn: nn::batch_norm2d(path, channels, config),
-            batches: Cell::new(0),
         }
     }
 
     pub(crate) fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
         let momentum = if train {
-            let batches = self.batches.get() + 1;
-            self.batches.set(batches);
-            warm_momentum(batches)
+            self.batches.next_momentum()
         } else {
             0.0
         };

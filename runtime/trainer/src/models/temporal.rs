@@ -15,7 +15,7 @@
 
 use tch::{Kind, Tensor, nn, nn::Module};
 
-use super::{BatchInput, Conv1d, Linear, ModelConfig, Network, conv1d, linear, warm_momentum};
+use super::{BatchInput, Conv1d, Linear, ModelConfig, Network, conv1d, linear};
 use crate::candidate::ModelKind;
 
 /// Builds the `fcn`, `resnet1d` or `inception_time` classifier for steps of `step` values.
@@ -92,7 +92,7 @@ impl Masked {
 
 /// Batch normalization over channels of `[B, C, T]` whose statistics are taken over real steps only
 /// (PyTorch's `BatchNorm1d` otherwise: eps 1e-5, the unbiased variance in the running estimate; its
-/// variables have `nn::BatchNorm`'s names). The running estimates follow [`warm_momentum`] (the
+/// variables have `nn::BatchNorm`'s names). The running estimates follow [`super::warm_momentum`] (the
 /// plain average of the first ten batches, then momentum 0.1).
 #[derive(Debug)]
 struct MaskedBatchNorm {
@@ -100,8 +100,8 @@ struct MaskedBatchNorm {
     bias: Tensor,
     running_mean: Tensor,
     running_var: Tensor,
-    /// Training batches seen (not checkpointed: only training updates the estimates).
-    batches: std::cell::Cell<u64>,
+    /// Training batches seen.
+    batches: super::WarmBatches,
 }
 
 impl MaskedBatchNorm {
@@ -113,7 +113,7 @@ impl MaskedBatchNorm {
             bias: path.var("bias", &[channels], nn::Init::Const(0.0)),
             running_mean: path.zeros_no_train("running_mean", &[channels]),
             running_var: path.ones_no_train("running_var", &[channels]),
-            batches: std::cell::Cell::new(0),
+            batches: super::WarmBatches::new(&path),
         }
     }
 
@@ -127,9 +127,7 @@ impl MaskedBatchNorm {
                 .square()
                 .sum_dim_intlist([0, 2].as_slice(), false, kind)
                 / count;
-            let batches = self.batches.get() + 1;
-            self.batches.set(batches);
-            let momentum = warm_momentum(batches);
+            let momentum = self.batches.next_momentum();
             tch::no_grad(|| {
                 let unbiased = &var * (count / (count - 1.0).max(1.0));
                 let mut running_mean = self.running_mean.shallow_clone();
