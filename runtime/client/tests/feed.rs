@@ -3,6 +3,7 @@
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use easeml_client::{
     CheckedOutput, Client, Connection, Error, ExampleId, FeedOptions, FeedReport, PageRequest,
@@ -665,6 +666,37 @@ fn toggles_bump_the_data_version_and_pages_cover_everything() {
     assert_eq!(error.to_string(), "app `tab` has no example 10000");
 }
 
+/// A run of `candidate` taken through the unit protocol to a finished commit with
+/// `(quality, cost, inference latency)`.
+fn finished_run(
+    store: &mut easeml_store::Store,
+    app: easeml_store::AppId,
+    candidate: &str,
+    (quality, cost_seconds, infer_latency_seconds): (f64, f64, f64),
+    validation: &RunValidation,
+) -> easeml_store::RunId {
+    let (_, unit) = store.queue_unit(app, candidate, "{}").unwrap();
+    let lease = store
+        .lease_unit_by_id(unit, "worker:test", Duration::from_secs(60))
+        .unwrap()
+        .unwrap();
+    let checkpoint = store.put_blob(candidate.as_bytes()).unwrap();
+    store
+        .commit_unit(
+            &lease,
+            &easeml_store::UnitResult::Finished {
+                quality,
+                cost_seconds,
+                checkpoint: &checkpoint,
+                validation,
+                infer_latency_seconds,
+                trials: None,
+            },
+        )
+        .unwrap();
+    lease.run
+}
+
 #[test]
 fn status_marks_the_best_run_within_the_constraints() {
     let fixture = Fixture::new();
@@ -680,8 +712,6 @@ fn status_marks_the_best_run_within_the_constraints() {
     ]
     .into_iter()
     .map(|(candidate, quality, cost)| {
-        let run = store.queue_run(app, candidate).unwrap();
-        store.start_run(run).unwrap();
         // The best run was cross-validated; the others were measured on the split.
         let validation = if candidate == "logistic" {
             RunValidation {
@@ -696,21 +726,23 @@ fn status_marks_the_best_run_within_the_constraints() {
                 validated_examples: None,
             }
         };
-        store
-            .finish_run(run, quality, cost, None, &validation)
-            .unwrap();
-        run
+        finished_run(store, app, candidate, (quality, cost, 0.0), &validation)
     })
     .collect();
     // The most accurate model within train_time is too slow to serve.
-    let slow = store.queue_run(app, "knn").unwrap();
-    store.start_run(slow).unwrap();
-    store.record_infer_latency(slow, 0.0123).unwrap();
+    finished_run(
+        store,
+        app,
+        "knn",
+        (0.85, 2.0, 0.0123),
+        &RunValidation::default(),
+    );
+    let (running, _) = store.queue_unit(app, "mlp_small+norm_k1", "{}").unwrap();
     store
-        .finish_run(slow, 0.85, 2.0, None, &RunValidation::default())
+        .lease_unit("worker:test", Duration::from_secs(60))
+        .unwrap()
         .unwrap();
-    let running = store.queue_run(app, "mlp_small+norm_k1").unwrap();
-    store.start_run(running).unwrap();
+    assert_eq!(store.run(running).unwrap().state, RunState::Running);
     let status = client.status().unwrap();
     assert_eq!(status.best, Some(runs[2]));
     assert!(status.runs[1].over_train_time);

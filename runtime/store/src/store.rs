@@ -253,10 +253,10 @@ pub struct RunRecord {
     /// How its quality was measured, when done (empty for runs recorded before it was kept).
     pub validation: RunValidation,
     /// Its measured inference latency in seconds per example (batch 1, on the serving device), when
-    /// measured ([`Store::record_infer_latency`]): after training, or before it when the untrained
+    /// measured (committed with the run: [`crate::UnitResult`]): after training, or before it when the untrained
     /// model already breaks the app's `infer_latency` constraint.
     pub infer_latency_seconds: Option<f64>,
-    /// The trainer's trials of the run as JSON text ([`Store::record_trials`]; the store keeps it
+    /// The trainer's trials of the run as JSON text (committed with it; the store keeps it
     /// and never reads it), when recorded.
     pub trials: Option<String>,
 }
@@ -787,91 +787,6 @@ impl Store {
     }
 
     // ----- runs -----
-
-    /// Queues a run of `candidate` on the app's current data version.
-    pub fn queue_run(&mut self, id: AppId, candidate: &str) -> Result<RunId> {
-        let app = self.app(id)?;
-        self.connection
-            .execute(
-                "INSERT INTO runs (app, candidate, state, data_version, queued_ms) VALUES (?1, ?2, 'queued', ?3, ?4)",
-                params![id.0, candidate, app.data_version as i64, now_ms()],
-            )
-            .map_err(sqlite(format!("queueing a run of `{candidate}` for app `{}`", app.name)))?;
-        Ok(RunId(self.connection.last_insert_rowid()))
-    }
-
-    /// Marks a queued run as running.
-    pub fn start_run(&mut self, run: RunId) -> Result<()> {
-        self.transition(run, &[RunState::Queued], "started", |connection| {
-            connection.execute(
-                "UPDATE runs SET state = 'running', started_ms = ?1 WHERE id = ?2",
-                params![now_ms(), run.0],
-            )
-        })
-    }
-
-    /// Marks a running run as done with its quality in [0, 1], cost, checkpoint and how the quality
-    /// was measured.
-    pub fn finish_run(
-        &mut self,
-        run: RunId,
-        quality: f64,
-        cost_seconds: f64,
-        checkpoint: Option<&BlobHash>,
-        validation: &RunValidation,
-    ) -> Result<()> {
-        check_finished_values(run, quality, cost_seconds, validation)?;
-        self.transition(run, &[RunState::Running], "finished", |connection| {
-            connection.execute(
-                "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4, protocol = ?5, quality_std = ?6, validated_examples = ?7 WHERE id = ?8",
-                params![
-                    quality,
-                    cost_seconds,
-                    checkpoint.map(BlobHash::as_str),
-                    now_ms(),
-                    validation.protocol,
-                    validation.quality_std,
-                    validation.validated_examples.map(|count| count as i64),
-                    run.0
-                ],
-            )
-        })
-    }
-
-    /// Records a queued or running run's measured inference latency (seconds per example). The
-    /// engine measures it before it marks the run done or failed, so the run is never seen finished
-    /// without it.
-    pub fn record_infer_latency(&mut self, run: RunId, seconds: f64) -> Result<()> {
-        non_negative(run, seconds, || format!("inference latency {seconds} s"))?;
-        self.transition(
-            run,
-            QUEUED_OR_RUNNING,
-            "given an inference latency",
-            |connection| {
-                connection.execute(
-                    "UPDATE runs SET infer_latency_seconds = ?1 WHERE id = ?2",
-                    params![seconds, run.0],
-                )
-            },
-        )
-    }
-
-    /// Records a running run's trials (the trainer's JSON; at most [`MAX_TRIALS_BYTES`]), before
-    /// it is marked done.
-    pub fn record_trials(&mut self, run: RunId, trials_json: &str) -> Result<()> {
-        check_trials_size(run, trials_json.len())?;
-        self.transition(
-            run,
-            &[RunState::Running],
-            "given its trials",
-            |connection| {
-                connection.execute(
-                    "UPDATE runs SET trials = ?1 WHERE id = ?2",
-                    params![trials_json, run.0],
-                )
-            },
-        )
-    }
 
     /// Marks a queued or running run as failed.
     pub fn fail_run(&mut self, run: RunId, error: &str, cost_seconds: Option<f64>) -> Result<()> {

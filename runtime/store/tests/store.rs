@@ -1,9 +1,11 @@
 //! The store's contract: migrations, atomic batches, label maps, data versions, paging, runs, blobs.
 
+use std::time::Duration;
+
 use easeml_store::{
-    AppId, Blob, ConstraintLimits, Error, ExampleId, MIGRATIONS, NewApp, NewExample, NewOutput,
-    PageRequest, RunState, RunValidation, Store, StoreOptions, StoredOutput, best_run,
-    broken_constraints,
+    AppId, Blob, BlobHash, ConstraintLimits, Error, ExampleId, Lease, MIGRATIONS, NewApp,
+    NewExample, NewOutput, PageRequest, RunId, RunState, RunValidation, Store, StoreOptions,
+    StoredOutput, UnitResult, best_run, broken_constraints,
 };
 
 fn new_app(name: &str, label_capacity: Option<u64>, declared: Option<&[&str]>) -> NewApp {
@@ -27,6 +29,51 @@ fn open() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("home")).unwrap();
     (dir, store)
+}
+
+/// A run of `candidate`, queued as a unit and leased: running, as a worker has it.
+fn leased_run(store: &mut Store, app: AppId, candidate: &str) -> Lease {
+    let (_, unit) = store.queue_unit(app, candidate, "{}").unwrap();
+    store
+        .lease_unit_by_id(unit, "worker:test", Duration::from_secs(60))
+        .unwrap()
+        .unwrap()
+}
+
+/// A run of `candidate` taken through the unit protocol to a finished commit.
+fn finished_run(
+    store: &mut Store,
+    app: AppId,
+    candidate: &str,
+    (quality, cost_seconds, latency): (f64, f64, f64),
+    validation: &RunValidation,
+) -> RunId {
+    let lease = leased_run(store, app, candidate);
+    let checkpoint = store.put_blob(candidate.as_bytes()).unwrap();
+    store
+        .commit_unit(
+            &lease,
+            &finished(&checkpoint, validation, quality, cost_seconds, latency),
+        )
+        .unwrap();
+    lease.run
+}
+
+fn finished<'a>(
+    checkpoint: &'a BlobHash,
+    validation: &'a RunValidation,
+    quality: f64,
+    cost_seconds: f64,
+    infer_latency_seconds: f64,
+) -> UnitResult<'a> {
+    UnitResult::Finished {
+        quality,
+        cost_seconds,
+        checkpoint,
+        validation,
+        infer_latency_seconds,
+        trials: None,
+    }
 }
 
 fn total(store: &Store, app: AppId) -> u64 {
@@ -96,14 +143,12 @@ fn runs_of_a_store_from_before_run_validation_stay_readable() {
     assert_eq!(runs[0].quality, Some(1.0));
     assert_eq!(runs[0].validation, RunValidation::default());
     // New runs record how they were validated.
-    let run = store.queue_run(app.id, "logistic").unwrap();
-    store.start_run(run).unwrap();
     let validation = RunValidation {
         protocol: Some("split 20%".into()),
         quality_std: None,
         validated_examples: None,
     };
-    store.finish_run(run, 0.5, 1.0, None, &validation).unwrap();
+    let run = finished_run(&mut store, app.id, "logistic", (0.5, 1.0, 0.0), &validation);
     assert_eq!(store.run(run).unwrap().validation, validation);
     // Runs from before migration 4 have no measured latency, so they are not known to break an
     // `infer_latency` limit: the old best keeps serving.
@@ -319,21 +364,17 @@ fn examples_are_listed_page_by_page() {
 fn runs_move_through_their_states() {
     let (_dir, mut store) = open();
     let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
-    let run = store.queue_run(app.id, "resnet18").unwrap();
+    let lease = leased_run(&mut store, app.id, "resnet18");
+    assert_eq!(store.run(lease.run).unwrap().state, RunState::Running);
+    let checkpoint = store.put_blob(b"weights").unwrap();
+    let plain = RunValidation::default();
+    // A commit's values are checked before anything is written.
     let error = store
-        .finish_run(run, 0.5, 1.0, None, &RunValidation::default())
+        .commit_unit(&lease, &finished(&checkpoint, &plain, 1.5, 1.0, 0.0))
         .unwrap_err();
     assert_eq!(
         error.to_string(),
-        format!("run {} is queued, so it cannot be finished", run.0)
-    );
-    store.start_run(run).unwrap();
-    let error = store
-        .finish_run(run, 1.5, 1.0, None, &RunValidation::default())
-        .unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        format!("run {}: quality 1.5 is outside [0, 1]", run.0)
+        format!("run {}: quality 1.5 is outside [0, 1]", lease.run.0)
     );
     let bad_spread = RunValidation {
         protocol: Some("5-fold".into()),
@@ -341,52 +382,97 @@ fn runs_move_through_their_states() {
         validated_examples: None,
     };
     let error = store
-        .finish_run(run, 0.5, 1.0, None, &bad_spread)
+        .commit_unit(&lease, &finished(&checkpoint, &bad_spread, 0.5, 1.0, 0.0))
         .unwrap_err();
     assert!(
         error.to_string().contains("standard deviation NaN"),
         "{error}"
     );
-    let checkpoint = store.put_blob(b"weights").unwrap();
+    for bad in [f64::NAN, -1.0, f64::INFINITY] {
+        let error = store
+            .commit_unit(&lease, &finished(&checkpoint, &plain, 0.5, 1.0, bad))
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("is not a non-negative number"),
+            "{error}"
+        );
+    }
+    assert_eq!(store.run(lease.run).unwrap().state, RunState::Running);
     let validation = RunValidation {
         protocol: Some("5-fold stratified".into()),
         quality_std: Some(0.05),
         validated_examples: None,
     };
     store
-        .finish_run(run, 0.75, 12.5, Some(&checkpoint), &validation)
+        .commit_unit(
+            &lease,
+            &finished(&checkpoint, &validation, 0.75, 12.5, 0.002),
+        )
         .unwrap();
-    let record = store.run(run).unwrap();
+    let record = store.run(lease.run).unwrap();
     assert_eq!(record.state, RunState::Done);
     assert_eq!(record.quality, Some(0.75));
+    assert_eq!(record.cost_seconds, Some(12.5));
+    assert_eq!(record.infer_latency_seconds, Some(0.002));
     assert_eq!(record.validation, validation);
     assert_eq!(record.checkpoint, Some(checkpoint));
     assert!(record.finished_ms.is_some());
 
-    let interrupted = store.queue_run(app.id, "vgg16").unwrap();
-    store.start_run(interrupted).unwrap();
+    // A failed run keeps a latency measured before it failed.
+    let lease = leased_run(&mut store, app.id, "nin");
+    store
+        .commit_unit(
+            &lease,
+            &UnitResult::Failed {
+                reason: "too slow",
+                cost_seconds: Some(0.1),
+                infer_latency_seconds: Some(0.5),
+            },
+        )
+        .unwrap();
+    let record = store.run(lease.run).unwrap();
+    assert_eq!(record.state, RunState::Failed);
+    assert_eq!(record.infer_latency_seconds, Some(0.5));
+    assert_eq!(record.error.as_deref(), Some("too slow"));
+    assert_eq!(store.runs(app.id).unwrap().len(), 2);
+}
+
+#[test]
+fn a_running_run_without_a_unit_from_an_older_store_is_requeued_or_failed() {
+    let (dir, mut store) = open();
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    // Before migration 6 a run had no unit; a killed engine left this one running.
+    let connection = rusqlite::Connection::open(dir.path().join("home/easeml.sqlite3")).unwrap();
+    connection
+        .execute(
+            "INSERT INTO runs (app, candidate, state, data_version, queued_ms, started_ms) \
+             VALUES (?1, 'vgg16', 'running', 0, 0, 0)",
+            [app.id.0],
+        )
+        .unwrap();
+    let interrupted = RunId(connection.last_insert_rowid());
+    drop(connection);
     assert_eq!(store.requeue_interrupted().unwrap(), 1);
     assert_eq!(store.run(interrupted).unwrap().state, RunState::Queued);
+    assert_eq!(store.queued_runs_without_unit().unwrap(), [interrupted]);
     store.fail_run(interrupted, "out of memory", None).unwrap();
-    assert_eq!(store.runs(app.id).unwrap().len(), 2);
+    let record = store.run(interrupted).unwrap();
+    assert_eq!(record.state, RunState::Failed);
+    assert_eq!(record.error.as_deref(), Some("out of memory"));
+    assert!(matches!(
+        store.fail_run(RunId(999), "gone", None),
+        Err(Error::NoSuchRun(999))
+    ));
 }
 
 #[test]
 fn measured_latencies_decide_which_run_is_served() {
     let (_dir, mut store) = open();
     let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
-    let finished = |store: &mut Store, candidate: &str, quality: f64, cost: f64, latency: f64| {
-        let run = store.queue_run(app.id, candidate).unwrap();
-        store.start_run(run).unwrap();
-        store.record_infer_latency(run, latency).unwrap();
-        store
-            .finish_run(run, quality, cost, None, &RunValidation::default())
-            .unwrap();
-        run
-    };
-    let slow = finished(&mut store, "vgg16", 0.9, 10.0, 0.050);
-    let fast = finished(&mut store, "small_cnn", 0.8, 10.0, 0.002);
-    let long = finished(&mut store, "resnet50", 0.95, 100.0, 0.004);
+    let plain = RunValidation::default();
+    let slow = finished_run(&mut store, app.id, "vgg16", (0.9, 10.0, 0.050), &plain);
+    let fast = finished_run(&mut store, app.id, "small_cnn", (0.8, 10.0, 0.002), &plain);
+    let long = finished_run(&mut store, app.id, "resnet50", (0.95, 100.0, 0.004), &plain);
     assert_eq!(store.run(slow).unwrap().infer_latency_seconds, Some(0.050));
     let runs = store.runs(app.id).unwrap();
     let best = |limits: &ConstraintLimits| best_run(&runs, limits).map(|run| run.id);
@@ -427,56 +513,32 @@ fn measured_latencies_decide_which_run_is_served() {
     };
     assert_eq!(best(&exact), Some(long));
     assert!(broken_constraints(&runs[0], &exact).is_empty());
-
-    // A latency is a non-negative number, recorded only while the run is queued or running.
-    let error = store.record_infer_latency(slow, 0.01).unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        format!(
-            "run {} is done, so it cannot be given an inference latency",
-            slow.0
-        )
-    );
-    let run = store.queue_run(app.id, "nin").unwrap();
-    for bad in [f64::NAN, -1.0, f64::INFINITY] {
-        let error = store.record_infer_latency(run, bad).unwrap_err();
-        assert!(
-            error.to_string().contains("is not a non-negative number"),
-            "{error}"
-        );
-    }
-    assert_eq!(store.run(run).unwrap().infer_latency_seconds, None);
-    store.record_infer_latency(run, 0.5).unwrap();
-    store.fail_run(run, "too slow", Some(0.1)).unwrap();
-    assert_eq!(store.run(run).unwrap().infer_latency_seconds, Some(0.5));
-    assert!(matches!(
-        store.record_infer_latency(easeml_store::RunId(999), 0.1),
-        Err(Error::NoSuchRun(999))
-    ));
 }
 
 #[test]
 fn a_run_keeps_its_trials_as_text() {
     let (_dir, mut store) = open();
     let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
-    let run = store.queue_run(app.id, "mlp_small").unwrap();
-    // Only while it runs.
-    let error = store.record_trials(run, "[]").unwrap_err();
-    assert!(
-        error.to_string().contains("cannot be given its trials"),
-        "{error}"
-    );
-    store.start_run(run).unwrap();
+    let lease = leased_run(&mut store, app.id, "mlp_small");
+    let checkpoint = store.put_blob(b"weights").unwrap();
+    let validation = RunValidation::default();
+    let with_trials = |trials| UnitResult::Finished {
+        quality: 0.5,
+        cost_seconds: 1.0,
+        checkpoint: &checkpoint,
+        validation: &validation,
+        infer_latency_seconds: 0.0,
+        trials: Some(trials),
+    };
     let too_long = "x".repeat(easeml_store::MAX_TRIALS_BYTES + 1);
-    let error = store.record_trials(run, &too_long).unwrap_err();
+    let error = store
+        .commit_unit(&lease, &with_trials(&too_long))
+        .unwrap_err();
     assert!(error.to_string().contains("more than the"), "{error}");
-    assert_eq!(store.run(run).unwrap().trials, None);
+    assert_eq!(store.run(lease.run).unwrap().trials, None);
     let json = r#"[{"learning_rate":0.001}]"#;
-    store.record_trials(run, json).unwrap();
-    store
-        .finish_run(run, 0.5, 1.0, None, &RunValidation::default())
-        .unwrap();
-    assert_eq!(store.run(run).unwrap().trials.as_deref(), Some(json));
+    store.commit_unit(&lease, &with_trials(json)).unwrap();
+    assert_eq!(store.run(lease.run).unwrap().trials.as_deref(), Some(json));
 }
 
 #[test]
@@ -520,7 +582,7 @@ fn removing_an_app_removes_its_rows() {
     store
         .insert_examples(app.id, &[labelled(1, "cat")])
         .unwrap();
-    store.queue_run(app.id, "resnet18").unwrap();
+    store.queue_unit(app.id, "resnet18", "{}").unwrap();
     store.remove_app(app.id).unwrap();
     assert!(store.app_by_name("pets").unwrap().is_none());
     assert_eq!(store.apps().unwrap().len(), 0);
@@ -549,12 +611,14 @@ fn garbage_collection_keeps_referenced_and_young_blobs() {
     store
         .insert_examples(app.id, &[labelled(1, "cat")])
         .unwrap();
-    let run = store.queue_run(app.id, "resnet18").unwrap();
-    store.start_run(run).unwrap();
-    let checkpoint = store.put_blob(b"weights").unwrap();
-    store
-        .finish_run(run, 0.5, 1.0, Some(&checkpoint), &RunValidation::default())
-        .unwrap();
+    let run = finished_run(
+        &mut store,
+        app.id,
+        "resnet18",
+        (0.5, 1.0, 0.0),
+        &RunValidation::default(),
+    );
+    let checkpoint = store.run(run).unwrap().checkpoint.unwrap();
     let orphan = store.put_blob(b"left by a failed batch").unwrap();
     // Young blobs are kept.
     assert_eq!(
@@ -568,7 +632,7 @@ fn garbage_collection_keeps_referenced_and_young_blobs() {
         (1, b"left by a failed batch".len() as u64)
     );
     assert!(store.blob(&orphan).is_err());
-    assert_eq!(store.blob(&checkpoint).unwrap(), b"weights");
+    assert_eq!(store.blob(&checkpoint).unwrap(), b"resnet18");
     let page = store.examples(app.id, PageRequest::default()).unwrap();
     assert!(store.blob(&page.items[0].input).is_ok());
 }

@@ -208,9 +208,20 @@ fn a_queued_unit_is_cancelled_with_its_run_but_a_leased_one_is_not() {
 
 #[test]
 fn a_queued_run_without_a_unit_gets_one_once() {
-    let (_dir, mut store) = open();
+    let (dir, mut store) = open();
     let app = app(&mut store);
-    let run = store.queue_run(app, "a").unwrap();
+    // Before migration 6 a run was queued without a unit.
+    let connection = rusqlite::Connection::open(dir.path().join("home/easeml.sqlite3")).unwrap();
+    connection
+        .execute(
+            "INSERT INTO runs (app, candidate, state, data_version, queued_ms) \
+             VALUES (?1, 'a', 'queued', 0, 0)",
+            [app.0],
+        )
+        .unwrap();
+    let run = easeml_store::RunId(connection.last_insert_rowid());
+    drop(connection);
+    assert_eq!(store.queued_runs_without_unit().unwrap(), [run]);
     let unit = store.queue_unit_for_run(run, "{}").unwrap().unwrap();
     assert_eq!(store.queue_unit_for_run(run, "{}").unwrap(), None);
     assert_eq!(store.unit_of_run(run).unwrap().unwrap().id, unit);
