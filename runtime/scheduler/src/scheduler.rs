@@ -773,18 +773,11 @@ impl Scheduler {
     /// decided again until [`Scheduler::report`] or [`Scheduler::cancel`]. A decision of an older
     /// data version, or a candidate already trained, is left as it is.
     pub fn mark_in_flight(&mut self, decision: &Decision) -> Result<()> {
-        let index = self.user_index(&decision.user_id)?;
+        let (index, k) = self.locate(decision)?;
         let user = &mut self.users[index];
         if decision.data_version != user.data_version {
             return Ok(());
         }
-        let k = *user
-            .candidate_index_by_model
-            .get(&decision.model_id)
-            .ok_or_else(|| SchedulerError::UnknownCandidate {
-                user: decision.user_id.clone(),
-                candidate: decision.model_id.clone(),
-            })?;
         if user.candidates[k].status == CandidateStatus::Eligible {
             if self.hallucinate_in_flight {
                 user.gp.hallucinate(k);
@@ -796,34 +789,40 @@ impl Scheduler {
 
     /// Gives a decision back without a result (the run failed or was cancelled): the candidate is
     /// eligible again and its hallucinated observation (if any) is dropped. A decision for an
-    /// older data version changes nothing (the new version's GP never saw it).
+    /// older data version changes nothing (the new version's GP never saw it); one for a candidate
+    /// the user does not have is [`SchedulerError::UnknownCandidate`], as in every other call.
     pub fn cancel(&mut self, decision: &Decision) -> Result<()> {
-        let index = self.user_index(&decision.user_id)?;
+        let (index, k) = self.locate(decision)?;
         let user = &mut self.users[index];
         if decision.data_version != user.data_version {
             return Ok(());
         }
-        if let Some(&k) = user.candidate_index_by_model.get(&decision.model_id) {
-            user.gp.forget_hallucination(k);
-            if user.candidates[k].status == CandidateStatus::InFlight {
-                user.candidates[k].status = CandidateStatus::Eligible;
-            }
+        user.gp.forget_hallucination(k);
+        if user.candidates[k].status == CandidateStatus::InFlight {
+            user.candidates[k].status = CandidateStatus::Eligible;
         }
         Ok(())
     }
 
-    /// Reports the observed quality and cost of a decided (or prior) run. A report for an older
-    /// data version only updates the old version's best model.
-    pub fn report(&mut self, decision: &Decision, quality: f64, cost: f64) -> Result<()> {
+    /// The user's index and the candidate's index within that user of a decision: the one lookup
+    /// of [`Scheduler::mark_in_flight`], [`Scheduler::cancel`] and [`Scheduler::report`].
+    fn locate(&self, decision: &Decision) -> Result<(usize, usize)> {
         let index = self.user_index(&decision.user_id)?;
-        let user = &mut self.users[index];
-        let candidate = *user
+        let candidate = *self.users[index]
             .candidate_index_by_model
             .get(&decision.model_id)
             .ok_or_else(|| SchedulerError::UnknownCandidate {
                 user: decision.user_id.clone(),
                 candidate: decision.model_id.clone(),
             })?;
+        Ok((index, candidate))
+    }
+
+    /// Reports the observed quality and cost of a decided (or prior) run. A report for an older
+    /// data version only updates the old version's best model.
+    pub fn report(&mut self, decision: &Decision, quality: f64, cost: f64) -> Result<()> {
+        let (index, candidate) = self.locate(decision)?;
+        let user = &mut self.users[index];
         if !quality.is_finite() {
             return Err(SchedulerError::InvalidObservation {
                 user: decision.user_id.clone(),
