@@ -476,7 +476,9 @@ impl LocalWorkers {
         let executable = std::env::current_exe().context("finding the easeml binary")?;
         let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
         let threads = (cores / count).max(1);
-        let before = Store::open(home)?.workers()?.len();
+        // One connection watches the registrations (each query reads the store as it is now).
+        let store = Store::open(home)?;
+        let before = store.workers()?.len();
         let mut workers = LocalWorkers {
             children: Vec::new(),
         };
@@ -508,7 +510,7 @@ impl LocalWorkers {
         );
         let started = Instant::now();
         loop {
-            let registered = Store::open(home)?.workers()?.len() - before;
+            let registered = store.workers()?.len().saturating_sub(before);
             if registered >= count {
                 return Ok(workers);
             }

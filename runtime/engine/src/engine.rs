@@ -215,7 +215,8 @@ pub struct TrainSummary {
 #[derive(Debug)]
 struct AppState {
     id: AppId,
-    model: AppModel,
+    /// Shared with the in-process worker's cache (never copied per run).
+    model: Arc<AppModel>,
     data_version: u64,
     /// The enabled examples of `data_version`, loaded once per version.
     examples: Arc<Examples>,
@@ -366,7 +367,7 @@ impl Engine {
         };
         Ok(Some(AppState {
             id: app.id,
-            model,
+            model: Arc::new(model),
             data_version: app.data_version,
             examples: Arc::new(examples),
         }))
@@ -508,12 +509,11 @@ impl Engine {
             return self.wait_for_in_flight(events);
         };
         let decision = self.decision_for(&lease);
-        let spec = UnitSpec::from_json(&lease.spec)?;
         events(Event::RunStarted {
             app: self.app_name(lease.app),
             candidate: lease.candidate.clone(),
             run: lease.run,
-            max_seconds: spec.budget(self.config.device).max_seconds,
+            max_seconds: self.max_seconds(&lease.spec),
         });
         if let Some(state) = self.apps.values().find(|state| state.id == lease.app)
             && let Some(worker) = self.worker.as_mut()
@@ -521,7 +521,7 @@ impl Engine {
             worker.cache().insert(
                 state.id,
                 state.data_version,
-                state.model.clone(),
+                Arc::clone(&state.model),
                 Arc::clone(&state.examples),
             );
         }
@@ -530,6 +530,14 @@ impl Engine {
         };
         worker.work(&mut self.store, &lease)?;
         self.observe(lease.run, decision.as_ref(), events).map(Some)
+    }
+
+    /// The seconds a unit's run may take, for its `RunStarted` event: 0 for a spec that cannot be
+    /// read (the worker commits such a unit as failed, saying why; the engine never stops on it).
+    fn max_seconds(&self, spec: &str) -> f64 {
+        UnitSpec::from_json(spec)
+            .map(|spec| spec.budget(self.config.device).max_seconds)
+            .unwrap_or(0.0)
     }
 
     /// Waits for a unit held by another process's worker and reports it; `Ok(None)` when there is
@@ -773,14 +781,11 @@ impl Engine {
                 };
                 if record.state == UnitState::Leased && record.attempt > entry.seen_attempt {
                     entry.seen_attempt = record.attempt;
-                    let max_seconds = UnitSpec::from_json(&record.spec)
-                        .map(|spec| spec.budget(self.config.device).max_seconds)
-                        .unwrap_or(0.0);
                     events(Event::RunStarted {
                         app: self.app_name(record.app),
                         candidate: record.candidate.clone(),
                         run: record.run,
-                        max_seconds,
+                        max_seconds: self.max_seconds(&record.spec),
                     });
                 }
             }

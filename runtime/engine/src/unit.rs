@@ -96,8 +96,14 @@ pub struct AppCache {
 
 impl AppCache {
     /// Seeds the cache with what the caller already loaded.
-    pub fn insert(&mut self, app: AppId, version: u64, model: AppModel, examples: Arc<Examples>) {
-        self.entry = Some((app, version, (Arc::new(model), Some(examples))));
+    pub fn insert(
+        &mut self,
+        app: AppId,
+        version: u64,
+        model: Arc<AppModel>,
+        examples: Arc<Examples>,
+    ) {
+        self.entry = Some((app, version, (model, Some(examples))));
     }
 
     /// The app's model and examples at `version` (`None` examples: fewer than the minimum), or
@@ -136,13 +142,11 @@ pub fn execute(
     cache: &mut AppCache,
 ) -> Result<Executed> {
     let started = Instant::now();
-    let failed = |reason: String, cost: f64, latency: Option<f64>| (reason, cost, latency);
     let outcome = match prepare(store, lease, cache) {
-        Err(error) => Err(failed(error.to_string(), 0.0, None)),
-        Ok(Prepared::Stale) => Err(failed(
+        Err(error) => Err(Failure::new(error.to_string(), 0.0)),
+        Ok(Prepared::Stale) => Err(Failure::new(
             "interrupted, and the app's data changed before it could be re-run".to_owned(),
             0.0,
-            None,
         )),
         Ok(Prepared::Ready {
             model,
@@ -169,12 +173,12 @@ pub fn execute(
                 trials: finished.trials.as_deref(),
             },
         ),
-        Err((reason, cost, latency)) => store.commit_unit(
+        Err(failure) => store.commit_unit(
             lease,
             &UnitResult::Failed {
-                reason,
-                cost_seconds: Some(*cost),
-                infer_latency_seconds: *latency,
+                reason: &failure.reason,
+                cost_seconds: Some(failure.cost_seconds),
+                infer_latency_seconds: failure.latency,
             },
         ),
     };
@@ -184,6 +188,23 @@ pub fn execute(
             Ok(Executed::LeaseLost(error.to_string()))
         }
         Err(error) => Err(error.into()),
+    }
+}
+
+/// Why a run failed, what it cost, and a latency measured before it failed.
+struct Failure {
+    reason: String,
+    cost_seconds: f64,
+    latency: Option<f64>,
+}
+
+impl Failure {
+    fn new(reason: String, cost_seconds: f64) -> Failure {
+        Failure {
+            reason,
+            cost_seconds,
+            latency: None,
+        }
     }
 }
 
@@ -226,7 +247,7 @@ struct Finished {
     trials: Option<String>,
 }
 
-/// Trains the candidate and measures it; `Err((reason, cost, latency))` for a failed run.
+/// Trains the candidate and measures it; a [`Failure`] for a failed run.
 fn train_and_measure(
     store: &Store,
     lease: &Lease,
@@ -234,10 +255,10 @@ fn train_and_measure(
     examples: &Examples,
     budget: &Budget,
     started: Instant,
-) -> std::result::Result<Finished, (String, f64, Option<f64>)> {
+) -> std::result::Result<Finished, Failure> {
     let elapsed = || started.elapsed().as_secs_f64();
     let candidate = Candidate::parse(&lease.candidate)
-        .map_err(|error| (Error::from(error).to_string(), elapsed(), None::<f64>))?;
+        .map_err(|error| Failure::new(Error::from(error).to_string(), elapsed()))?;
     let limits = model.constraint_limits();
     if let Some(limit) = limits.infer_latency {
         // A network's forward cost does not depend on its weights: one that is already too slow
@@ -252,17 +273,23 @@ fn train_and_measure(
                 device_name(budget.device),
                 format_seconds(limit),
             );
-            return Err((reason, elapsed(), Some(latency)));
+            return Err(Failure {
+                reason,
+                cost_seconds: elapsed(),
+                latency: Some(latency),
+            });
         }
     }
     let trained = easeml_trainer::train(&candidate, examples, budget)
-        .map_err(|error| (Error::from(error).to_string(), elapsed(), None))?;
+        .map_err(|error| Failure::new(Error::from(error).to_string(), elapsed()))?;
     let (checkpoint, quality) = match trained.outcome {
         RunOutcome::Succeeded {
             checkpoint,
             quality,
         } => (checkpoint, quality),
-        RunOutcome::Failed { reason } => return Err((reason, trained.cost_seconds, None)),
+        RunOutcome::Failed { reason } => {
+            return Err(Failure::new(reason, trained.cost_seconds));
+        }
     };
     // Every trained model's latency is measured on the device it trained on (the one
     // `choose_device` also serves on) before the run is committed, so no reader sees it done
@@ -270,15 +297,18 @@ fn train_and_measure(
     let latency = Predictor::new(&checkpoint, budget.device)
         .and_then(|predictor| measure_latency(&predictor, &examples.inputs, &LATENCY))
         .map_err(|error| {
-            (
+            Failure::new(
                 format!("the trained model cannot predict, so it cannot be served: {error}"),
                 trained.cost_seconds,
-                None,
             )
         })?;
     let blob = checkpoint_blob::encode(&checkpoint)
         .and_then(|bytes| Ok(store.put_blob(&bytes)?))
-        .map_err(|error| (error.to_string(), trained.cost_seconds, Some(latency)))?;
+        .map_err(|error| Failure {
+            reason: error.to_string(),
+            cost_seconds: trained.cost_seconds,
+            latency: Some(latency),
+        })?;
     // The trial history, kept with the run (a history too large to keep, which no run of the
     // trainer's comes near, is left out rather than failing it).
     let trials = serde_json::to_string(&trained.trials)

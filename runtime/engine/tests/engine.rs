@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use easeml_compiler::{Registry, compile};
+use easeml_engine::unit::UnitSpec;
 use easeml_engine::{Engine, EngineConfig, Error, Event, ServedModel, checkpoint_blob};
 use easeml_object::{Object, codec};
 use easeml_store::{AppId, Blob, NewApp, NewExample, NewOutput, RunState, Store};
@@ -15,6 +16,20 @@ fn config() -> EngineConfig {
     config.max_epochs = 8;
     config.min_steps = 0; // the epochs as set: a quick test, not a good model
     config
+}
+
+/// A unit's spec as the engine of [`config`] writes it.
+fn spec() -> String {
+    let config = config();
+    UnitSpec {
+        max_seconds: config.max_run_seconds,
+        deadline_ms: None,
+        max_epochs: config.max_epochs,
+        min_steps: config.min_steps,
+        seed: config.seed,
+        tuning: config.tuning.name().to_owned(),
+    }
+    .to_json()
 }
 
 /// Registers the program as an app with the manifest easemlc writes for it.
@@ -367,9 +382,13 @@ fn one_engine_per_store_and_interrupted_runs_are_rerun_first() {
     let mut store = Store::open(home.path()).unwrap();
     let sides = register(&mut store, SIDES, "sides");
     feed_labels(&mut store, sides, &clusters(40, 0));
-    // A run that a killed engine left running.
-    let interrupted = store.queue_run(sides, "logistic").unwrap();
-    store.start_run(interrupted).unwrap();
+    // A run that a killed engine's in-process worker left running, its lease still alive.
+    let (interrupted, _) = store.queue_unit(sides, "logistic", &spec()).unwrap();
+    store
+        .lease_unit("in-process:killed", Duration::from_secs(3600))
+        .unwrap()
+        .unwrap();
+    assert_eq!(store.run(interrupted).unwrap().state, RunState::Running);
     drop(store);
 
     let mut engine = Engine::open(home.path(), config()).unwrap();
@@ -386,6 +405,32 @@ fn one_engine_per_store_and_interrupted_runs_are_rerun_first() {
     drop(engine);
     // The lock goes with the engine.
     Engine::open(home.path(), config()).unwrap();
+}
+
+#[test]
+fn a_unit_whose_spec_cannot_be_read_fails_saying_so_and_the_engine_goes_on() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let sides = register(&mut store, SIDES, "sides");
+    feed_labels(&mut store, sides, &clusters(40, 0));
+    let (garbled, _) = store.queue_unit(sides, "logistic", "not a spec").unwrap();
+    drop(store);
+
+    let mut engine = Engine::open(home.path(), config()).unwrap();
+    let run = engine.step(None, &mut |_| {}).unwrap().expect("a run");
+    assert_eq!(run.id, garbled);
+    assert_eq!(run.state, RunState::Failed);
+    let error = run.error.unwrap();
+    assert!(
+        error.contains("a work unit's spec is unreadable"),
+        "{error}"
+    );
+    let next = engine
+        .step(None, &mut |_| {})
+        .unwrap()
+        .expect("the engine goes on");
+    assert_ne!(next.id, garbled);
+    assert_eq!(next.state, RunState::Done);
 }
 
 #[test]
