@@ -2,8 +2,8 @@
 //! pattern), so the README's commands are the same on every machine.
 //!
 //! - `cargo xtask setup`: libtorch for the trainer (PyPI's `torch` in a venv under the user's cache
-//!   dir) and Chromium for the refine page's browser test (Debian packages), idempotent and quick
-//!   when already done.
+//!   dir), Chromium for the browser tests and munge + Slurm for the Slurm cluster test (Debian
+//!   packages: [`packages`]), idempotent and quick when already done.
 //! - `cargo xtask env`: the shell exports that let plain `cargo` build the trainer
 //!   (`eval "$(cargo xtask env)"`).
 //! - `cargo xtask test`: everything CI checks (tidy, fmt, clippy, docs, the whole test suite), with
@@ -23,8 +23,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
-mod browser;
 mod demo;
+mod packages;
 mod tidy;
 mod torch;
 
@@ -40,9 +40,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install libtorch (PyPI `torch` in a virtual environment under the user's cache dir) and
-    /// Chromium + chromedriver (apt-get, for the refine page's browser test); a quick no-op when
-    /// already done.
+    /// Install libtorch (PyPI `torch` in a virtual environment under the user's cache dir),
+    /// Chromium + chromedriver (the browser tests) and munge + Slurm (the Slurm cluster test) with
+    /// apt-get; a quick no-op when already done.
     Setup,
     /// Print the shell exports that let plain `cargo` build and run the trainer:
     /// `eval "$(cargo xtask env)"`.
@@ -86,7 +86,8 @@ fn main() -> Result<()> {
     match cli.command {
         Task::Setup => {
             setup()?;
-            browser::ensure_chromium();
+            packages::ensure(&packages::CHROMIUM);
+            packages::ensure(&packages::SLURM);
             Ok(())
         }
         Task::Env => {
@@ -190,7 +191,8 @@ fn test() -> Result<()> {
         tidy_started.elapsed().as_secs_f64()
     );
     setup()?;
-    browser::ensure_chromium();
+    packages::ensure(&packages::CHROMIUM);
+    packages::ensure(&packages::SLURM);
     run_step("rustfmt", cargo(&["fmt", "--all", "--check"]))?;
     run_step(
         "clippy",

@@ -1,0 +1,315 @@
+//! Workers on a real Slurm cluster (munge, slurmctld and two slurmd nodes started by the test on
+//! loopback: `support/slurm_cluster.rs`): `easeml workers submit --slurm` starts the workers as a
+//! job array, a coordinator (`easeml train --workers 0`) trains two apps' candidates over them, and
+//! the faults of a real cluster lose nothing and run nothing twice:
+//! - a worker stopped mid-unit (SIGSTOP: an orphaned job step that keeps running but stops
+//!   heartbeating) loses its lease; the unit is re-leased and done by the other worker; when the
+//!   orphan resumes, its late commit is refused by the fencing token;
+//! - a node's slurmd and its worker killed with SIGKILL mid-unit: the unit is re-leased once its
+//!   lease expires and finishes;
+//! - every fed example is stored once, every candidate has exactly one run, and `easeml workers
+//!   list` shows the Slurm job of each worker.
+//!
+//! The test skips with a loud banner when the daemons are not installed (`cargo xtask setup`
+//! installs them).
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use easeml_runtime::RunState;
+use easeml_runtime::store::{PageRequest, Store, UnitState, WorkerRecord};
+
+#[path = "support/slurm_cluster.rs"]
+mod slurm_cluster;
+
+mod common;
+
+use common::{feed, feed_shapes};
+use slurm_cluster::SlurmCluster;
+
+const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
+
+/// A tabular app whose runs take well under a second.
+const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]";
+
+fn feed_sides(data: &Path) {
+    let lines = (0..60)
+        .map(|i| {
+            let a = ((i * 37) % 100) as f32 / 100.0;
+            let b = ((i * 61) % 100) as f32 / 100.0;
+            let label = if a < b { "left" } else { "right" };
+            format!("[{a}, {b}] {label}\n")
+        })
+        .collect();
+    feed(data, SIDES, lines);
+}
+
+fn wait_until<T>(what: &str, limit: Duration, mut found: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(value) = found() {
+            return value;
+        }
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([name, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {name} {pid}");
+}
+
+/// Kills what is left of the test's processes when dropped, even when the test fails: the
+/// coordinator, and every worker the store knows (a worker whose slurmd was killed is out of
+/// Slurm's reach).
+struct Reaper<'a> {
+    data: &'a Path,
+    children: Vec<Child>,
+}
+
+impl Drop for Reaper<'_> {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Ok(store) = Store::open(self.data) {
+            for worker in store.workers().unwrap_or_default() {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &worker.pid.to_string()])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
+}
+
+/// The store's workers that Slurm started, by their array task.
+fn slurm_workers(store: &Store) -> Vec<WorkerRecord> {
+    let mut workers: Vec<WorkerRecord> = store
+        .workers()
+        .unwrap()
+        .into_iter()
+        .filter(|worker| worker.slurm_job.is_some())
+        .collect();
+    workers.sort_by(|a, b| a.slurm_job.cmp(&b.slurm_job));
+    workers
+}
+
+/// A unit of the image app leased by `worker` (a network's: seconds long), once there is one.
+fn unit_held_by(store: &Store, worker: &str) -> Option<easeml_runtime::store::UnitRecord> {
+    let shapes = store.app_by_name("shapes").unwrap().unwrap().id;
+    store.open_units().unwrap().into_iter().find(|unit| {
+        unit.state == UnitState::Leased
+            && unit.lease_owner.as_deref() == Some(worker)
+            && unit.app == shapes
+    })
+}
+
+#[test]
+fn workers_submitted_to_slurm_train_every_candidate_once_through_node_and_worker_faults() {
+    if !slurm_cluster::available() {
+        return;
+    }
+    let mut cluster = SlurmCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_shapes(&data);
+    feed_sides(&data);
+    let store = Store::open(&data).unwrap();
+    let fed: Vec<u64> = store
+        .apps()
+        .unwrap()
+        .iter()
+        .map(|app| {
+            store
+                .examples(app.id, PageRequest::default())
+                .unwrap()
+                .total
+        })
+        .collect();
+    assert_eq!(fed, [120, 60]);
+    let mut reaper = Reaper {
+        data: &data,
+        children: Vec::new(),
+    };
+
+    // The coordinator, then two workers as a Slurm job array (one per one-CPU node).
+    let ttl = "2s";
+    let coordinator = Command::new(EASEML)
+        .args(["train", "--workers", "0", "--lease-ttl", ttl])
+        .args(["--max-run", "3s", "--budget", "40s", "--data"])
+        .arg(&data)
+        .env("EASEML_DEVICE", "cpu")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    reaper.children.push(coordinator);
+    let submitted = cluster
+        .command(EASEML)
+        .args([
+            "workers", "submit", "--slurm", "--count", "2", "--time", "10",
+        ])
+        .args(["--lease-ttl", ttl, "--threads", "1", "--store"])
+        .arg(&data)
+        .env("EASEML_DEVICE", "cpu")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&submitted.stderr).into_owned()
+        + &String::from_utf8_lossy(&submitted.stdout);
+    assert!(submitted.status.success(), "{said}\n{}", cluster.logs());
+    let job: String = said
+        .split("submitted Slurm job ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("no job id in: {said}"))
+        .to_owned();
+    let workers = wait_until(
+        "both workers started by Slurm",
+        Duration::from_secs(60),
+        || {
+            let workers = slurm_workers(&store);
+            (workers.len() == 2).then_some(workers)
+        },
+    );
+    assert_eq!(
+        workers
+            .iter()
+            .map(|worker| worker.slurm_job.clone().unwrap())
+            .collect::<Vec<_>>(),
+        [format!("{job}_0"), format!("{job}_1")]
+    );
+    let (orphan, other) = (&workers[0], &workers[1]);
+
+    // 1. An orphaned step: the first worker stops mid-unit (no heartbeat) and its lease expires;
+    // the other worker re-leases the unit and commits it; the orphan's late commit is refused.
+    let stolen = wait_until(
+        "a unit on the first worker",
+        Duration::from_secs(120),
+        || unit_held_by(&store, &orphan.id),
+    );
+    signal(orphan.pid, "-STOP");
+    let retaken = wait_until("the unit re-leased", Duration::from_secs(60), || {
+        let unit = store.unit(stolen.id).unwrap();
+        (unit.attempt >= 2 && unit.lease_owner.as_deref() == Some(other.id.as_str())
+            || unit.state == UnitState::Committed)
+            .then_some(unit)
+    });
+    assert_eq!(retaken.losses, 1, "{retaken:?}");
+    wait_until(
+        "the re-leased unit committed",
+        Duration::from_secs(60),
+        || (store.unit(stolen.id).unwrap().state == UnitState::Committed).then_some(()),
+    );
+    signal(orphan.pid, "-CONT");
+    let log = std::fs::canonicalize(&data)
+        .unwrap()
+        .join("slurm")
+        .join(format!("worker-{job}_0.log"));
+    let refused = format!("unit {}: result dropped", stolen.id.0);
+    wait_until(
+        "the orphan's late commit refused",
+        Duration::from_secs(60),
+        || {
+            std::fs::read_to_string(&log)
+                .ok()
+                .filter(|text| text.contains(&refused))
+        },
+    );
+    let run = store.run(stolen.run).unwrap();
+    assert_eq!(run.state, RunState::Done, "{run:?}");
+
+    // 2. A node lost mid-unit: its slurmd and its worker die with SIGKILL; the unit is re-leased
+    // by the orphan (now a live worker again) once the lease expires, and finishes.
+    let lost = wait_until(
+        "a unit on the second worker",
+        Duration::from_secs(120),
+        || unit_held_by(&store, &other.id),
+    );
+    let node = cluster
+        .node_of(&format!("{job}_1"))
+        .unwrap_or_else(|| panic!("task {job}_1 is not running:\n{}", cluster.logs()));
+    cluster.kill_slurmd(&node);
+    signal(other.pid, "-KILL");
+    let killed = Instant::now();
+    wait_until("the lost unit re-leased", Duration::from_secs(60), || {
+        let unit = store.unit(lost.id).unwrap();
+        (unit.attempt >= 2).then_some(())
+    });
+    eprintln!(
+        "unit {} re-leased {:?} after its worker and slurmd were killed (lease TTL {ttl})",
+        lost.id.0,
+        killed.elapsed()
+    );
+
+    // The coordinator ends at its budget, once the units leased by then are committed.
+    let coordinator = &mut reaper.children[0];
+    let status = wait_until("the coordinator", Duration::from_secs(240), || {
+        coordinator.try_wait().unwrap()
+    });
+    assert!(status.success(), "{status}");
+    assert_eq!(store.run(lost.run).unwrap().state, RunState::Done);
+
+    // Nothing acknowledged is lost, nothing ran twice.
+    for app in store.apps().unwrap() {
+        let runs = store.runs(app.id).unwrap();
+        assert!(!runs.is_empty(), "{}: no runs", app.name);
+        let mut candidates: Vec<&str> = runs.iter().map(|run| run.candidate.as_str()).collect();
+        candidates.sort_unstable();
+        let before = candidates.len();
+        candidates.dedup();
+        assert_eq!(
+            candidates.len(),
+            before,
+            "{}: a candidate ran twice",
+            app.name
+        );
+        for run in &runs {
+            assert!(
+                run.state == RunState::Done
+                    || run
+                        .error
+                        .as_deref()
+                        .is_some_and(|error| !error.contains("lost")),
+                "{}: {run:?}",
+                app.name
+            );
+        }
+    }
+    let stored: Vec<u64> = store
+        .apps()
+        .unwrap()
+        .iter()
+        .map(|app| {
+            store
+                .examples(app.id, PageRequest::default())
+                .unwrap()
+                .total
+        })
+        .collect();
+    assert_eq!(stored, fed);
+    assert!(store.open_units().unwrap().is_empty());
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+
+    // `easeml workers list` shows the Slurm jobs.
+    let listed = Command::new(EASEML)
+        .args(["workers", "list", "--json", "--store"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let jobs: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|row| row["slurm_job"].as_str())
+        .collect();
+    assert!(jobs.contains(&format!("{job}_0").as_str()), "{rows}");
+    assert!(jobs.contains(&format!("{job}_1").as_str()), "{rows}");
+    drop(reaper);
+}

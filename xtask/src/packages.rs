@@ -1,0 +1,91 @@
+//! The Debian packages some tests need beyond the Rust toolchain, installed with apt-get when a
+//! file they provide is missing: Chromium and chromedriver (the browser tests of the refine page),
+//! munge and Slurm (the tests that run workers on a real Slurm cluster).
+//!
+//! Installing needs root (or passwordless sudo) and the Debian mirrors; when that fails this prints
+//! a loud warning and carries on, and the tests that need the package then skip with their own
+//! loud message.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Packages some tests need.
+pub struct Need {
+    /// The Debian packages.
+    pub packages: &'static [&'static str],
+    /// Files they install: the packages count as installed when all of these exist.
+    pub files: &'static [&'static str],
+    /// Which tests need them.
+    pub tests: &'static str,
+}
+
+/// Headless Chromium and its WebDriver.
+pub const CHROMIUM: Need = Need {
+    packages: &["chromium", "chromium-driver"],
+    files: &["/usr/bin/chromium", "/usr/bin/chromedriver"],
+    tests: "the refine page's browser test (runtime/server/tests/refine_browser.rs)",
+};
+
+/// munge and the Slurm daemons and client commands.
+pub const SLURM: Need = Need {
+    packages: &["slurm-wlm", "munge"],
+    files: &[
+        "/usr/sbin/munged",
+        "/usr/sbin/slurmctld",
+        "/usr/sbin/slurmd",
+        "/usr/bin/sbatch",
+    ],
+    tests: "the Slurm cluster test (runtime/cli/tests/slurm.rs)",
+};
+
+/// Makes sure the packages are installed; returns whether they are.
+pub fn ensure(need: &Need) -> bool {
+    if installed(need) {
+        return true;
+    }
+    let names = need.packages.join(" ");
+    if !Path::new("/usr/bin/apt-get").exists() {
+        warn(need, "no apt-get on this machine");
+        return false;
+    }
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0");
+    let apt = |args: &[&str]| -> bool {
+        let mut command = if is_root {
+            Command::new("apt-get")
+        } else {
+            let mut sudo = Command::new("sudo");
+            sudo.args(["-n", "apt-get"]);
+            sudo
+        };
+        command
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    eprintln!("==> install {names} (for {})", need.tests);
+    let mut install = vec!["install", "-y", "-q"];
+    install.extend_from_slice(need.packages);
+    let installed_now = apt(&install) || (apt(&["update", "-q"]) && apt(&install));
+    if !installed_now {
+        warn(need, &format!("apt-get install {names} failed"));
+        return false;
+    }
+    installed(need)
+}
+
+fn installed(need: &Need) -> bool {
+    need.files.iter().all(|file| Path::new(file).exists())
+}
+
+fn warn(need: &Need, why: &str) {
+    eprintln!(
+        "\n!!!!!!!!!!\n!!! WARNING: {why}: {} not installed, so {} will SKIP.\n!!! Install with: apt-get install {}\n!!!!!!!!!!\n",
+        need.packages.join(" and "),
+        need.tests,
+        need.packages.join(" ")
+    );
+}
