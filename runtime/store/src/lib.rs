@@ -13,6 +13,7 @@
 
 mod best;
 mod blobs;
+pub mod db;
 mod labels;
 mod migrations;
 mod store;
@@ -42,14 +43,14 @@ use std::path::PathBuf;
 /// Everything that can go wrong in the store. Every variant says what, and where.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// An SQLite error, with what the store was doing.
+    /// A database error (SQLite or PostgreSQL), with what the store was doing.
     #[error("store database: {context}: {source}")]
-    Sqlite {
+    Database {
         /// What the store was doing.
         context: String,
         /// The underlying error.
         #[source]
-        source: rusqlite::Error,
+        source: db::DbError,
     },
     /// A file-system error, with the path.
     #[error("store file {path}: {context}: {source}")]
@@ -179,9 +180,9 @@ pub fn default_home() -> Result<PathBuf> {
     }
 }
 
-pub(crate) fn sqlite(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Error {
+pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(db::DbError) -> Error {
     let context = context.into();
-    move |source| Error::Sqlite { context, source }
+    move |source| Error::Database { context, source }
 }
 
 pub(crate) fn io(

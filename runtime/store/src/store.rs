@@ -4,14 +4,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-
 use crate::blobs::{BlobHash, Blobs};
+use crate::db::{Db, DbResult, OptionalExt, Row};
 use crate::labels::LabelMap;
 use crate::migrations::{self, MIGRATIONS, Migration};
+use crate::params;
 use crate::time::now_ms;
 use crate::tokens;
-use crate::{Error, Result, io, sqlite};
+use crate::{Error, Result, db, io};
 
 /// The id of a registered app.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -274,11 +274,12 @@ pub struct RunValidation {
     pub validated_examples: Option<u64>,
 }
 
-/// One store: `easeml.sqlite3` and `blobs/` under a home directory.
+/// One store: its rows (`easeml.sqlite3` under the home directory, or a PostgreSQL database) and
+/// `blobs/` under the home directory.
 #[derive(Debug)]
 pub struct Store {
     home: PathBuf,
-    pub(crate) connection: Connection,
+    pub(crate) connection: Db,
     blobs: Blobs,
 }
 
@@ -316,20 +317,21 @@ impl Store {
     ) -> Result<Store> {
         fs::create_dir_all(home).map_err(io(home, "creating the store directory"))?;
         let path = home.join(DATABASE_FILE);
-        let mut connection =
-            Connection::open(&path).map_err(sqlite(format!("opening {}", path.display())))?;
+        let connection = rusqlite::Connection::open(&path)
+            .map_err(|error| db(format!("opening {}", path.display()))(error.into()))?;
         connection
             .busy_timeout(Duration::from_secs(10))
-            .map_err(sqlite("setting the busy timeout"))?;
+            .map_err(|error| db("setting the busy timeout")(error.into()))?;
+        let connection = Db::Sqlite(connection);
         let journal_mode: String = connection
-            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(sqlite("switching to WAL mode"))?;
+            .query_row("PRAGMA journal_mode = WAL", (), |row| row.get(0))
+            .map_err(db("switching to WAL mode"))?;
         if !journal_mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::Sqlite {
+            return Err(Error::Database {
                 context: format!(
                     "switching to WAL mode (the database stays in {journal_mode} mode)"
                 ),
-                source: rusqlite::Error::InvalidQuery,
+                source: rusqlite::Error::InvalidQuery.into(),
             });
         }
         let synchronous = match options.durability {
@@ -340,14 +342,47 @@ impl Store {
             .execute_batch(&format!(
                 "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
             ))
-            .map_err(sqlite("setting pragmas"))?;
-        migrations::migrate(&mut connection, migrations, &path)?;
+            .map_err(db("setting pragmas"))?;
+        migrations::migrate(&connection, migrations, &path)?;
         let blobs = Blobs::open(home.join("blobs"), options.durability == Durability::Full)?;
         Ok(Store {
             home: home.to_owned(),
             connection,
             blobs,
         })
+    }
+
+    /// Opens the store whose rows are in the PostgreSQL database at `url`
+    /// (`postgres://user:password@host:port/database`) and whose blobs are under `home` (a folder
+    /// every worker sees), bringing the database's schema up to date.
+    pub fn open_postgres(url: &str, home: impl AsRef<Path>) -> Result<Store> {
+        Store::open_postgres_migrated(url, home.as_ref(), &StoreOptions::default(), MIGRATIONS)
+    }
+
+    /// [`Store::open_postgres`] applying only `migrations` (tests of upgrades).
+    pub fn open_postgres_migrated(
+        url: &str,
+        home: &Path,
+        options: &StoreOptions,
+        migrations: &[Migration],
+    ) -> Result<Store> {
+        fs::create_dir_all(home).map_err(io(home, "creating the store directory"))?;
+        let place = redact_url(url);
+        let connection =
+            crate::db::PgConnection::connect(url).map_err(db(format!("connecting to {place}")))?;
+        let connection = Db::Postgres(std::cell::RefCell::new(connection));
+        migrations::migrate(&connection, migrations, Path::new(&place))?;
+        let blobs = Blobs::open(home.join("blobs"), options.durability == Durability::Full)?;
+        Ok(Store {
+            home: home.to_owned(),
+            connection,
+            blobs,
+        })
+    }
+
+    /// Which database engine keeps the rows.
+    pub fn dialect(&self) -> crate::db::Dialect {
+        self.connection.dialect()
     }
 
     /// The home directory.
@@ -360,16 +395,17 @@ impl Store {
         migrations::current_version(&self.connection)
     }
 
-    /// Runs `PRAGMA integrity_check`; `Ok(())` when SQLite answers `ok`, else its findings.
+    /// Runs `PRAGMA integrity_check`; `Ok(())` when SQLite answers `ok`, else its findings
+    /// (PostgreSQL checks its own pages: a store there answers `Ok(())` once it answers at all).
     pub fn integrity_check(&self) -> Result<std::result::Result<(), Vec<String>>> {
-        let mut statement = self
+        let check = match self.dialect() {
+            crate::db::Dialect::Sqlite => "PRAGMA integrity_check",
+            crate::db::Dialect::Postgres => "SELECT 'ok'",
+        };
+        let findings: Vec<String> = self
             .connection
-            .prepare("PRAGMA integrity_check")
-            .map_err(sqlite("running the integrity check"))?;
-        let findings: Vec<String> = statement
-            .query_map([], |row| row.get(0))
-            .and_then(Iterator::collect)
-            .map_err(sqlite("running the integrity check"))?;
+            .query_map(check, (), |row| row.get(0))
+            .map_err(db("running the integrity check"))?;
         if findings == ["ok"] {
             Ok(Ok(()))
         } else {
@@ -383,37 +419,29 @@ impl Store {
     pub fn register_app(&mut self, new_app: &NewApp) -> Result<(App, String)> {
         let token = tokens::issue()?;
         let context = format!("registering app `{}`", new_app.name);
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite(context.clone()))?;
-        let exists: Option<i64> = transaction
-            .query_row(
-                "SELECT id FROM apps WHERE name = ?1",
-                [&new_app.name],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(sqlite(context.clone()))?;
-        if exists.is_some() {
-            return Err(Error::AppExists(new_app.name.clone()));
-        }
-        transaction
-            .execute(
-                "INSERT INTO apps (name, manifest, system_type, token_sha256, label_capacity, labels_declared, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    new_app.name,
-                    new_app.manifest,
-                    new_app.system_type,
-                    tokens::hash(&token),
-                    new_app.label_capacity.map(|capacity| capacity as i64),
-                    new_app.declared_labels.is_some(),
-                    now_ms()
-                ],
-            )
-            .map_err(sqlite(context.clone()))?;
-        let id = AppId(transaction.last_insert_rowid());
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        let inserted = transaction.query_row(
+            "INSERT INTO apps (name, manifest, system_type, token_sha256, label_capacity, labels_declared, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+            params![
+                new_app.name,
+                new_app.manifest,
+                new_app.system_type,
+                tokens::hash(&token),
+                new_app.label_capacity.map(|capacity| capacity as i64),
+                new_app.declared_labels.is_some(),
+                now_ms()
+            ],
+            |row| row.get(0),
+        );
+        let id = match inserted {
+            Ok(id) => AppId(id),
+            // The name is taken (checked by the database, so two registrations cannot race).
+            Err(error) if error.is_unique_violation() => {
+                return Err(Error::AppExists(new_app.name.clone()));
+            }
+            Err(error) => return Err(db(context)(error)),
+        };
         if let Some(labels) = &new_app.declared_labels {
             for (index, label) in labels.iter().enumerate() {
                 transaction
@@ -421,10 +449,10 @@ impl Store {
                         "INSERT INTO label_maps (app, label, label_index) VALUES (?1, ?2, ?3)",
                         params![id.0, label, index as i64],
                     )
-                    .map_err(sqlite(context.clone()))?;
+                    .map_err(db(context.clone()))?;
             }
         }
-        transaction.commit().map_err(sqlite(context))?;
+        transaction.commit().map_err(db(context))?;
         Ok((self.app(id)?, token))
     }
 
@@ -441,14 +469,13 @@ impl Store {
 
     /// Every app, by id.
     pub fn apps(&self) -> Result<Vec<App>> {
-        let mut statement = self
-            .connection
-            .prepare(&format!("SELECT {APP_COLUMNS} FROM apps ORDER BY id"))
-            .map_err(sqlite("listing apps"))?;
-        statement
-            .query_map([], app_from_row)
-            .and_then(Iterator::collect)
-            .map_err(sqlite("listing apps"))
+        self.connection
+            .query_map(
+                &format!("SELECT {APP_COLUMNS} FROM apps ORDER BY id"),
+                (),
+                app_from_row,
+            )
+            .map_err(db("listing apps"))
     }
 
     /// Removes an app with all its examples, labels and runs (blob files stay until collected).
@@ -456,7 +483,7 @@ impl Store {
         let removed = self
             .connection
             .execute("DELETE FROM apps WHERE id = ?1", [id.0])
-            .map_err(sqlite(format!("removing app {}", id.0)))?;
+            .map_err(db(format!("removing app {}", id.0)))?;
         if removed == 0 {
             return Err(Error::NoSuchAppId(id.0));
         }
@@ -473,12 +500,12 @@ impl Store {
                 |row| row.get(0),
             )
             .optional()
-            .map_err(sqlite("reading an app token"))?
+            .map_err(db("reading an app token"))?
             .ok_or(Error::NoSuchAppId(id.0))?;
         Ok(tokens::matches_hash(token, &stored))
     }
 
-    fn query_app<P: rusqlite::ToSql>(&self, condition: &str, value: P) -> Result<Option<App>> {
+    fn query_app<P: crate::db::ToValue>(&self, condition: &str, value: P) -> Result<Option<App>> {
         self.connection
             .query_row(
                 &format!("SELECT {APP_COLUMNS} FROM apps WHERE {condition}"),
@@ -486,7 +513,7 @@ impl Store {
                 app_from_row,
             )
             .optional()
-            .map_err(sqlite("reading an app"))
+            .map_err(db("reading an app"))
     }
 
     /// The app's label map (empty labels when no label was seen yet), or `None` when its output
@@ -518,18 +545,18 @@ impl Store {
     /// are kept; storing a blob that exists refreshes its age). Use a `min_age` well above the
     /// longest feed. Returns (files removed, bytes freed).
     pub fn collect_garbage(&self, min_age: Duration) -> Result<(usize, u64)> {
-        let mut statement = self
+        let referenced: std::collections::HashSet<String> = self
             .connection
-            .prepare(
+            .query_map(
                 "SELECT input_sha256 FROM examples
                  UNION SELECT output_sha256 FROM examples WHERE output_sha256 IS NOT NULL
                  UNION SELECT checkpoint_sha256 FROM runs WHERE checkpoint_sha256 IS NOT NULL",
+                (),
+                |row| row.get(0),
             )
-            .map_err(sqlite("listing referenced blobs"))?;
-        let referenced: std::collections::HashSet<String> = statement
-            .query_map([], |row| row.get(0))
-            .and_then(Iterator::collect)
-            .map_err(sqlite("listing referenced blobs"))?;
+            .map_err(db("listing referenced blobs"))?
+            .into_iter()
+            .collect();
         self.blobs.collect_garbage(&referenced, min_age)
     }
 
@@ -561,49 +588,44 @@ impl Store {
             examples.len(),
             app.name
         );
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite(context.clone()))?;
-        // Re-read inside the transaction: another writer may have changed them.
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        // Re-read inside the transaction (the app's row locked on PostgreSQL: feeds of one app
+        // take their turns): another writer may have changed them.
         let app = query_app_in(&transaction, id)?;
         let mut label_map = read_label_map(&transaction, &app)?;
         let known_before = label_map.as_ref().map_or(0, |map| map.labels.len());
         let data_version = app.data_version + 1;
         let created = now_ms();
         let mut ids = Vec::with_capacity(examples.len());
-        {
-            let mut insert = transaction
-                .prepare(
+        for (example, (input, output)) in examples.iter().zip(&hashes) {
+            let label_index = match &example.output {
+                NewOutput::Blob(_) => None,
+                NewOutput::Label(label) => {
+                    let Some(map) = label_map.as_mut() else {
+                        return Err(Error::NoLabels(app.name.clone()));
+                    };
+                    Some(map.resolve(label).map_err(|source| Error::Label {
+                        app: app.name.clone(),
+                        source,
+                    })?)
+                }
+            };
+            let example = transaction
+                .query_row(
                     "INSERT INTO examples (app, input_sha256, output_sha256, label_index, enabled, data_version, created_ms)
-                     VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6)",
-                )
-                .map_err(sqlite(context.clone()))?;
-            for (example, (input, output)) in examples.iter().zip(&hashes) {
-                let label_index = match &example.output {
-                    NewOutput::Blob(_) => None,
-                    NewOutput::Label(label) => {
-                        let Some(map) = label_map.as_mut() else {
-                            return Err(Error::NoLabels(app.name.clone()));
-                        };
-                        Some(map.resolve(label).map_err(|source| Error::Label {
-                            app: app.name.clone(),
-                            source,
-                        })?)
-                    }
-                };
-                insert
-                    .execute(params![
+                     VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6) RETURNING id",
+                    params![
                         id.0,
                         input.as_str(),
                         output.as_ref().map(BlobHash::as_str),
                         label_index,
                         data_version as i64,
                         created
-                    ])
-                    .map_err(sqlite(context.clone()))?;
-                ids.push(ExampleId(transaction.last_insert_rowid()));
-            }
+                    ],
+                    |row| row.get(0),
+                )
+                .map_err(db(context.clone()))?;
+            ids.push(ExampleId(example));
         }
         let mut new_labels = Vec::new();
         if let Some(map) = &label_map {
@@ -613,7 +635,7 @@ impl Store {
                         "INSERT INTO label_maps (app, label, label_index) VALUES (?1, ?2, ?3)",
                         params![id.0, label, index as i64],
                     )
-                    .map_err(sqlite(context.clone()))?;
+                    .map_err(db(context.clone()))?;
                 new_labels.push((label.clone(), index as u32));
             }
         }
@@ -622,8 +644,8 @@ impl Store {
                 "UPDATE apps SET data_version = ?1 WHERE id = ?2",
                 params![data_version as i64, id.0],
             )
-            .map_err(sqlite(context.clone()))?;
-        transaction.commit().map_err(sqlite(context))?;
+            .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))?;
         Ok(InsertReport {
             ids,
             data_version,
@@ -648,16 +670,14 @@ impl Store {
         let limit = request.limit.clamp(1, 10_000);
         let context = format!("listing examples of app `{}`", app.name);
         const FILTER: &str = "(?2 IS NULL OR e.enabled = ?2) AND (?3 IS NULL OR l.label = ?3)";
-        let mut statement = self
+        let items: Vec<ExampleRecord> = self
             .connection
-            .prepare_cached(&format!(
-                "SELECT {EXAMPLE_COLUMNS} FROM examples e
-                 LEFT JOIN label_maps l ON l.app = e.app AND l.label_index = e.label_index
-                 WHERE e.app = ?1 AND {FILTER} AND e.id > ?4 ORDER BY e.id LIMIT ?5"
-            ))
-            .map_err(sqlite(context.clone()))?;
-        let items: Vec<ExampleRecord> = statement
             .query_map(
+                &format!(
+                    "SELECT {EXAMPLE_COLUMNS} FROM examples e
+                     LEFT JOIN label_maps l ON l.app = e.app AND l.label_index = e.label_index
+                     WHERE e.app = ?1 AND {FILTER} AND e.id > ?4 ORDER BY e.id LIMIT ?5"
+                ),
                 params![
                     id.0,
                     filter.enabled,
@@ -667,8 +687,7 @@ impl Store {
                 ],
                 example_from_row,
             )
-            .and_then(Iterator::collect)
-            .map_err(sqlite(context.clone()))?;
+            .map_err(db(context.clone()))?;
         let mut items = items;
         let more = items.len() > limit as usize;
         items.truncate(limit as usize);
@@ -679,7 +698,7 @@ impl Store {
                     [id.0],
                     |row| row.get(0),
                 )
-                .map_err(sqlite(context))?
+                .map_err(db(context))?
         } else {
             self.connection
                 .query_row(
@@ -691,7 +710,7 @@ impl Store {
                     params![id.0, filter.enabled, filter.label],
                     |row| row.get(0),
                 )
-                .map_err(sqlite(context))?
+                .map_err(db(context))?
         };
         let next = match items.last() {
             Some(last) if more => Some(PageRequest {
@@ -721,7 +740,7 @@ impl Store {
                 example_from_row,
             )
             .optional()
-            .map_err(sqlite(format!(
+            .map_err(db(format!(
                 "reading example {} of app `{}`",
                 example.0, app.name
             )))?
@@ -735,11 +754,11 @@ impl Store {
     pub fn example_counts(&self, id: AppId) -> Result<(u64, u64)> {
         self.connection
             .query_row(
-                "SELECT COUNT(*), COALESCE(SUM(enabled), 0) FROM examples WHERE app = ?1",
+                "SELECT COUNT(*), CAST(COALESCE(SUM(enabled), 0) AS BIGINT) FROM examples WHERE app = ?1",
                 [id.0],
-                |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, i64>(1)? as u64)),
+                |row| Ok((row.get::<i64>(0)? as u64, row.get::<i64>(1)? as u64)),
             )
-            .map_err(sqlite("counting examples"))
+            .map_err(db("counting examples"))
     }
 
     /// Turns an example on or off for training. When the flag changes the app's data version is
@@ -747,18 +766,18 @@ impl Store {
     pub fn set_enabled(&mut self, id: AppId, example: ExampleId, enabled: bool) -> Result<u64> {
         let app = self.app(id)?;
         let context = format!("toggling example {} of app `{}`", example.0, app.name);
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite(context.clone()))?;
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let current: Option<bool> = transaction
             .query_row(
-                "SELECT enabled FROM examples WHERE app = ?1 AND id = ?2",
+                &format!(
+                    "SELECT enabled FROM examples WHERE app = ?1 AND id = ?2{}",
+                    transaction.dialect().for_update()
+                ),
                 params![id.0, example.0],
                 |row| row.get(0),
             )
             .optional()
-            .map_err(sqlite(context.clone()))?;
+            .map_err(db(context.clone()))?;
         let Some(current) = current else {
             return Err(Error::NoSuchExample {
                 app: app.name,
@@ -775,14 +794,14 @@ impl Store {
                 "UPDATE examples SET enabled = ?1 WHERE id = ?2",
                 params![enabled, example.0],
             )
-            .map_err(sqlite(context.clone()))?;
+            .map_err(db(context.clone()))?;
         transaction
             .execute(
                 "UPDATE apps SET data_version = ?1 WHERE id = ?2",
                 params![data_version as i64, id.0],
             )
-            .map_err(sqlite(context.clone()))?;
-        transaction.commit().map_err(sqlite(context))?;
+            .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))?;
         Ok(data_version)
     }
 
@@ -805,9 +824,9 @@ impl Store {
         self.connection
             .execute(
                 "UPDATE runs SET state = 'queued', started_ms = NULL WHERE state = 'running' AND NOT EXISTS (SELECT 1 FROM units WHERE units.run = runs.id)",
-                [],
+                (),
             )
-            .map_err(sqlite("re-queueing interrupted runs"))
+            .map_err(db("re-queueing interrupted runs"))
     }
 
     /// One run.
@@ -819,7 +838,7 @@ impl Store {
                 run_from_row,
             )
             .optional()
-            .map_err(sqlite(format!("reading run {}", run.0)))?
+            .map_err(db(format!("reading run {}", run.0)))?
             .ok_or(Error::NoSuchRun(run.0))
     }
 
@@ -827,16 +846,13 @@ impl Store {
     pub fn runs(&self, id: AppId) -> Result<Vec<RunRecord>> {
         let app = self.app(id)?;
         let context = format!("listing runs of app `{}`", app.name);
-        let mut statement = self
-            .connection
-            .prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE app = ?1 ORDER BY id"
-            ))
-            .map_err(sqlite(context.clone()))?;
-        statement
-            .query_map([id.0], run_from_row)
-            .and_then(Iterator::collect)
-            .map_err(sqlite(context))
+        self.connection
+            .query_map(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE app = ?1 ORDER BY id"),
+                [id.0],
+                run_from_row,
+            )
+            .map_err(db(context))
     }
 
     /// Applies `update` to a run in one of the states `from`, checked in the same transaction.
@@ -845,19 +861,21 @@ impl Store {
         run: RunId,
         from: &[RunState],
         wanted: &'static str,
-        update: impl FnOnce(&Connection) -> rusqlite::Result<usize>,
+        update: impl FnOnce(&Db) -> DbResult<usize>,
     ) -> Result<()> {
         let context = format!("marking run {} {wanted}", run.0);
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite(context.clone()))?;
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let state: Option<String> = transaction
-            .query_row("SELECT state FROM runs WHERE id = ?1", [run.0], |row| {
-                row.get(0)
-            })
+            .query_row(
+                &format!(
+                    "SELECT state FROM runs WHERE id = ?1{}",
+                    transaction.dialect().for_update()
+                ),
+                [run.0],
+                |row| row.get(0),
+            )
             .optional()
-            .map_err(sqlite(context.clone()))?;
+            .map_err(db(context.clone()))?;
         let Some(state) = state else {
             return Err(Error::NoSuchRun(run.0));
         };
@@ -868,8 +886,8 @@ impl Store {
                 wanted,
             });
         }
-        update(&transaction).map_err(sqlite(context.clone()))?;
-        transaction.commit().map_err(sqlite(context))
+        update(&transaction).map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))
     }
 }
 
@@ -920,45 +938,47 @@ pub(crate) fn non_negative(run: RunId, value: f64, what: impl FnOnce() -> String
 const APP_COLUMNS: &str =
     "id, name, manifest, system_type, label_capacity, labels_declared, data_version, created_ms";
 
-fn app_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<App> {
+fn app_from_row(row: &Row) -> DbResult<App> {
     Ok(App {
         id: AppId(row.get(0)?),
         name: row.get(1)?,
         manifest: row.get(2)?,
         system_type: row.get(3)?,
-        label_capacity: row
-            .get::<_, Option<i64>>(4)?
-            .map(|capacity| capacity as u64),
+        label_capacity: row.get::<Option<i64>>(4)?.map(|capacity| capacity as u64),
         labels_declared: row.get(5)?,
-        data_version: row.get::<_, i64>(6)? as u64,
+        data_version: row.get::<i64>(6)? as u64,
         created_ms: row.get(7)?,
     })
 }
 
-fn query_app_in(connection: &Connection, id: AppId) -> Result<App> {
+/// The app, read in a write transaction: its row locked on PostgreSQL until the transaction ends.
+fn query_app_in(connection: &Db, id: AppId) -> Result<App> {
     connection
         .query_row(
-            &format!("SELECT {APP_COLUMNS} FROM apps WHERE id = ?1"),
+            &format!(
+                "SELECT {APP_COLUMNS} FROM apps WHERE id = ?1{}",
+                connection.dialect().for_update()
+            ),
             [id.0],
             app_from_row,
         )
         .optional()
-        .map_err(sqlite("reading an app"))?
+        .map_err(db("reading an app"))?
         .ok_or(Error::NoSuchAppId(id.0))
 }
 
-fn read_label_map(connection: &Connection, app: &App) -> Result<Option<LabelMap>> {
+fn read_label_map(connection: &Db, app: &App) -> Result<Option<LabelMap>> {
     let Some(capacity) = app.label_capacity else {
         return Ok(None);
     };
     let context = format!("reading the label map of app `{}`", app.name);
-    let mut statement = connection
-        .prepare_cached("SELECT label FROM label_maps WHERE app = ?1 ORDER BY label_index")
-        .map_err(sqlite(context.clone()))?;
-    let labels: Vec<String> = statement
-        .query_map([app.id.0], |row| row.get(0))
-        .and_then(Iterator::collect)
-        .map_err(sqlite(context))?;
+    let labels: Vec<String> = connection
+        .query_map(
+            "SELECT label FROM label_maps WHERE app = ?1 ORDER BY label_index",
+            [app.id.0],
+            |row| row.get(0),
+        )
+        .map_err(db(context))?;
     Ok(Some(LabelMap {
         labels,
         capacity,
@@ -966,7 +986,7 @@ fn read_label_map(connection: &Connection, app: &App) -> Result<Option<LabelMap>
     }))
 }
 
-fn example_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ExampleRecord> {
+fn example_from_row(row: &Row) -> DbResult<ExampleRecord> {
     let input: String = row.get(1)?;
     let output_hash: Option<String> = row.get(2)?;
     let label_index: Option<i64> = row.get(3)?;
@@ -983,21 +1003,21 @@ fn example_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ExampleRecord> 
         input: trusted_hash(input),
         output,
         enabled: row.get(5)?,
-        data_version: row.get::<_, i64>(6)? as u64,
+        data_version: row.get::<i64>(6)? as u64,
         created_ms: row.get(7)?,
     })
 }
 
-fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+fn run_from_row(row: &Row) -> DbResult<RunRecord> {
     Ok(RunRecord {
         id: RunId(row.get(0)?),
         app: AppId(row.get(1)?),
         candidate: row.get(2)?,
-        state: RunState::parse(&row.get::<_, String>(3)?),
-        data_version: row.get::<_, i64>(4)? as u64,
+        state: RunState::parse(&row.get::<String>(3)?),
+        data_version: row.get::<i64>(4)? as u64,
         quality: row.get(5)?,
         cost_seconds: row.get(6)?,
-        checkpoint: row.get::<_, Option<String>>(7)?.map(trusted_hash),
+        checkpoint: row.get::<Option<String>>(7)?.map(trusted_hash),
         queued_ms: row.get(8)?,
         started_ms: row.get(9)?,
         finished_ms: row.get(10)?,
@@ -1005,9 +1025,7 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         validation: RunValidation {
             protocol: row.get(12)?,
             quality_std: row.get(13)?,
-            validated_examples: row
-                .get::<_, Option<i64>>(16)?
-                .map(|count| count.max(0) as u64),
+            validated_examples: row.get::<Option<i64>>(16)?.map(|count| count.max(0) as u64),
         },
         infer_latency_seconds: row.get(14)?,
         trials: row.get(15)?,
@@ -1018,4 +1036,18 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
 /// one fails when its blob is read).
 fn trusted_hash(text: String) -> BlobHash {
     BlobHash::from_database(text)
+}
+
+/// `url` with its password replaced by `***`, for messages.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((credentials, host)) = rest.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match credentials.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
 }

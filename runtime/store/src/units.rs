@@ -21,12 +21,12 @@
 //! A worker that stops in an orderly way gives its lease back ([`Store::release_lease`]).
 //! Every state change is one `IMMEDIATE` transaction, so any number of processes may share the store.
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
-
 use crate::blobs::BlobHash;
+use crate::db::{DbResult, OptionalExt, Row};
+use crate::params;
 use crate::store::{AppId, RunId, RunValidation};
 use crate::time::now_ms;
-use crate::{Error, Result, Store, sqlite};
+use crate::{Error, Result, Store, db};
 
 /// Expired leases after which a unit's run is failed instead of leased again.
 pub const MAX_LOSSES: u32 = 3;
@@ -235,13 +235,13 @@ pub fn worker_id(role: &str, host: &str, pid: u32) -> String {
 
 const UNIT_COLUMNS: &str = "u.id, u.run, r.app, r.candidate, u.state, u.attempt, u.losses, u.lease_owner, u.lease_expires_ms, u.spec, u.created_ms, u.committed_ms";
 
-fn unit_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<UnitRecord> {
+fn unit_from_row(row: &Row) -> DbResult<UnitRecord> {
     Ok(UnitRecord {
         id: UnitId(row.get(0)?),
         run: RunId(row.get(1)?),
         app: AppId(row.get(2)?),
         candidate: row.get(3)?,
-        state: UnitState::parse(&row.get::<_, String>(4)?),
+        state: UnitState::parse(&row.get::<String>(4)?),
         attempt: row.get(5)?,
         losses: row.get(6)?,
         lease_owner: row.get(7)?,
@@ -255,7 +255,7 @@ fn unit_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<UnitRecord> {
 const WORKER_COLUMNS: &str =
     "id, host, pid, device, threads, started_ms, heartbeat_ms, unit, state, slurm_job";
 
-fn worker_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<WorkerRecord> {
+fn worker_from_row(row: &Row) -> DbResult<WorkerRecord> {
     Ok(WorkerRecord {
         id: row.get(0)?,
         host: row.get(1)?,
@@ -264,8 +264,8 @@ fn worker_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<WorkerRecord> {
         threads: row.get(4)?,
         started_ms: row.get(5)?,
         heartbeat_ms: row.get(6)?,
-        unit: row.get::<_, Option<i64>>(7)?.map(UnitId),
-        state: WorkerState::parse(&row.get::<_, String>(8)?),
+        unit: row.get::<Option<i64>>(7)?.map(UnitId),
+        state: WorkerState::parse(&row.get::<String>(8)?),
         slurm_job: row.get(9)?,
     })
 }
@@ -284,10 +284,7 @@ impl Store {
         spec: &str,
     ) -> Result<(RunId, UnitId)> {
         let context = format!("queueing a unit of `{candidate}`");
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite(context.clone()))?;
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let data_version: i64 = transaction
             .query_row(
                 "SELECT data_version FROM apps WHERE id = ?1",
@@ -295,24 +292,28 @@ impl Store {
                 |row| row.get(0),
             )
             .optional()
-            .map_err(sqlite(context.clone()))?
+            .map_err(db(context.clone()))?
             .ok_or(Error::NoSuchAppId(app.0))?;
         let now = now_ms();
-        transaction
-            .execute(
-                "INSERT INTO runs (app, candidate, state, data_version, queued_ms) VALUES (?1, ?2, 'queued', ?3, ?4)",
-                params![app.0, candidate, data_version, now],
-            )
-            .map_err(sqlite(context.clone()))?;
-        let run = RunId(transaction.last_insert_rowid());
-        transaction
-            .execute(
-                "INSERT INTO units (run, kind, spec, state, created_ms) VALUES (?1, 'run', ?2, 'queued', ?3)",
-                params![run.0, spec, now],
-            )
-            .map_err(sqlite(context.clone()))?;
-        let unit = UnitId(transaction.last_insert_rowid());
-        transaction.commit().map_err(sqlite(context))?;
+        let run = RunId(
+            transaction
+                .query_row(
+                    "INSERT INTO runs (app, candidate, state, data_version, queued_ms) VALUES (?1, ?2, 'queued', ?3, ?4) RETURNING id",
+                    params![app.0, candidate, data_version, now],
+                    |row| row.get(0),
+                )
+                .map_err(db(context.clone()))?,
+        );
+        let unit = UnitId(
+            transaction
+                .query_row(
+                    "INSERT INTO units (run, kind, spec, state, created_ms) VALUES (?1, 'run', ?2, 'queued', ?3) RETURNING id",
+                    params![run.0, spec, now],
+                    |row| row.get(0),
+                )
+                .map_err(db(context.clone()))?,
+        );
+        transaction.commit().map_err(db(context))?;
         Ok((run, unit))
     }
 
@@ -320,31 +321,28 @@ impl Store {
     /// unit; `None` when the run is not queued or already has one.
     pub fn queue_unit_for_run(&mut self, run: RunId, spec: &str) -> Result<Option<UnitId>> {
         let context = format!("queueing a unit for run {}", run.0);
-        let inserted = self
-            .connection
-            .execute(
-                "INSERT INTO units (run, kind, spec, state, created_ms)
-                 SELECT id, 'run', ?2, 'queued', ?3 FROM runs
-                 WHERE id = ?1 AND state = 'queued' AND NOT EXISTS (SELECT 1 FROM units WHERE run = ?1)",
-                params![run.0, spec, now_ms()],
-            )
-            .map_err(sqlite(context))?;
-        Ok((inserted == 1).then(|| UnitId(self.connection.last_insert_rowid())))
+        let inserted = self.connection.query_map(
+            "INSERT INTO units (run, kind, spec, state, created_ms)
+             SELECT id, 'run', ?2, 'queued', ?3 FROM runs
+             WHERE id = ?1 AND state = 'queued' AND NOT EXISTS (SELECT 1 FROM units WHERE run = ?1)
+             RETURNING id",
+            params![run.0, spec, now_ms()],
+            |row| row.get(0),
+        );
+        match inserted {
+            Ok(ids) => Ok(ids.first().copied().map(UnitId)),
+            // Another process gave it its unit meanwhile (`units.run` is unique).
+            Err(error) if error.is_unique_violation() => Ok(None),
+            Err(error) => Err(db(context)(error)),
+        }
     }
 
     /// The queued runs that have no unit (queued by a store client, or before units existed), by id.
     pub fn queued_runs_without_unit(&self) -> Result<Vec<RunId>> {
         let context = "listing queued runs without a unit";
-        let mut statement = self
-            .connection
-            .prepare_cached(
-                "SELECT id FROM runs WHERE state = 'queued' AND NOT EXISTS (SELECT 1 FROM units WHERE units.run = runs.id) ORDER BY id",
-            )
-            .map_err(sqlite(context))?;
-        statement
-            .query_map([], |row| Ok(RunId(row.get(0)?)))
-            .and_then(Iterator::collect)
-            .map_err(sqlite(context))
+        self.connection
+            .query_map("SELECT id FROM runs WHERE state = 'queued' AND NOT EXISTS (SELECT 1 FROM units WHERE units.run = runs.id) ORDER BY id", (), |row| Ok(RunId(row.get(0)?)))
+            .map_err(db(context))
     }
 
     /// Leases the oldest unit that is queued or whose lease expired, to `owner` for `ttl`; `None`
@@ -372,18 +370,18 @@ impl Store {
         only: Option<UnitId>,
     ) -> Result<Option<Lease>> {
         let context = format!("leasing a unit for worker `{owner}`");
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite(context.clone()))?;
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let now = now_ms();
         loop {
             let found: Option<(i64, i64, String, u32, u32, Option<String>)> = transaction
                 .query_row(
-                    "SELECT u.id, u.run, u.state, u.attempt, u.losses, u.lease_owner FROM units u
-                     WHERE (u.state = 'queued' OR (u.state = 'leased' AND u.lease_expires_ms < ?1))
-                       AND (?2 IS NULL OR u.id = ?2)
-                     ORDER BY u.id LIMIT 1",
+                    &format!(
+                        "SELECT u.id, u.run, u.state, u.attempt, u.losses, u.lease_owner FROM units u
+                         WHERE (u.state = 'queued' OR (u.state = 'leased' AND u.lease_expires_ms < ?1))
+                           AND (?2 IS NULL OR u.id = ?2)
+                         ORDER BY u.id LIMIT 1{}",
+                        transaction.dialect().for_update_skip_locked()
+                    ),
                     params![now, only.map(|unit| unit.0)],
                     |row| {
                         Ok((
@@ -397,9 +395,9 @@ impl Store {
                     },
                 )
                 .optional()
-                .map_err(sqlite(context.clone()))?;
+                .map_err(db(context.clone()))?;
             let Some((unit, run, state, attempt, losses, previous_owner)) = found else {
-                transaction.commit().map_err(sqlite(context))?;
+                transaction.commit().map_err(db(context))?;
                 return Ok(None);
             };
             let losses = losses + u32::from(state == "leased");
@@ -413,13 +411,13 @@ impl Store {
                         "UPDATE runs SET state = 'failed', error = ?1, finished_ms = ?2 WHERE id = ?3",
                         params![reason, now, run],
                     )
-                    .map_err(sqlite(context.clone()))?;
+                    .map_err(db(context.clone()))?;
                 transaction
                     .execute(
                         "UPDATE units SET state = 'committed', losses = ?1, committed_ms = ?2, lease_expires_ms = NULL WHERE id = ?3",
                         params![losses, now, unit],
                     )
-                    .map_err(sqlite(context.clone()))?;
+                    .map_err(db(context.clone()))?;
                 continue;
             }
             transaction
@@ -427,13 +425,13 @@ impl Store {
                     "UPDATE units SET state = 'leased', attempt = ?1, losses = ?2, lease_owner = ?3, lease_expires_ms = ?4 WHERE id = ?5",
                     params![attempt + 1, losses, owner, now + ttl_ms(ttl), unit],
                 )
-                .map_err(sqlite(context.clone()))?;
+                .map_err(db(context.clone()))?;
             transaction
                 .execute(
                     "UPDATE runs SET state = 'running', started_ms = ?1 WHERE id = ?2",
                     params![now, run],
                 )
-                .map_err(sqlite(context.clone()))?;
+                .map_err(db(context.clone()))?;
             let lease = transaction
                 .query_row(
                     "SELECT u.id, u.run, r.app, r.candidate, r.data_version, u.attempt, u.lease_owner, u.spec
@@ -445,15 +443,15 @@ impl Store {
                             run: RunId(row.get(1)?),
                             app: AppId(row.get(2)?),
                             candidate: row.get(3)?,
-                            data_version: row.get::<_, i64>(4)? as u64,
+                            data_version: row.get::<i64>(4)? as u64,
                             attempt: row.get(5)?,
                             owner: row.get(6)?,
                             spec: row.get(7)?,
                         })
                     },
                 )
-                .map_err(sqlite(context.clone()))?;
-            transaction.commit().map_err(sqlite(context))?;
+                .map_err(db(context.clone()))?;
+            transaction.commit().map_err(db(context))?;
             return Ok(Some(lease));
         }
     }
@@ -467,7 +465,7 @@ impl Store {
                 "UPDATE units SET lease_expires_ms = ?1 WHERE id = ?2 AND attempt = ?3 AND lease_owner = ?4 AND state = 'leased'",
                 params![now_ms() + ttl_ms(ttl), lease.unit.0, lease.attempt, lease.owner],
             )
-            .map_err(sqlite(format!("renewing the lease of unit {}", lease.unit.0)))?;
+            .map_err(db(format!("renewing the lease of unit {}", lease.unit.0)))?;
         Ok(changed == 1)
     }
 
@@ -475,25 +473,22 @@ impl Store {
     /// again, without counting a loss. `false` when the lease was no longer the worker's.
     pub fn release_lease(&mut self, lease: &Lease) -> Result<bool> {
         let context = format!("giving back the lease of unit {}", lease.unit.0);
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite(context.clone()))?;
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let changed = transaction
             .execute(
                 "UPDATE units SET state = 'queued', lease_expires_ms = NULL WHERE id = ?1 AND attempt = ?2 AND lease_owner = ?3 AND state = 'leased'",
                 params![lease.unit.0, lease.attempt, lease.owner],
             )
-            .map_err(sqlite(context.clone()))?;
+            .map_err(db(context.clone()))?;
         if changed == 1 {
             transaction
                 .execute(
                     "UPDATE runs SET state = 'queued', started_ms = NULL WHERE id = ?1",
                     [lease.run.0],
                 )
-                .map_err(sqlite(context.clone()))?;
+                .map_err(db(context.clone()))?;
         }
-        transaction.commit().map_err(sqlite(context))?;
+        transaction.commit().map_err(db(context))?;
         Ok(changed == 1)
     }
 
@@ -519,18 +514,18 @@ impl Store {
             crate::store::check_trials_size(run, trials.map_or(0, str::len))?;
         }
         let context = format!("committing unit {} (run {})", lease.unit.0, run.0);
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite(context.clone()))?;
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let current: Option<(String, u32, Option<String>)> = transaction
             .query_row(
-                "SELECT state, attempt, lease_owner FROM units WHERE id = ?1",
+                &format!(
+                    "SELECT state, attempt, lease_owner FROM units WHERE id = ?1{}",
+                    transaction.dialect().for_update()
+                ),
                 [lease.unit.0],
                 |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()
-            .map_err(sqlite(context.clone()))?;
+            .map_err(db(context.clone()))?;
         let Some((state, attempt, owner)) = current else {
             return Err(Error::StaleLease {
                 unit: lease.unit.0,
@@ -583,39 +578,39 @@ impl Store {
                 params![reason, cost_seconds, now, infer_latency_seconds, run.0],
             ),
         }
-        .map_err(sqlite(context.clone()))?;
+        .map_err(db(context.clone()))?;
         transaction
             .execute(
                 "UPDATE units SET state = 'committed', committed_ms = ?1, lease_expires_ms = NULL WHERE id = ?2",
                 params![now, lease.unit.0],
             )
-            .map_err(sqlite(context.clone()))?;
-        transaction.commit().map_err(sqlite(context))
+            .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))
     }
 
     /// Removes a unit that no worker has leased yet, with its run (nothing ran); `false` when it
     /// was leased (or committed) meanwhile.
     pub fn cancel_queued_unit(&mut self, unit: UnitId) -> Result<bool> {
         let context = format!("cancelling unit {}", unit.0);
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite(context.clone()))?;
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let run: Option<i64> = transaction
             .query_row(
-                "SELECT run FROM units WHERE id = ?1 AND state = 'queued'",
+                &format!(
+                    "SELECT run FROM units WHERE id = ?1 AND state = 'queued'{}",
+                    transaction.dialect().for_update()
+                ),
                 [unit.0],
                 |row| row.get(0),
             )
             .optional()
-            .map_err(sqlite(context.clone()))?;
+            .map_err(db(context.clone()))?;
         if let Some(run) = run {
             // The unit goes with its run (ON DELETE CASCADE).
             transaction
                 .execute("DELETE FROM runs WHERE id = ?1", [run])
-                .map_err(sqlite(context.clone()))?;
+                .map_err(db(context.clone()))?;
         }
-        transaction.commit().map_err(sqlite(context))?;
+        transaction.commit().map_err(db(context))?;
         Ok(run.is_some())
     }
 
@@ -624,24 +619,21 @@ impl Store {
     /// worker); returns how many.
     pub fn release_leases_of(&mut self, prefix: &str) -> Result<usize> {
         let context = format!("giving back the leases of `{prefix}*`");
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite(context.clone()))?;
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         transaction
             .execute(
                 "UPDATE runs SET state = 'queued', started_ms = NULL WHERE id IN
-                 (SELECT run FROM units WHERE state = 'leased' AND substr(lease_owner, 1, length(?1)) = ?1)",
-                [prefix],
+                 (SELECT run FROM units WHERE state = 'leased' AND substr(lease_owner, 1, ?2) = ?1)",
+                params![prefix, prefix.chars().count()],
             )
-            .map_err(sqlite(context.clone()))?;
+            .map_err(db(context.clone()))?;
         let released = transaction
             .execute(
-                "UPDATE units SET state = 'queued', lease_expires_ms = NULL WHERE state = 'leased' AND substr(lease_owner, 1, length(?1)) = ?1",
-                [prefix],
+                "UPDATE units SET state = 'queued', lease_expires_ms = NULL WHERE state = 'leased' AND substr(lease_owner, 1, ?2) = ?1",
+                params![prefix, prefix.chars().count()],
             )
-            .map_err(sqlite(context.clone()))?;
-        transaction.commit().map_err(sqlite(context))?;
+            .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))?;
         Ok(released)
     }
 
@@ -656,7 +648,7 @@ impl Store {
                 unit_from_row,
             )
             .optional()
-            .map_err(sqlite(format!("reading unit {}", unit.0)))?
+            .map_err(db(format!("reading unit {}", unit.0)))?
             .ok_or(Error::NoSuchUnit(unit.0))
     }
 
@@ -669,22 +661,17 @@ impl Store {
                 unit_from_row,
             )
             .optional()
-            .map_err(sqlite(format!("reading the unit of run {}", run.0)))
+            .map_err(db(format!("reading the unit of run {}", run.0)))
     }
 
     /// Every unit that is not committed, oldest first.
     pub fn open_units(&self) -> Result<Vec<UnitRecord>> {
         let context = "listing open units";
-        let mut statement = self
-            .connection
-            .prepare_cached(&format!(
+        self.connection
+            .query_map(&format!(
                 "SELECT {UNIT_COLUMNS} FROM units u JOIN runs r ON r.id = u.run WHERE u.state <> 'committed' ORDER BY u.id"
-            ))
-            .map_err(sqlite(context))?;
-        statement
-            .query_map([], unit_from_row)
-            .and_then(Iterator::collect)
-            .map_err(sqlite(context))
+            ), (), unit_from_row)
+            .map_err(db(context))
     }
 
     // ----- workers -----
@@ -705,7 +692,7 @@ impl Store {
                     worker.slurm_job
                 ],
             )
-            .map_err(sqlite(format!("registering worker `{}`", worker.id)))?;
+            .map_err(db(format!("registering worker `{}`", worker.id)))?;
         Ok(())
     }
 
@@ -721,22 +708,19 @@ impl Store {
                 "UPDATE workers SET heartbeat_ms = ?1, state = ?2, unit = ?3 WHERE id = ?4",
                 params![now_ms(), state.as_str(), unit.map(|unit| unit.0), id],
             )
-            .map_err(sqlite(format!("recording a heartbeat of worker `{id}`")))?;
+            .map_err(db(format!("recording a heartbeat of worker `{id}`")))?;
         Ok(())
     }
 
     /// Every worker the store knows, by start time.
     pub fn workers(&self) -> Result<Vec<WorkerRecord>> {
         let context = "listing workers";
-        let mut statement = self
-            .connection
-            .prepare_cached(&format!(
-                "SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_ms, id"
-            ))
-            .map_err(sqlite(context))?;
-        statement
-            .query_map([], worker_from_row)
-            .and_then(Iterator::collect)
-            .map_err(sqlite(context))
+        self.connection
+            .query_map(
+                &format!("SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_ms, id"),
+                (),
+                worker_from_row,
+            )
+            .map_err(db(context))
     }
 }
