@@ -669,7 +669,8 @@ impl Store {
         let app = self.app(id)?;
         let limit = request.limit.clamp(1, 10_000);
         let context = format!("listing examples of app `{}`", app.name);
-        const FILTER: &str = "(?2 IS NULL OR e.enabled = ?2) AND (?3 IS NULL OR l.label = ?3)";
+        // The casts give PostgreSQL the type of a parameter that may be NULL.
+        const FILTER: &str = "(CAST(?2 AS BIGINT) IS NULL OR e.enabled = ?2) AND (CAST(?3 AS TEXT) IS NULL OR l.label = ?3)";
         let items: Vec<ExampleRecord> = self
             .connection
             .query_map(

@@ -378,7 +378,7 @@ impl Store {
                     &format!(
                         "SELECT u.id, u.run, u.state, u.attempt, u.losses, u.lease_owner FROM units u
                          WHERE (u.state = 'queued' OR (u.state = 'leased' AND u.lease_expires_ms < ?1))
-                           AND (?2 IS NULL OR u.id = ?2)
+                           AND (CAST(?2 AS BIGINT) IS NULL OR u.id = ?2)
                          ORDER BY u.id LIMIT 1{}",
                         transaction.dialect().for_update_skip_locked()
                     ),

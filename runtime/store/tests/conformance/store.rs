@@ -1,0 +1,456 @@
+// The store's contract (included by tests/conformance.rs once per backend): atomic batches, label
+// maps, data versions, paging, runs, tokens, blobs.
+
+#[test]
+fn a_batch_is_stored_whole_or_not_at_all() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    // The third distinct label does not fit an output [2]: the whole batch is refused.
+    let batch = [
+        labelled(1, "cat"),
+        labelled(2, "dog"),
+        labelled(3, "bird"),
+        labelled(4, "cat"),
+    ];
+    let error = store.insert_examples(app.id, &batch).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "app `pets`: label `bird` would be label number 3, but the output [2] holds at most 2; the labels so far are: cat, dog"
+    );
+    assert_eq!(total(&store, app.id), 0);
+    assert_eq!(store.app(app.id).unwrap().data_version, 0);
+    assert_eq!(
+        store.label_map(app.id).unwrap().unwrap().labels,
+        Vec::<String>::new()
+    );
+
+    let report = store
+        .insert_examples(
+            app.id,
+            &[labelled(1, "dog"), labelled(2, "cat"), labelled(3, "dog")],
+        )
+        .unwrap();
+    assert_eq!(report.ids.len(), 3);
+    assert_eq!(report.data_version, 1);
+    assert_eq!(
+        report.new_labels,
+        vec![("dog".to_owned(), 0), ("cat".to_owned(), 1)]
+    );
+    let page = store.examples(app.id, PageRequest::default()).unwrap();
+    let labels: Vec<(u32, &str)> = page
+        .items
+        .iter()
+        .map(|item| match &item.output {
+            StoredOutput::Label { index, name } => (*index, name.as_str()),
+            StoredOutput::Blob(_) => panic!("a label was expected"),
+        })
+        .collect();
+    assert_eq!(labels, [(0, "dog"), (1, "cat"), (0, "dog")]);
+    // A later batch keeps the first-seen order and the limit.
+    let error = store
+        .insert_examples(app.id, &[labelled(9, "fish")])
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("label `fish` would be label number 3")
+    );
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn declared_labels_are_fixed_and_ordered() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store
+        .register_app(&new_app("zoo", Some(3), Some(&["dog", "cat", "sea lion"])))
+        .unwrap();
+    let report = store
+        .insert_examples(app.id, &[labelled(1, "sea lion")])
+        .unwrap();
+    assert!(report.new_labels.is_empty());
+    assert_eq!(
+        store.example(app.id, report.ids[0]).unwrap().output,
+        StoredOutput::Label {
+            index: 2,
+            name: "sea lion".to_owned()
+        }
+    );
+    let error = store
+        .insert_examples(app.id, &[labelled(1, "horse")])
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "app `zoo`: unknown label `horse`; the declared labels are: dog, cat, sea lion"
+    );
+}
+
+#[test]
+fn labels_need_a_label_map() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("reg", None, None)).unwrap();
+    let error = store
+        .insert_examples(app.id, &[labelled(1, "x")])
+        .unwrap_err();
+    assert!(matches!(error, Error::NoLabels(_)), "{error}");
+}
+
+#[test]
+fn toggling_bumps_the_data_version_only_on_change() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let (other, _) = store
+        .register_app(&new_app("other", Some(2), None))
+        .unwrap();
+    let ids = store
+        .insert_examples(app.id, &[labelled(1, "cat"), labelled(2, "dog")])
+        .unwrap()
+        .ids;
+    assert_eq!(store.app(app.id).unwrap().data_version, 1);
+    assert_eq!(store.set_enabled(app.id, ids[0], false).unwrap(), 2);
+    assert_eq!(store.set_enabled(app.id, ids[0], false).unwrap(), 2);
+    assert_eq!(store.set_enabled(app.id, ids[0], true).unwrap(), 3);
+    assert_eq!(store.example_counts(app.id).unwrap(), (2, 2));
+    store.set_enabled(app.id, ids[1], false).unwrap();
+    assert_eq!(store.example_counts(app.id).unwrap(), (2, 1));
+    assert!(!store.example(app.id, ids[1]).unwrap().enabled);
+    // Another app cannot see or toggle these examples.
+    let error = store.set_enabled(other.id, ids[0], false).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("app `other` has no example {}", ids[0].0)
+    );
+    assert_eq!(store.app(other.id).unwrap().data_version, 0);
+    let error = store
+        .set_enabled(app.id, ExampleId(999_999), true)
+        .unwrap_err();
+    assert_eq!(error.to_string(), "app `pets` has no example 999999");
+}
+
+#[test]
+fn examples_are_listed_page_by_page() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let (other, _) = store
+        .register_app(&new_app("other", Some(2), None))
+        .unwrap();
+    let batch: Vec<NewExample> = (0..25).map(|i| labelled(i, "cat")).collect();
+    store.insert_examples(other.id, &batch[..3]).unwrap();
+    let ids = store.insert_examples(app.id, &batch).unwrap().ids;
+    let mut request = PageRequest {
+        after: None,
+        limit: 10,
+    };
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = store.examples(app.id, request).unwrap();
+        assert_eq!(page.total, 25);
+        pages += 1;
+        seen.extend(page.items.iter().map(|item| item.id));
+        match page.next {
+            Some(next) => request = next,
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, ids);
+    // Identical inputs share one blob file.
+    let page = store
+        .examples(
+            app.id,
+            PageRequest {
+                after: None,
+                limit: 1,
+            },
+        )
+        .unwrap();
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(
+        Blob::Bytes(store.blob(&page.items[0].input).unwrap()),
+        batch[0].input
+    );
+}
+
+#[test]
+fn runs_move_through_their_states() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let lease = leased_run(&mut store, app.id, "resnet18");
+    assert_eq!(store.run(lease.run).unwrap().state, RunState::Running);
+    let checkpoint = store.put_blob(b"weights").unwrap();
+    let plain = RunValidation::default();
+    // A commit's values are checked before anything is written.
+    let error = store
+        .commit_unit(&lease, &finished(&checkpoint, &plain, 1.5, 1.0, 0.0))
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("run {}: quality 1.5 is outside [0, 1]", lease.run.0)
+    );
+    let bad_spread = RunValidation {
+        protocol: Some("5-fold".into()),
+        quality_std: Some(f64::NAN),
+        validated_examples: None,
+    };
+    let error = store
+        .commit_unit(&lease, &finished(&checkpoint, &bad_spread, 0.5, 1.0, 0.0))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("standard deviation NaN"),
+        "{error}"
+    );
+    for bad in [f64::NAN, -1.0, f64::INFINITY] {
+        let error = store
+            .commit_unit(&lease, &finished(&checkpoint, &plain, 0.5, 1.0, bad))
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("is not a non-negative number"),
+            "{error}"
+        );
+    }
+    assert_eq!(store.run(lease.run).unwrap().state, RunState::Running);
+    let validation = RunValidation {
+        protocol: Some("5-fold stratified".into()),
+        quality_std: Some(0.05),
+        validated_examples: None,
+    };
+    store
+        .commit_unit(
+            &lease,
+            &finished(&checkpoint, &validation, 0.75, 12.5, 0.002),
+        )
+        .unwrap();
+    let record = store.run(lease.run).unwrap();
+    assert_eq!(record.state, RunState::Done);
+    assert_eq!(record.quality, Some(0.75));
+    assert_eq!(record.cost_seconds, Some(12.5));
+    assert_eq!(record.infer_latency_seconds, Some(0.002));
+    assert_eq!(record.validation, validation);
+    assert_eq!(record.checkpoint, Some(checkpoint));
+    assert!(record.finished_ms.is_some());
+
+    // A failed run keeps a latency measured before it failed.
+    let lease = leased_run(&mut store, app.id, "nin");
+    store
+        .commit_unit(
+            &lease,
+            &UnitResult::Failed {
+                reason: "too slow",
+                cost_seconds: Some(0.1),
+                infer_latency_seconds: Some(0.5),
+            },
+        )
+        .unwrap();
+    let record = store.run(lease.run).unwrap();
+    assert_eq!(record.state, RunState::Failed);
+    assert_eq!(record.infer_latency_seconds, Some(0.5));
+    assert_eq!(record.error.as_deref(), Some("too slow"));
+    assert_eq!(store.runs(app.id).unwrap().len(), 2);
+}
+
+#[test]
+fn measured_latencies_decide_which_run_is_served() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let plain = RunValidation::default();
+    let slow = finished_run(&mut store, app.id, "vgg16", (0.9, 10.0, 0.050), &plain);
+    let fast = finished_run(&mut store, app.id, "small_cnn", (0.8, 10.0, 0.002), &plain);
+    let long = finished_run(&mut store, app.id, "resnet50", (0.95, 100.0, 0.004), &plain);
+    assert_eq!(store.run(slow).unwrap().infer_latency_seconds, Some(0.050));
+    let runs = store.runs(app.id).unwrap();
+    let best = |limits: &ConstraintLimits| best_run(&runs, limits).map(|run| run.id);
+    assert_eq!(best(&ConstraintLimits::default()), Some(long));
+    let latency = ConstraintLimits {
+        train_time: None,
+        infer_latency: Some(0.020),
+    };
+    assert_eq!(best(&latency), Some(long));
+    let both = ConstraintLimits {
+        train_time: Some(60.0),
+        infer_latency: Some(0.020),
+    };
+    assert_eq!(best(&both), Some(fast));
+    let broken: Vec<String> = [slow, fast, long]
+        .iter()
+        .map(|id| {
+            let run = runs.iter().find(|run| run.id == *id).unwrap();
+            broken_constraints(run, &both)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect();
+    assert_eq!(
+        broken,
+        [
+            "infer_latency 50.00 ms > 20.00 ms",
+            "",
+            "train_time 100.0 s > 60.0 s"
+        ]
+    );
+    // At the limit is within it.
+    let exact = ConstraintLimits {
+        train_time: None,
+        infer_latency: Some(0.050),
+    };
+    assert_eq!(best(&exact), Some(long));
+    assert!(broken_constraints(&runs[0], &exact).is_empty());
+}
+
+#[test]
+fn a_run_keeps_its_trials_as_text() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let lease = leased_run(&mut store, app.id, "mlp_small");
+    let checkpoint = store.put_blob(b"weights").unwrap();
+    let validation = RunValidation::default();
+    let with_trials = |trials| UnitResult::Finished {
+        quality: 0.5,
+        cost_seconds: 1.0,
+        checkpoint: &checkpoint,
+        validation: &validation,
+        infer_latency_seconds: 0.0,
+        trials: Some(trials),
+    };
+    let too_long = "x".repeat(easeml_store::MAX_TRIALS_BYTES + 1);
+    let error = store
+        .commit_unit(&lease, &with_trials(&too_long))
+        .unwrap_err();
+    assert!(error.to_string().contains("more than the"), "{error}");
+    assert_eq!(store.run(lease.run).unwrap().trials, None);
+    let json = r#"[{"learning_rate":0.001}]"#;
+    store.commit_unit(&lease, &with_trials(json)).unwrap();
+    assert_eq!(store.run(lease.run).unwrap().trials.as_deref(), Some(json));
+}
+
+#[test]
+fn tokens_are_checked_by_hash() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, token) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let (other, other_token) = store
+        .register_app(&new_app("other", Some(2), None))
+        .unwrap();
+    assert_eq!(token.len(), 64);
+    assert!(store.verify_token(app.id, &token).unwrap());
+    assert!(!store.verify_token(app.id, &other_token).unwrap());
+    assert!(!store.verify_token(other.id, &token).unwrap());
+    assert!(!store.verify_token(app.id, "").unwrap());
+    let error = store
+        .register_app(&new_app("pets", None, None))
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "an app named `pets` is already registered"
+    );
+}
+
+#[test]
+fn corrupt_blobs_are_detected() {
+    let Some((_fixture, store)) = open() else {
+        return;
+    };
+    let hash = store.put_blob(b"some tensor bytes").unwrap();
+    assert_eq!(store.put_blob(b"some tensor bytes").unwrap(), hash);
+    std::fs::write(store.blob_path(&hash), b"other bytes").unwrap();
+    let error = store.blob(&hash).unwrap_err().to_string();
+    assert!(
+        error.starts_with(&format!("blob {hash} is corrupt: its bytes hash to ")),
+        "{error}"
+    );
+}
+
+#[test]
+fn removing_an_app_removes_its_rows() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    store
+        .insert_examples(app.id, &[labelled(1, "cat")])
+        .unwrap();
+    store.queue_unit(app.id, "resnet18", "{}").unwrap();
+    store.remove_app(app.id).unwrap();
+    assert!(store.app_by_name("pets").unwrap().is_none());
+    assert_eq!(store.apps().unwrap().len(), 0);
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn garbage_collection_keeps_referenced_and_young_blobs() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    store
+        .insert_examples(app.id, &[labelled(1, "cat")])
+        .unwrap();
+    let run = finished_run(
+        &mut store,
+        app.id,
+        "resnet18",
+        (0.5, 1.0, 0.0),
+        &RunValidation::default(),
+    );
+    let checkpoint = store.run(run).unwrap().checkpoint.unwrap();
+    let orphan = store.put_blob(b"left by a failed batch").unwrap();
+    // Young blobs are kept.
+    assert_eq!(
+        store
+            .collect_garbage(std::time::Duration::from_secs(3600))
+            .unwrap(),
+        (0, 0)
+    );
+    assert_eq!(
+        store.collect_garbage(std::time::Duration::ZERO).unwrap(),
+        (1, b"left by a failed batch".len() as u64)
+    );
+    assert!(store.blob(&orphan).is_err());
+    assert_eq!(store.blob(&checkpoint).unwrap(), b"resnet18");
+    let page = store.examples(app.id, PageRequest::default()).unwrap();
+    assert!(store.blob(&page.items[0].input).is_ok());
+}
+
+#[test]
+fn a_batch_may_name_blobs_written_before() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let written = store.put_blob(b"EMX1 early").unwrap();
+    let example = NewExample {
+        input: Blob::Stored(written.clone()),
+        output: NewOutput::Label("cat".to_owned()),
+    };
+    let ids = store.insert_examples(app.id, &[example]).unwrap().ids;
+    assert_eq!(store.example(app.id, ids[0]).unwrap().input, written);
+    let missing = easeml_store::BlobHash::of(b"never written");
+    let example = NewExample {
+        input: Blob::Stored(missing.clone()),
+        output: NewOutput::Label("cat".to_owned()),
+    };
+    let error = store.insert_examples(app.id, &[example]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("blob {missing} is not in the store")
+    );
+    assert_eq!(total(&store, app.id), 1);
+}
