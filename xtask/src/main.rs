@@ -2,8 +2,9 @@
 //! pattern), so the README's commands are the same on every machine.
 //!
 //! - `cargo xtask setup`: libtorch for the trainer (PyPI's `torch` in a venv under the user's cache
-//!   dir), Chromium for the browser tests and munge + Slurm for the Slurm cluster test (Debian
-//!   packages: [`packages`]), idempotent and quick when already done.
+//!   dir), Chromium for the browser tests, munge + Slurm for the Slurm cluster test and the
+//!   PostgreSQL server for the store's conformance suite (Debian packages: [`packages`]),
+//!   idempotent and quick when already done.
 //! - `cargo xtask env`: the shell exports that let plain `cargo` build the trainer
 //!   (`eval "$(cargo xtask env)"`).
 //! - `cargo xtask test`: everything CI checks (tidy, fmt, clippy, docs, the whole test suite), with
@@ -41,8 +42,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Task {
     /// Install libtorch (PyPI `torch` in a virtual environment under the user's cache dir),
-    /// Chromium + chromedriver (the browser tests) and munge + Slurm (the Slurm cluster test) with
-    /// apt-get; a quick no-op when already done.
+    /// Chromium + chromedriver (the browser tests), munge + Slurm (the Slurm cluster test) and
+    /// PostgreSQL (the store's conformance suite) with apt-get; a quick no-op when already done.
     Setup,
     /// Print the shell exports that let plain `cargo` build and run the trainer:
     /// `eval "$(cargo xtask env)"`.
@@ -88,6 +89,7 @@ fn main() -> Result<()> {
             setup()?;
             packages::ensure(&packages::CHROMIUM);
             packages::ensure(&packages::SLURM);
+            packages::ensure(&packages::POSTGRES);
             Ok(())
         }
         Task::Env => {
@@ -193,6 +195,7 @@ fn test() -> Result<()> {
     setup()?;
     packages::ensure(&packages::CHROMIUM);
     packages::ensure(&packages::SLURM);
+    packages::ensure(&packages::POSTGRES);
     run_step("rustfmt", cargo(&["fmt", "--all", "--check"]))?;
     run_step(
         "clippy",

@@ -1,6 +1,7 @@
 //! The Debian packages some tests need beyond the Rust toolchain, installed with apt-get when a
 //! file they provide is missing: Chromium and chromedriver (the browser tests of the refine page),
-//! munge and Slurm (the tests that run workers on a real Slurm cluster).
+//! munge and Slurm (the tests that run workers on a real Slurm cluster), the PostgreSQL server
+//! (the store's conformance suite and the cluster tests).
 //!
 //! Installing needs root (or passwordless sudo) and the Debian mirrors; when that fails this prints
 //! a loud warning and carries on, and the tests that need the package then skip with their own
@@ -13,7 +14,8 @@ use std::process::Command;
 pub struct Need {
     /// The Debian packages.
     pub packages: &'static [&'static str],
-    /// Files they install: the packages count as installed when all of these exist.
+    /// Files they install: the packages count as installed when all of these exist (a `*` stands
+    /// for one path component, e.g. a version folder).
     pub files: &'static [&'static str],
     /// Which tests need them.
     pub tests: &'static str,
@@ -36,6 +38,16 @@ pub const SLURM: Need = Need {
         "/usr/bin/sbatch",
     ],
     tests: "the Slurm cluster test (runtime/cli/tests/slurm.rs)",
+};
+
+/// The PostgreSQL server (its programs under `/usr/lib/postgresql/<version>/bin`).
+pub const POSTGRES: Need = Need {
+    packages: &["postgresql"],
+    files: &[
+        "/usr/lib/postgresql/*/bin/postgres",
+        "/usr/lib/postgresql/*/bin/initdb",
+    ],
+    tests: "the PostgreSQL store tests (runtime/store/tests/conformance.rs)",
 };
 
 /// Makes sure the packages are installed; returns whether they are.
@@ -78,7 +90,21 @@ pub fn ensure(need: &Need) -> bool {
 }
 
 fn installed(need: &Need) -> bool {
-    need.files.iter().all(|file| Path::new(file).exists())
+    need.files.iter().all(|file| exists(file))
+}
+
+/// Whether `pattern` names a file; a `*` matches any one path component.
+fn exists(pattern: &str) -> bool {
+    let Some((prefix, suffix)) = pattern.split_once('*') else {
+        return Path::new(pattern).exists();
+    };
+    let Ok(entries) = std::fs::read_dir(prefix) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let candidate = entry.path().to_string_lossy().into_owned() + suffix;
+        exists(&candidate)
+    })
 }
 
 fn warn(need: &Need, why: &str) {

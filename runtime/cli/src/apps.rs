@@ -10,9 +10,14 @@ use easeml_runtime::store::Store;
 /// `easeml apps` options.
 #[derive(Debug, Args)]
 pub struct AppsArgs {
-    /// The store's folder (default: $EASEML_HOME, else the platform data dir).
-    #[arg(long, value_name = "DIR", global = true)]
+    /// The store: a folder (SQLite, blobs inside) or a `postgres://` URL (rows in PostgreSQL, blobs
+    /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
+    #[arg(long, alias = "store", value_name = "DIR", global = true)]
     data: Option<PathBuf>,
+    /// A `postgres://` store's blob folder, one every worker sees (default: $EASEML_HOME, else the
+    /// platform data dir).
+    #[arg(long, value_name = "DIR", global = true)]
+    blobs: Option<PathBuf>,
     #[command(subcommand)]
     command: AppsCommand,
 }
@@ -35,7 +40,7 @@ enum AppsCommand {
 
 /// Runs one `apps` command.
 pub fn run(args: &AppsArgs) -> Result<()> {
-    let home = crate::serve::data_dir(args.data.as_ref())?;
+    let home = crate::serve::data_dir(args.data.as_ref(), args.blobs.as_ref())?;
     // Registering may create the store; listing and removing only read an existing one.
     let home = match &args.command {
         AppsCommand::Register { .. } => home,

@@ -21,9 +21,14 @@ pub struct ServeArgs {
     /// The address to listen on (port 0: any free port; the address is printed).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9000")]
     listen: SocketAddr,
-    /// The store's folder (default: $EASEML_HOME, else the platform data dir).
-    #[arg(long, value_name = "DIR")]
+    /// The store: a folder (SQLite, blobs inside) or a `postgres://` URL (rows in PostgreSQL, blobs
+    /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
+    #[arg(long, alias = "store", value_name = "DIR")]
     data: Option<PathBuf>,
+    /// A `postgres://` store's blob folder, one every worker sees (default: $EASEML_HOME, else the
+    /// platform data dir).
+    #[arg(long, value_name = "DIR")]
+    blobs: Option<PathBuf>,
     /// A file holding the admin token; then registering an app needs it (`Authorization: Bearer`).
     /// Without it anyone who reaches the server may register apps.
     #[arg(long, value_name = "FILE")]
@@ -58,10 +63,20 @@ enum LogFormat {
     Json,
 }
 
-/// The store folder: `--data`, else `$EASEML_HOME`, else the platform data dir.
-pub fn data_dir(data: Option<&PathBuf>) -> Result<PathBuf> {
+/// The store's folder: `--data`/`--store` (a folder, or a `postgres://` URL whose blobs go to
+/// `--blobs` or `$EASEML_BLOBS`: [`easeml_runtime::store::store_home`]), else `$EASEML_STORE`, else `$EASEML_HOME`,
+/// else the platform data dir.
+pub fn data_dir(data: Option<&PathBuf>, blobs: Option<&PathBuf>) -> Result<PathBuf> {
+    let blobs = blobs.cloned().or_else(|| {
+        std::env::var_os("EASEML_BLOBS")
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from)
+    });
     match data {
-        Some(dir) => Ok(dir.clone()),
+        Some(location) => Ok(easeml_runtime::store::store_home(
+            &location.to_string_lossy(),
+            blobs.as_deref(),
+        )?),
         None => Ok(easeml_runtime::store::default_home()?),
     }
 }
@@ -83,7 +98,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     // `POST .../infer` answers with the engine's models.
     easeml_runtime::install_engine();
     server::init_logging(args.log_format == LogFormat::Json);
-    let home = data_dir(args.data.as_ref())?;
+    let home = data_dir(args.data.as_ref(), args.blobs.as_ref())?;
     let mut config = server::Config::new(&home);
     config.listen = args.listen;
     config.max_body_bytes = args.max_body_bytes;

@@ -15,9 +15,14 @@ use crate::plot::QualityCurve;
 /// Arguments of `easeml train`.
 #[derive(Debug, clap::Args)]
 pub struct TrainArgs {
-    /// The store's folder (default: $EASEML_HOME, else the platform data dir).
+    /// The store: a folder (SQLite, blobs inside) or a `postgres://` URL (rows in PostgreSQL, blobs
+    /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
     #[arg(long, alias = "store", value_name = "DIR")]
     data: Option<PathBuf>,
+    /// A `postgres://` store's blob folder, one every worker sees (default: $EASEML_HOME, else the
+    /// platform data dir).
+    #[arg(long, value_name = "DIR")]
+    blobs: Option<PathBuf>,
     /// Stop after this long, e.g. 90s, 10m, 2h (default: until every candidate is trained).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     budget: Option<Duration>,
@@ -55,7 +60,10 @@ fn parse_tuning(name: &str) -> Result<Tuning, String> {
 
 /// Trains the store's apps and prints each app's best model at the end.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
-    let home = crate::serve::existing_store(crate::serve::data_dir(args.data.as_ref())?)?;
+    let home = crate::serve::existing_store(crate::serve::data_dir(
+        args.data.as_ref(),
+        args.blobs.as_ref(),
+    )?)?;
     let devices = crate::worker::worker_devices(args.workers, args.devices.as_deref())?;
     let mut config = EngineConfig::for_device(devices[0]);
     if let Some(max_run) = args.max_run {

@@ -10,6 +10,9 @@
 //! - every fed example is stored once, every candidate has exactly one run, and `easeml workers
 //!   list` shows the Slurm job of each worker.
 //!
+//! The store is a PostgreSQL one (rows on a server the test starts, blobs in the shared folder),
+//! or an SQLite one when no PostgreSQL server can run here.
+//!
 //! The test skips with a loud banner when the daemons are not installed (`cargo xtask setup`
 //! installs them).
 
@@ -22,6 +25,9 @@ use easeml_runtime::store::{PageRequest, Store, UnitState, WorkerRecord};
 
 #[path = "support/slurm_cluster.rs"]
 mod slurm_cluster;
+
+#[path = "../../store/tests/support/postgres_server.rs"]
+mod postgres_server;
 
 mod common;
 
@@ -118,7 +124,16 @@ fn workers_submitted_to_slurm_train_every_candidate_once_through_node_and_worker
     }
     let mut cluster = SlurmCluster::start();
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("home");
+    // The store: its rows in PostgreSQL (a server the test starts), its blobs in a folder every
+    // node sees; the folder records the database, so every command and worker given it opens
+    // the same store. Without a PostgreSQL server here, an SQLite store in the folder.
+    let data = match postgres_server::database() {
+        Some(url) => {
+            let home = easeml_runtime::store::store_home(&url, Some(&dir.path().join("home")));
+            home.unwrap()
+        }
+        None => dir.path().join("home"),
+    };
     feed_shapes(&data);
     feed_sides(&data);
     let store = Store::open(&data).unwrap();
@@ -295,6 +310,7 @@ fn workers_submitted_to_slurm_train_every_candidate_once_through_node_and_worker
     assert_eq!(stored, fed);
     assert!(store.open_units().unwrap().is_empty());
     assert_eq!(store.integrity_check().unwrap(), Ok(()));
+    eprintln!("the store's rows were in {:?}", store.dialect());
 
     // `easeml workers list` shows the Slurm jobs.
     let listed = Command::new(EASEML)

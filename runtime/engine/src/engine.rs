@@ -260,6 +260,14 @@ impl Engine {
                 lock: lock_path.display().to_string(),
             });
         }
+        // A PostgreSQL store is shared by hosts whose file locks need not see each other: its
+        // coordinator also holds the database's advisory lock, for as long as its connection.
+        if !store.try_lock_coordinator()? {
+            return Err(Error::Busy {
+                home: store.home().display().to_string(),
+                lock: "the store database's coordinator lock (pg_try_advisory_lock)".to_owned(),
+            });
+        }
         // Holding the lock, any in-process worker's lease is a dead predecessor's.
         store.release_leases_of("in-process:")?;
         store.requeue_interrupted()?;

@@ -63,6 +63,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A store location that cannot be used, and why.
+    #[error("store location: {0}")]
+    Location(String),
     /// No home directory given and none could be found.
     #[error("no store directory: set EASEML_HOME (the platform has no data directory)")]
     NoHome,
@@ -169,15 +172,95 @@ pub enum Error {
 /// The result type of the store.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Where the store lives when no directory is given: `$EASEML_HOME` when set and not empty, else the
-/// platform data directory + `easeml` (e.g. `~/.local/share/easeml`).
+/// Where the store lives when no location is given: `$EASEML_STORE` when set and not empty (a
+/// folder or a `postgres://` URL, see [`store_home`], with `$EASEML_BLOBS`), else `$EASEML_HOME`
+/// when set and not empty, else the platform data directory + `easeml` (e.g.
+/// `~/.local/share/easeml`).
 pub fn default_home() -> Result<PathBuf> {
+    if let Some(location) = std::env::var_os("EASEML_STORE").filter(|value| !value.is_empty()) {
+        let blobs = std::env::var_os("EASEML_BLOBS")
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from);
+        return store_home(&location.to_string_lossy(), blobs.as_deref());
+    }
+    platform_home()
+}
+
+fn platform_home() -> Result<PathBuf> {
     match std::env::var_os("EASEML_HOME") {
         Some(home) if !home.is_empty() => Ok(PathBuf::from(home)),
         _ => dirs::data_dir()
             .map(|dir| dir.join("easeml"))
             .ok_or(Error::NoHome),
     }
+}
+
+/// The file in a store's folder that names the PostgreSQL database keeping the store's rows (the
+/// folder then keeps only the blobs). Written by [`store_home`]; [`Store::open`] follows it.
+pub const POSTGRES_URL_FILE: &str = "postgres.url";
+
+/// Whether a store location is a PostgreSQL URL.
+pub fn is_postgres_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// The folder of the store at `location`, as users write it (`--store`, `EASEML_STORE`): a folder
+/// (the SQLite store, blobs inside), or a `postgres://user:password@host:port/database` URL whose
+/// blobs go to `blobs` (a folder every worker sees; default `$EASEML_HOME` or the platform data
+/// directory). For a URL the folder records it in [`POSTGRES_URL_FILE`] (readable by its owner
+/// only: the URL may hold a password), so that every command and worker given the folder opens
+/// the same database. A folder already bound to another database, or holding an SQLite store, is
+/// refused.
+pub fn store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<PathBuf> {
+    if !is_postgres_url(location) {
+        if blobs.is_some() {
+            return Err(Error::Location(format!(
+                "--blobs (EASEML_BLOBS) goes with a postgres:// store; the store `{location}` is a folder and keeps its blobs inside"
+            )));
+        }
+        return Ok(PathBuf::from(location));
+    }
+    let home = match blobs {
+        Some(folder) => folder.to_owned(),
+        None => platform_home()?,
+    };
+    let pointer = home.join(POSTGRES_URL_FILE);
+    match std::fs::read_to_string(&pointer) {
+        Ok(recorded) if recorded.trim() == location => return Ok(home),
+        Ok(recorded) => {
+            return Err(Error::Location(format!(
+                "the blob folder {} belongs to the store at {}, not {}: give each PostgreSQL store its own --blobs folder",
+                home.display(),
+                store::redact_url(recorded.trim()),
+                store::redact_url(location)
+            )));
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(io(&pointer, "reading the store's database URL")(error)),
+    }
+    if Store::exists(&home) {
+        return Err(Error::Location(format!(
+            "{} holds an SQLite store; give the PostgreSQL store another --blobs folder",
+            home.display()
+        )));
+    }
+    std::fs::create_dir_all(&home).map_err(io(&home, "creating the blob folder"))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    use std::io::Write;
+    match options.open(&pointer) {
+        Ok(mut file) => file
+            .write_all(location.as_bytes())
+            .map_err(io(&pointer, "recording the store's database URL"))?,
+        // Another process recorded it meanwhile: check what it wrote.
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            return store_home(location, Some(&home));
+        }
+        Err(error) => return Err(io(&pointer, "recording the store's database URL")(error)),
+    }
+    Ok(home)
 }
 
 pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(db::DbError) -> Error {

@@ -297,6 +297,7 @@ impl Store {
     /// Whether `home` holds a store (its database file), without creating anything.
     pub fn exists(home: impl AsRef<Path>) -> bool {
         home.as_ref().join(DATABASE_FILE).is_file()
+            || home.as_ref().join(crate::POSTGRES_URL_FILE).is_file()
     }
 
     /// Opens (creating when needed) the store under `home` and brings its schema up to date.
@@ -304,9 +305,18 @@ impl Store {
         Store::open_with(home, &StoreOptions::default())
     }
 
-    /// [`Store::open`] with options.
+    /// [`Store::open`] with options. A home whose [`crate::POSTGRES_URL_FILE`] names a database
+    /// (see [`crate::store_home`]) opens that PostgreSQL store, its blobs in the home.
     pub fn open_with(home: impl AsRef<Path>, options: &StoreOptions) -> Result<Store> {
-        Store::open_migrated(home.as_ref(), options, MIGRATIONS)
+        let home = home.as_ref();
+        let pointer = home.join(crate::POSTGRES_URL_FILE);
+        match fs::read_to_string(&pointer) {
+            Ok(url) => Store::open_postgres_migrated(url.trim(), home, options, MIGRATIONS),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Store::open_migrated(home, options, MIGRATIONS)
+            }
+            Err(error) => Err(io(&pointer, "reading the store's database URL")(error)),
+        }
     }
 
     /// Opens the store applying only `migrations` (tests of upgrades use a prefix of [`MIGRATIONS`]).

@@ -270,6 +270,9 @@ fn worker_from_row(row: &Row) -> DbResult<WorkerRecord> {
     })
 }
 
+/// The key of the coordinator's advisory lock on PostgreSQL (any fixed number: "easemlco").
+const COORDINATOR_LOCK: i64 = 0x6561_7365_6d6c_636f;
+
 fn ttl_ms(ttl: std::time::Duration) -> i64 {
     i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2)
 }
@@ -672,6 +675,24 @@ impl Store {
                 "SELECT {UNIT_COLUMNS} FROM units u JOIN runs r ON r.id = u.run WHERE u.state <> 'committed' ORDER BY u.id"
             ), (), unit_from_row)
             .map_err(db(context))
+    }
+
+    /// Takes the store's coordinator lock, held until this connection closes (its process ends):
+    /// `false` when another coordinator holds it. On PostgreSQL an advisory lock (a store shared
+    /// by hosts); on SQLite always `true`: there the coordinator's file lock (`train.lock` in the
+    /// store's folder) is the lock.
+    pub fn try_lock_coordinator(&self) -> Result<bool> {
+        match self.dialect() {
+            crate::db::Dialect::Sqlite => Ok(true),
+            crate::db::Dialect::Postgres => self
+                .connection
+                .query_row(
+                    "SELECT pg_try_advisory_lock(?1)",
+                    [COORDINATOR_LOCK],
+                    |row| row.get(0),
+                )
+                .map_err(db("taking the coordinator lock")),
+        }
     }
 
     // ----- workers -----

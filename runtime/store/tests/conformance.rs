@@ -112,4 +112,80 @@ mod postgres {
         );
         assert!(!error.contains("hunter2"), "{error}");
     }
+
+    #[test]
+    fn one_coordinator_holds_the_advisory_lock_while_its_connection_lives() {
+        let Some((fixture, first)) = open() else {
+            return;
+        };
+        assert!(first.try_lock_coordinator().unwrap());
+        let second = fixture.open();
+        assert!(!second.try_lock_coordinator().unwrap());
+        drop(first);
+        // The server releases a session's advisory locks when the session ends.
+        let started = std::time::Instant::now();
+        while !second.try_lock_coordinator().unwrap() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_postgres_location_binds_its_blob_folder_to_its_database() {
+        let Some(url) = super::postgres_server::database() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = dir.path().join("shared");
+        let home = easeml_store::store_home(&url, Some(&blobs)).unwrap();
+        assert_eq!(home, blobs);
+        assert!(Store::exists(&home));
+        // The folder now opens the PostgreSQL store: its rows in the database, its blobs here.
+        let mut store = Store::open(&home).unwrap();
+        assert_eq!(store.dialect(), easeml_store::db::Dialect::Postgres);
+        let (app, _) = store
+            .register_app(&easeml_store::NewApp {
+                name: "bound".to_owned(),
+                manifest: "{}".to_owned(),
+                system_type: "{input: {[Tensor[1]], []}, output: {[Tensor[1]], []}}".to_owned(),
+                label_capacity: None,
+                declared_labels: None,
+            })
+            .unwrap();
+        let again = easeml_store::store_home(&url, Some(&blobs)).unwrap();
+        assert_eq!(
+            Store::open(&again).unwrap().app(app.id).unwrap().name,
+            "bound"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(home.join(easeml_store::POSTGRES_URL_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(
+                mode & 0o077,
+                0,
+                "the URL file is readable by others: {mode:o}"
+            );
+        }
+        // Another database may not take the folder; an SQLite store's folder is not a blob folder;
+        // --blobs goes with a URL only.
+        let other = url.replace("easeml_test", "other_db");
+        let error = easeml_store::store_home(&other, Some(&blobs))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("belongs to the store at"), "{error}");
+        let sqlite = dir.path().join("sqlite");
+        Store::open(&sqlite).unwrap();
+        let error = easeml_store::store_home(&url, Some(&sqlite))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("holds an SQLite store"), "{error}");
+        let error = easeml_store::store_home("/some/folder", Some(&blobs))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("goes with a postgres:// store"), "{error}");
+    }
 }
