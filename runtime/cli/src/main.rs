@@ -9,6 +9,7 @@ mod apps;
 mod bench_mop;
 mod bench_quality;
 mod bench_scheduler;
+mod bench_store;
 mod bench_trainer;
 mod bench_tuner;
 mod peers;
@@ -69,6 +70,10 @@ enum BenchCommand {
     /// the open-shop lower bound per strategy, writes summary.json and makespan.svg / makespan.png
     /// to --out. Only --simulate exists for now.
     Mop(bench_mop::MopBenchArgs),
+    /// The store's backends side by side: feed throughput and lease + commit cycles per second
+    /// with 1, 4 and 16 concurrent workers, SQLite and (with --postgres) PostgreSQL; checks every
+    /// unit is committed once; writes summary.json and cycles.svg / cycles.png to --out.
+    Store(bench_store::StoreBenchArgs),
 }
 
 /// Runs the command; an error is printed as `error: what: why` (its chain of causes, never a
@@ -96,6 +101,9 @@ fn main() -> std::process::ExitCode {
         Command::Bench {
             bench: BenchCommand::Mop(args),
         } => bench_mop::run(&args),
+        Command::Bench {
+            bench: BenchCommand::Store(args),
+        } => bench_store::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -413,8 +413,8 @@ pub fn postgres_placeholders(sql: &str) -> String {
 pub enum Db {
     /// An SQLite database file.
     Sqlite(rusqlite::Connection),
-    /// A PostgreSQL database.
-    Postgres(RefCell<PgConnection>),
+    /// A PostgreSQL database (boxed: its client is much larger than an SQLite handle).
+    Postgres(Box<RefCell<PgConnection>>),
 }
 
 impl Db {

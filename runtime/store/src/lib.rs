@@ -30,7 +30,7 @@ pub use migrations::{MIGRATIONS, Migration};
 pub use store::{
     App, AppId, Blob, Durability, ExampleFilter, ExampleId, ExampleRecord, InsertReport,
     MAX_TRIALS_BYTES, NewApp, NewExample, NewOutput, Page, PageRequest, RunId, RunRecord, RunState,
-    RunValidation, Store, StoreOptions, StoredOutput,
+    RunValidation, Store, StoreOptions, StoredOutput, redact_url,
 };
 pub use time::{format_seconds, format_utc, now_ms};
 pub use units::{

@@ -380,7 +380,7 @@ impl Store {
         let place = redact_url(url);
         let connection =
             crate::db::PgConnection::connect(url).map_err(db(format!("connecting to {place}")))?;
-        let connection = Db::Postgres(std::cell::RefCell::new(connection));
+        let connection = Db::Postgres(Box::new(std::cell::RefCell::new(connection)));
         migrations::migrate(&connection, migrations, Path::new(&place))?;
         let blobs = Blobs::open(home.join("blobs"), options.durability == Durability::Full)?;
         Ok(Store {
@@ -1050,7 +1050,7 @@ fn trusted_hash(text: String) -> BlobHash {
 }
 
 /// `url` with its password replaced by `***`, for messages.
-pub(crate) fn redact_url(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

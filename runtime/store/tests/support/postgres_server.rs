@@ -160,13 +160,15 @@ fn start() -> Option<Server> {
         parent = std::process::id(),
         dir = shell_quote(&dir.to_string_lossy()),
     );
-    Command::new("sh")
+    let watchdog = Command::new("sh")
         .args(["-c", &script])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("starting the test server's watchdog");
+    // Never waited for: it outlives this process on purpose (it stops the server afterwards).
+    std::mem::forget(watchdog);
     let base = format!("postgres://postgres@127.0.0.1:{port}");
     let started = Instant::now();
     loop {
