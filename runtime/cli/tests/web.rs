@@ -346,6 +346,9 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// The chart's data colour (`--chart`, the first series of `console.html`).
 const CHART_RGB: [u8; 3] = [0x1f, 0x6f, 0xd1];
+/// More pixels of that colour than a drawn chart's one point (a dot of radius 4 is about 50) has at
+/// least; an empty chart has none (checked first).
+const MIN_LINE_PIXELS: usize = 40;
 
 /// chromedriver on a free loopback port, killed on drop.
 struct Driver {
@@ -573,15 +576,27 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         .await;
         let token = script(&browser, "return document.getElementById('new-token').textContent;").await;
         let token = token.as_str().unwrap().to_owned();
-        let (status, text) = post(
-            &format!("{}/api/v1/apps/blobs/examples", served.url),
-            Some(&token),
-            blob_lines(),
-        );
+        // The app's dashboard, before any data: an empty chart (the control of the pixel check).
+        browser.find(Locator::Id("new-dashboard")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "the empty dashboard",
+            "return document.getElementById('count-examples').textContent === '0' \
+             && !document.getElementById('dashboard').classList.contains('hidden');",
+        )
+        .await;
+        let blank = chart_pixels(&browser, "app-chart", &screenshots.join("web-app-empty.png")).await;
+        assert_eq!(blank, 0, "the chart of an app without runs has data pixels");
+
+        // Fed over HTTP as a client would (the blocking client, off this async thread).
+        let feed_url = format!("{}/api/v1/apps/blobs/examples", served.url);
+        let (status, text) =
+            std::thread::spawn(move || post(&feed_url, Some(&token), blob_lines()))
+                .join()
+                .unwrap();
         assert_eq!(status, 200, "{text}");
 
-        // The app's dashboard: counts, then a run appears and finishes, and the chart shows it.
-        browser.find(Locator::Id("new-dashboard")).await.unwrap().click().await.unwrap();
+        // Counts, then a run appears and finishes, and the chart shows it.
         until(
             &browser,
             "the counts",
@@ -601,7 +616,8 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         )
         .await;
         let pixels = chart_pixels(&browser, "app-chart", &screenshots.join("web-app-dashboard.png")).await;
-        assert!(pixels > 200, "the app's chart is blank ({pixels} pixels of the line)");
+        eprintln!("the app's chart: {pixels} pixels of the line");
+        assert!(pixels > MIN_LINE_PIXELS, "the app's chart is blank ({pixels} pixels of the line)");
         let refine = script(&browser, "return document.getElementById('refine-link').getAttribute('href');").await;
         assert!(refine.as_str().unwrap().starts_with("/apps/blobs/refine#token="), "{refine}");
 
@@ -627,7 +643,8 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         )
         .await;
         let pixels = chart_pixels(&browser, "op-chart", &screenshots.join("web-operator.png")).await;
-        assert!(pixels > 200, "the operator's chart is blank ({pixels} pixels of the line)");
+        eprintln!("the operator's chart: {pixels} pixels of the line");
+        assert!(pixels > MIN_LINE_PIXELS, "the operator's chart is blank ({pixels} pixels of the line)");
 
         // The refine page from the dashboard's link.
         browser.goto(&format!("{}{}", served.url, refine.as_str().unwrap())).await.unwrap();
