@@ -516,6 +516,8 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         .await;
         let shown = script(&browser, "return document.getElementById('diagnostics').textContent;").await;
         assert_eq!(shown, json!(easemlc_errors(INVALID, "program.eml")));
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots.join("web-diagnostics.png"), png).unwrap();
 
         // The valid program, uploaded as a file.
         browser
@@ -546,6 +548,8 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         )
         .await;
         assert_eq!(shown, json!(expected));
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots.join("web-compiled.png"), png).unwrap();
         assert!(script(&browser, "return document.getElementById('diagnostics').classList.contains('hidden');").await == json!(true));
 
         // Download: the archive the page received is easemlc's crate under `blobs/`.
