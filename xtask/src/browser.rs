@@ -1,4 +1,4 @@
-//! The headless browser of the refine page's and the web console's tests: Debian's `chromium` and `chromium-driver`,
+//! The headless browser of the refine page's test: Debian's `chromium` and `chromium-driver`,
 //! installed with apt-get when `/usr/bin/chromium` or `/usr/bin/chromedriver` is missing.
 //!
 //! Installing needs root (or passwordless sudo) and the Debian mirrors; when that fails this prints
@@ -54,7 +54,7 @@ fn installed() -> bool {
 
 fn warn(why: &str) {
     eprintln!(
-        "\n!!!!!!!!!!\n!!! WARNING: {why}: Chromium is not installed, so the browser tests \
-         (runtime/server/tests/refine_browser.rs, runtime/cli/tests/web.rs) will SKIP.\n!!! Install it with: apt-get install chromium chromium-driver\n!!!!!!!!!!\n"
+        "\n!!!!!!!!!!\n!!! WARNING: {why}: Chromium is not installed, so the refine page's browser test \
+         (runtime/core/tests/refine_browser.rs) will SKIP.\n!!! Install it with: apt-get install chromium chromium-driver\n!!!!!!!!!!\n"
     );
 }
