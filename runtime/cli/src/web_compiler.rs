@@ -90,8 +90,8 @@ impl ProgramCompiler for WebCompiler {
             server: server.map(str::to_owned),
         };
         // The client crate, as `easemlc build` writes it. The Python package (issue 19, item 1)
-        // joins the download here: add its files (under `python/`) to `files` when the code
-        // generator writes them.
+        // joins the download here: once the code generator writes it (`CrateOptions::python`,
+        // `easemlc --python`), set that option so its files (under `python/`) come in the tar.
         let mut files = crate_files(&compiled, &options)
             .map_err(|error| GenerateFailure::Internal(error.to_string()))?;
         rustfmt_files(&mut files);
