@@ -77,6 +77,17 @@ pub fn render(diagnostics: &[Diagnostic], source: &str, file: &str, color: bool)
     out
 }
 
+/// What `easemlc` prints for a program with errors: every diagnostic ([`render`]) and the closing
+/// `error: could not compile `FILE` due to N previous errors` line. The web page shows the same.
+pub fn render_failure(diagnostics: &[Diagnostic], source: &str, file: &str, color: bool) -> String {
+    let count = diagnostics.len();
+    format!(
+        "{}error: could not compile `{file}` due to {count} previous error{}\n",
+        render(diagnostics, source, file, color),
+        if count == 1 { "" } else { "s" }
+    )
+}
+
 /// The annotate-snippets report of one diagnostic.
 fn report<'a>(diagnostic: &'a Diagnostic, source: &'a str, file: &'a str) -> Vec<Group<'a>> {
     let span = clamp(diagnostic.span, source);

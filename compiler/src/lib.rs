@@ -79,6 +79,35 @@ pub fn compile(
     compile_ast(&file, diagnostics, default_app, registry)
 }
 
+/// [`compile`] over the bytes of a file (`easemlc`'s files and standard input, the web page's
+/// uploads): text that is not UTF-8 is one E001 diagnostic at the first invalid byte. Returns the
+/// text read (lossily, for rendering the diagnostics) with the outcome.
+pub fn compile_bytes(
+    bytes: &[u8],
+    default_app: &str,
+    registry: &Registry,
+) -> (String, Result<Compiled, Vec<Diagnostic>>) {
+    match std::str::from_utf8(bytes) {
+        Ok(source) => (source.to_owned(), compile(source, default_app, registry)),
+        Err(error) => {
+            let source = String::from_utf8_lossy(bytes).into_owned();
+            let at = error.valid_up_to();
+            let end = source[at..]
+                .chars()
+                .next()
+                .map_or(at, |c| at + c.len_utf8());
+            let diagnostic = Diagnostic::new(
+                Code::E001,
+                Span::new(at, end),
+                "the file is not valid UTF-8 text",
+            )
+            .with_label("invalid byte here")
+            .with_help("save the file as UTF-8");
+            (source, Err(vec![diagnostic]))
+        }
+    }
+}
+
 /// Checks and matches an already parsed program (the `.eml` parser's or the macro front end's);
 /// `syntax_diagnostics` are the errors found while building `file`.
 pub fn compile_ast(

@@ -14,7 +14,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use easeml_compiler::codegen::{CrateOptions, crate_files, rustfmt_files};
 use easeml_compiler::diagnostic::{self, JsonDiagnostic};
 use easeml_compiler::explain::Explanation;
-use easeml_compiler::{Code, Compiled, Diagnostic, Registry, Span, compile};
+use easeml_compiler::{Compiled, Diagnostic, Registry};
 
 /// The easeml compiler: from a `.eml` schema to model candidates and a client crate.
 #[derive(Parser)]
@@ -329,9 +329,9 @@ struct Input {
     name: String,
     /// The app name to use when the program has no `app` item.
     stem: String,
+    /// The text (lossy where the file is not UTF-8; for the diagnostics).
     source: String,
-    /// Where the text stopped being UTF-8, if it did.
-    invalid_utf8_at: Option<usize>,
+    bytes: Vec<u8>,
 }
 
 impl Input {
@@ -355,41 +355,17 @@ impl Input {
                 .unwrap_or_default();
             (path.display().to_string(), stem, bytes)
         };
-        let (source, invalid_utf8_at) = match String::from_utf8(bytes) {
-            Ok(source) => (source, None),
-            Err(error) => {
-                let at = error.utf8_error().valid_up_to();
-                (
-                    String::from_utf8_lossy(error.as_bytes()).into_owned(),
-                    Some(at),
-                )
-            }
-        };
+        let source = String::from_utf8_lossy(&bytes).into_owned();
         Ok(Input {
             name,
             stem,
             source,
-            invalid_utf8_at,
+            bytes,
         })
     }
 
     fn compile(&self, registry: &Registry) -> Result<Compiled, Vec<Diagnostic>> {
-        if let Some(at) = self.invalid_utf8_at {
-            let end = self.source[at..]
-                .chars()
-                .next()
-                .map_or(at, |c| at + c.len_utf8());
-            return Err(vec![
-                Diagnostic::new(
-                    Code::E001,
-                    Span::new(at, end),
-                    "the file is not valid UTF-8 text",
-                )
-                .with_label("invalid byte here")
-                .with_help("save the file as UTF-8"),
-            ]);
-        }
-        compile(&self.source, &self.stem, registry)
+        easeml_compiler::compile_bytes(&self.bytes, &self.stem, registry).1
     }
 
     fn json(&self, diagnostics: &[Diagnostic]) -> Vec<JsonDiagnostic> {
@@ -411,14 +387,7 @@ impl Input {
         let _ = write!(
             stderr,
             "{}",
-            diagnostic::render(diagnostics, &self.source, &self.name, color)
-        );
-        let count = diagnostics.len();
-        let _ = writeln!(
-            stderr,
-            "error: could not compile `{}` due to {count} previous error{}",
-            self.name,
-            if count == 1 { "" } else { "s" }
+            diagnostic::render_failure(diagnostics, &self.source, &self.name, color)
         );
     }
 }

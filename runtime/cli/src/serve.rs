@@ -102,6 +102,9 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let mut config = server::Config::new(&home);
     config.listen = args.listen;
     config.max_body_bytes = args.max_body_bytes;
+    config.compiler = Some(server::CompilerHook(std::sync::Arc::new(
+        crate::web_compiler::WebCompiler::builtin(),
+    )));
     if let Some(file) = &args.admin_token_file {
         let token = easeml_runtime::store::tokens::read_admin_token_file(file)
             .map_err(anyhow::Error::msg)?;

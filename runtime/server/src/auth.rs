@@ -1,5 +1,5 @@
 //! Who may do what: one token per app (`Authorization: Bearer <token>`), an optional admin token for
-//! registration, and the embedded refine page's per-process token and loopback-only `Host`.
+//! registration and compiling (the operator's overview needs it configured), and the embedded refine page's per-process token and loopback-only `Host`.
 
 use axum::extract::{FromRequestParts, RawPathParams, Request, State};
 use axum::http::request::Parts;
@@ -115,6 +115,18 @@ pub(crate) fn authorize_admin(state: &AppState, headers: &HeaderMap) -> Result<(
             }
         }
     }
+}
+
+/// Whether the request is the operator's: the server's admin token, which must be configured (a
+/// server without one has no operator, so the overview of every app is not served).
+pub(crate) fn authorize_operator(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    if state.config().refine_only.is_none() && state.config().admin_token.is_none() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this server has no admin token, so no operator's overview: start it with `easeml serve --admin-token-file FILE`",
+        ));
+    }
+    authorize_admin(state, headers)
 }
 
 /// On the embedded refine page's server, refuses requests whose `Host` is not a loopback name:

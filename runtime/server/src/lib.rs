@@ -14,6 +14,9 @@
 //! | `GET /api/v1/apps/{name}/examples/{id}` | one example, input and output as JSON |
 //! | `GET /api/v1/apps/{name}/examples/{id}/thumbnail.png` | a PNG of an image input |
 //! | `PATCH /api/v1/apps/{name}/examples/{id}` | `{"enabled": bool}` |
+//! | `POST /api/v1/compile?file=NAME.eml`, `POST /api/v1/compile/download` | the web console: see `console.rs` (needs [`Config::compiler`]) |
+//! | `GET /api/v1/admin/overview` | every app's status, the queue, the workers (the admin token) |
+//! | `GET /`, `GET /apps/{name}/dashboard` | the web console: compile, register, download; the dashboards |
 //! | `POST /api/v1/apps/{name}/infer` | answers from the best model so far (409 before any is trained; 501 in a process without the engine, such as an app's refine server) |
 //!
 //! Every app route needs `Authorization: Bearer <the app's token>`: no token is 401, a token that is
@@ -29,6 +32,7 @@
 
 mod api;
 mod auth;
+mod console;
 mod error;
 mod infer;
 pub(crate) mod json;
@@ -49,6 +53,9 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use tokio::sync::Semaphore;
 
+pub use console::{
+    Compilation, CompiledProgram, CompilerHook, GenerateFailure, MAX_PROGRAM_BYTES, ProgramCompiler,
+};
 pub use error::ApiError;
 
 /// What can go wrong starting, running or stopping a server (its answers to requests are
@@ -101,6 +108,9 @@ pub struct Config {
     pub max_concurrent_feeds: usize,
     /// Serve one app only (the generated binaries' `refine` command); see [`RefineOnly`].
     pub refine_only: Option<RefineOnly>,
+    /// The compiler of the web console's compile routes (`easeml serve` sets it); without one they
+    /// answer 501 and the page says compiling is not available.
+    pub compiler: Option<CompilerHook>,
 }
 
 impl Config {
@@ -115,6 +125,7 @@ impl Config {
                 .map_or(2, |cores| cores.get())
                 .clamp(2, 8),
             refine_only: None,
+            compiler: None,
         }
     }
 }
@@ -164,6 +175,8 @@ struct Shared {
     config: Config,
     pool: StorePool,
     feeds: Semaphore,
+    /// The compile permits of the web console.
+    compiles: Semaphore,
     /// The thread that owns the loaded models and answers inferences.
     infer: infer::InferWorker,
 }
@@ -185,6 +198,7 @@ impl AppState {
                 config,
                 pool,
                 feeds,
+                compiles: Semaphore::new(console::COMPILES_AT_ONCE),
                 infer,
             }),
         })
@@ -226,7 +240,11 @@ pub fn router(state: AppState) -> Router {
             get(api::thumbnail),
         )
         .route(&format!("{APP}/infer"), post(api::infer))
+        .route("/api/v1/compile", post(console::compile))
+        .route("/api/v1/compile/download", post(console::download))
+        .route("/api/v1/admin/overview", get(console::overview))
         .route("/apps/{name}/refine", get(page::refine_page))
+        .route("/apps/{name}/dashboard", get(page::dashboard_page))
         .route("/", get(page::index))
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)

@@ -1,5 +1,8 @@
-//! The refine web page (paper section 2.1): one self-contained HTML file embedded in the binary,
-//! with the app (and, on the embedded `refine` server, the per-process token) written into it.
+//! The web pages, each one self-contained HTML file embedded in the binary with its session JSON
+//! written in per response (and a CSP nonce for its one script): the refine page (paper section
+//! 2.1; the app and, on the embedded `refine` server, the per-process token) and the web console
+//! (`console.html`, issue 19: compile, register, download, the app's and the operator's
+//! dashboards).
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
@@ -9,20 +12,40 @@ use serde_json::json;
 
 use super::{ApiError, AppState};
 
-/// The page, with `/*EASEML_SESSION*/null` where the session object goes.
+/// The pages, with `/*EASEML_SESSION*/null` where the session object goes.
 const REFINE_HTML: &str = include_str!("refine.html");
+const CONSOLE_HTML: &str = include_str!("console.html");
 
-/// `GET /`: the refine page's server sends you to its app's page; `easeml serve` says where pages are.
-pub(crate) async fn index(State(state): State<AppState>) -> Response {
+/// `GET /`: the web console; the refine page's server sends you to its app's page.
+pub(crate) async fn index(State(state): State<AppState>) -> Result<Response, ApiError> {
     match &state.config().refine_only {
-        Some(refine) => Redirect::to(&format!("/apps/{}/refine", refine.app)).into_response(),
-        None => Html(
-            "<!doctype html><meta charset=utf-8><title>easeml</title>\
-             <p>easeml server. The JSON API is under <code>/api/v1</code>; an app's refine page is \
-             <code>/apps/NAME/refine</code>.</p>",
-        )
-        .into_response(),
+        Some(refine) => Ok(Redirect::to(&format!("/apps/{}/refine", refine.app)).into_response()),
+        None => console_page(&state, None),
     }
+}
+
+/// `GET /apps/{name}/dashboard`: the web console opened on the app's dashboard (it asks for the
+/// app's token, or reads it from the URL fragment `#token=`).
+pub(crate) async fn dashboard_page(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let Path(name) = path?;
+    if state.config().refine_only.is_some() {
+        return Err(ApiError::not_found(format!(
+            "no dashboard for app `{name}` here: this server serves a refine page only"
+        )));
+    }
+    console_page(&state, Some(name))
+}
+
+fn console_page(state: &AppState, app: Option<String>) -> Result<Response, ApiError> {
+    let session = json!({
+        "app": app,
+        "compiler": state.config().compiler.is_some(),
+        "admin": state.config().admin_token.is_some(),
+    });
+    page(CONSOLE_HTML, &session)
 }
 
 /// `GET /apps/{name}/refine`: the page. It asks for the app's token (or reads it from the URL
@@ -41,17 +64,21 @@ pub(crate) async fn refine_page(
         }
         None => None,
     };
+    page(REFINE_HTML, &json!({"app": name, "token": token}))
+}
+
+/// A page with its session written in, a fresh CSP nonce for its script, and headers that keep it
+/// out of frames and caches.
+fn page(template: &str, session: &serde_json::Value) -> Result<Response, ApiError> {
     // `<` escaped so that no value can close the script element.
-    let session = json!({"app": name, "token": token})
-        .to_string()
-        .replace('<', "\\u003c");
+    let session = session.to_string().replace('<', "\\u003c");
     let mut nonce_bytes = [0u8; 16];
     getrandom::fill(&mut nonce_bytes).map_err(ApiError::internal)?;
     let nonce: String = nonce_bytes
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect();
-    let html = REFINE_HTML
+    let html = template
         .replacen("/*EASEML_SESSION*/null", &session, 1)
         .replacen("<script>", &format!("<script nonce=\"{nonce}\">"), 1);
     let policy = format!(

@@ -848,3 +848,111 @@ fn a_server_thread_on_a_taken_port_is_a_clear_error() {
     let again = ServerThread::spawn(config).unwrap();
     assert_eq!(again.address(), first.address());
 }
+
+#[test]
+fn the_web_console_without_a_compiler_says_so_and_the_overview_is_the_operators() {
+    let admin = "an-admin-token-that-is-long-enough";
+    let server = TestServer::start(|config| config.admin_token = Some(admin.to_owned()));
+    let client = http();
+
+    // No compiler given (only `easeml serve` links one): 501 with what to do, and the page knows.
+    for route in ["/compile?file=a.eml", "/compile/download"] {
+        let (status, body) = status_json(
+            with_token(client.post(server.api(route)), admin)
+                .body("Input = [4]\nOutput = [2]")
+                .send()
+                .unwrap(),
+        );
+        assert_eq!(status, 501, "{route}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("compiling is not available"),
+            "{body}"
+        );
+    }
+    let page = client.get(&server.url).send().unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'nonce-")
+    );
+    let page = page.text().unwrap();
+    assert!(page.contains("\"compiler\":false"), "{page}");
+    assert!(page.contains("Compiling is not available on this server"));
+    // The dashboard page names its app in its session, escaped.
+    let page = client
+        .get(format!("{}/apps/pics/dashboard", server.url))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(page.contains("\"app\":\"pics\""), "{page}");
+
+    // The overview: the admin token, never an app's.
+    let token = with_token(client.post(server.api("/apps")), admin)
+        .body(manifest(&schema(PICS)))
+        .send()
+        .unwrap()
+        .json::<Value>()
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let overview = |token: Option<&str>| {
+        let request = client.get(server.api("/admin/overview"));
+        let request = match token {
+            Some(token) => with_token(request, token),
+            None => request,
+        };
+        status_json(request.send().unwrap())
+    };
+    assert_eq!(overview(None).0, 401);
+    assert_eq!(overview(Some(&token)).0, 403);
+    assert_eq!(overview(Some("not-the-admin-token")).0, 403);
+    let (status, body) = overview(Some(admin));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["apps"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["apps"][0]["status"]["app"], "pics");
+    assert_eq!(body["units"], json!([]));
+    assert_eq!(body["workers"], json!([]));
+
+    // A server without an admin token has no operator.
+    let open = TestServer::start(|_| {});
+    let (status, body) = status_json(client.get(open.api("/admin/overview")).send().unwrap());
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("--admin-token-file")
+    );
+}
+
+#[test]
+fn the_refine_servers_have_no_console() {
+    let server = TestServer::start(|_| {});
+    server.register(&schema(PICS));
+    let refine = TestServer::start_over(server.home.clone(), |config| {
+        config.refine_only = Some(easeml_server::RefineOnly::new("pics").unwrap());
+    });
+    let client = http();
+    let response = client
+        .get(format!("{}/apps/pics/dashboard", refine.url))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    let (status, _) = status_json(client.get(refine.api("/admin/overview")).send().unwrap());
+    assert_eq!(status, 403);
+    let (status, _) = status_json(
+        client
+            .post(refine.api("/compile"))
+            .body("Input = [4]\nOutput = [2]")
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 501);
+}

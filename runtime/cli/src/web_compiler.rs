@@ -1,0 +1,100 @@
+//! The compiler of `easeml serve`'s web console: `easeml-compiler` behind the server's
+//! [`ProgramCompiler`] interface (the server never links the compiler). Diagnostics are rendered
+//! by the function `easemlc` prints with, the explanation is `easemlc explain`'s, the manifest
+//! `codegen::manifest`'s and the files those `easemlc build` writes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use easeml_compiler::codegen::{CrateOptions, crate_files, rustfmt_files};
+use easeml_compiler::diagnostic::{render_failure, to_json};
+use easeml_compiler::explain::Explanation;
+use easeml_compiler::{Compiled, Registry, compile_bytes};
+use easeml_runtime::server::{Compilation, CompiledProgram, GenerateFailure, ProgramCompiler};
+
+/// The built-in template registry, the generated crates' path to the runtime.
+pub struct WebCompiler {
+    registry: Registry,
+    runtime_path: String,
+}
+
+impl WebCompiler {
+    /// The compiler with the built-in registry (as `easemlc` without `--templates`); generated crates use this checkout's runtime, as
+    /// `easemlc`'s do.
+    pub fn builtin() -> WebCompiler {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core");
+        let runtime_path = std::fs::canonicalize(&path)
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        WebCompiler {
+            registry: Registry::builtin(),
+            runtime_path,
+        }
+    }
+
+    /// The program compiled, or what `easemlc` prints for its errors (and their JSON form).
+    fn compiled(
+        &self,
+        program: &[u8],
+        file: &str,
+    ) -> Result<Compiled, (String, serde_json::Value)> {
+        let stem = Path::new(file)
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (source, outcome) = compile_bytes(program, &stem, &self.registry);
+        outcome.map_err(|diagnostics| {
+            let json: Vec<_> = diagnostics
+                .iter()
+                .map(|diagnostic| to_json(diagnostic, &source, file))
+                .collect();
+            (
+                render_failure(&diagnostics, &source, file, false),
+                serde_json::to_value(json).unwrap_or_default(),
+            )
+        })
+    }
+}
+
+impl ProgramCompiler for WebCompiler {
+    fn compile(&self, program: &[u8], file: &str) -> Compilation {
+        match self.compiled(program, file) {
+            Err((rendered, diagnostics)) => Compilation::Failed {
+                rendered,
+                diagnostics,
+            },
+            Ok(compiled) => {
+                let explanation = Explanation::new(&compiled);
+                Compilation::Compiled(CompiledProgram {
+                    app: compiled.schema.app.clone(),
+                    manifest: easeml_compiler::codegen::manifest(&compiled).to_json(),
+                    explain: explanation.to_text(&self.registry),
+                    explanation: serde_json::to_value(&explanation).unwrap_or_default(),
+                })
+            }
+        }
+    }
+
+    fn generate(
+        &self,
+        program: &[u8],
+        file: &str,
+        server: Option<&str>,
+    ) -> Result<(String, BTreeMap<String, String>), GenerateFailure> {
+        let compiled = self
+            .compiled(program, file)
+            .map_err(|(rendered, _)| GenerateFailure::Program(rendered))?;
+        let options = CrateOptions {
+            runtime_path: self.runtime_path.clone(),
+            server: server.map(str::to_owned),
+        };
+        // The client crate, as `easemlc build` writes it. The Python package (issue 19, item 1)
+        // joins the download here: once the code generator writes it (`CrateOptions::python`,
+        // `easemlc --python`), set that option so its files (under `python/`) come in the tar.
+        let mut files = crate_files(&compiled, &options)
+            .map_err(|error| GenerateFailure::Internal(error.to_string()))?;
+        rustfmt_files(&mut files);
+        Ok((compiled.schema.app.clone(), files))
+    }
+}

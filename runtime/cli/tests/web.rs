@@ -1,0 +1,667 @@
+//! The web console of the real `easeml serve` (issue 19): the compile routes over HTTP with the
+//! compiler the binary links (diagnostics as `easemlc` renders them, the explanation, registration
+//! with the returned manifest, the download unpacked by `tar`, every error path), and the whole flow
+//! in a headless Chromium (Debian's `chromium` + `chromium-driver`, as the refine page's test):
+//! compile an invalid then an uploaded valid program, download, register, feed, watch the first
+//! run appear and finish on the app's dashboard and the operator's, with screenshots checked for
+//! drawn charts. The browser test skips, loudly, only when Chromium or chromedriver is missing.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use easeml_compiler::diagnostic::render_failure;
+use easeml_compiler::explain::Explanation;
+use easeml_compiler::{Registry, compile};
+use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use reqwest::blocking::Client as Http;
+use serde_json::{Value, json};
+
+const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
+const ADMIN: &str = "web-console-test-admin-token-0123456789abcdef";
+/// A program with two errors.
+const INVALID: &str = "app blobs\nInput = [4, 0]\nOutput = [2]\nlabels = [a, a]\n";
+/// A small tabular app: two blobs of points, separable.
+const VALID: &str = "app blobs\nInput = [4]\nOutput = [2]\nlabels = [low, high]\n";
+/// How long any one thing may take before a test fails (a bound, not a timing assertion).
+const PATIENCE: Duration = Duration::from_secs(180);
+
+/// `easeml serve` on a free port over a fresh store, killed on drop.
+struct Served {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Served {
+    /// `easeml serve` with `extra` flags (`--admin-token-file` when `admin`).
+    fn start(admin: bool, extra: &[&str]) -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let mut command = Command::new(EASEML);
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(dir.path().join("home"))
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .env("EASEML_DEVICE", "cpu")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if admin {
+            let file = dir.path().join("admin.token");
+            std::fs::write(&file, ADMIN).unwrap();
+            command.arg("--admin-token-file").arg(file);
+        }
+        let mut child = command.spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"))
+            .to_owned();
+        Served {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http() -> Http {
+    Http::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+/// `POST path` with a body and, when given, a bearer token: the status and the body as text.
+fn post(url: &str, token: Option<&str>, body: impl Into<reqwest::blocking::Body>) -> (u16, String) {
+    let mut request = http().post(url).body(body);
+    if let Some(token) = token {
+        request = request.header("Authorization", format!("Bearer {token}"));
+    }
+    let response = request.send().unwrap();
+    (response.status().as_u16(), response.text().unwrap())
+}
+
+fn json_of(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+}
+
+/// What `easemlc` prints for `source` saved as `file`.
+fn easemlc_errors(source: &str, file: &str) -> String {
+    let diagnostics = compile(source, "program", &Registry::builtin()).unwrap_err();
+    render_failure(&diagnostics, source, file, false)
+}
+
+/// 40 feed lines of the `blobs` app: `low` points near 0, `high` points near 1.
+fn blob_lines() -> String {
+    (0..40)
+        .map(|i| {
+            let high = i % 2 == 1;
+            let base = if high { 1.0 } else { 0.0 };
+            let values: Vec<f32> = (0..4)
+                .map(|k| base + ((i * 7 + k * 3) % 10) as f32 / 50.0)
+                .collect();
+            format!(
+                "{} {}\n",
+                serde_json::to_string(&values).unwrap(),
+                if high { "high" } else { "low" }
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_compile_routes_answer_as_easemlc_and_refuse_bad_requests() {
+    let served = Served::start(false, &["--no-train"]);
+    let compile_url = format!("{}/api/v1/compile?file=blobs.eml", served.url);
+    let download_url = format!("{}/api/v1/compile/download?file=blobs.eml", served.url);
+
+    // Errors: exactly easemlc's rendering, and the JSON form.
+    let (status, text) = post(&compile_url, None, INVALID);
+    assert_eq!(status, 200, "{text}");
+    let body = json_of(&text);
+    assert_eq!(body["ok"], false);
+    assert_eq!(body["rendered"], easemlc_errors(INVALID, "blobs.eml"));
+    assert!(
+        body["rendered"]
+            .as_str()
+            .unwrap()
+            .contains("could not compile `blobs.eml` due to 2 previous errors"),
+        "{text}"
+    );
+    assert_eq!(body["diagnostics"].as_array().unwrap().len(), 2, "{text}");
+    assert_eq!(body["diagnostics"][0]["file"], "blobs.eml");
+
+    // Not UTF-8: one E001 at the byte, as easemlc says it.
+    let (status, text) = post(
+        &compile_url,
+        None,
+        b"Input = [4]\nOutput = [\xff]\n".to_vec(),
+    );
+    assert_eq!(status, 200, "{text}");
+    let body = json_of(&text);
+    assert_eq!(body["ok"], false);
+    assert_eq!(body["diagnostics"][0]["code"], "E001");
+    assert!(
+        body["rendered"]
+            .as_str()
+            .unwrap()
+            .contains("not valid UTF-8"),
+        "{text}"
+    );
+
+    // A valid program: the explanation and manifest easemlc gives.
+    let (status, text) = post(&compile_url, None, VALID);
+    assert_eq!(status, 200, "{text}");
+    let body = json_of(&text);
+    assert_eq!(body["ok"], true, "{text}");
+    assert_eq!(body["app"], "blobs");
+    let registry = Registry::builtin();
+    let compiled = compile(VALID, "blobs", &registry).unwrap();
+    let explanation = Explanation::new(&compiled);
+    assert_eq!(
+        body["explanation"],
+        serde_json::to_value(&explanation).unwrap()
+    );
+    assert_eq!(body["explain"], explanation.to_text(&registry));
+    let manifest = easeml_compiler::codegen::manifest(&compiled).to_json();
+    assert_eq!(body["manifest"], manifest);
+    assert!(
+        !body["explanation"]["candidates"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // Registration is the API's own route, with that manifest; the token opens the app.
+    let (status, text) = post(
+        &format!("{}/api/v1/apps", served.url),
+        None,
+        manifest.clone(),
+    );
+    assert_eq!(status, 201, "{text}");
+    let token = json_of(&text)["token"].as_str().unwrap().to_owned();
+    let response = http()
+        .get(format!("{}/api/v1/apps/blobs/status", served.url))
+        .header("Authorization", format!("Bearer {token}"))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // A second registration of the same app is the API's 409.
+    let (status, text) = post(
+        &format!("{}/api/v1/apps", served.url),
+        None,
+        manifest.clone(),
+    );
+    assert_eq!(status, 409, "{text}");
+
+    // The download: a tar `tar` unpacks into easemlc's files, pointed at this server.
+    let response = http().post(&download_url).body(VALID).send().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/x-tar");
+    assert_eq!(
+        response.headers()["content-disposition"],
+        "attachment; filename=\"blobs.tar\""
+    );
+    let archive = response.bytes().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    std::fs::write(out.path().join("blobs.tar"), &archive).unwrap();
+    let untar = Command::new("tar")
+        .arg("-xf")
+        .arg("blobs.tar")
+        .current_dir(out.path())
+        .output()
+        .unwrap();
+    assert!(untar.status.success(), "{untar:?}");
+    let crate_dir = out.path().join("blobs");
+    assert_eq!(
+        std::fs::read_to_string(crate_dir.join("easeml.json")).unwrap(),
+        manifest
+    );
+    let cargo = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
+    assert!(cargo.contains("name = \"blobs\""), "{cargo}");
+    let generated = easeml_compiler::codegen::crate_files(
+        &compiled,
+        &easeml_compiler::codegen::CrateOptions {
+            runtime_path: String::new(),
+            server: None,
+        },
+    )
+    .unwrap();
+    for path in generated.keys() {
+        assert!(crate_dir.join(path).is_file(), "{path} is missing");
+    }
+    let host = served.url.trim_start_matches("http://");
+    let baked = generated
+        .keys()
+        .filter(|path| path.ends_with(".rs"))
+        .any(|path| {
+            std::fs::read_to_string(crate_dir.join(path))
+                .unwrap()
+                .contains(&format!("http://{host}"))
+        });
+    assert!(baked, "the binaries do not name this server");
+
+    // Error paths.
+    let (status, text) = post(&download_url, None, INVALID);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("due to 2 previous errors"), "{text}");
+    let (status, text) = post(&compile_url, None, vec![b'#'; (256 << 10) + 1]);
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("at most 262144 bytes"), "{text}");
+    let (status, text) = post(&compile_url, None, " \n\t");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("the program is empty"), "{text}");
+    for bad in ["a%2Fb.eml", "", "x%0A.eml"] {
+        let (status, text) = post(
+            &format!("{}/api/v1/compile?file={bad}", served.url),
+            None,
+            VALID,
+        );
+        assert_eq!(status, 400, "{bad}: {text}");
+        assert!(text.contains("`file` must be a file name"), "{text}");
+    }
+    let (status, text) = post(
+        &format!("{}/api/v1/compile?nonsense=1", served.url),
+        None,
+        VALID,
+    );
+    assert_eq!(status, 400, "{text}");
+    let response = http()
+        .get(format!("{}/api/v1/compile", served.url))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 405);
+    // No admin token configured: no operator's overview.
+    let response = http()
+        .get(format!("{}/api/v1/admin/overview", served.url))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    // The page says compiling is available.
+    let page = http().get(&served.url).send().unwrap().text().unwrap();
+    assert!(page.contains("\"compiler\":true"), "{page}");
+}
+
+#[test]
+fn with_an_admin_token_compiling_and_the_overview_need_it() {
+    let served = Served::start(true, &["--no-train"]);
+    let compile_url = format!("{}/api/v1/compile", served.url);
+    let (status, text) = post(&compile_url, None, VALID);
+    assert_eq!(status, 401, "{text}");
+    let (status, text) = post(&compile_url, Some("not-the-admin-token"), VALID);
+    assert_eq!(status, 403, "{text}");
+    let (status, text) = post(
+        &format!("{}/api/v1/compile/download", served.url),
+        None,
+        VALID,
+    );
+    assert_eq!(status, 401, "{text}");
+    let (status, text) = post(&compile_url, Some(ADMIN), VALID);
+    assert_eq!(status, 200, "{text}");
+    let manifest = json_of(&text)["manifest"].as_str().unwrap().to_owned();
+    let (status, text) = post(
+        &format!("{}/api/v1/apps", served.url),
+        Some(ADMIN),
+        manifest,
+    );
+    assert_eq!(status, 201, "{text}");
+    let token = json_of(&text)["token"].as_str().unwrap().to_owned();
+
+    let overview = |token: Option<&str>| {
+        let mut request = http().get(format!("{}/api/v1/admin/overview", served.url));
+        if let Some(token) = token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let response = request.send().unwrap();
+        (response.status().as_u16(), response.text().unwrap())
+    };
+    assert_eq!(overview(None).0, 401);
+    // An app's token is not the operator's.
+    assert_eq!(overview(Some(&token)).0, 403);
+    let (status, text) = overview(Some(ADMIN));
+    assert_eq!(status, 200, "{text}");
+    let body = json_of(&text);
+    assert_eq!(body["apps"][0]["status"]["app"], "blobs");
+    assert_eq!(body["apps"][0]["status"]["examples"], 0);
+    assert_eq!(body["units"], json!([]));
+}
+
+// ----- the browser -----
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// The chart's data colour (`--chart`, the first series of `console.html`).
+const CHART_RGB: [u8; 3] = [0x1f, 0x6f, 0xd1];
+/// More pixels of that colour than a drawn chart's one point (a dot of radius 4 is about 50) has at
+/// least; an empty chart has none (checked first).
+const MIN_LINE_PIXELS: usize = 40;
+
+/// chromedriver on a free loopback port, killed on drop.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    fn start() -> Driver {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start chromedriver");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < PATIENCE, "chromedriver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Driver {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn open_browser(driver: &Driver, profile: &Path) -> Browser {
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1200,1000", "--force-device-scale-factor=1",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(capabilities)
+        .connect(&driver.url)
+        .await
+        .expect("cannot open a Chromium session through chromedriver")
+}
+
+async fn script(browser: &Browser, code: &str) -> Value {
+    browser.execute(code, vec![]).await.unwrap()
+}
+
+/// Waits until `code` returns `true` in the page; fails with `what` after [`PATIENCE`].
+async fn until(browser: &Browser, what: &str, code: &str) {
+    let started = Instant::now();
+    while script(browser, code).await != json!(true) {
+        assert!(started.elapsed() < PATIENCE, "waited too long: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The pixels of the data colour inside the element `id` on a screenshot of the page (the element
+/// scrolled into view first).
+async fn chart_pixels(browser: &Browser, id: &str, save_as: &Path) -> usize {
+    let rect = script(
+        browser,
+        &format!(
+            "const e = document.getElementById('{id}'); e.scrollIntoView({{block: 'center'}}); \
+             const r = e.getBoundingClientRect(); \
+             return [r.left, r.top, r.width, r.height, window.devicePixelRatio];"
+        ),
+    )
+    .await;
+    let rect: Vec<f64> = serde_json::from_value(rect).unwrap();
+    let png = browser.screenshot().await.unwrap();
+    std::fs::write(save_as, &png).unwrap();
+    let image = image::load_from_memory(&png).unwrap().to_rgb8();
+    let scale = rect[4];
+    let (x0, y0) = ((rect[0] * scale) as u32, (rect[1] * scale) as u32);
+    let (x1, y1) = (
+        (((rect[0] + rect[2]) * scale) as u32).min(image.width()),
+        (((rect[1] + rect[3]) * scale) as u32).min(image.height()),
+    );
+    assert!(
+        x1 > x0 + 100 && y1 > y0 + 100,
+        "the chart {id} is not on screen: {rect:?}"
+    );
+    let mut count = 0;
+    for y in y0..y1 {
+        for x in x0..x1 {
+            let pixel = image.get_pixel(x, y).0;
+            if pixel
+                .iter()
+                .zip(CHART_RGB)
+                .all(|(&have, want)| have.abs_diff(want) < 40)
+            {
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
+#[test]
+fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_browser() {
+    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
+        eprintln!(
+            "\n!!!!!!!!!!\n!!! SKIPPED the web console's browser test: {CHROMIUM} or {CHROMEDRIVER} is missing.\n\
+             !!! `cargo xtask setup` installs them (apt-get install chromium chromium-driver).\n!!!!!!!!!!\n"
+        );
+        return;
+    }
+    let started = Instant::now();
+    let served = Served::start(true, &["--max-run", "4s"]);
+    let work = tempfile::tempdir().unwrap();
+    let upload = work.path().join("blobs.eml");
+    std::fs::write(&upload, VALID).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let driver = Driver::start();
+    let screenshots = std::env::var_os("EASEML_SCREENSHOTS")
+        .map_or_else(|| work.path().to_owned(), std::path::PathBuf::from);
+    std::fs::create_dir_all(&screenshots).unwrap();
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let browser = open_browser(&driver, profile.path()).await;
+        browser.goto(&served.url).await.unwrap();
+        let program = browser
+            .wait()
+            .at_most(PATIENCE)
+            .for_element(Locator::Id("program"))
+            .await
+            .unwrap();
+        browser
+            .find(Locator::Id("admin-token"))
+            .await
+            .unwrap()
+            .send_keys(ADMIN)
+            .await
+            .unwrap();
+
+        // An invalid program: the diagnostics as easemlc prints them.
+        program.send_keys(INVALID).await.unwrap();
+        browser.find(Locator::Id("compile")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "the diagnostics",
+            "return !document.getElementById('diagnostics').classList.contains('hidden');",
+        )
+        .await;
+        let shown = script(&browser, "return document.getElementById('diagnostics').textContent;").await;
+        assert_eq!(shown, json!(easemlc_errors(INVALID, "program.eml")));
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots.join("web-diagnostics.png"), png).unwrap();
+
+        // The valid program, uploaded as a file.
+        browser
+            .find(Locator::Id("upload"))
+            .await
+            .unwrap()
+            .send_keys(&upload.display().to_string())
+            .await
+            .unwrap();
+        until(
+            &browser,
+            "the upload fills the editor",
+            "return document.getElementById('program').value.startsWith('app blobs\\nInput = [4]');",
+        )
+        .await;
+        browser.find(Locator::Id("compile")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "the candidates",
+            "return !document.getElementById('compiled').classList.contains('hidden');",
+        )
+        .await;
+        let compiled = compile(VALID, "blobs", &Registry::builtin()).unwrap();
+        let expected: Vec<String> = compiled.candidates.iter().map(|c| c.id.clone()).collect();
+        let shown = script(
+            &browser,
+            "return Array.from(document.querySelectorAll('#candidates tr')).map(r => r.children[1].textContent);",
+        )
+        .await;
+        assert_eq!(shown, json!(expected));
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots.join("web-compiled.png"), png).unwrap();
+        assert!(script(&browser, "return document.getElementById('diagnostics').classList.contains('hidden');").await == json!(true));
+
+        // Download: the archive the page received is easemlc's crate under `blobs/`.
+        browser.find(Locator::Id("download")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "the download",
+            "return document.getElementById('download-status').textContent.startsWith('blobs.tar (');",
+        )
+        .await;
+        let first = browser
+            .execute_async(
+                "const done = arguments[arguments.length - 1]; \
+                 window.easemlLastDownload.slice(0, 100).text().then(t => done(t.split('\\u0000')[0]));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert!(first.as_str().unwrap().starts_with("blobs/"), "{first}");
+
+        // Register: the token shown once opens the app.
+        browser.find(Locator::Id("register")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "the token",
+            "return document.getElementById('new-token').textContent.length > 20;",
+        )
+        .await;
+        let token = script(&browser, "return document.getElementById('new-token').textContent;").await;
+        let token = token.as_str().unwrap().to_owned();
+        // The app's dashboard, before any data: an empty chart (the control of the pixel check).
+        browser.find(Locator::Id("new-dashboard")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "the empty dashboard",
+            "return document.getElementById('count-examples').textContent === '0' \
+             && !document.getElementById('dashboard').classList.contains('hidden');",
+        )
+        .await;
+        let blank = chart_pixels(&browser, "app-chart", &screenshots.join("web-app-empty.png")).await;
+        assert_eq!(blank, 0, "the chart of an app without runs has data pixels");
+
+        // Fed over HTTP as a client would (the blocking client, off this async thread).
+        let feed_url = format!("{}/api/v1/apps/blobs/examples", served.url);
+        let (status, text) =
+            std::thread::spawn(move || post(&feed_url, Some(&token), blob_lines()))
+                .join()
+                .unwrap();
+        assert_eq!(status, 200, "{text}");
+
+        // Counts, then a run appears and finishes, and the chart shows it.
+        until(
+            &browser,
+            "the counts",
+            "return document.getElementById('count-examples').textContent === '40';",
+        )
+        .await;
+        until(
+            &browser,
+            "a run appears",
+            "return document.querySelectorAll('#runs tr').length > 0;",
+        )
+        .await;
+        until(
+            &browser,
+            "a run finishes",
+            "return document.querySelectorAll('#runs tr[data-state=done]').length > 0;",
+        )
+        .await;
+        let pixels = chart_pixels(&browser, "app-chart", &screenshots.join("web-app-dashboard.png")).await;
+        eprintln!("the app's chart: {pixels} pixels of the line");
+        assert!(pixels > MIN_LINE_PIXELS, "the app's chart is blank ({pixels} pixels of the line)");
+        let refine = script(&browser, "return document.getElementById('refine-link').getAttribute('href');").await;
+        assert!(refine.as_str().unwrap().starts_with("/apps/blobs/refine#token="), "{refine}");
+
+        // The operator's overview, with its own chart.
+        browser
+            .find(Locator::Id("op-token"))
+            .await
+            .unwrap()
+            .send_keys(ADMIN)
+            .await
+            .unwrap();
+        browser
+            .find(Locator::Css("#op-login button"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        until(
+            &browser,
+            "the operator's table",
+            "const row = document.getElementById('op-app-blobs'); return row !== null && row.children[2].textContent !== '0';",
+        )
+        .await;
+        let pixels = chart_pixels(&browser, "op-chart", &screenshots.join("web-operator.png")).await;
+        eprintln!("the operator's chart: {pixels} pixels of the line");
+        assert!(pixels > MIN_LINE_PIXELS, "the operator's chart is blank ({pixels} pixels of the line)");
+
+        // The refine page from the dashboard's link.
+        browser.goto(&format!("{}{}", served.url, refine.as_str().unwrap())).await.unwrap();
+        until(
+            &browser,
+            "the refine page lists the examples",
+            "return document.querySelectorAll('#rows tr[id^=example-]').length === 40;",
+        )
+        .await;
+        browser.close().await.unwrap();
+    });
+    eprintln!(
+        "the web console's browser test took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
