@@ -1,5 +1,5 @@
 //! The Debian packages some tests need beyond the Rust toolchain, installed with apt-get when a
-//! file they provide is missing: Chromium and chromedriver (the browser tests of the refine page),
+//! file they provide is missing: Chromium and chromedriver (the browser tests of the refine page and the web console),
 //! munge and Slurm (the tests that run workers on a real Slurm cluster), the PostgreSQL server
 //! (the store's conformance suite and the cluster tests).
 //!
@@ -25,7 +25,7 @@ pub struct Need {
 pub const CHROMIUM: Need = Need {
     packages: &["chromium", "chromium-driver"],
     files: &["/usr/bin/chromium", "/usr/bin/chromedriver"],
-    tests: "the refine page's browser test (runtime/server/tests/refine_browser.rs)",
+    tests: "the browser tests (runtime/server/tests/refine_browser.rs, runtime/cli/tests/web.rs)",
 };
 
 /// munge and the Slurm daemons and client commands.

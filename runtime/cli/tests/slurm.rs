@@ -7,8 +7,9 @@
 //!   orphan resumes, its late commit is refused by the fencing token;
 //! - a node's slurmd and its worker killed with SIGKILL mid-unit: the unit is re-leased once its
 //!   lease expires and finishes;
-//! - every fed example is stored once, every candidate has exactly one run, and `easeml workers
-//!   list` shows the Slurm job of each worker.
+//! - every fed example is stored once, every candidate has exactly one run, `easeml workers list`
+//!   shows the Slurm job of each worker, and `easeml serve` on the same store lists the apps with
+//!   their runs.
 //!
 //! The store is a PostgreSQL one (rows on a server the test starts, blobs in the shared folder),
 //! or an SQLite one when no PostgreSQL server can run here.
@@ -327,5 +328,52 @@ fn workers_submitted_to_slurm_train_every_candidate_once_through_node_and_worker
         .collect();
     assert!(jobs.contains(&format!("{job}_0").as_str()), "{rows}");
     assert!(jobs.contains(&format!("{job}_1").as_str()), "{rows}");
+
+    // The server answers from the same store (its handlers reach the store from blocking
+    // threads, where the PostgreSQL client may run): the operator's overview lists both apps with
+    // their runs, and the workers.
+    let admin = dir.path().join("admin.token");
+    std::fs::write(&admin, "an-admin-token-for-the-slurm-test").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .unwrap()
+        .port();
+    let server = Command::new(EASEML)
+        .args([
+            "serve",
+            "--no-train",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("--admin-token-file")
+        .arg(&admin)
+        .arg("--store")
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    reaper.children.push(server);
+    let http = reqwest::blocking::Client::new();
+    let overview: serde_json::Value = wait_until("the server", Duration::from_secs(60), || {
+        http.get(format!("http://127.0.0.1:{port}/api/v1/admin/overview"))
+            .bearer_auth("an-admin-token-for-the-slurm-test")
+            .send()
+            .ok()
+            .filter(|response| response.status().is_success())
+            .and_then(|response| response.json().ok())
+    });
+    let apps = overview["apps"].as_array().unwrap();
+    assert_eq!(apps.len(), 2, "{overview}");
+    for app in apps {
+        assert!(
+            !app["status"]["runs"].as_array().unwrap().is_empty(),
+            "{overview}"
+        );
+    }
+    assert!(
+        overview["workers"].as_array().unwrap().len() >= 2,
+        "{overview}"
+    );
     drop(reaper);
 }

@@ -11,8 +11,9 @@
 //! - A [`Transaction`] is `BEGIN` on the connection, committed by [`Transaction::commit`] and
 //!   rolled back when dropped uncommitted. PostgreSQL transactions run at READ COMMITTED; the
 //!   store takes row locks (`FOR UPDATE`) where it reads what it then writes.
-//! - The PostgreSQL client is never called from async code (it runs its own runtime), the same
-//!   rule as for `ureq` (ARCHITECTURE.md).
+//! - The PostgreSQL client blocks (it drives a runtime of its own): called from a thread inside a
+//!   tokio runtime (the server's), each call runs on a scoped thread of its own ([`outside_async`]),
+//!   so the store stays callable from anywhere.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -341,9 +342,26 @@ impl<T> OptionalExt<T> for DbResult<T> {
     }
 }
 
+/// Runs `op` where the synchronous PostgreSQL client may block: on this thread, or, when this
+/// thread is inside a tokio runtime (the server's start-up and its blocking tasks), on a scoped
+/// thread of its own (the client drives its own runtime, which tokio refuses to start inside
+/// another).
+fn outside_async<T: Send>(op: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return op();
+    }
+    std::thread::scope(|scope| {
+        scope
+            .spawn(op)
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 /// A PostgreSQL connection with its prepared statements, by SQL text.
 pub struct PgConnection {
-    client: postgres::Client,
+    /// Always `Some` but while being dropped.
+    client: Option<postgres::Client>,
     statements: HashMap<String, postgres::Statement>,
 }
 
@@ -355,42 +373,65 @@ impl std::fmt::Debug for PgConnection {
     }
 }
 
+impl Drop for PgConnection {
+    fn drop(&mut self) {
+        // Closing the client blocks too.
+        if let Some(client) = self.client.take() {
+            outside_async(move || drop(client));
+        }
+    }
+}
+
 impl PgConnection {
     /// Connects to `url` (`postgres://user:password@host:port/database`, no TLS: use a local
     /// socket, a loopback port or a tunnel).
     pub fn connect(url: &str) -> DbResult<PgConnection> {
-        let client = postgres::Client::connect(url, postgres::NoTls)?;
+        let client = outside_async(|| postgres::Client::connect(url, postgres::NoTls))?;
         Ok(PgConnection {
-            client,
+            client: Some(client),
             statements: HashMap::new(),
         })
+    }
+
+    fn client(&mut self) -> &mut postgres::Client {
+        self.client
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("the client is only taken by Drop"))
     }
 
     fn statement(&mut self, sql: &str) -> DbResult<postgres::Statement> {
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.client.prepare(&postgres_placeholders(sql))?;
+        let statement = self.client().prepare(&postgres_placeholders(sql))?;
         self.statements.insert(sql.to_owned(), statement.clone());
         Ok(statement)
     }
 
     fn query(&mut self, sql: &str, values: &[Value]) -> DbResult<Vec<postgres::Row>> {
-        let statement = self.statement(sql)?;
-        let params: Vec<&(dyn postgres::types::ToSql + Sync)> = values
-            .iter()
-            .map(|value| value as &(dyn postgres::types::ToSql + Sync))
-            .collect();
-        Ok(self.client.query(&statement, &params)?)
+        outside_async(|| {
+            let statement = self.statement(sql)?;
+            let params: Vec<&(dyn postgres::types::ToSql + Sync)> = values
+                .iter()
+                .map(|value| value as &(dyn postgres::types::ToSql + Sync))
+                .collect();
+            Ok(self.client().query(&statement, &params)?)
+        })
     }
 
     fn execute(&mut self, sql: &str, values: &[Value]) -> DbResult<u64> {
-        let statement = self.statement(sql)?;
-        let params: Vec<&(dyn postgres::types::ToSql + Sync)> = values
-            .iter()
-            .map(|value| value as &(dyn postgres::types::ToSql + Sync))
-            .collect();
-        Ok(self.client.execute(&statement, &params)?)
+        outside_async(|| {
+            let statement = self.statement(sql)?;
+            let params: Vec<&(dyn postgres::types::ToSql + Sync)> = values
+                .iter()
+                .map(|value| value as &(dyn postgres::types::ToSql + Sync))
+                .collect();
+            Ok(self.client().execute(&statement, &params)?)
+        })
+    }
+
+    fn batch_execute(&mut self, sql: &str) -> DbResult<()> {
+        outside_async(|| Ok(self.client().batch_execute(sql)?))
     }
 }
 
@@ -444,7 +485,7 @@ impl Db {
     pub fn execute_batch(&self, sql: &str) -> DbResult<()> {
         match self {
             Db::Sqlite(connection) => Ok(connection.execute_batch(sql)?),
-            Db::Postgres(connection) => Ok(connection.borrow_mut().client.batch_execute(sql)?),
+            Db::Postgres(connection) => connection.borrow_mut().batch_execute(sql),
         }
     }
 

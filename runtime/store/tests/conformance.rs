@@ -188,4 +188,45 @@ mod postgres {
             .to_string();
         assert!(error.contains("goes with a postgres:// store"), "{error}");
     }
+
+    #[test]
+    fn the_store_works_from_inside_a_tokio_runtime_as_the_server_calls_it() {
+        let Some((fixture, store)) = open() else {
+            return;
+        };
+        drop(store);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        // Opened, used and dropped on a runtime thread (the server's start-up) and in a blocking
+        // task (its handlers): the client's own runtime is kept off tokio's threads.
+        let names = runtime.block_on(async {
+            let mut store = fixture.open();
+            store
+                .register_app(&easeml_store::NewApp {
+                    name: "async".to_owned(),
+                    manifest: "{}".to_owned(),
+                    system_type: "{input: {[Tensor[1]], []}, output: {[Tensor[1]], []}}".to_owned(),
+                    label_capacity: None,
+                    declared_labels: None,
+                })
+                .unwrap();
+            drop(store);
+            let home = fixture.home();
+            let url = fixture.url.clone().unwrap();
+            tokio::task::spawn_blocking(move || {
+                let store = Store::open_postgres(&url, home).unwrap();
+                store
+                    .apps()
+                    .unwrap()
+                    .into_iter()
+                    .map(|app| app.name)
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(names, ["async"]);
+    }
 }
