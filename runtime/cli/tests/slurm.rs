@@ -9,7 +9,7 @@
 //!   lease expires and finishes;
 //! - every fed example is stored once, every candidate has exactly one run, `easeml workers list`
 //!   shows the Slurm job of each worker, and `easeml serve` on the same store lists the apps with
-//!   their runs.
+//!   their runs, an app's examples (the refine page's list) and answers with its best model.
 //!
 //! The store is a PostgreSQL one (rows on a server the test starts, blobs in the shared folder),
 //! or an SQLite one when no PostgreSQL server can run here.
@@ -136,6 +136,10 @@ fn workers_submitted_to_slurm_train_every_candidate_once_through_node_and_worker
         None => dir.path().join("home"),
     };
     feed_shapes(&data);
+    // The tabular app is registered here to keep its token (shown once) for the server below.
+    let (_, sides_token) = common::spec_of(SIDES)
+        .register(&mut Store::open(&data).unwrap())
+        .unwrap();
     feed_sides(&data);
     let store = Store::open(&data).unwrap();
     let fed: Vec<u64> = store
@@ -375,5 +379,30 @@ fn workers_submitted_to_slurm_train_every_candidate_once_through_node_and_worker
         overview["workers"].as_array().unwrap().len() >= 2,
         "{overview}"
     );
+    // An app's examples (what the refine page lists) and its best model's answers.
+    let api = |path: &str| format!("http://127.0.0.1:{port}/api/v1/apps/sides{path}");
+    let examples: serde_json::Value = http
+        .get(api("/examples?limit=100"))
+        .bearer_auth(&sides_token)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(examples["total"], 60, "{examples}");
+    let refine = http
+        .get(format!("http://127.0.0.1:{port}/apps/sides/refine"))
+        .send()
+        .unwrap();
+    assert!(refine.status().is_success(), "{}", refine.status());
+    let answered = http
+        .post(api("/infer"))
+        .bearer_auth(&sides_token)
+        .body("[0.1, 0.9] left\n[0.9, 0.1] right\n")
+        .send()
+        .unwrap();
+    assert!(answered.status().is_success(), "{}", answered.status());
+    let report: serde_json::Value = answered.json().unwrap();
+    assert_eq!(report["answers"].as_array().unwrap().len(), 2, "{report}");
+    assert_eq!(report["score"]["total"], 2, "{report}");
     drop(reaper);
 }
