@@ -229,10 +229,11 @@ pub fn store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<Pat
         Ok(recorded) if recorded.trim() == location => return Ok(home),
         Ok(recorded) => {
             return Err(Error::Location(format!(
-                "the blob folder {} belongs to the store at {}, not {}: give each PostgreSQL store its own --blobs folder",
+                "the blob folder {} belongs to the store at {}, not {}: give each PostgreSQL store its own --blobs folder (or remove {} to bind this folder to another database)",
                 home.display(),
                 store::redact_url(recorded.trim()),
-                store::redact_url(location)
+                store::redact_url(location),
+                pointer.display()
             )));
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
@@ -244,7 +245,9 @@ pub fn store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<Pat
             home.display()
         )));
     }
-    std::fs::create_dir_all(&home).map_err(io(&home, "creating the blob folder"))?;
+    // The database must answer (and takes the schema) before the folder is bound to it: a
+    // mistyped URL binds nothing.
+    drop(Store::open_postgres(location, &home)?);
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]

@@ -378,8 +378,9 @@ impl Store {
     ) -> Result<Store> {
         fs::create_dir_all(home).map_err(io(home, "creating the store directory"))?;
         let place = redact_url(url);
-        let connection =
-            crate::db::PgConnection::connect(url).map_err(db(format!("connecting to {place}")))?;
+        let connection = crate::db::PgConnection::connect(url).map_err(db(format!(
+            "connecting to {place} (is the server up, and does the database exist? `createdb` makes one)"
+        )))?;
         let connection = Db::Postgres(Box::new(std::cell::RefCell::new(connection)));
         migrations::migrate(&connection, migrations, Path::new(&place))?;
         let blobs = Blobs::open(home.join("blobs"), options.durability == Durability::Full)?;

@@ -177,6 +177,15 @@ mod postgres {
             .unwrap_err()
             .to_string();
         assert!(error.contains("belongs to the store at"), "{error}");
+        // A database that does not answer binds nothing: the folder stays free for the right URL.
+        let free = dir.path().join("free");
+        let bad = format!("{url}_missing");
+        let error = easeml_store::store_home(&bad, Some(&free))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("does the database exist"), "{error}");
+        assert!(!free.join(easeml_store::POSTGRES_URL_FILE).exists());
+        assert_eq!(easeml_store::store_home(&url, Some(&free)).unwrap(), free);
         let sqlite = dir.path().join("sqlite");
         Store::open(&sqlite).unwrap();
         let error = easeml_store::store_home(&url, Some(&sqlite))
