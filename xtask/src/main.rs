@@ -25,6 +25,7 @@ use clap::{Parser, Subcommand};
 
 mod browser;
 mod demo;
+mod python;
 mod tidy;
 mod torch;
 
@@ -87,6 +88,7 @@ fn main() -> Result<()> {
         Task::Setup => {
             setup()?;
             browser::ensure_chromium();
+            python::ensure_python_venv();
             Ok(())
         }
         Task::Env => {
@@ -191,6 +193,7 @@ fn test() -> Result<()> {
     );
     setup()?;
     browser::ensure_chromium();
+    python::ensure_python_venv();
     run_step("rustfmt", cargo(&["fmt", "--all", "--check"]))?;
     run_step(
         "clippy",

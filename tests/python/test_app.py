@@ -1,0 +1,186 @@
+"""The generated Python package of one example app, driven from Python as a notebook would.
+
+`tests/tests/python_package.rs` builds the package of each example it covers into a venv and runs
+this file with `EASEML_PY_APP` (the app's module) and `EASEML_PY_STUBS` (its generated `.pyi`).
+Every test uses its own store (`EASEML_HOME` in a temporary folder).
+"""
+
+import ast
+import importlib
+import os
+
+import numpy as np
+import pytest
+
+APP = os.environ["EASEML_PY_APP"]
+app_module = importlib.import_module(APP)
+
+
+@pytest.fixture()
+def app(tmp_path, monkeypatch):
+    monkeypatch.setenv("EASEML_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("EASEML_SERVER", raising=False)
+    return app_module.connect()
+
+
+def shape_text(shape):
+    return "[" + ",".join(str(side) for side in shape) + "]"
+
+
+def make_examples(count, seed=0):
+    """`count` inputs and outputs with a pattern a model can learn: the class (or the regression
+    target) follows the sign of the inputs' mean."""
+    rng = np.random.default_rng(seed)
+    signs = np.where(np.arange(count) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    if app_module.INPUT_RECURSIVE:
+        inputs = []
+        for sign in signs:
+            length = int(rng.integers(3, 6))
+            records = []
+            for _ in range(length):
+                record = {
+                    name: (sign + 0.1 * rng.standard_normal(shape)).astype(np.float32).tolist()
+                    for name, shape in app_module.INPUT_SHAPES.items()
+                }
+                records.append(record)
+            inputs.append(records)
+    else:
+        inputs = {
+            name: (signs.reshape((-1,) + (1,) * len(shape)) + 0.1 * rng.standard_normal((count,) + shape)).astype(
+                np.float32
+            )
+            for name, shape in app_module.INPUT_SHAPES.items()
+        }
+        if len(inputs) == 1:
+            inputs = next(iter(inputs.values()))
+    if app_module.LABELS is not None:
+        outputs = [app_module.LABELS[0] if sign > 0 else app_module.LABELS[1] for sign in signs]
+    else:
+        outputs = {
+            name: np.repeat(signs.reshape((-1,) + (1,) * len(shape)), int(np.prod(shape)), axis=-1)
+            .reshape((count,) + shape)
+            .astype(np.float32)
+            for name, shape in app_module.OUTPUT_SHAPES.items()
+        }
+        if len(outputs) == 1:
+            outputs = next(iter(outputs.values()))
+    return inputs, outputs
+
+
+def test_the_stubs_parse_and_name_the_fields_and_labels():
+    tree = ast.parse(open(os.environ["EASEML_PY_STUBS"]).read())
+    text = ast.unparse(tree)
+    for name in list(app_module.INPUT_SHAPES) + list(app_module.OUTPUT_SHAPES):
+        assert repr(name) in text or f'"{name}"' in text, name
+    labels = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "Label" for t in node.targets)
+    ]
+    assert len(labels) == 1
+    if app_module.LABELS is not None:
+        literal = labels[0].value
+        assert isinstance(literal, ast.Subscript) and literal.value.id == "Literal"
+        names = [element.value for element in literal.slice.elts]
+        assert names == app_module.LABELS
+    # Every public function of the module has a stub.
+    stubbed = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert {"connect", "App", "RefinePage"} <= stubbed
+    assert {"feed", "infer", "train", "status", "examples", "enable", "disable", "refine"} <= stubbed
+
+
+def test_a_wrong_numpy_shape_names_the_field_and_the_expected_shape(app):
+    if app_module.INPUT_RECURSIVE:
+        pytest.skip("a recursive input is given in its JSON form; its shapes are checked by the client")
+    name, shape = next(iter(app_module.INPUT_SHAPES.items()))
+    wrong = tuple(side + 1 for side in shape)
+    inputs, outputs = make_examples(4)
+    if isinstance(inputs, dict):
+        inputs[name] = np.zeros((4,) + wrong, dtype=np.float32)
+    else:
+        inputs = np.zeros((4,) + wrong, dtype=np.float32)
+    with pytest.raises(app_module.ShapeError) as raised:
+        app.feed(inputs, outputs)
+    message = str(raised.value)
+    assert f"input.{name}" in message and shape_text(shape) in message, message
+    assert shape_text((4,) + wrong) in message, message
+    assert isinstance(raised.value, ValueError) and isinstance(raised.value, app_module.EasemlError)
+    assert app.examples() == []
+
+
+def test_errors_map_to_their_exception_classes(app, tmp_path):
+    with pytest.raises(app_module.NoModelError) as raised:
+        inputs, _ = make_examples(1)
+        app.infer(inputs)
+    assert "no model" in str(raised.value)
+    with pytest.raises(app_module.UnreachableError) as raised:
+        app_module.connect(server="http://127.0.0.1:9")
+    assert isinstance(raised.value, ConnectionError)
+    with pytest.raises(app_module.ServerUrlError):
+        app_module.connect(server="ftp://example.org")
+    if app_module.LABELS is not None:
+        inputs, _ = make_examples(2)
+        with pytest.raises(app_module.BadInputError) as raised:
+            app.feed(inputs, ["no such label", app_module.LABELS[0]])
+        assert "no such label" in str(raised.value)
+    with pytest.raises(app_module.StoreError):
+        app.disable(123456789)
+
+
+def test_nan_inputs_are_refused_with_the_binaries_message(app):
+    if app_module.INPUT_RECURSIVE:
+        pytest.skip("numpy arrays only")
+    inputs, outputs = make_examples(3)
+    if isinstance(inputs, dict):
+        next(iter(inputs.values()))[1].flat[0] = np.nan
+    else:
+        inputs[1].flat[0] = np.nan
+    with pytest.raises(app_module.BadInputError) as raised:
+        app.feed(inputs, outputs)
+    assert "example(s) are bad; nothing was stored" in str(raised.value), str(raised.value)
+    assert app.examples() == []
+
+
+def test_feed_train_infer_round_trip(app):
+    inputs, outputs = make_examples(40)
+    fed = app.feed(inputs, outputs)
+    assert fed["added"] == 40 and len(fed["ids"]) == 40
+    # One example, without the batch axis.
+    one_in, one_out = make_examples(1, seed=1)
+    if not app_module.INPUT_RECURSIVE:
+        one_in = one_in[0] if not isinstance(one_in, dict) else {k: v[0] for k, v in one_in.items()}
+    else:
+        one_in = one_in[0]
+    if isinstance(one_out, list):
+        one_out = one_out[0]
+    elif isinstance(one_out, dict):
+        one_out = {k: v[0] for k, v in one_out.items()}
+    else:
+        one_out = one_out[0]
+    assert app.feed(one_in, one_out)["added"] == 1
+    examples = app.examples()
+    assert len(examples) == 41
+    version = app.disable(examples[0]["id"])
+    assert app.examples()[0]["enabled"] is False
+    assert app.enable(examples[0]["id"]) > version
+    if app_module.LABELS is not None:
+        assert {example["label"] for example in examples} == set(app_module.LABELS)
+
+    status = app.train(budget=os.environ.get("EASEML_PY_BUDGET", "20s"))
+    assert status["app"] == APP and status["examples"] == 41
+    assert any(run["state"] == "done" for run in status["runs"]), status["runs"]
+    assert status["best"] is not None
+
+    answer = app.infer(inputs if not isinstance(inputs, list) else inputs)
+    if app_module.LABELS is not None:
+        labels, confidences = answer
+        assert len(labels) == 40 and set(labels) <= set(app_module.LABELS)
+        assert confidences.dtype == np.float32 and ((confidences >= 0) & (confidences <= 1)).all()
+        label, confidence = app.infer(one_in)
+        assert label in app_module.LABELS and 0 <= confidence <= 1
+    else:
+        for name, shape in app_module.OUTPUT_SHAPES.items():
+            assert answer[name].shape == (40,) + shape and np.isfinite(answer[name]).all()
+        single = app.infer(one_in)
+        for name, shape in app_module.OUTPUT_SHAPES.items():
+            assert single[name].shape == shape
