@@ -8,6 +8,7 @@ Every test uses its own store (`EASEML_HOME` in a temporary folder).
 import ast
 import importlib
 import os
+import urllib.request
 
 import numpy as np
 import pytest
@@ -184,3 +185,36 @@ def test_feed_train_infer_round_trip(app):
         single = app.infer(one_in)
         for name, shape in app_module.OUTPUT_SHAPES.items():
             assert single[name].shape == shape
+
+    page = app.refine(open_browser=False)
+    try:
+        html = urllib.request.urlopen(page.url, timeout=10).read()
+        assert b"<html" in html and APP.encode() in html
+    finally:
+        page.close()
+
+
+def test_file_paths_and_images_are_read_as_the_feed_command_reads_them(app, tmp_path):
+    if app_module.INPUT_RECURSIVE or len(app_module.INPUT_SHAPES) != 1:
+        pytest.skip("paths and images give an input of one tensor field")
+    from PIL import Image
+
+    (shape,) = app_module.INPUT_SHAPES.values()
+    inputs, outputs = make_examples(2)
+    one_out = outputs[0] if isinstance(outputs, list) else outputs[0]
+    for index in range(2):
+        np.save(tmp_path / f"x{index}.npy", inputs[index])
+    assert app.feed(str(tmp_path / "x0.npy"), one_out)["added"] == 1
+    both = outputs if isinstance(outputs, list) else outputs[:2]
+    assert app.feed([tmp_path / "x0.npy", tmp_path / "x1.npy"], both)["added"] == 2
+    with pytest.raises(app_module.BadInputError) as raised:
+        app.feed(str(tmp_path / "missing.npy"), one_out)
+    assert "missing.npy" in str(raised.value)
+    image = Image.new("RGB", (4, 4))
+    if len(shape) == 3 and shape[2] in (1, 3):
+        assert app.feed(image, one_out)["added"] == 1
+    else:
+        with pytest.raises(app_module.BadInputError) as raised:
+            app.feed(image, one_out)
+        assert "an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]" in str(raised.value)
+    assert len(app.examples()) == (4 if len(shape) == 3 and shape[2] in (1, 3) else 3)
