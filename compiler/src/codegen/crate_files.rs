@@ -122,11 +122,14 @@ struct PyTensorField {
     python_shape: String,
 }
 
-/// Any field, for the stubs' documentation.
+/// Any field, for the stubs.
 #[derive(Serialize)]
 struct PyField {
     name: String,
+    name_literal: String,
     kind: String,
+    /// Its type in the stubs.
+    py_type: &'static str,
 }
 
 /// What the Python package's templates see.
@@ -146,6 +149,7 @@ struct PythonView<'a> {
     input_tensors: Vec<PyTensorField>,
     output_tensors: Vec<PyTensorField>,
     input_fields: Vec<PyField>,
+    output_fields: Vec<PyField>,
     input_recursive: bool,
     output_recursive: bool,
     input_recursive_py: &'a str,
@@ -179,6 +183,25 @@ fn python_tensors(data_type: &easeml_schema::DataType) -> Vec<PyTensorField> {
                 })
             }
             easeml_schema::FieldKind::Recursive => None,
+        })
+        .collect()
+}
+
+fn python_fields(data_type: &easeml_schema::DataType) -> Vec<PyField> {
+    data_type
+        .fields
+        .iter()
+        .map(|field| PyField {
+            name: field.name.clone(),
+            name_literal: json_literal(&field.name),
+            kind: match &field.kind {
+                easeml_schema::FieldKind::Tensor(tensor) => format!("Tensor{:?}", tensor.dims),
+                easeml_schema::FieldKind::Recursive => "another value of this type, or None".to_owned(),
+            },
+            py_type: match &field.kind {
+                easeml_schema::FieldKind::Tensor(_) => "npt.ArrayLike",
+                easeml_schema::FieldKind::Recursive => "Optional[Dict[str, Any]]",
+            },
         })
         .collect()
 }
@@ -249,18 +272,8 @@ fn python_files(
         label_list: literals.join(", "),
         input_tensors: python_tensors(&schema.input),
         output_tensors: python_tensors(&schema.output),
-        input_fields: schema
-            .input
-            .fields
-            .iter()
-            .map(|field| PyField {
-                name: field.name.clone(),
-                kind: match &field.kind {
-                    easeml_schema::FieldKind::Tensor(tensor) => format!("Tensor{:?}", tensor.dims),
-                    easeml_schema::FieldKind::Recursive => "an input or None".to_owned(),
-                },
-            })
-            .collect(),
+        input_fields: python_fields(&schema.input),
+        output_fields: python_fields(&schema.output),
         input_recursive: is_recursive(&schema.input),
         output_recursive: is_recursive(&schema.output),
         input_recursive_py: if is_recursive(&schema.input) { "True" } else { "False" },

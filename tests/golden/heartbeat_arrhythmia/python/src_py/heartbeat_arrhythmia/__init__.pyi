@@ -22,9 +22,9 @@ OUTPUT_SHAPES: Dict[str, Tuple[int, ...]]
 INPUT_RECURSIVE: bool
 OUTPUT_RECURSIVE: bool
 
-InputFields = Dict[str, Any]
-"""One input in its JSON form: `leads` (Tensor[12]), `next` (an input or None)."""
-Inputs = Union[InputFields, Sequence[InputFields]]
+InputFields = TypedDict("InputFields", { "leads": npt.ArrayLike, "next": Optional[Dict[str, Any]], })
+"""One input in its JSON form: `leads` (Tensor[12]), `next` (another value of this type, or None); a chain may also be a list of records."""
+Inputs = Union[InputFields, Sequence[InputFields], Sequence[Sequence[Dict[str, Any]]]]
 OutputFields = TypedDict("OutputFields", { "rhythm": npt.ArrayLike, })
 """One output (or a batch) by field name: `rhythm`: shape (2,)."""
 Outputs = Union[Label, Sequence[Label], int, Sequence[int], npt.ArrayLike, OutputFields]

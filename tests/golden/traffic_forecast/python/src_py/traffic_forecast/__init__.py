@@ -267,6 +267,10 @@ class App:
         outputs = [answer["output"] for answer in answers]
         if OUTPUT_RECURSIVE:
             return outputs if batched else outputs[0]
+        if len(OUTPUT_SHAPES) == 1:  # the JSON form of one tensor field is the array itself
+            (name,) = OUTPUT_SHAPES
+            outputs = [output if not isinstance(output, dict) else output[name] for output in outputs]
+            outputs = [{name: output} for output in outputs]
         arrays = {
             name: _np.asarray([output[name] for output in outputs], dtype=_np.float32).reshape((len(outputs),) + shape)
             for name, shape in OUTPUT_SHAPES.items()

@@ -21,11 +21,12 @@ OUTPUT_SHAPES: Dict[str, Tuple[int, ...]]
 INPUT_RECURSIVE: bool
 OUTPUT_RECURSIVE: bool
 
-InputFields = Dict[str, Any]
-"""One input in its JSON form: `field1` (Tensor[10]), `next` (an input or None)."""
-Inputs = Union[InputFields, Sequence[InputFields]]
-OutputFields = Dict[str, Any]
-Outputs = Union[OutputFields, Sequence[OutputFields]]
+InputFields = TypedDict("InputFields", { "field1": npt.ArrayLike, "next": Optional[Dict[str, Any]], })
+"""One input in its JSON form: `field1` (Tensor[10]), `next` (another value of this type, or None); a chain may also be a list of records."""
+Inputs = Union[InputFields, Sequence[InputFields], Sequence[Sequence[Dict[str, Any]]]]
+OutputFields = TypedDict("OutputFields", { "field1": npt.ArrayLike, "next": Optional[Dict[str, Any]], })
+"""One output in its JSON form: `field1` (Tensor[10]), `next` (another value of this type, or None)."""
+Outputs = Union[OutputFields, Sequence[OutputFields], Sequence[Sequence[Dict[str, Any]]]]
 
 class FeedResult(TypedDict):
     added: int

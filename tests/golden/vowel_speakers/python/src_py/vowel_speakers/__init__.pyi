@@ -22,9 +22,9 @@ OUTPUT_SHAPES: Dict[str, Tuple[int, ...]]
 INPUT_RECURSIVE: bool
 OUTPUT_RECURSIVE: bool
 
-InputFields = Dict[str, Any]
-"""One input in its JSON form: `coefficients` (Tensor[12]), `next` (an input or None)."""
-Inputs = Union[InputFields, Sequence[InputFields]]
+InputFields = TypedDict("InputFields", { "coefficients": npt.ArrayLike, "next": Optional[Dict[str, Any]], })
+"""One input in its JSON form: `coefficients` (Tensor[12]), `next` (another value of this type, or None); a chain may also be a list of records."""
+Inputs = Union[InputFields, Sequence[InputFields], Sequence[Sequence[Dict[str, Any]]]]
 OutputFields = TypedDict("OutputFields", { "field1": npt.ArrayLike, })
 """One output (or a batch) by field name: `field1`: shape (9,)."""
 Outputs = Union[Label, Sequence[Label], int, Sequence[int], npt.ArrayLike, OutputFields]
