@@ -196,7 +196,9 @@ fn python_fields(data_type: &easeml_schema::DataType) -> Vec<PyField> {
             name_literal: json_literal(&field.name),
             kind: match &field.kind {
                 easeml_schema::FieldKind::Tensor(tensor) => format!("Tensor{:?}", tensor.dims),
-                easeml_schema::FieldKind::Recursive => "another value of this type, or None".to_owned(),
+                easeml_schema::FieldKind::Recursive => {
+                    "another value of this type, or None".to_owned()
+                }
             },
             py_type: match &field.kind {
                 easeml_schema::FieldKind::Tensor(_) => "npt.ArrayLike",
@@ -225,8 +227,8 @@ fn links(data_type: &easeml_schema::DataType) -> String {
 
 /// The runtime path as the Python crate (one folder down) reaches it.
 fn python_runtime_path(runtime_path: &str) -> String {
-    let absolute = runtime_path.starts_with(['/', '\\'])
-        || runtime_path.as_bytes().get(1) == Some(&b':');
+    let absolute =
+        runtime_path.starts_with(['/', '\\']) || runtime_path.as_bytes().get(1) == Some(&b':');
     if absolute {
         runtime_path.to_owned()
     } else {
@@ -276,8 +278,16 @@ fn python_files(
         output_fields: python_fields(&schema.output),
         input_recursive: is_recursive(&schema.input),
         output_recursive: is_recursive(&schema.output),
-        input_recursive_py: if is_recursive(&schema.input) { "True" } else { "False" },
-        output_recursive_py: if is_recursive(&schema.output) { "True" } else { "False" },
+        input_recursive_py: if is_recursive(&schema.input) {
+            "True"
+        } else {
+            "False"
+        },
+        output_recursive_py: if is_recursive(&schema.output) {
+            "True"
+        } else {
+            "False"
+        },
         input_links: links(&schema.input),
         output_links: links(&schema.output),
     };
