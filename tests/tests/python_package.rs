@@ -61,7 +61,9 @@ fn venv() -> Option<PathBuf> {
         .args(["-m", "venv"])
         .arg(&venv)
         .status()
-        .unwrap_or_else(|error| panic!("{python} -m venv: {error} (install python3 and python3-venv)"));
+        .unwrap_or_else(|error| {
+            panic!("{python} -m venv: {error} (install python3 and python3-venv)")
+        });
     assert!(made.success(), "{python} -m venv {} failed", venv.display());
     let installed = Command::new(venv.join("bin/pip"))
         .args([
@@ -249,7 +251,10 @@ fn feeding_a_numpy_array_keeps_up_with_the_rust_client_and_import_is_fast() {
         .collect();
     // The same values for Python, as one .npy-free raw file.
     let data = root.join("bench.f32");
-    let bytes: Vec<u8> = values.iter().flat_map(|value| value.to_le_bytes()).collect();
+    let bytes: Vec<u8> = values
+        .iter()
+        .flat_map(|value| value.to_le_bytes())
+        .collect();
     std::fs::write(&data, bytes).unwrap();
     let script = format!(
         r#"

@@ -493,4 +493,67 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn the_python_package_reaches_the_runtime_and_quotes_every_name() {
+        let compiled = compile(
+            "Input = [3]\nOutput = [2]\nlabels = [\"it's \\\"q\\\"\", \"b\\\\c\"]",
+            "py",
+            &Registry::builtin(),
+        )
+        .unwrap();
+        for (runtime_path, expected) in [
+            ("../../runtime/core", "../../../runtime/core"),
+            ("/abs/runtime/core", "/abs/runtime/core"),
+            (r"C:\easeml\runtime\core", r"C:\easeml\runtime\core"),
+        ] {
+            let options = CrateOptions {
+                runtime_path: runtime_path.to_owned(),
+                server: None,
+                python: true,
+            };
+            let files = crate_files(&compiled, &options).unwrap();
+            let cargo: toml::Table = toml::from_str(&files["python/Cargo.toml"]).unwrap();
+            let dependencies = cargo["dependencies"].as_table().unwrap();
+            assert_eq!(
+                dependencies["easeml-runtime"]["path"].as_str(),
+                Some(expected)
+            );
+            assert_eq!(dependencies["app"]["path"].as_str(), Some(".."));
+            assert_eq!(
+                dependencies["app"]["default-features"].as_bool(),
+                Some(false)
+            );
+            let pyproject: toml::Table = toml::from_str(&files["python/pyproject.toml"]).unwrap();
+            assert_eq!(
+                pyproject["tool"]["maturin"]["module-name"].as_str(),
+                Some("py._native")
+            );
+            for path in [
+                "python/src/lib.rs",
+                "python/build.rs",
+                "python/src_py/py/__init__.py",
+                "python/src_py/py/__init__.pyi",
+                "python/src_py/py/_errors.py",
+            ] {
+                assert!(files.contains_key(path), "{path}");
+            }
+            syn::parse_file(&files["python/src/lib.rs"]).unwrap();
+            let init = &files["python/src_py/py/__init__.py"];
+            assert!(
+                init.contains(r#"LABELS = ["it's \"q\"", "b\\c"]"#),
+                "{init}"
+            );
+        }
+        let without = crate_files(
+            &compiled,
+            &CrateOptions {
+                runtime_path: "../runtime/core".to_owned(),
+                server: None,
+                python: false,
+            },
+        )
+        .unwrap();
+        assert!(without.keys().all(|path| !path.starts_with("python/")));
+    }
 }
