@@ -118,7 +118,7 @@ def test_a_wrong_numpy_shape_names_the_field_and_the_expected_shape(app):
     assert app.examples() == []
 
 
-def test_errors_map_to_their_exception_classes(app, tmp_path):
+def test_errors_map_to_their_exception_classes(app, tmp_path, monkeypatch):
     with pytest.raises(app_module.NoModelError) as raised:
         inputs, _ = make_examples(1)
         app.infer(inputs)
@@ -135,6 +135,25 @@ def test_errors_map_to_their_exception_classes(app, tmp_path):
         assert "no such label" in str(raised.value)
     with pytest.raises(app_module.StoreError):
         app.disable(123456789)
+    if app_module.LABELS is not None:
+        inputs, _ = make_examples(2)
+        with pytest.raises(app_module.BadInputError) as raised:
+            app.feed(inputs, [0, len(app_module.LABELS)])
+        assert f"label index {len(app_module.LABELS)} is out of range" in str(raised.value)
+    if not app_module.INPUT_RECURSIVE:
+        inputs, outputs = make_examples(2)
+        one_out = outputs[0] if isinstance(outputs, list) else outputs[0]
+        with pytest.raises(app_module.ShapeError) as raised:
+            app.feed(inputs, one_out)  # a batch of inputs, one output
+        assert "the inputs are a batch" in str(raised.value)
+        with pytest.raises(app_module.ShapeError) as raised:
+            app.feed({"no_such_field": np.zeros(3)}, one_out)
+        assert "unknown: no_such_field" in str(raised.value)
+    assert app.examples() == []
+    monkeypatch.setenv("EASEML_ENGINE_BIN_DIR", str(tmp_path / "no-engine"))
+    with pytest.raises(app_module.EngineError) as raised:
+        app.train(budget="1s")
+    assert str(tmp_path / "no-engine") in str(raised.value)
 
 
 def test_nan_inputs_are_refused_with_the_binaries_message(app):
