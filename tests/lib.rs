@@ -53,12 +53,24 @@ pub fn generate_crate(
     source: &str,
     runtime_path: &str,
 ) -> std::collections::BTreeMap<String, String> {
+    generate_crate_with(stem, source, runtime_path, false)
+}
+
+/// [`generate_crate`], with the Python package under `python/` when `python` is set (`easemlc
+/// --python`).
+pub fn generate_crate_with(
+    stem: &str,
+    source: &str,
+    runtime_path: &str,
+    python: bool,
+) -> std::collections::BTreeMap<String, String> {
     use easeml_compiler::codegen::{CrateOptions, crate_files, rustfmt_files};
     let compiled = compile(source, stem, &Registry::builtin())
         .unwrap_or_else(|diagnostics| panic!("{stem}: {diagnostics:#?}"));
     let options = CrateOptions {
         runtime_path: runtime_path.to_owned(),
         server: None,
+        python,
     };
     let mut files =
         crate_files(&compiled, &options).unwrap_or_else(|error| panic!("{stem}: {error}"));

@@ -279,6 +279,7 @@ fn app_crate(compiled: &Compiled, runtime: &str) -> BTreeMap<String, String> {
         &CrateOptions {
             runtime_path: runtime.to_owned(),
             server: None,
+            python: false,
         },
     )
     .unwrap_or_else(|error| panic!("{}: {error}", compiled.schema.app));
@@ -287,6 +288,7 @@ fn app_crate(compiled: &Compiled, runtime: &str) -> BTreeMap<String, String> {
     cargo.remove("workspace");
     cargo.remove("profile");
     cargo.remove("build-dependencies");
+    cargo.remove("features");
     if let Some(toml::Value::Table(dependencies)) = cargo.get_mut("dependencies") {
         assert!(dependencies.remove("easeml-app-engine").is_some());
     }

@@ -1,15 +1,16 @@
-//! Code generation: the generated crate (Cargo.toml, sources, README, easeml.json) of every example matches the golden files under
+//! Code generation: the generated crate (Cargo.toml, sources, README, easeml.json, and the Python
+//! package under `python/` that `easemlc --python` adds) of every example matches the golden files under
 //! `tests/golden/` byte for byte (refresh them with `cargo xtask bless`, which runs this test with
 //! `EASEML_BLESS=1`), and generation is deterministic. `golden_types.rs` compiles the golden files.
 
 use std::path::Path;
 
-use easeml_tests::{examples, generate_crate, golden_dir};
+use easeml_tests::{examples, generate_crate_with, golden_dir};
 
 /// The generated files of one example, as committed: the runtime path is relative to the golden
 /// crate's folder, so the golden crates build in place.
 fn generate(stem: &str, source: &str) -> Vec<(String, String)> {
-    generate_crate(stem, source, "../../../runtime/core")
+    generate_crate_with(stem, source, "../../../runtime/core", true)
         .into_iter()
         .collect()
 }

@@ -195,6 +195,7 @@ fn both_macro_forms_expand_to_the_generated_crates_types_and_client_for_every_ex
         let options = CrateOptions {
             runtime_path: "../../../runtime/core".to_owned(),
             server: None,
+            python: false,
         };
         let files = crate_files(&compile(&source, &stem, &registry).unwrap(), &options).unwrap();
         let parse = |path: &str| -> syn::File {

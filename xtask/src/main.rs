@@ -42,8 +42,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Task {
     /// Install libtorch (PyPI `torch` in a virtual environment under the user's cache dir),
-    /// Chromium + chromedriver (the browser tests), munge + Slurm (the Slurm cluster test) and
-    /// PostgreSQL (the store's conformance suite) with apt-get; a quick no-op when already done.
+    /// Chromium + chromedriver (the browser tests), munge + Slurm (the Slurm cluster test),
+    /// PostgreSQL (the store's conformance suite) and python3-venv (the Python package's test) with
+    /// apt-get; a quick no-op when already done.
     Setup,
     /// Print the shell exports that let plain `cargo` build and run the trainer:
     /// `eval "$(cargo xtask env)"`.
@@ -90,6 +91,7 @@ fn main() -> Result<()> {
             packages::ensure(&packages::CHROMIUM);
             packages::ensure(&packages::SLURM);
             packages::ensure(&packages::POSTGRES);
+            packages::ensure(&packages::PYTHON_VENV);
             Ok(())
         }
         Task::Env => {
@@ -196,6 +198,7 @@ fn test() -> Result<()> {
     packages::ensure(&packages::CHROMIUM);
     packages::ensure(&packages::SLURM);
     packages::ensure(&packages::POSTGRES);
+    packages::ensure(&packages::PYTHON_VENV);
     run_step("rustfmt", cargo(&["fmt", "--all", "--check"]))?;
     run_step(
         "clippy",

@@ -1,7 +1,9 @@
 //! The Debian packages some tests need beyond the Rust toolchain, installed with apt-get when a
 //! file they provide is missing: Chromium and chromedriver (the browser tests of the refine page and the web console),
 //! munge and Slurm (the tests that run workers on a real Slurm cluster), the PostgreSQL server
-//! (the store's conformance suite and the cluster tests).
+//! (the store's conformance suite and the cluster tests), and a `python3` that can make a venv (the
+//! generated Python package's test, which then installs maturin, pytest, numpy and pillow from PyPI
+//! into a venv of its own).
 //!
 //! Installing needs root (or passwordless sudo) and the Debian mirrors; when that fails this prints
 //! a loud warning and carries on, and the tests that need the package then skip with their own
@@ -17,6 +19,8 @@ pub struct Need {
     /// Files they install: the packages count as installed when all of these exist (a `*` stands
     /// for one path component, e.g. a version folder).
     pub files: &'static [&'static str],
+    /// A command that must succeed too (empty: none).
+    pub probe: &'static [&'static str],
     /// Which tests need them.
     pub tests: &'static str,
 }
@@ -25,6 +29,7 @@ pub struct Need {
 pub const CHROMIUM: Need = Need {
     packages: &["chromium", "chromium-driver"],
     files: &["/usr/bin/chromium", "/usr/bin/chromedriver"],
+    probe: &[],
     tests: "the browser tests (runtime/server/tests/refine_browser.rs, runtime/cli/tests/web.rs)",
 };
 
@@ -37,6 +42,7 @@ pub const SLURM: Need = Need {
         "/usr/sbin/slurmd",
         "/usr/bin/sbatch",
     ],
+    probe: &[],
     tests: "the Slurm cluster test (runtime/cli/tests/slurm.rs)",
 };
 
@@ -47,7 +53,16 @@ pub const POSTGRES: Need = Need {
         "/usr/lib/postgresql/*/bin/postgres",
         "/usr/lib/postgresql/*/bin/initdb",
     ],
+    probe: &[],
     tests: "the PostgreSQL store tests (runtime/store/tests/conformance.rs)",
+};
+
+/// A `python3` whose venv module works (Debian splits it, and ensurepip, into `python3-venv`).
+pub const PYTHON_VENV: Need = Need {
+    packages: &["python3", "python3-venv"],
+    files: &[],
+    probe: &["python3", "-c", "import venv, ensurepip"],
+    tests: "the Python package's test (tests/tests/python_package.rs)",
 };
 
 /// Makes sure the packages are installed; returns whether they are.
@@ -90,7 +105,14 @@ pub fn ensure(need: &Need) -> bool {
 }
 
 fn installed(need: &Need) -> bool {
-    need.files.iter().all(|file| exists(file))
+    let probe_passes = match need.probe.split_first() {
+        None => true,
+        Some((program, args)) => Command::new(program)
+            .args(args)
+            .output()
+            .is_ok_and(|output| output.status.success()),
+    };
+    need.files.iter().all(|file| exists(file)) && probe_passes
 }
 
 /// Whether `pattern` names a file; a `*` matches any one path component.

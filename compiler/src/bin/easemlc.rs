@@ -60,6 +60,10 @@ enum Command {
         /// The path the crate's Cargo.toml uses for easeml-runtime (default: this checkout's).
         #[arg(long, value_name = "PATH")]
         runtime_path: Option<String>,
+        /// Also write `DIR/python/`: the app's Python package (`pip install DIR/python`, then
+        /// `import <app>`), a maturin project over the same generated client.
+        #[arg(long)]
+        python: bool,
         #[command(flatten)]
         options: CommonOptions,
     },
@@ -162,6 +166,7 @@ fn run(cli: Cli) -> Result<bool> {
             out,
             server,
             runtime_path,
+            python,
             options,
         } => {
             let registry = load_registry(&options)?;
@@ -188,6 +193,7 @@ fn run(cli: Cli) -> Result<bool> {
                 &CrateOptions {
                     runtime_path,
                     server,
+                    python,
                 },
             )?;
             rustfmt_files(&mut files);

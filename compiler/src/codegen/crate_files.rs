@@ -21,6 +21,8 @@ pub struct CrateOptions {
     pub runtime_path: String,
     /// A server URL baked into the binaries (`EASEML_SERVER` still overrides it).
     pub server: Option<String>,
+    /// Also write `python/`: the app's Python package (a maturin project over this crate).
+    pub python: bool,
 }
 
 /// Why a crate could not be generated (a bug in easemlc's own templates, never the user's input).
@@ -67,6 +69,239 @@ const TEMPLATES: [(&str, &str, &str); 5] = [
         include_str!("../../../templates/crate/README.md.hbs"),
     ),
 ];
+
+/// The Python package's templates (`easemlc --python`), with the path each renders to under
+/// `python/` (`{app}` stands for the app's name: the Python package's folder).
+const PYTHON_TEMPLATES: [(&str, &str, &str); 7] = [
+    (
+        "py_Cargo.toml",
+        "python/Cargo.toml",
+        include_str!("../../../templates/crate/python/Cargo.toml.hbs"),
+    ),
+    (
+        "py_pyproject.toml",
+        "python/pyproject.toml",
+        include_str!("../../../templates/crate/python/pyproject.toml.hbs"),
+    ),
+    (
+        "py_build.rs",
+        "python/build.rs",
+        include_str!("../../../templates/crate/python/build.rs.hbs"),
+    ),
+    (
+        "py_lib.rs",
+        "python/src/lib.rs",
+        include_str!("../../../templates/crate/python/lib.rs.hbs"),
+    ),
+    (
+        "py_init.py",
+        "python/src_py/{app}/__init__.py",
+        include_str!("../../../templates/crate/python/init.py.hbs"),
+    ),
+    (
+        "py_init.pyi",
+        "python/src_py/{app}/__init__.pyi",
+        include_str!("../../../templates/crate/python/init.pyi.hbs"),
+    ),
+    (
+        "py_errors.py",
+        "python/src_py/{app}/_errors.py",
+        include_str!("../../../templates/crate/python/errors.py.hbs"),
+    ),
+];
+
+/// One tensor field as the Python templates see it.
+#[derive(Serialize)]
+struct PyTensorField {
+    name: String,
+    /// The name as a Rust and Python string literal (JSON string syntax is both).
+    name_literal: String,
+    /// The dims as Rust literals, `64, 64, 3`.
+    dims: String,
+    /// The shape as a Python tuple, `(64, 64, 3)`.
+    python_shape: String,
+}
+
+/// Any field, for the stubs.
+#[derive(Serialize)]
+struct PyField {
+    name: String,
+    name_literal: String,
+    kind: String,
+    /// Its type in the stubs.
+    py_type: &'static str,
+}
+
+/// What the Python package's templates see.
+#[derive(Serialize)]
+struct PythonView<'a> {
+    header: &'a str,
+    app: &'a str,
+    app_literal: String,
+    system_type: String,
+    system_type_literal: String,
+    workload: &'a str,
+    runtime_path: String,
+    has_labels: bool,
+    labels_literal: String,
+    label_literals: String,
+    label_list: String,
+    input_tensors: Vec<PyTensorField>,
+    output_tensors: Vec<PyTensorField>,
+    input_fields: Vec<PyField>,
+    output_fields: Vec<PyField>,
+    input_recursive: bool,
+    output_recursive: bool,
+    input_recursive_py: &'a str,
+    output_recursive_py: &'a str,
+    /// The recursive fields' names, as Python string literals separated by commas.
+    input_links: String,
+    output_links: String,
+}
+
+/// A string literal valid in Rust, Python and TOML alike: JSON's syntax.
+fn json_literal(text: &str) -> String {
+    serde_json::Value::String(text.to_owned()).to_string()
+}
+
+fn python_tensors(data_type: &easeml_schema::DataType) -> Vec<PyTensorField> {
+    data_type
+        .fields
+        .iter()
+        .filter_map(|field| match &field.kind {
+            easeml_schema::FieldKind::Tensor(tensor) => {
+                let dims: Vec<String> = tensor.dims.iter().map(u64::to_string).collect();
+                Some(PyTensorField {
+                    name: field.name.clone(),
+                    name_literal: json_literal(&field.name),
+                    dims: dims.join(", "),
+                    python_shape: if dims.len() == 1 {
+                        format!("({},)", dims[0])
+                    } else {
+                        format!("({})", dims.join(", "))
+                    },
+                })
+            }
+            easeml_schema::FieldKind::Recursive => None,
+        })
+        .collect()
+}
+
+fn python_fields(data_type: &easeml_schema::DataType) -> Vec<PyField> {
+    data_type
+        .fields
+        .iter()
+        .map(|field| PyField {
+            name: field.name.clone(),
+            name_literal: json_literal(&field.name),
+            kind: match &field.kind {
+                easeml_schema::FieldKind::Tensor(tensor) => format!("Tensor{:?}", tensor.dims),
+                easeml_schema::FieldKind::Recursive => {
+                    "another value of this type, or None".to_owned()
+                }
+            },
+            py_type: match &field.kind {
+                easeml_schema::FieldKind::Tensor(_) => "npt.ArrayLike",
+                easeml_schema::FieldKind::Recursive => "Optional[Dict[str, Any]]",
+            },
+        })
+        .collect()
+}
+
+fn is_recursive(data_type: &easeml_schema::DataType) -> bool {
+    data_type
+        .fields
+        .iter()
+        .any(|field| matches!(field.kind, easeml_schema::FieldKind::Recursive))
+}
+
+fn links(data_type: &easeml_schema::DataType) -> String {
+    let names: Vec<String> = data_type
+        .fields
+        .iter()
+        .filter(|field| matches!(field.kind, easeml_schema::FieldKind::Recursive))
+        .map(|field| json_literal(&field.name))
+        .collect();
+    names.join(", ")
+}
+
+/// The runtime path as the Python crate (one folder down) reaches it.
+fn python_runtime_path(runtime_path: &str) -> String {
+    let absolute =
+        runtime_path.starts_with(['/', '\\']) || runtime_path.as_bytes().get(1) == Some(&b':');
+    if absolute {
+        runtime_path.to_owned()
+    } else {
+        format!("../{runtime_path}")
+    }
+}
+
+/// The files of `python/` (see [`PYTHON_TEMPLATES`]).
+fn python_files(
+    compiled: &Compiled,
+    options: &CrateOptions,
+    files: &mut BTreeMap<String, String>,
+) -> Result<(), GenerateError> {
+    let mut handlebars = Handlebars::new();
+    handlebars.set_strict_mode(true);
+    handlebars.register_escape_fn(handlebars::no_escape);
+    for (name, _, text) in PYTHON_TEMPLATES {
+        handlebars
+            .register_template_string(name, text)
+            .map_err(|error| GenerateError::Template {
+                template: name.to_owned(),
+                message: error.to_string(),
+            })?;
+    }
+    let schema = &compiled.schema;
+    let labels = schema.labels.clone().unwrap_or_default();
+    let literals: Vec<String> = labels.iter().map(|label| json_literal(label)).collect();
+    let view = PythonView {
+        header: GENERATED_HEADER,
+        app: &schema.app,
+        app_literal: json_literal(&schema.app),
+        system_type: schema.system_type(),
+        system_type_literal: json_literal(&schema.system_type()),
+        workload: compiled.workload(),
+        runtime_path: toml_string(&python_runtime_path(&options.runtime_path)),
+        has_labels: schema.labels.is_some(),
+        labels_literal: if schema.labels.is_some() {
+            format!("[{}]", literals.join(", "))
+        } else {
+            "None".to_owned()
+        },
+        label_literals: literals.join(", "),
+        label_list: literals.join(", "),
+        input_tensors: python_tensors(&schema.input),
+        output_tensors: python_tensors(&schema.output),
+        input_fields: python_fields(&schema.input),
+        output_fields: python_fields(&schema.output),
+        input_recursive: is_recursive(&schema.input),
+        output_recursive: is_recursive(&schema.output),
+        input_recursive_py: if is_recursive(&schema.input) {
+            "True"
+        } else {
+            "False"
+        },
+        output_recursive_py: if is_recursive(&schema.output) {
+            "True"
+        } else {
+            "False"
+        },
+        input_links: links(&schema.input),
+        output_links: links(&schema.output),
+    };
+    for (name, path, _) in PYTHON_TEMPLATES {
+        let text = handlebars
+            .render(name, &view)
+            .map_err(|error| GenerateError::Template {
+                template: name.to_owned(),
+                message: error.to_string(),
+            })?;
+        files.insert(path.replace("{app}", &schema.app), text);
+    }
+    Ok(())
+}
 
 /// The app's binaries: path, name suffix (`<app>-<suffix>`), the `app_cli::Entry` they run, and
 /// whether they are engine binaries (they call `app_cli::run_engine` and link libtorch; the others
@@ -166,6 +401,9 @@ pub fn crate_files(
         .map_err(|error| GenerateError::Rust(error.to_string()))?;
     files.insert("src/types.rs".to_owned(), types);
     files.insert("easeml.json".to_owned(), manifest(compiled).to_json());
+    if options.python {
+        python_files(compiled, options, &mut files)?;
+    }
     Ok(files)
 }
 
@@ -228,6 +466,7 @@ mod tests {
                 &CrateOptions {
                     runtime_path: runtime_path.to_owned(),
                     server: None,
+                    python: false,
                 },
             )
             .unwrap();
@@ -253,5 +492,68 @@ mod tests {
                 Some(sibling_path(runtime_path, "torch-link").as_str())
             );
         }
+    }
+
+    #[test]
+    fn the_python_package_reaches_the_runtime_and_quotes_every_name() {
+        let compiled = compile(
+            "Input = [3]\nOutput = [2]\nlabels = [\"it's \\\"q\\\"\", \"b\\\\c\"]",
+            "py",
+            &Registry::builtin(),
+        )
+        .unwrap();
+        for (runtime_path, expected) in [
+            ("../../runtime/core", "../../../runtime/core"),
+            ("/abs/runtime/core", "/abs/runtime/core"),
+            (r"C:\easeml\runtime\core", r"C:\easeml\runtime\core"),
+        ] {
+            let options = CrateOptions {
+                runtime_path: runtime_path.to_owned(),
+                server: None,
+                python: true,
+            };
+            let files = crate_files(&compiled, &options).unwrap();
+            let cargo: toml::Table = toml::from_str(&files["python/Cargo.toml"]).unwrap();
+            let dependencies = cargo["dependencies"].as_table().unwrap();
+            assert_eq!(
+                dependencies["easeml-runtime"]["path"].as_str(),
+                Some(expected)
+            );
+            assert_eq!(dependencies["app"]["path"].as_str(), Some(".."));
+            assert_eq!(
+                dependencies["app"]["default-features"].as_bool(),
+                Some(false)
+            );
+            let pyproject: toml::Table = toml::from_str(&files["python/pyproject.toml"]).unwrap();
+            assert_eq!(
+                pyproject["tool"]["maturin"]["module-name"].as_str(),
+                Some("py._native")
+            );
+            for path in [
+                "python/src/lib.rs",
+                "python/build.rs",
+                "python/src_py/py/__init__.py",
+                "python/src_py/py/__init__.pyi",
+                "python/src_py/py/_errors.py",
+            ] {
+                assert!(files.contains_key(path), "{path}");
+            }
+            syn::parse_file(&files["python/src/lib.rs"]).unwrap();
+            let init = &files["python/src_py/py/__init__.py"];
+            assert!(
+                init.contains(r#"LABELS = ["it's \"q\"", "b\\c"]"#),
+                "{init}"
+            );
+        }
+        let without = crate_files(
+            &compiled,
+            &CrateOptions {
+                runtime_path: "../runtime/core".to_owned(),
+                server: None,
+                python: false,
+            },
+        )
+        .unwrap();
+        assert!(without.keys().all(|path| !path.starts_with("python/")));
     }
 }

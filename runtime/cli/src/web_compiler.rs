@@ -88,10 +88,10 @@ impl ProgramCompiler for WebCompiler {
         let options = CrateOptions {
             runtime_path: self.runtime_path.clone(),
             server: server.map(str::to_owned),
+            python: true,
         };
-        // The client crate, as `easemlc build` writes it. The Python package (issue 19, item 1)
-        // joins the download here: once the code generator writes it (`CrateOptions::python`,
-        // `easemlc --python`), set that option so its files (under `python/`) come in the tar.
+        // The client crate as `easemlc --python` writes it: the Rust crate and, under `python/`,
+        // the app's Python package (`pip install APP/python`).
         let mut files = crate_files(&compiled, &options)
             .map_err(|error| GenerateFailure::Internal(error.to_string()))?;
         rustfmt_files(&mut files);

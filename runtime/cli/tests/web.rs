@@ -238,12 +238,15 @@ fn the_compile_routes_answer_as_easemlc_and_refuse_bad_requests() {
         &easeml_compiler::codegen::CrateOptions {
             runtime_path: String::new(),
             server: None,
+            python: true,
         },
     )
     .unwrap();
     for path in generated.keys() {
         assert!(crate_dir.join(path).is_file(), "{path} is missing");
     }
+    // The Python package comes with the crate.
+    assert!(crate_dir.join("python/pyproject.toml").is_file());
     let host = served.url.trim_start_matches("http://");
     let baked = generated
         .keys()

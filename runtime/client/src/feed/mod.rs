@@ -325,24 +325,7 @@ impl<'a> LineChecker<'a> {
                 .map_err(|error| error.to_string()),
             Token::Text(path) if !self.allow_paths => Err(refused_path("input", &path)),
             Token::Text(path) => {
-                let lower = path.to_ascii_lowercase();
-                if lower.ends_with(".npy") {
-                    self.npy(data_type, &path, "input")
-                } else if [".png", ".jpg", ".jpeg"]
-                    .iter()
-                    .any(|extension| lower.ends_with(extension))
-                {
-                    let dims = single_tensor_dims(data_type).ok_or_else(|| {
-                        format!(
-                            "{path}: an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]; this app's input is {data_type}"
-                        )
-                    })?;
-                    image::load(&self.resolve(&path), &path, dims).map(Object::single)
-                } else {
-                    Err(format!(
-                        "input `{path}` is not an image (.png, .jpg, .jpeg), a .npy file or a JSON array"
-                    ))
-                }
+                read_input_file(data_type, &self.resolve(&path), &path).map(Object::single)
             }
         }
     }
@@ -375,13 +358,7 @@ impl<'a> LineChecker<'a> {
     }
 
     fn npy(&self, data_type: &DataType, path: &str, side: &str) -> Result<Object, String> {
-        let dims = single_tensor_dims(data_type).ok_or_else(|| {
-            format!(
-                "{path}: a .npy file can only give a type with exactly one tensor field; this app's {side} is {data_type} (use JSON Lines)"
-            )
-        })?;
-        let values = npy::load(&self.resolve(path), path, side, dims)?;
-        Ok(Object::single(values))
+        read_npy_file(data_type, &self.resolve(path), path, side).map(Object::single)
     }
 
     fn resolve(&self, path: &str) -> PathBuf {
@@ -392,6 +369,47 @@ impl<'a> LineChecker<'a> {
             self.base_dir.join(path)
         }
     }
+}
+
+/// The values of an input that a file gives, read exactly as a feed line naming it is read: a
+/// `.npy` file (any type of exactly one tensor field) or a PNG / JPEG image (`[A,B,3]`, `[A,B,1]` or
+/// `[A,B]`: converted, resized and scaled as `image.rs` says). `path` is opened, `shown` is how the
+/// messages name it. The generated Python package reads file paths through it.
+pub fn read_input_file(data_type: &DataType, path: &Path, shown: &str) -> Result<Vec<f32>, String> {
+    let lower = shown.to_ascii_lowercase();
+    if lower.ends_with(".npy") {
+        read_npy_file(data_type, path, shown, "input")
+    } else if [".png", ".jpg", ".jpeg"]
+        .iter()
+        .any(|extension| lower.ends_with(extension))
+    {
+        let dims = single_tensor_dims(data_type).ok_or_else(|| {
+            format!(
+                "{shown}: an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]; this app's input is {data_type}"
+            )
+        })?;
+        image::load(path, shown, dims)
+    } else {
+        Err(format!(
+            "input `{shown}` is not an image (.png, .jpg, .jpeg), a .npy file or a JSON array"
+        ))
+    }
+}
+
+/// The values of one side (`input` or `output`) that a `.npy` file gives, read as a feed line
+/// naming it is read (a regular file, at most the declared size).
+pub fn read_npy_file(
+    data_type: &DataType,
+    path: &Path,
+    shown: &str,
+    side: &str,
+) -> Result<Vec<f32>, String> {
+    let dims = single_tensor_dims(data_type).ok_or_else(|| {
+        format!(
+            "{shown}: a .npy file can only give a type with exactly one tensor field; this app's {side} is {data_type} (use JSON Lines)"
+        )
+    })?;
+    npy::load(path, shown, side, dims)
 }
 
 /// Opens a file a feed line names, refusing what is not a regular file: a device such as
