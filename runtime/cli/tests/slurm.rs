@@ -32,36 +32,10 @@ mod postgres_server;
 
 mod common;
 
-use common::{feed, feed_shapes};
+use common::{SIDES, feed_shapes, feed_sides, wait_until};
 use slurm_cluster::SlurmCluster;
 
 const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
-
-/// A tabular app whose runs take well under a second.
-const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]";
-
-fn feed_sides(data: &Path) {
-    let lines = (0..60)
-        .map(|i| {
-            let a = ((i * 37) % 100) as f32 / 100.0;
-            let b = ((i * 61) % 100) as f32 / 100.0;
-            let label = if a < b { "left" } else { "right" };
-            format!("[{a}, {b}] {label}\n")
-        })
-        .collect();
-    feed(data, SIDES, lines);
-}
-
-fn wait_until<T>(what: &str, limit: Duration, mut found: impl FnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(value) = found() {
-            return value;
-        }
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn signal(pid: u32, name: &str) {
     let status = Command::new("kill")
@@ -140,7 +114,7 @@ fn workers_submitted_to_slurm_train_every_candidate_once_through_node_and_worker
     let (_, sides_token) = common::spec_of(SIDES)
         .register(&mut Store::open(&data).unwrap())
         .unwrap();
-    feed_sides(&data);
+    feed_sides(&data, 60);
     let store = Store::open(&data).unwrap();
     let fed: Vec<u64> = store
         .apps()

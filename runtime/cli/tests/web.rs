@@ -6,16 +6,19 @@
 //! run appear and finish on the app's dashboard and the operator's, with screenshots checked for
 //! drawn charts. The browser test skips, loudly, only when Chromium or chromedriver is missing.
 
+#[path = "../../server/tests/support/browser.rs"]
+mod browser;
+
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use browser::{Driver, browser_available, open_browser, script};
 use easeml_compiler::diagnostic::render_failure;
 use easeml_compiler::explain::Explanation;
 use easeml_compiler::{Registry, compile};
-use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use fantoccini::{Client as Browser, Locator};
 use reqwest::blocking::Client as Http;
 use serde_json::{Value, json};
 
@@ -345,76 +348,11 @@ fn with_an_admin_token_compiling_and_the_overview_need_it() {
 
 // ----- the browser -----
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// The chart's data colour (`--chart`, the first series of `console.html`).
 const CHART_RGB: [u8; 3] = [0x1f, 0x6f, 0xd1];
 /// More pixels of that colour than a drawn chart's one point (a dot of radius 4 is about 50) has at
 /// least; an empty chart has none (checked first).
 const MIN_LINE_PIXELS: usize = 40;
-
-/// chromedriver on a free loopback port, killed on drop.
-struct Driver {
-    child: Child,
-    url: String,
-}
-
-impl Driver {
-    fn start() -> Driver {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("cannot start chromedriver");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < PATIENCE, "chromedriver did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Driver {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn open_browser(driver: &Driver, profile: &Path) -> Browser {
-    let mut capabilities = serde_json::Map::new();
-    capabilities.insert(
-        "goog:chromeOptions".to_owned(),
-        json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1200,1000", "--force-device-scale-factor=1",
-                format!("--user-data-dir={}", profile.display()),
-            ],
-        }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(capabilities)
-        .connect(&driver.url)
-        .await
-        .expect("cannot open a Chromium session through chromedriver")
-}
-
-async fn script(browser: &Browser, code: &str) -> Value {
-    browser.execute(code, vec![]).await.unwrap()
-}
 
 /// Waits until `code` returns `true` in the page; fails with `what` after [`PATIENCE`].
 async fn until(browser: &Browser, what: &str, code: &str) {
@@ -469,11 +407,7 @@ async fn chart_pixels(browser: &Browser, id: &str, save_as: &Path) -> usize {
 
 #[test]
 fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_browser() {
-    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
-        eprintln!(
-            "\n!!!!!!!!!!\n!!! SKIPPED the web console's browser test: {CHROMIUM} or {CHROMEDRIVER} is missing.\n\
-             !!! `cargo xtask setup` installs them (apt-get install chromium chromium-driver).\n!!!!!!!!!!\n"
-        );
+    if !browser_available("the web console's browser test") {
         return;
     }
     let started = Instant::now();
@@ -482,7 +416,7 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
     let upload = work.path().join("blobs.eml");
     std::fs::write(&upload, VALID).unwrap();
     let profile = tempfile::tempdir().unwrap();
-    let driver = Driver::start();
+    let driver = Driver::start(PATIENCE);
     let screenshots = std::env::var_os("EASEML_SCREENSHOTS")
         .map_or_else(|| work.path().to_owned(), std::path::PathBuf::from);
     std::fs::create_dir_all(&screenshots).unwrap();
@@ -492,7 +426,12 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         .build()
         .unwrap();
     runtime.block_on(async {
-        let browser = open_browser(&driver, profile.path()).await;
+        let browser = open_browser(
+            &driver,
+            profile.path(),
+            &["--window-size=1200,1000", "--force-device-scale-factor=1"],
+        )
+        .await;
         browser.goto(&served.url).await.unwrap();
         let program = browser
             .wait()

@@ -17,22 +17,7 @@ const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
 
 mod common;
 
-use common::{feed, feed_shapes};
-
-/// A tabular app whose runs take well under a second.
-const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]";
-
-fn feed_sides(data: &Path) {
-    let lines = (0..80)
-        .map(|i| {
-            let a = ((i * 37) % 100) as f32 / 100.0;
-            let b = ((i * 61) % 100) as f32 / 100.0;
-            let label = if a < b { "left" } else { "right" };
-            format!("[{a}, {b}] {label}\n")
-        })
-        .collect();
-    feed(data, SIDES, lines);
-}
+use common::{SIDES, feed_shapes, feed_sides, wait_until};
 
 fn easeml(args: &[&str]) -> Command {
     let mut command = Command::new(EASEML);
@@ -64,17 +49,6 @@ fn runs_by_candidate(data: &Path) -> BTreeMap<String, Vec<RunSummary>> {
         }
     }
     runs
-}
-
-fn wait_until<T>(what: &str, limit: Duration, mut found: impl FnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(value) = found() {
-            return value;
-        }
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Kills the processes it was given when dropped, so that a failing test leaves no worker behind.
@@ -110,7 +84,7 @@ fn signal(child: &Child, name: &str) {
 fn two_local_workers_train_every_candidate_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
-    feed_sides(&data);
+    feed_sides(&data, 80);
     let output = easeml(&["train", "--workers", "2", "--max-run", "10s", "--data"])
         .arg(&data)
         .output()
@@ -184,7 +158,7 @@ fn two_local_workers_train_every_candidate_exactly_once() {
 fn serve_coordinates_local_workers_and_stops_them_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
-    feed_sides(&data);
+    feed_sides(&data, 80);
     let compiled =
         easeml_compiler::compile(SIDES, "app", &easeml_compiler::Registry::builtin()).unwrap();
     let candidates = easeml_compiler::codegen::manifest(&compiled)
@@ -398,7 +372,7 @@ fn sigterm_gives_a_busy_workers_unit_back() {
 fn bad_worker_and_device_arguments_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
-    feed_sides(&data);
+    feed_sides(&data, 80);
     let cases: &[(&[&str], &str)] = &[
         (&["train", "--workers", "2", "--devices", "tpu"], "`tpu`"),
         (
@@ -491,7 +465,7 @@ fn measure_runs_per_minute_by_worker_count() {
 fn workers_submit_writes_a_slurm_job_array_and_workers_record_their_job() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
-    feed_sides(&data);
+    feed_sides(&data, 80);
     let home = std::fs::canonicalize(&data).unwrap();
     let output = easeml(&[
         "workers",

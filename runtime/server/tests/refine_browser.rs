@@ -6,6 +6,8 @@
 //!
 //! Skips, loudly, only when Chromium or chromedriver is not installed.
 
+#[path = "support/browser.rs"]
+mod browser;
 mod common;
 
 /// How this test process gets the engine for the servers it starts (see `common`).
@@ -13,81 +15,19 @@ fn install_engine() {
     easeml_engine::install_local_models();
 }
 
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use browser::{Driver, browser_available, open_browser, script};
 use common::{TestServer, http, schema, status_json, with_token};
 use easeml_client::ExampleId;
 use easeml_client::store::Store;
 use easeml_server::RefineOnly;
-use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use fantoccini::{Client as Browser, Locator};
 use serde_json::{Value, json};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// How long any one thing may take before the test fails (a bound, not a timing assertion).
 const PATIENCE: Duration = Duration::from_secs(60);
-
-/// chromedriver on a free loopback port, killed on drop.
-struct Driver {
-    child: Child,
-    url: String,
-}
-
-impl Driver {
-    fn start() -> Driver {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("cannot start chromedriver");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < PATIENCE, "chromedriver did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Driver {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn open_browser(driver: &Driver, profile: &Path) -> Browser {
-    let mut capabilities = serde_json::Map::new();
-    capabilities.insert(
-        "goog:chromeOptions".to_owned(),
-        json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage",
-                format!("--user-data-dir={}", profile.display()),
-            ],
-        }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(capabilities)
-        .connect(&driver.url)
-        .await
-        .expect("cannot open a Chromium session through chromedriver")
-}
 
 /// Waits until `condition` holds, polling; fails with `what` after [`PATIENCE`].
 async fn eventually<F, Fut>(what: &str, mut condition: F)
@@ -100,10 +40,6 @@ where
         assert!(started.elapsed() < PATIENCE, "waited too long: {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-async fn script(browser: &Browser, code: &str) -> Value {
-    browser.execute(code, vec![]).await.unwrap()
 }
 
 /// The example ids the page shows now.
@@ -144,11 +80,7 @@ fn image_line(i: usize) -> String {
 
 #[test]
 fn the_refine_page_toggles_an_example_in_a_real_browser() {
-    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
-        eprintln!(
-            "\n!!!!!!!!!!\n!!! SKIPPED the_refine_page_toggles_an_example_in_a_real_browser: {CHROMIUM} or \
-             {CHROMEDRIVER} is missing.\n!!! `cargo xtask setup` installs them (apt-get install chromium chromium-driver).\n!!!!!!!!!!\n"
-        );
+    if !browser_available("the_refine_page_toggles_an_example_in_a_real_browser") {
         return;
     }
     let server = TestServer::start(|_| {});
@@ -165,7 +97,7 @@ fn the_refine_page_toggles_an_example_in_a_real_browser() {
     assert_eq!(status, 200, "{report}");
     let ids: Vec<i64> = serde_json::from_value(report["ids"].clone()).unwrap();
     let profile = tempfile::tempdir().unwrap();
-    let driver = Driver::start();
+    let driver = Driver::start(PATIENCE);
     let home = server.home.clone();
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -173,7 +105,7 @@ fn the_refine_page_toggles_an_example_in_a_real_browser() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let browser = open_browser(&driver, profile.path()).await;
+        let browser = open_browser(&driver, profile.path(), &[]).await;
 
         // `easeml serve`'s page, with the token in the URL fragment.
         browser
@@ -288,7 +220,7 @@ fn the_refine_page_toggles_an_example_in_a_real_browser() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let browser = open_browser(&driver, profile.path()).await;
+        let browser = open_browser(&driver, profile.path(), &[]).await;
         browser.goto(&format!("{}/", embedded.url)).await.unwrap();
         let switch = browser
             .wait()

@@ -12,7 +12,7 @@
 //!   rolled back when dropped uncommitted. PostgreSQL transactions run at READ COMMITTED; the
 //!   store takes row locks (`FOR UPDATE`) where it reads what it then writes.
 //! - The PostgreSQL client blocks (it drives a runtime of its own): called from a thread inside a
-//!   tokio runtime (the server's), each call runs on a scoped thread of its own ([`outside_async`]),
+//!   tokio runtime (the server's), each call runs on a scoped thread of its own (`outside_async`),
 //!   so the store stays callable from anywhere.
 
 use std::cell::RefCell;

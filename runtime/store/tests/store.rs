@@ -5,27 +5,9 @@
 use std::time::Duration;
 
 use easeml_store::{
-    AppId, Blob, BlobHash, ConstraintLimits, Error, Lease, MIGRATIONS, NewApp, NewExample,
-    NewOutput, PageRequest, RunId, RunState, RunValidation, Store, StoreOptions, UnitResult,
+    ConstraintLimits, Error, MIGRATIONS, RunId, RunState, RunValidation, Store, StoreOptions,
     best_run,
 };
-
-fn new_app(name: &str, label_capacity: Option<u64>, declared: Option<&[&str]>) -> NewApp {
-    NewApp {
-        name: name.to_owned(),
-        manifest: format!("{{\"app\": \"{name}\"}}"),
-        system_type: "{input: {[Tensor[2]], []}, output: {[Tensor[3]], []}}".to_owned(),
-        label_capacity,
-        declared_labels: declared.map(|labels| labels.iter().map(|l| l.to_string()).collect()),
-    }
-}
-
-fn labelled(input: u8, label: &str) -> NewExample {
-    NewExample {
-        input: Blob::Bytes(vec![b'E', b'M', b'X', b'1', input]),
-        output: NewOutput::Label(label.to_owned()),
-    }
-}
 
 fn open() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -33,54 +15,20 @@ fn open() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
-/// A run of `candidate`, queued as a unit and leased: running, as a worker has it.
-fn leased_run(store: &mut Store, app: AppId, candidate: &str) -> Lease {
-    let (_, unit) = store.queue_unit(app, candidate, "{}").unwrap();
-    store
-        .lease_unit_by_id(unit, "worker:test", Duration::from_secs(60))
-        .unwrap()
-        .unwrap()
+/// The helpers the conformance suite uses (not every one is needed here).
+#[allow(dead_code)]
+mod helpers {
+    use std::time::Duration;
+
+    use easeml_store::{
+        AppId, Blob, BlobHash, Lease, NewApp, NewExample, NewOutput, PageRequest, RunId,
+        RunValidation, Store, UnitResult,
+    };
+
+    include!("conformance/helpers.rs");
 }
 
-/// A run of `candidate` taken through the unit protocol to a finished commit.
-fn finished_run(
-    store: &mut Store,
-    app: AppId,
-    candidate: &str,
-    (quality, cost_seconds, latency): (f64, f64, f64),
-    validation: &RunValidation,
-) -> RunId {
-    let lease = leased_run(store, app, candidate);
-    let checkpoint = store.put_blob(candidate.as_bytes()).unwrap();
-    store
-        .commit_unit(
-            &lease,
-            &finished(&checkpoint, validation, quality, cost_seconds, latency),
-        )
-        .unwrap();
-    lease.run
-}
-
-fn finished<'a>(
-    checkpoint: &'a BlobHash,
-    validation: &'a RunValidation,
-    quality: f64,
-    cost_seconds: f64,
-    infer_latency_seconds: f64,
-) -> UnitResult<'a> {
-    UnitResult::Finished {
-        quality,
-        cost_seconds,
-        checkpoint,
-        validation,
-        infer_latency_seconds,
-        trials: None,
-    }
-}
-
-fn total(store: &Store, app: AppId) -> u64 {
-    store.examples(app, PageRequest::default()).unwrap().total
-}
+use helpers::{finished_run, labelled, new_app, total};
 
 #[test]
 fn a_fresh_store_is_migrated_in_wal_mode_and_sound() {

@@ -2,6 +2,7 @@
 //! real `easeml` binary on it.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use easeml_runtime::{AppSpec, Client, Connection};
 
@@ -46,4 +47,36 @@ pub fn feed_shapes(data: &Path) {
         })
         .collect();
     feed(data, SHAPES, lines);
+}
+
+/// A tabular app whose runs take well under a second.
+#[allow(dead_code)] // not every process test feeds it
+pub const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]";
+
+/// `count` labelled points of [`SIDES`] (left when the first coordinate is the smaller).
+#[allow(dead_code)] // not every process test feeds it
+pub fn feed_sides(data: &Path, count: usize) {
+    let lines = (0..count)
+        .map(|i| {
+            let a = ((i * 37) % 100) as f32 / 100.0;
+            let b = ((i * 61) % 100) as f32 / 100.0;
+            let label = if a < b { "left" } else { "right" };
+            format!("[{a}, {b}] {label}\n")
+        })
+        .collect();
+    feed(data, SIDES, lines);
+}
+
+/// Polls `found` until it has a value; fails naming `what` after `limit` (a bound, not a timing
+/// assertion).
+#[allow(dead_code)] // not every process test waits
+pub fn wait_until<T>(what: &str, limit: Duration, mut found: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(value) = found() {
+            return value;
+        }
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -1,6 +1,6 @@
 // What the conformance tests share (included by tests/conformance.rs once per backend).
 
-fn new_app(name: &str, label_capacity: Option<u64>, declared: Option<&[&str]>) -> NewApp {
+pub(crate) fn new_app(name: &str, label_capacity: Option<u64>, declared: Option<&[&str]>) -> NewApp {
     NewApp {
         name: name.to_owned(),
         manifest: format!("{{\"app\": \"{name}\"}}"),
@@ -10,7 +10,7 @@ fn new_app(name: &str, label_capacity: Option<u64>, declared: Option<&[&str]>) -
     }
 }
 
-fn labelled(input: u8, label: &str) -> NewExample {
+pub(crate) fn labelled(input: u8, label: &str) -> NewExample {
     NewExample {
         input: Blob::Bytes(vec![b'E', b'M', b'X', b'1', input]),
         output: NewOutput::Label(label.to_owned()),
@@ -18,7 +18,7 @@ fn labelled(input: u8, label: &str) -> NewExample {
 }
 
 /// The app of the unit tests.
-fn app(store: &mut Store) -> AppId {
+pub(crate) fn app(store: &mut Store) -> AppId {
     let (app, _) = store
         .register_app(&NewApp {
             name: "units".to_owned(),
@@ -31,12 +31,12 @@ fn app(store: &mut Store) -> AppId {
     app.id
 }
 
-const LONG: Duration = Duration::from_secs(60);
+pub(crate) const LONG: Duration = Duration::from_secs(60);
 /// A lease that has already expired when it is taken (expiry is `expires < now`).
-const EXPIRED: Duration = Duration::from_millis(0);
+pub(crate) const EXPIRED: Duration = Duration::from_millis(0);
 
 /// A finished result with quality `quality` (cost 2 s, latency 1 ms, empty trials).
-fn finished_at<'a>(
+pub(crate) fn finished_at<'a>(
     checkpoint: &'a BlobHash,
     validation: &'a RunValidation,
     quality: f64,
@@ -52,7 +52,7 @@ fn finished_at<'a>(
 }
 
 /// A run of `candidate`, queued as a unit and leased: running, as a worker has it.
-fn leased_run(store: &mut Store, app: AppId, candidate: &str) -> Lease {
+pub(crate) fn leased_run(store: &mut Store, app: AppId, candidate: &str) -> Lease {
     let (_, unit) = store.queue_unit(app, candidate, "{}").unwrap();
     store
         .lease_unit_by_id(unit, "worker:test", Duration::from_secs(60))
@@ -61,7 +61,7 @@ fn leased_run(store: &mut Store, app: AppId, candidate: &str) -> Lease {
 }
 
 /// A run of `candidate` taken through the unit protocol to a finished commit.
-fn finished_run(
+pub(crate) fn finished_run(
     store: &mut Store,
     app: AppId,
     candidate: &str,
@@ -79,7 +79,7 @@ fn finished_run(
     lease.run
 }
 
-fn finished<'a>(
+pub(crate) fn finished<'a>(
     checkpoint: &'a BlobHash,
     validation: &'a RunValidation,
     quality: f64,
@@ -96,7 +96,7 @@ fn finished<'a>(
     }
 }
 
-fn total(store: &Store, app: AppId) -> u64 {
+pub(crate) fn total(store: &Store, app: AppId) -> u64 {
     store.examples(app, PageRequest::default()).unwrap().total
 }
 
