@@ -154,9 +154,11 @@ fn start() -> Option<Server> {
         .map(|arg| shell_quote(&arg.to_string_lossy()))
         .collect();
     let script = format!(
-        "{program} {} >{log} 2>&1 & server=$!; while kill -0 {parent} 2>/dev/null; do sleep 0.5; done; kill -INT $server; wait $server; rm -rf {dir}",
+        "{program} {} >{log} 2>&1 & server=$!; while kill -0 {parent} 2>/dev/null; do sleep 0.5; done; kill -INT \"$(head -n 1 {pid_file})\" 2>/dev/null || kill -INT $server; wait $server; rm -rf {dir}",
         args.join(" "),
         log = shell_quote(&dir.join("server.log").to_string_lossy()),
+        // The postmaster itself: `runuser` does not pass signals on.
+        pid_file = shell_quote(&data.join("postmaster.pid").to_string_lossy()),
         parent = std::process::id(),
         dir = shell_quote(&dir.to_string_lossy()),
     );
