@@ -15,8 +15,7 @@
 //! a dict by field name, `.npy` paths, PIL images refused for its shape), `diabetes_progression` (a
 //! tensor output: regression), `heartbeat_arrhythmia` (a recursive input: chains in their JSON
 //! form). These are the package's distinct conversion paths at CI cost: the image and general rows
-//! differ from them only in shape and take minutes of CPU training each (`galaxy_with_metadata`'s
-//! only candidate, `bit_rnn`, ran 8 minutes on 41 examples under a 15 s budget here).
+//! differ from them only in shape and take a minute or more of CPU training each.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

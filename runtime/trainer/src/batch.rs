@@ -41,24 +41,26 @@ fn bits_dense(bytes: &[Vec<u8>], indices: &[usize], max_bytes: i64, device: Devi
         .to_device(device)
 }
 
-/// The bits of each byte string as a sequence of 8-value steps (at least one step).
-fn bits_sequences(bytes: &[Vec<u8>], indices: &[usize]) -> Sequences {
+/// The bits of each byte string as a sequence of steps of `bytes_per_step` bytes (`8 x` that many
+/// values, the last step zero-padded; at least one step).
+fn bits_sequences(bytes: &[Vec<u8>], indices: &[usize], bytes_per_step: i64) -> Sequences {
+    let width = bytes_per_step.max(1) as usize;
+    let step = 8 * width;
     let mut values = Vec::new();
     let mut offsets = vec![0];
     for &index in indices {
         let string = &bytes[index];
-        for byte in string {
+        let steps = string.len().div_ceil(width).max(1);
+        for position in 0..steps * width {
+            let byte = string.get(position).copied().unwrap_or(0);
             for bit in 0..8 {
                 values.push(f32::from((byte >> bit) & 1));
             }
         }
-        if string.is_empty() {
-            values.extend_from_slice(&[0.0; 8]);
-        }
-        offsets.push(values.len() / 8);
+        offsets.push(values.len() / step);
     }
     Sequences {
-        step: 8,
+        step: step as i64,
         values,
         offsets,
     }
@@ -101,7 +103,7 @@ pub(crate) fn input_batch(
                 BatchInput::Dense(bits_dense(bytes, indices, config.max_bytes, device))
             }
             _ => {
-                let sequences = bits_sequences(bytes, indices);
+                let sequences = bits_sequences(bytes, indices, config.bytes_per_step);
                 let all: Vec<usize> = (0..indices.len()).collect();
                 let (values, lengths) = sequences.padded_batch(&all, device);
                 BatchInput::Sequences {
@@ -295,5 +297,72 @@ impl QualityAccumulator {
             return if self.squared_error <= 1e-9 { 1.0 } else { 0.0 };
         }
         (1.0 - self.squared_error / total).clamp(0.0, 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Inputs;
+    use crate::models::{MAX_BYTE_STEPS, ModelConfig};
+
+    #[test]
+    fn one_byte_per_step_is_eight_bits_per_step_and_an_empty_string_one_zero_step() {
+        let bytes = vec![vec![0b0000_0101, 0xff], vec![]];
+        let sequences = bits_sequences(&bytes, &[0, 1], 1);
+        assert_eq!(sequences.step, 8);
+        assert_eq!(sequences.offsets, vec![0, 2, 3]);
+        assert_eq!(
+            &sequences.values[..8],
+            &[1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        );
+        assert_eq!(&sequences.values[8..16], &[1.0; 8]);
+        assert_eq!(&sequences.values[16..], &[0.0; 8]);
+    }
+
+    #[test]
+    fn several_bytes_per_step_pad_the_last_step_with_zero_bytes() {
+        let bytes = vec![vec![1, 2, 3, 4, 5], vec![7]];
+        let sequences = bits_sequences(&bytes, &[1, 0], 3);
+        assert_eq!(sequences.step, 24);
+        // [7, 0, 0] then [1, 2, 3], [4, 5, 0].
+        assert_eq!(sequences.offsets, vec![0, 1, 3]);
+        assert_eq!(sequences.values.len(), 3 * 24);
+        assert_eq!(sequences.values[0], 1.0);
+        assert!(sequences.values[3..24].iter().all(|&bit| bit == 0.0));
+        // The second step's second byte is 2.
+        assert_eq!(&sequences.values[24 + 8..24 + 10], &[0.0, 1.0]);
+        assert!(sequences.values[3 * 24 - 8..].iter().all(|&bit| bit == 0.0));
+    }
+
+    #[test]
+    fn the_fitted_config_keeps_every_input_within_the_step_cap() {
+        let config = ModelConfig::for_device(Device::Cpu);
+        for (longest, expected) in [(0, 1), (1, 1), (256, 1), (257, 2), (4000, 16), (12_345, 49)] {
+            let inputs = Inputs::Bytes(vec![vec![0; 3], vec![0; longest]]);
+            let fitted = config.fitted_to(&inputs);
+            assert_eq!(fitted.bytes_per_step, expected, "{longest} bytes");
+            let sequences = bits_sequences(
+                match &inputs {
+                    Inputs::Bytes(bytes) => bytes,
+                    _ => unreachable!(),
+                },
+                &[0, 1],
+                fitted.bytes_per_step,
+            );
+            let steps = sequences.offsets[2] - sequences.offsets[1];
+            assert!(steps <= MAX_BYTE_STEPS, "{longest} bytes: {steps} steps");
+        }
+        let tensors = Inputs::Dense {
+            shape: vec![2],
+            values: vec![0.0; 4],
+        };
+        assert_eq!(config.fitted_to(&tensors), config);
+    }
+
+    #[test]
+    fn a_checkpoint_config_from_before_the_byte_steps_reads_as_one_byte_per_step() {
+        let old: ModelConfig = serde_json::from_str(r#"{"width":0.25,"max_bytes":64}"#).unwrap();
+        assert_eq!(old.bytes_per_step, 1);
     }
 }

@@ -303,12 +303,22 @@ pub fn tree_depth(n: usize, node: i64, seed: u64) -> Examples {
 
 /// Byte strings of 2 to 8 characters, lowercase letters (class 0) or digits (class 1).
 pub fn bytes_letters_or_digits(n: usize, seed: u64) -> Examples {
+    bytes_letters_or_digits_of(n, 2..9, seed)
+}
+
+/// Byte strings with lengths drawn from `lengths`, lowercase letters (class 0) or digits (class 1).
+pub fn bytes_letters_or_digits_of(
+    n: usize,
+    lengths: std::ops::Range<usize>,
+    seed: u64,
+) -> Examples {
     let mut rng = Rng::new(seed);
     let mut strings = Vec::new();
     let mut labels = Vec::new();
+    let spread = lengths.end.saturating_sub(lengths.start).max(1) as u64;
     for _ in 0..n {
         let digits = rng.below(2) == 1;
-        let length = 2 + rng.below(7) as usize;
+        let length = lengths.start + rng.below(spread) as usize;
         let string = (0..length)
             .map(|_| {
                 if digits {

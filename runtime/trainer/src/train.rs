@@ -355,10 +355,11 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
     candidate.check_fits(&task)?;
     let validation = Validation::choose(examples, budget);
     let sets = validation.sets(examples);
-    let scaled = budget.scaled_to(
+    let mut scaled = budget.scaled_to(
         sets.first()
             .map_or(examples.len(), |(train, _)| train.len()),
     );
+    scaled.model = scaled.model.fitted_to(&examples.inputs);
     let budget = &scaled;
     if crate::classic::is_classic(candidate.model) {
         return crate::classic::train_run(

@@ -46,6 +46,7 @@ fn build(candidate: &str, examples: &Examples, seed: i64, width: f64) -> (nn::Va
     let config = ModelConfig {
         width,
         max_bytes: 8,
+        bytes_per_step: 1,
     };
     let task = Task::of(examples).unwrap();
     let model = models::build(
@@ -480,6 +481,7 @@ fn checkpoints_from_before_warm_batches_still_load() {
                 config: ModelConfig {
                     width: 0.25,
                     max_bytes: 8,
+                    bytes_per_step: 1,
                 },
                 learning_rate: 0.01,
                 seed: 3,

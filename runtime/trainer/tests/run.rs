@@ -29,6 +29,7 @@ fn budget(epochs: usize) -> Budget {
     budget.model = ModelConfig {
         width: 1.0 / 16.0,
         max_bytes: 8,
+        bytes_per_step: 1,
     };
     budget
 }
@@ -432,6 +433,7 @@ fn latency_is_the_median_batch_one_prediction_time_before_and_after_training() {
     let config = ModelConfig {
         width: 1.0 / 16.0,
         max_bytes: 8,
+        bytes_per_step: 1,
     };
     let probe = |model: &str, examples: &Examples| {
         easeml_trainer::probe_latency(

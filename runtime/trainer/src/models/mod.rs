@@ -33,6 +33,21 @@ pub struct ModelConfig {
     pub width: f64,
     /// Bytes read by the bit-level auto-encoder (longer inputs are cut, shorter ones padded).
     pub max_bytes: i64,
+    /// Bytes the bit-level classifier reads per recurrent step (`8 x` this many bits; the last step
+    /// zero-padded). 1 is the paper's model, one byte per step; [`ModelConfig::fitted_to`] raises
+    /// it for long inputs so that no input takes more than [`MAX_BYTE_STEPS`] steps, which bounds
+    /// the cost of one batch (a 12 kB input was 12,000 sequential steps, longer than a run's time
+    /// limit). Checkpoints from before it read as 1, the model they were trained as.
+    #[serde(default = "one_byte_per_step")]
+    pub bytes_per_step: i64,
+}
+
+/// The most recurrent steps the bit-level classifier takes over one input (see
+/// [`ModelConfig::bytes_per_step`]).
+pub const MAX_BYTE_STEPS: usize = 256;
+
+fn one_byte_per_step() -> i64 {
+    1
 }
 
 impl ModelConfig {
@@ -41,7 +56,19 @@ impl ModelConfig {
         Self {
             width: if device.is_cuda() { 1.0 } else { 0.25 },
             max_bytes: 64,
+            bytes_per_step: 1,
         }
+    }
+
+    /// This config with the settings that depend on the data set from `inputs`: the bit-level
+    /// classifier's [`ModelConfig::bytes_per_step`], the fewest bytes per step that keep the
+    /// longest input within [`MAX_BYTE_STEPS`] steps (1 for inputs of at most that many bytes).
+    pub fn fitted_to(mut self, inputs: &crate::data::Inputs) -> Self {
+        if let crate::data::Inputs::Bytes(bytes) = inputs {
+            let longest = bytes.iter().map(Vec::len).max().unwrap_or(0);
+            self.bytes_per_step = longest.div_ceil(MAX_BYTE_STEPS).max(1) as i64;
+        }
+        self
     }
 
     /// `channels * width`, at least 8.
@@ -131,7 +158,8 @@ pub fn build(
             sequence::build_classifier(path, model, *step, *n_classes, config)
         }
         (ModelKind::BitRnn, Task::BytesClassification { n_classes }) => {
-            sequence::build_classifier(path, ModelKind::Gru, 8, *n_classes, config)
+            let step = 8 * config.bytes_per_step.max(1);
+            sequence::build_classifier(path, ModelKind::Gru, step, *n_classes, config)
         }
         (
             _,
