@@ -14,9 +14,9 @@ pub struct AppsArgs {
     /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
     #[arg(long, alias = "store", value_name = "DIR", global = true)]
     data: Option<PathBuf>,
-    /// A `postgres://` store's blob folder, one every worker sees (default: $EASEML_HOME, else the
-    /// platform data dir).
-    #[arg(long, value_name = "DIR", global = true)]
+    /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
+    /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX", global = true)]
     blobs: Option<PathBuf>,
     #[command(subcommand)]
     command: AppsCommand,

@@ -25,9 +25,9 @@ pub struct ServeArgs {
     /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
     #[arg(long, alias = "store", value_name = "DIR")]
     data: Option<PathBuf>,
-    /// A `postgres://` store's blob folder, one every worker sees (default: $EASEML_HOME, else the
-    /// platform data dir).
-    #[arg(long, value_name = "DIR")]
+    /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
+    /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
     blobs: Option<PathBuf>,
     /// A file holding the admin token; then registering an app needs it (`Authorization: Bearer`).
     /// Without it anyone who reaches the server may register apps.

@@ -31,9 +31,9 @@ pub struct WorkerArgs {
     /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
     #[arg(long, alias = "data", value_name = "DIR")]
     store: Option<PathBuf>,
-    /// A `postgres://` store's blob folder, one every worker sees (default: $EASEML_HOME, else the
-    /// platform data dir).
-    #[arg(long, value_name = "DIR")]
+    /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
+    /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
     blobs: Option<PathBuf>,
     /// The device to train on: `cpu` or `cuda:N` (default: $EASEML_DEVICE, else CUDA when
     /// available, else the CPU).
@@ -75,9 +75,9 @@ enum WorkersCommand {
         /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
         #[arg(long, alias = "data", value_name = "DIR")]
         store: Option<PathBuf>,
-        /// A `postgres://` store's blob folder, one every worker sees (default: $EASEML_HOME, else the
-        /// platform data dir).
-        #[arg(long, value_name = "DIR")]
+        /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
+        /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
+        #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
         blobs: Option<PathBuf>,
         /// JSON instead of a table.
         #[arg(long)]
@@ -119,9 +119,9 @@ pub struct SubmitArgs {
     /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
     #[arg(long, alias = "data", value_name = "DIR")]
     store: Option<PathBuf>,
-    /// A `postgres://` store's blob folder, one every worker sees (default: $EASEML_HOME, else the
-    /// platform data dir).
-    #[arg(long, value_name = "DIR")]
+    /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
+    /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
     blobs: Option<PathBuf>,
 }
 

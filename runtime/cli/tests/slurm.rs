@@ -11,8 +11,11 @@
 //!   shows the Slurm job of each worker, and `easeml serve` on the same store lists the apps with
 //!   their runs, an app's examples (the refine page's list) and answers with its best model.
 //!
-//! The store is a PostgreSQL one (rows on a server the test starts, blobs in the shared folder),
-//! or an SQLite one when no PostgreSQL server can run here.
+//! The store is a PostgreSQL one (rows on a server the test starts), its blobs in a bucket of a
+//! real S3-compatible server the test starts when built with the `s3` feature (bound as a user
+//! binds it, `--store postgres://... --blobs s3://...`; the store's folder then holds only its
+//! pointers and the Slurm files), else in the shared folder; or an SQLite one when no PostgreSQL
+//! server can run here.
 //!
 //! The test skips with a loud banner when the daemons are not installed (`cargo xtask setup`
 //! installs them).
@@ -29,6 +32,9 @@ mod slurm_cluster;
 
 #[path = "../../store/tests/support/postgres_server.rs"]
 mod postgres_server;
+#[cfg(feature = "s3")]
+#[path = "../../store/tests/support/s3_server.rs"]
+mod s3_server;
 
 mod common;
 
@@ -102,12 +108,9 @@ fn workers_submitted_to_slurm_train_every_candidate_once_through_node_and_worker
     // The store: its rows in PostgreSQL (a server the test starts), its blobs in a folder every
     // node sees; the folder records the database, so every command and worker given it opens
     // the same store. Without a PostgreSQL server here, an SQLite store in the folder.
-    let data = match postgres_server::database() {
-        Some(url) => {
-            let home = easeml_runtime::store::store_home(&url, Some(&dir.path().join("home")));
-            home.unwrap()
-        }
-        None => dir.path().join("home"),
+    let (data, in_bucket) = match postgres_server::database() {
+        Some(url) => bind(&url, dir.path()),
+        None => (dir.path().join("home"), false),
     };
     feed_shapes(&data);
     // The tabular app is registered here to keep its token (shown once) for the server below.
@@ -378,5 +381,53 @@ fn workers_submitted_to_slurm_train_every_candidate_once_through_node_and_worker
     let report: serde_json::Value = answered.json().unwrap();
     assert_eq!(report["answers"].as_array().unwrap().len(), 2, "{report}");
     assert_eq!(report["score"]["total"], 2, "{report}");
+    if in_bucket {
+        // Every example and checkpoint went to the bucket: the folder holds no blob.
+        assert!(!data.join("blobs").exists());
+    }
     drop(reaper);
+}
+
+/// The folder of the PostgreSQL store at `url`, bound as a user binds it, and whether its blobs
+/// are in a bucket: with the `s3` feature and an S3 server here, by `easeml apps --store URL
+/// --blobs s3://...` (the folder is then under `$EASEML_HOME/s3-stores/`); else with a shared
+/// blob folder.
+fn bind(url: &str, dir: &Path) -> (std::path::PathBuf, bool) {
+    #[cfg(feature = "s3")]
+    if let Some(bucket) = s3_server::bucket("easeml") {
+        let easeml_home = dir.join("easeml-home");
+        // A bucket that does not answer binds nothing, and the error says which and why.
+        let missing = bucket.replacen("s3://easeml-test-", "s3://no-such-bucket-", 1);
+        let refused = Command::new(EASEML)
+            .args(["apps", "--store", url, "--blobs", &missing, "list"])
+            .env("EASEML_HOME", &easeml_home)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success());
+        assert!(said.contains("blob storage s3://no-such-bucket-"), "{said}");
+        assert!(said.contains("does the bucket exist"), "{said}");
+        assert!(!easeml_home.join("s3-stores").exists());
+        let bound = Command::new(EASEML)
+            .args(["apps", "--store", url, "--blobs", &bucket, "list"])
+            .env("EASEML_HOME", &easeml_home)
+            .output()
+            .unwrap();
+        assert!(
+            bound.status.success(),
+            "{}",
+            String::from_utf8_lossy(&bound.stderr)
+        );
+        let homes: Vec<_> = std::fs::read_dir(easeml_home.join("s3-stores"))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        assert_eq!(homes.len(), 1, "{homes:?}");
+        let recorded =
+            std::fs::read_to_string(homes[0].join(easeml_runtime::store::BLOBS_URL_FILE)).unwrap();
+        assert_eq!(recorded, bucket);
+        return (homes[0].clone(), true);
+    }
+    let home = easeml_runtime::store::store_home(url, Some(&dir.join("home")));
+    (home.unwrap(), false)
 }

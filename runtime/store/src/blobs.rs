@@ -1,6 +1,9 @@
-//! Content-addressed blob files: the sha256 of the bytes names the file, sharded by its first two
-//! hex digits. Writes go to `blobs/tmp/` and are renamed into place, so a blob file is either
-//! complete or absent; writing a blob that exists is a no-op.
+//! Content-addressed blobs: the sha256 of the bytes names the blob, sharded by its first two hex
+//! digits, in a folder ([`FolderBlobs`], the default) or, with the `s3` feature, under a prefix of
+//! an S3-compatible bucket (`s3.rs`). Either way a blob is complete or absent (a folder writes to
+//! `blobs/tmp/` and renames into place; an S3 PUT is atomic), writing a blob that exists stores the
+//! same bytes again (and refreshes its age, which [`Blobs::collect_garbage`] reads), and reading one
+//! checks that its bytes still hash to its name.
 
 use std::fmt;
 use std::fs;
@@ -61,25 +64,151 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     text
 }
 
-/// The blob directory of one store.
+#[cfg(feature = "s3")]
+mod s3;
+
+/// The file in a store's home that names the S3 location of its blobs (`s3://bucket/prefix`);
+/// without it the blobs are in the home's `blobs/` folder. Written by [`crate::store_home`].
+pub const BLOBS_URL_FILE: &str = "blobs.url";
+
+/// Whether a blob location is an S3 URL (`s3://bucket/prefix`).
+pub fn is_s3_url(location: &str) -> bool {
+    location.starts_with("s3://")
+}
+
+/// The blobs of one store.
 #[derive(Debug)]
-pub(crate) struct Blobs {
+pub(crate) enum Blobs {
+    /// Files under the home's `blobs/` folder.
+    Folder(FolderBlobs),
+    /// Objects under a prefix of an S3-compatible bucket.
+    #[cfg(feature = "s3")]
+    S3(s3::S3Blobs),
+}
+
+impl Blobs {
+    /// The blobs of the store at `home`: at the S3 location its [`BLOBS_URL_FILE`] names, else in
+    /// its `blobs/` folder; `sync` fsyncs every blob file before it counts as written.
+    pub(crate) fn open_in(home: &Path, sync: bool) -> Result<Blobs> {
+        let pointer = home.join(BLOBS_URL_FILE);
+        match fs::read_to_string(&pointer) {
+            Ok(url) => Blobs::open_s3(url.trim()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                FolderBlobs::open(home.join("blobs"), sync).map(Blobs::Folder)
+            }
+            Err(error) => Err(io(&pointer, "reading the store's blob location")(error)),
+        }
+    }
+
+    /// The blobs at an S3 location, checked to answer (a missing bucket or bad credentials fail
+    /// here, not at the first feed).
+    #[cfg(feature = "s3")]
+    pub(crate) fn open_s3(url: &str) -> Result<Blobs> {
+        s3::S3Blobs::open(url).map(Blobs::S3)
+    }
+
+    /// Without the `s3` feature an S3 location is an error that says how to get it.
+    #[cfg(not(feature = "s3"))]
+    pub(crate) fn open_s3(url: &str) -> Result<Blobs> {
+        Err(Error::Location(format!(
+            "the store's blobs are in S3 ({url}), and this easeml was built without S3 support: build it with `--features s3` (cargo install easeml-cli --features s3)"
+        )))
+    }
+
+    /// Where a blob's file is; `None` for blobs that are not files (S3).
+    pub(crate) fn path(&self, hash: &BlobHash) -> Option<PathBuf> {
+        match self {
+            Blobs::Folder(folder) => Some(folder.path(hash)),
+            #[cfg(feature = "s3")]
+            Blobs::S3(_) => None,
+        }
+    }
+
+    /// Writes `bytes` (a blob with the same hash is written again, refreshing its age); returns
+    /// the hash.
+    pub(crate) fn put(&self, bytes: &[u8]) -> Result<BlobHash> {
+        match self {
+            Blobs::Folder(folder) => folder.put(bytes),
+            #[cfg(feature = "s3")]
+            Blobs::S3(bucket) => bucket.put(bytes),
+        }
+    }
+
+    /// Writes in-memory bytes, or checks that an already written blob exists.
+    pub(crate) fn put_or_check(&self, blob: &crate::Blob) -> Result<BlobHash> {
+        match blob {
+            crate::Blob::Bytes(bytes) => self.put(bytes),
+            crate::Blob::Stored(hash) => {
+                let exists = match self {
+                    Blobs::Folder(folder) => folder.path(hash).is_file(),
+                    #[cfg(feature = "s3")]
+                    Blobs::S3(bucket) => bucket.exists(hash)?,
+                };
+                if exists {
+                    Ok(hash.clone())
+                } else {
+                    Err(Error::MissingBlob(hash.clone()))
+                }
+            }
+        }
+    }
+
+    /// Reads a blob and checks that its bytes still hash to its name.
+    pub(crate) fn get(&self, hash: &BlobHash) -> Result<Vec<u8>> {
+        let bytes = match self {
+            Blobs::Folder(folder) => folder.read(hash)?,
+            #[cfg(feature = "s3")]
+            Blobs::S3(bucket) => bucket.read(hash)?,
+        };
+        let actual = BlobHash::of(&bytes);
+        if &actual != hash {
+            return Err(Error::CorruptBlob {
+                hash: hash.clone(),
+                actual,
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Removes blobs whose hash is not in `referenced` (and a folder's temp files), when older
+    /// than `min_age`; returns (blobs removed, bytes freed).
+    pub(crate) fn collect_garbage(
+        &self,
+        referenced: &std::collections::HashSet<String>,
+        min_age: std::time::Duration,
+    ) -> Result<(usize, u64)> {
+        match self {
+            Blobs::Folder(folder) => folder.collect_garbage(referenced, min_age),
+            #[cfg(feature = "s3")]
+            Blobs::S3(bucket) => bucket.collect_garbage(referenced, min_age),
+        }
+    }
+}
+
+/// The path of a blob under a sharded root: `ab/abcdef...`.
+pub(crate) fn sharded_name(hash: &BlobHash) -> (&str, &str) {
+    (hash.0.get(..2).unwrap_or("__"), &hash.0)
+}
+
+/// The blob folder of one store.
+#[derive(Debug)]
+pub(crate) struct FolderBlobs {
     root: PathBuf,
     sync: bool,
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-impl Blobs {
-    pub(crate) fn open(root: PathBuf, sync: bool) -> Result<Blobs> {
+impl FolderBlobs {
+    pub(crate) fn open(root: PathBuf, sync: bool) -> Result<FolderBlobs> {
         let tmp = root.join("tmp");
         fs::create_dir_all(&tmp).map_err(io(&tmp, "creating the blob directory"))?;
-        Ok(Blobs { root, sync })
+        Ok(FolderBlobs { root, sync })
     }
 
     pub(crate) fn path(&self, hash: &BlobHash) -> PathBuf {
-        let shard = hash.0.get(..2).unwrap_or("__");
-        self.root.join(shard).join(&hash.0)
+        let (shard, name) = sharded_name(hash);
+        self.root.join(shard).join(name)
     }
 
     /// Writes `bytes` unless a blob with the same hash exists; returns the hash.
@@ -109,36 +238,14 @@ impl Blobs {
         Ok(hash)
     }
 
-    /// Writes in-memory bytes, or checks that an already written blob exists.
-    pub(crate) fn put_or_check(&self, blob: &crate::Blob) -> Result<BlobHash> {
-        match blob {
-            crate::Blob::Bytes(bytes) => self.put(bytes),
-            crate::Blob::Stored(hash) => {
-                if self.path(hash).is_file() {
-                    Ok(hash.clone())
-                } else {
-                    Err(Error::MissingBlob(hash.clone()))
-                }
-            }
-        }
-    }
-
-    /// Reads a blob and checks that its bytes still hash to its name.
-    pub(crate) fn get(&self, hash: &BlobHash) -> Result<Vec<u8>> {
+    /// The bytes of a blob's file.
+    fn read(&self, hash: &BlobHash) -> Result<Vec<u8>> {
         let path = self.path(hash);
-        let bytes = fs::read(&path).map_err(io(&path, "reading a blob"))?;
-        let actual = BlobHash::of(&bytes);
-        if &actual != hash {
-            return Err(Error::CorruptBlob {
-                hash: hash.clone(),
-                actual,
-            });
-        }
-        Ok(bytes)
+        fs::read(&path).map_err(io(&path, "reading a blob"))
     }
 }
 
-impl Blobs {
+impl FolderBlobs {
     /// Removes blob files whose hash is not in `referenced` and temp files, when older than
     /// `min_age`; returns (files removed, bytes freed).
     pub(crate) fn collect_garbage(
@@ -192,4 +299,41 @@ fn write_file(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
         file.sync_all().map_err(io(path, "syncing a blob file"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_home_without_a_blob_location_keeps_its_blobs_in_its_folder() {
+        let home = tempfile::tempdir().unwrap();
+        let blobs = Blobs::open_in(home.path(), false).unwrap();
+        let hash = blobs.put(b"bytes").unwrap();
+        assert_eq!(
+            blobs.path(&hash),
+            Some(
+                home.path()
+                    .join("blobs")
+                    .join(&hash.as_str()[..2])
+                    .join(hash.as_str())
+            )
+        );
+        assert_eq!(blobs.get(&hash).unwrap(), b"bytes");
+    }
+
+    /// Built without the `s3` feature (`cargo xtask test` checks this build too), a store whose
+    /// blobs are in S3 says how to get the feature instead of opening an empty folder.
+    #[cfg(not(feature = "s3"))]
+    #[test]
+    fn without_the_s3_feature_an_s3_home_says_how_to_build_it() {
+        let home = tempfile::tempdir().unwrap();
+        fs::write(home.path().join(BLOBS_URL_FILE), "s3://bucket/prefix").unwrap();
+        let error = Blobs::open_in(home.path(), false).unwrap_err().to_string();
+        assert!(
+            error.contains("built without S3 support: build it with `--features s3`"),
+            "{error}"
+        );
+        assert!(!home.path().join("blobs").exists());
+    }
 }

@@ -346,7 +346,7 @@ impl<T> OptionalExt<T> for DbResult<T> {
 /// thread is inside a tokio runtime (the server's start-up and its blocking tasks), on a scoped
 /// thread of its own (the client drives its own runtime, which tokio refuses to start inside
 /// another).
-fn outside_async<T: Send>(op: impl FnOnce() -> T + Send) -> T {
+pub(crate) fn outside_async<T: Send>(op: impl FnOnce() -> T + Send) -> T {
     if tokio::runtime::Handle::try_current().is_err() {
         return op();
     }

@@ -24,7 +24,7 @@ mod units;
 pub use best::{
     BrokenConstraint, ConstraintLimits, MIN_TRAINING_EXAMPLES, best_run, broken_constraints,
 };
-pub use blobs::BlobHash;
+pub use blobs::{BLOBS_URL_FILE, BlobHash, is_s3_url};
 pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};
 pub use store::{
@@ -66,6 +66,17 @@ pub enum Error {
     /// A store location that cannot be used, and why.
     #[error("store location: {0}")]
     Location(String),
+    /// An error of the S3-compatible object storage that keeps the blobs, with where and what
+    /// the store was doing.
+    #[error("blob storage {location}: {context}: {message}")]
+    ObjectStorage {
+        /// The bucket and prefix (`s3://bucket/prefix`).
+        location: String,
+        /// What the store was doing.
+        context: String,
+        /// What the object storage answered.
+        message: String,
+    },
     /// No home directory given and none could be found.
     #[error("no store directory: set EASEML_HOME (the platform has no data directory)")]
     NoHome,
@@ -195,6 +206,46 @@ fn platform_home() -> Result<PathBuf> {
     }
 }
 
+/// The local folder of a PostgreSQL store whose blobs are at the S3 location `url`, with the
+/// location recorded in its [`BLOBS_URL_FILE`] once the bucket answers.
+fn s3_home(location: &str, url: &str) -> Result<PathBuf> {
+    let pair = BlobHash::of(format!("{location}\n{url}").as_bytes());
+    let home = platform_home()?
+        .join("s3-stores")
+        .join(&pair.as_str()[..16]);
+    let pointer = home.join(BLOBS_URL_FILE);
+    loop {
+        match std::fs::read_to_string(&pointer) {
+            Ok(recorded) if recorded.trim() == url => return Ok(home),
+            Ok(recorded) => {
+                return Err(Error::Location(format!(
+                    "{} records the blob location {}, not {url}: remove it to bind the folder again",
+                    pointer.display(),
+                    recorded.trim()
+                )));
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(io(&pointer, "reading the store's blob location")(error)),
+        }
+        // The bucket must answer before the folder exists and names it.
+        drop(blobs::Blobs::open_s3(url)?);
+        std::fs::create_dir_all(&home).map_err(io(&home, "creating the store's local folder"))?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        match options.open(&pointer) {
+            Ok(mut file) => {
+                use std::io::Write;
+                file.write_all(url.as_bytes())
+                    .map_err(io(&pointer, "recording the store's blob location"))?;
+                return Ok(home);
+            }
+            // Another process recorded it meanwhile: check what it wrote.
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(io(&pointer, "recording the store's blob location")(error)),
+        }
+    }
+}
+
 /// The file in a store's folder that names the PostgreSQL database keeping the store's rows (the
 /// folder then keeps only the blobs). Written by [`store_home`]; [`Store::open`] follows it.
 pub const POSTGRES_URL_FILE: &str = "postgres.url";
@@ -206,11 +257,14 @@ pub fn is_postgres_url(location: &str) -> bool {
 
 /// The folder of the store at `location`, as users write it (`--store`, `EASEML_STORE`): a folder
 /// (the SQLite store, blobs inside), or a `postgres://user:password@host:port/database` URL whose
-/// blobs go to `blobs` (a folder every worker sees; default `$EASEML_HOME` or the platform data
-/// directory). For a URL the folder records it in [`POSTGRES_URL_FILE`] (readable by its owner
+/// blobs go to `blobs` (`--blobs`, `EASEML_BLOBS`): a folder every worker sees (default
+/// `$EASEML_HOME` or the platform data directory), or an S3 location `s3://bucket/prefix` (with
+/// the `s3` feature), whose folder is then a local one under `$EASEML_HOME/s3-stores/`, named by
+/// the pair (the same on every machine), that records the location in [`BLOBS_URL_FILE`].
+/// For a URL the folder records it in [`POSTGRES_URL_FILE`] (readable by its owner
 /// only: the URL may hold a password), so that every command and worker given the folder opens
 /// the same database. A folder already bound to another database, or holding an SQLite store, is
-/// refused.
+/// refused; nothing is bound before the database (and the bucket) answer.
 pub fn store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<PathBuf> {
     if !is_postgres_url(location) {
         if blobs.is_some() {
@@ -220,9 +274,13 @@ pub fn store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<Pat
         }
         return Ok(PathBuf::from(location));
     }
-    let home = match blobs {
-        Some(folder) => folder.to_owned(),
-        None => platform_home()?,
+    let s3 = blobs
+        .and_then(std::path::Path::to_str)
+        .filter(|blobs| is_s3_url(blobs));
+    let home = match (s3, blobs) {
+        (Some(url), _) => s3_home(location, url)?,
+        (None, Some(folder)) => folder.to_owned(),
+        (None, None) => platform_home()?,
     };
     let pointer = home.join(POSTGRES_URL_FILE);
     match std::fs::read_to_string(&pointer) {

@@ -275,7 +275,7 @@ pub struct RunValidation {
 }
 
 /// One store: its rows (`easeml.sqlite3` under the home directory, or a PostgreSQL database) and
-/// `blobs/` under the home directory.
+/// its blobs (`blobs/` under the home directory, or an S3 prefix its `blobs.url` names).
 #[derive(Debug)]
 pub struct Store {
     home: PathBuf,
@@ -354,7 +354,7 @@ impl Store {
             ))
             .map_err(db("setting pragmas"))?;
         migrations::migrate(&connection, migrations, &path)?;
-        let blobs = Blobs::open(home.join("blobs"), options.durability == Durability::Full)?;
+        let blobs = Blobs::open_in(home, options.durability == Durability::Full)?;
         Ok(Store {
             home: home.to_owned(),
             connection,
@@ -383,7 +383,7 @@ impl Store {
         )))?;
         let connection = Db::Postgres(Box::new(std::cell::RefCell::new(connection)));
         migrations::migrate(&connection, migrations, Path::new(&place))?;
-        let blobs = Blobs::open(home.join("blobs"), options.durability == Durability::Full)?;
+        let blobs = Blobs::open_in(home, options.durability == Durability::Full)?;
         Ok(Store {
             home: home.to_owned(),
             connection,
@@ -546,8 +546,8 @@ impl Store {
         self.blobs.get(hash)
     }
 
-    /// Where a blob's file is (for readers that stream large checkpoints).
-    pub fn blob_path(&self, hash: &BlobHash) -> PathBuf {
+    /// Where a blob's file is; `None` when the blobs are not files (S3).
+    pub fn blob_path(&self, hash: &BlobHash) -> Option<PathBuf> {
         self.blobs.path(hash)
     }
 

@@ -1,10 +1,15 @@
-//! The store's conformance suite: the same tests (`conformance/*.rs`) against both backends,
-//! SQLite (a temporary home) and PostgreSQL (a fresh database on a real server that the tests
-//! start: `support/postgres_server.rs`; the blobs in a temporary folder). A PostgreSQL test skips,
-//! after a loud banner, only when no server can run here.
+//! The store's conformance suite: the same tests (`conformance/*.rs`) against every backend:
+//! SQLite (a temporary home), PostgreSQL (a fresh database on a real server that the tests start:
+//! `support/postgres_server.rs`; the blobs in a temporary folder) and, with the `s3` feature,
+//! PostgreSQL with its blobs in a bucket of a real S3-compatible server the tests start
+//! (`support/s3_server.rs`). A PostgreSQL or S3 test skips, after a loud banner, only when no
+//! server can run here.
 
 #[path = "support/postgres_server.rs"]
 mod postgres_server;
+#[cfg(feature = "s3")]
+#[path = "support/s3_server.rs"]
+mod s3_server;
 
 use std::path::PathBuf;
 
@@ -14,19 +19,42 @@ use easeml_store::Store;
 pub struct Fixture {
     dir: tempfile::TempDir,
     url: Option<String>,
+    /// The S3 location of the blobs (`s3://...`), recorded in the home's `blobs.url`.
+    blobs: Option<String>,
 }
 
 impl Fixture {
-    /// The home folder (the SQLite file and the blobs, or the blobs only).
+    /// The home folder (the SQLite file and the blobs, or the blobs only, or the blob location).
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
     }
 
     /// A new connection to the store.
     pub fn open(&self) -> Store {
+        if let Some(blobs) = &self.blobs {
+            std::fs::create_dir_all(self.home()).unwrap();
+            std::fs::write(self.home().join(easeml_store::BLOBS_URL_FILE), blobs).unwrap();
+        }
         match &self.url {
             None => Store::open(self.home()).unwrap(),
             Some(url) => Store::open_postgres(url, self.home()).unwrap(),
+        }
+    }
+
+    /// Replaces a stored blob's bytes behind the store's back.
+    #[allow(dead_code)]
+    pub fn overwrite_blob(&self, store: &Store, hash: &easeml_store::BlobHash, bytes: &[u8]) {
+        match store.blob_path(hash) {
+            Some(path) => std::fs::write(path, bytes).unwrap(),
+            #[cfg(feature = "s3")]
+            None => {
+                let location = self.blobs.as_deref().unwrap();
+                let hash = hash.as_str();
+                let key = format!("blobs/{}/{hash}", &hash[..2]);
+                s3_server::overwrite(location, &key, bytes);
+            }
+            #[cfg(not(feature = "s3"))]
+            None => unreachable!("blobs are files without the s3 feature"),
         }
     }
 }
@@ -58,6 +86,7 @@ mod sqlite {
         let fixture = Fixture {
             dir: tempfile::tempdir().unwrap(),
             url: None,
+            blobs: None,
         };
         let store = fixture.open();
         Some((fixture, store))
@@ -74,6 +103,7 @@ mod postgres {
         let fixture = Fixture {
             dir: tempfile::tempdir().unwrap(),
             url: Some(url),
+            blobs: None,
         };
         let store = fixture.open();
         Some((fixture, store))
@@ -237,5 +267,67 @@ mod postgres {
             .unwrap()
         });
         assert_eq!(names, ["async"]);
+    }
+}
+
+/// PostgreSQL rows with the blobs in a bucket: the same suite, and what only S3 blobs do.
+#[cfg(feature = "s3")]
+mod postgres_s3 {
+    use super::Fixture;
+
+    fn open() -> Option<(Fixture, easeml_store::Store)> {
+        let url = super::postgres_server::database()?;
+        let blobs = super::s3_server::bucket("blobs")?;
+        let fixture = Fixture {
+            dir: tempfile::tempdir().unwrap(),
+            url: Some(url),
+            blobs: Some(blobs),
+        };
+        let store = fixture.open();
+        Some((fixture, store))
+    }
+
+    suite!();
+
+    #[test]
+    fn blobs_live_in_the_bucket_not_in_the_home() {
+        let Some((fixture, store)) = open() else {
+            return;
+        };
+        let hash = store.put_blob(b"bytes in a bucket").unwrap();
+        assert_eq!(store.blob_path(&hash), None);
+        assert!(!fixture.home().join("blobs").exists());
+        // A second connection (another worker's) reads them.
+        assert_eq!(fixture.open().blob(&hash).unwrap(), b"bytes in a bucket");
+        // Garbage collection removes unreferenced objects only.
+        store.put_blob(b"also").unwrap();
+        let (removed, bytes) = store.collect_garbage(std::time::Duration::ZERO).unwrap();
+        assert_eq!((removed, bytes), (2, 21));
+        assert!(store.blob(&hash).is_err());
+    }
+
+    #[test]
+    fn a_bucket_that_does_not_answer_is_an_error_that_names_it() {
+        let Some((fixture, _store)) = open() else {
+            return;
+        };
+        let location = fixture.blobs.clone().unwrap();
+        let missing = location.replacen("s3://easeml-test-", "s3://no-such-bucket-", 1);
+        std::fs::write(fixture.home().join(easeml_store::BLOBS_URL_FILE), &missing).unwrap();
+        let error =
+            easeml_store::Store::open_postgres(fixture.url.as_deref().unwrap(), fixture.home())
+                .unwrap_err()
+                .to_string();
+        assert!(
+            error.starts_with("blob storage s3://no-such-bucket-"),
+            "{error}"
+        );
+        assert!(error.contains("does the bucket exist"), "{error}");
+        std::fs::write(fixture.home().join(easeml_store::BLOBS_URL_FILE), "s3://x").unwrap();
+        let error =
+            easeml_store::Store::open_postgres(fixture.url.as_deref().unwrap(), fixture.home())
+                .unwrap_err()
+                .to_string();
+        assert!(error.contains("is not an S3 blob location"), "{error}");
     }
 }

@@ -365,12 +365,12 @@ fn tokens_are_checked_by_hash() {
 
 #[test]
 fn corrupt_blobs_are_detected() {
-    let Some((_fixture, store)) = open() else {
+    let Some((fixture, store)) = open() else {
         return;
     };
     let hash = store.put_blob(b"some tensor bytes").unwrap();
     assert_eq!(store.put_blob(b"some tensor bytes").unwrap(), hash);
-    std::fs::write(store.blob_path(&hash), b"other bytes").unwrap();
+    fixture.overwrite_blob(&store, &hash, b"other bytes");
     let error = store.blob(&hash).unwrap_err().to_string();
     assert!(
         error.starts_with(&format!("blob {hash} is corrupt: its bytes hash to ")),
