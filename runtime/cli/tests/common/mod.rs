@@ -25,7 +25,13 @@ pub fn feed(data: &Path, source: &str, lines: String) {
 }
 
 /// 120 labelled 12x12x3 images of [`SHAPES`]: bright ones uniform, dark ones striped.
+#[allow(dead_code)] // not every process test feeds it
 pub fn feed_shapes(data: &Path) {
+    feed(data, SHAPES, shapes_lines());
+}
+
+/// The feed lines of [`feed_shapes`].
+pub fn shapes_lines() -> String {
     let pixel = |i: usize, j: usize| {
         if i.is_multiple_of(2) {
             0.8
@@ -33,7 +39,7 @@ pub fn feed_shapes(data: &Path) {
             (j % 5) as f32 / 20.0
         }
     };
-    let lines = (0..120)
+    (0..120)
         .map(|i| {
             let image: Vec<Vec<Vec<f32>>> = (0..12)
                 .map(|r| (0..12).map(|c| vec![pixel(i, r * 12 + c); 3]).collect())
@@ -45,8 +51,7 @@ pub fn feed_shapes(data: &Path) {
             };
             format!("{} {label}\n", serde_json::to_string(&image).unwrap())
         })
-        .collect();
-    feed(data, SHAPES, lines);
+        .collect()
 }
 
 /// A tabular app whose runs take well under a second.
@@ -56,15 +61,20 @@ pub const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, r
 /// `count` labelled points of [`SIDES`] (left when the first coordinate is the smaller).
 #[allow(dead_code)] // not every process test feeds it
 pub fn feed_sides(data: &Path, count: usize) {
-    let lines = (0..count)
+    feed(data, SIDES, sides_lines(count));
+}
+
+/// The feed lines of [`feed_sides`].
+#[allow(dead_code)] // not every process test feeds it
+pub fn sides_lines(count: usize) -> String {
+    (0..count)
         .map(|i| {
             let a = ((i * 37) % 100) as f32 / 100.0;
             let b = ((i * 61) % 100) as f32 / 100.0;
             let label = if a < b { "left" } else { "right" };
             format!("[{a}, {b}] {label}\n")
         })
-        .collect();
-    feed(data, SIDES, lines);
+        .collect()
 }
 
 /// Polls `found` until it has a value; fails naming `what` after `limit` (a bound, not a timing
