@@ -90,13 +90,9 @@ impl Blobs {
     /// The blobs of the store at `home`: at the S3 location its [`BLOBS_URL_FILE`] names, else in
     /// its `blobs/` folder; `sync` fsyncs every blob file before it counts as written.
     pub(crate) fn open_in(home: &Path, sync: bool) -> Result<Blobs> {
-        let pointer = home.join(BLOBS_URL_FILE);
-        match fs::read_to_string(&pointer) {
-            Ok(url) => Blobs::open_s3(url.trim()),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                FolderBlobs::open(home.join("blobs"), sync).map(Blobs::Folder)
-            }
-            Err(error) => Err(io(&pointer, "reading the store's blob location")(error)),
+        match crate::Pointer::BLOBS.read(home)? {
+            Some(url) => Blobs::open_s3(&url),
+            None => FolderBlobs::open(home.join("blobs"), sync).map(Blobs::Folder),
         }
     }
 

@@ -213,35 +213,81 @@ fn s3_home(location: &str, url: &str) -> Result<PathBuf> {
     let home = platform_home()?
         .join("s3-stores")
         .join(&pair.as_str()[..16]);
-    let pointer = home.join(BLOBS_URL_FILE);
     loop {
-        match std::fs::read_to_string(&pointer) {
-            Ok(recorded) if recorded.trim() == url => return Ok(home),
-            Ok(recorded) => {
+        match Pointer::BLOBS.read(&home)? {
+            Some(recorded) if recorded == url => return Ok(home),
+            Some(recorded) => {
                 return Err(Error::Location(format!(
-                    "{} records the blob location {}, not {url}: remove it to bind the folder again",
-                    pointer.display(),
-                    recorded.trim()
+                    "{} records the blob location {recorded}, not {url}: remove it to bind the folder again",
+                    home.join(BLOBS_URL_FILE).display(),
                 )));
             }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(io(&pointer, "reading the store's blob location")(error)),
+            None => {}
         }
         // The bucket must answer before the folder exists and names it.
         drop(blobs::Blobs::open_s3(url)?);
         std::fs::create_dir_all(&home).map_err(io(&home, "creating the store's local folder"))?;
+        if Pointer::BLOBS.create(&home, url)? {
+            return Ok(home);
+        }
+        // Another process recorded it meanwhile: check what it wrote.
+    }
+}
+
+/// A file of a store's folder that records where part of the store is: [`POSTGRES_URL_FILE`] or
+/// [`BLOBS_URL_FILE`]. Written once (by [`store_home`]), read by every open.
+pub(crate) struct Pointer {
+    file: &'static str,
+    /// What it records, for messages ("database URL").
+    what: &'static str,
+    /// Readable by its owner only (a database URL may hold a password).
+    private: bool,
+}
+
+impl Pointer {
+    pub(crate) const DATABASE: Pointer = Pointer {
+        file: POSTGRES_URL_FILE,
+        what: "database URL",
+        private: true,
+    };
+    pub(crate) const BLOBS: Pointer = Pointer {
+        file: BLOBS_URL_FILE,
+        what: "blob location",
+        private: false,
+    };
+
+    /// What the file in `home` records (trimmed); `None` when there is no such file.
+    pub(crate) fn read(&self, home: &std::path::Path) -> Result<Option<String>> {
+        let path = home.join(self.file);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(text.trim().to_owned())),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(io(&path, format!("reading the store's {}", self.what))(
+                error,
+            )),
+        }
+    }
+
+    /// Records `text` in `home` unless the file exists; `false` when it did (another process
+    /// recorded it first: the caller reads what it says).
+    pub(crate) fn create(&self, home: &std::path::Path, text: &str) -> Result<bool> {
+        let path = home.join(self.file);
+        let context = format!("recording the store's {}", self.what);
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
-        match options.open(&pointer) {
+        #[cfg(unix)]
+        if self.private {
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        }
+        match options.open(&path) {
             Ok(mut file) => {
                 use std::io::Write;
-                file.write_all(url.as_bytes())
-                    .map_err(io(&pointer, "recording the store's blob location"))?;
-                return Ok(home);
+                file.write_all(text.as_bytes())
+                    .map_err(io(&path, context))?;
+                Ok(true)
             }
-            // Another process recorded it meanwhile: check what it wrote.
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(error) => return Err(io(&pointer, "recording the store's blob location")(error)),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(error) => Err(io(&path, context)(error)),
         }
     }
 }
@@ -282,20 +328,18 @@ pub fn store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<Pat
         (None, Some(folder)) => folder.to_owned(),
         (None, None) => platform_home()?,
     };
-    let pointer = home.join(POSTGRES_URL_FILE);
-    match std::fs::read_to_string(&pointer) {
-        Ok(recorded) if recorded.trim() == location => return Ok(home),
-        Ok(recorded) => {
+    match Pointer::DATABASE.read(&home)? {
+        Some(recorded) if recorded == location => return Ok(home),
+        Some(recorded) => {
             return Err(Error::Location(format!(
                 "the blob folder {} belongs to the store at {}, not {}: give each PostgreSQL store its own --blobs folder (or remove {} to bind this folder to another database)",
                 home.display(),
-                store::redact_url(recorded.trim()),
+                store::redact_url(&recorded),
                 store::redact_url(location),
-                pointer.display()
+                home.join(POSTGRES_URL_FILE).display()
             )));
         }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => return Err(io(&pointer, "reading the store's database URL")(error)),
+        None => {}
     }
     if Store::exists(&home) {
         return Err(Error::Location(format!(
@@ -306,20 +350,9 @@ pub fn store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<Pat
     // The database must answer (and takes the schema) before the folder is bound to it: a
     // mistyped URL binds nothing.
     drop(Store::open_postgres(location, &home)?);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    use std::io::Write;
-    match options.open(&pointer) {
-        Ok(mut file) => file
-            .write_all(location.as_bytes())
-            .map_err(io(&pointer, "recording the store's database URL"))?,
+    if !Pointer::DATABASE.create(&home, location)? {
         // Another process recorded it meanwhile: check what it wrote.
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
-            return store_home(location, Some(&home));
-        }
-        Err(error) => return Err(io(&pointer, "recording the store's database URL")(error)),
+        return store_home(location, Some(&home));
     }
     Ok(home)
 }

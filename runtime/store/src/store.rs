@@ -309,13 +309,9 @@ impl Store {
     /// (see [`crate::store_home`]) opens that PostgreSQL store, its blobs in the home.
     pub fn open_with(home: impl AsRef<Path>, options: &StoreOptions) -> Result<Store> {
         let home = home.as_ref();
-        let pointer = home.join(crate::POSTGRES_URL_FILE);
-        match fs::read_to_string(&pointer) {
-            Ok(url) => Store::open_postgres_migrated(url.trim(), home, options, MIGRATIONS),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                Store::open_migrated(home, options, MIGRATIONS)
-            }
-            Err(error) => Err(io(&pointer, "reading the store's database URL")(error)),
+        match crate::Pointer::DATABASE.read(home)? {
+            Some(url) => Store::open_postgres_migrated(&url, home, options, MIGRATIONS),
+            None => Store::open_migrated(home, options, MIGRATIONS),
         }
     }
 
