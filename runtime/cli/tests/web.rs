@@ -561,6 +561,16 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
             "return document.querySelectorAll('#runs tr[data-state=done]').length > 0;",
         )
         .await;
+        // A finished run's trials unfold (and stay open through the page's refreshes).
+        script(&browser, "document.querySelector('#runs tr[data-state=done] details summary').click(); return true;").await;
+        // The page refreshes every 1.5 s.
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        until(
+            &browser,
+            "a run's trials, unfolded through a refresh",
+            "const open = document.querySelector('#runs tr[data-state=done] details[open]'); return open !== null && open.querySelectorAll('table.trials tbody tr').length > 0 && /^\\d+ trials?$/.test(open.querySelector('summary').textContent);",
+        )
+        .await;
         let pixels = chart_pixels(&browser, "app-chart", &screenshots.join("web-app-dashboard.png")).await;
         eprintln!("the app's chart: {pixels} pixels of the line");
         assert!(pixels > MIN_LINE_PIXELS, "the app's chart is blank ({pixels} pixels of the line)");

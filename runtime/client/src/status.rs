@@ -74,6 +74,10 @@ pub struct RunReport {
     /// when recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trials: Vec<TrialReport>,
+    /// For a TrimTuner run, one line on its trials ([`tuner_summary`]), so that every page shows
+    /// the same words as `status`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<String>,
     /// Why it failed.
     pub error: Option<String>,
 }
@@ -251,6 +255,7 @@ impl Status {
             .iter()
             .map(|run| {
                 let broken = easeml_store::broken_constraints(run, limits);
+                let trials = trials_of(run);
                 RunReport {
                     id: run.id,
                     candidate: run.candidate.clone(),
@@ -264,7 +269,8 @@ impl Status {
                     over_train_time: broken.iter().any(|broken| broken.metric == "train_time"),
                     infer_latency_seconds: run.infer_latency_seconds,
                     broken_constraints: broken.iter().map(ToString::to_string).collect(),
-                    trials: trials_of(run),
+                    tuning: tuner_summary(&trials),
+                    trials,
                     error: run.error.clone(),
                 }
             })
@@ -335,7 +341,7 @@ impl fmt::Display for Status {
                 format_utc(run.date_ms),
                 run.candidate
             )?;
-            if let Some(summary) = tuner_summary(&run.trials) {
+            if let Some(summary) = &run.tuning {
                 writeln!(f, "          {summary}")?;
             }
         }
@@ -391,6 +397,7 @@ mod tests {
                 infer_latency_seconds: None,
                 broken_constraints: Vec::new(),
                 trials: Vec::new(),
+                tuning: None,
                 error: (state == RunState::Failed).then(|| "diverged".to_owned()),
             })
             .collect(),
@@ -430,6 +437,7 @@ mod tests {
             infer_latency_seconds: Some(0.00042),
             broken_constraints: Vec::new(),
             trials: Vec::new(),
+            tuning: None,
             error: None,
         };
         let mut slow = run(4, None, Some("split 20%"));
