@@ -195,7 +195,13 @@ fn every_covered_example_round_trips_from_python() {
     let root = tmp().join("python-crates");
     let sources: std::collections::BTreeMap<String, String> = examples().into_iter().collect();
     let test_file = workspace_root().join("tests/python/test_app.py");
-    for stem in COVERED {
+    // `EASEML_PY_EXAMPLES=a,b` (or `all`) runs other examples than the covered ones.
+    let chosen: Vec<String> = match std::env::var("EASEML_PY_EXAMPLES") {
+        Ok(list) if list == "all" => sources.keys().cloned().collect(),
+        Ok(list) => list.split(',').map(str::to_owned).collect(),
+        Err(_) => COVERED.iter().map(|stem| stem.to_string()).collect(),
+    };
+    for stem in chosen.iter().map(String::as_str) {
         let folder = install(stem, &sources[stem], &root, &venv);
         let stubs = folder.join(format!("python/src_py/{stem}/__init__.pyi"));
         let started = Instant::now();

@@ -46,6 +46,9 @@ pub struct UnitSpec {
     /// Wall-clock seconds the run may take at most.
     pub max_seconds: f64,
     /// The training session's end, ms since the epoch: a unit leased late gets only what is left.
+    /// A deadline already past when the unit is leased is a session that ended without it (a
+    /// coordinator cancels the units no worker took before it ends, so only an interrupted
+    /// session leaves one): the re-run gets its own limit, never none.
     pub deadline_ms: Option<i64>,
     /// Epochs per trial at most.
     pub max_epochs: usize,
@@ -69,16 +72,22 @@ impl UnitSpec {
             .map_err(|error| Error::Input(format!("a work unit's spec is unreadable: {error}")))
     }
 
-    /// The trainer's budget on `device`, with the time left before the deadline (never below 0).
+    /// The trainer's budget on `device`, with the time left before the deadline (see
+    /// [`UnitSpec::deadline_ms`]).
     pub fn budget(&self, device: Device) -> Budget {
+        self.budget_at(device, now_ms())
+    }
+
+    /// [`UnitSpec::budget`] at the time `now_ms`.
+    fn budget_at(&self, device: Device, now_ms: i64) -> Budget {
         let mut budget = Budget::new(device);
         budget.max_epochs = self.max_epochs;
         budget.min_steps = self.min_steps;
         budget.seed = self.seed;
         budget.tuning = Tuning::from_name(&self.tuning).unwrap_or_default();
         let mut seconds = self.max_seconds;
-        if let Some(deadline) = self.deadline_ms {
-            seconds = seconds.min((deadline - now_ms()) as f64 / 1000.0);
+        if let Some(deadline) = self.deadline_ms.filter(|&deadline| deadline > now_ms) {
+            seconds = seconds.min((deadline - now_ms) as f64 / 1000.0);
         }
         budget.max_seconds = seconds.max(0.0);
         budget
@@ -380,5 +389,34 @@ impl Drop for Heartbeat {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(deadline_ms: Option<i64>) -> UnitSpec {
+        UnitSpec {
+            max_seconds: 60.0,
+            deadline_ms,
+            max_epochs: 20,
+            min_steps: 0,
+            seed: 0,
+            tuning: "grid".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_unit_gets_what_is_left_of_its_session_and_a_past_session_bounds_nothing() {
+        let now = 1_000_000;
+        let seconds = |deadline| spec(deadline).budget_at(Device::Cpu, now).max_seconds;
+        assert_eq!(seconds(None), 60.0);
+        assert_eq!(seconds(Some(now + 5_000)), 5.0);
+        assert_eq!(seconds(Some(now + 600_000)), 60.0);
+        // A session that ended before the unit was leased (it was interrupted, and its unit is
+        // re-run by the next session): the run gets its own limit, not zero.
+        assert_eq!(seconds(Some(now)), 60.0);
+        assert_eq!(seconds(Some(now - 5_000)), 60.0);
     }
 }

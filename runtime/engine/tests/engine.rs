@@ -382,8 +382,13 @@ fn one_engine_per_store_and_interrupted_runs_are_rerun_first() {
     let mut store = Store::open(home.path()).unwrap();
     let sides = register(&mut store, SIDES, "sides");
     feed_labels(&mut store, sides, &clusters(40, 0));
-    // A run that a killed engine's in-process worker left running, its lease still alive.
-    let (interrupted, _) = store.queue_unit(sides, "logistic", &spec()).unwrap();
+    // A run that a killed engine's in-process worker left running, its lease still alive; that
+    // engine trained under a budget that has run out since (its deadline bounds nothing now).
+    let mut killed_session = UnitSpec::from_json(&spec()).unwrap();
+    killed_session.deadline_ms = Some(easeml_store::now_ms() - 60_000);
+    let (interrupted, _) = store
+        .queue_unit(sides, "knn", &killed_session.to_json())
+        .unwrap();
     store
         .lease_unit("in-process:killed", Duration::from_secs(3600))
         .unwrap()
