@@ -28,23 +28,38 @@ def shape_text(shape):
     return "[" + ",".join(str(side) for side in shape) + "]"
 
 
+def recursive_value(rng, sign, shapes, links):
+    """One value of a recursive side in its JSON form: a chain (one link) as a list of 3 to 5
+    records, a tree (two or more links) as nested records whose absent children are null; every
+    tensor near `sign`."""
+
+    def record():
+        return {
+            name: (sign + 0.1 * rng.standard_normal(shape)).astype(np.float32).tolist()
+            for name, shape in shapes.items()
+        }
+
+    if len(links) == 1:
+        return [record() for _ in range(int(rng.integers(3, 6)))]
+
+    def node(depth):
+        value = record()
+        for link in links:
+            value[link] = node(depth - 1) if depth > 0 and rng.random() < 0.6 else None
+        return value
+
+    return node(2)
+
+
 def make_examples(count, seed=0):
     """`count` inputs and outputs with a pattern a model can learn: the class (or the regression
     target) follows the sign of the inputs' mean."""
     rng = np.random.default_rng(seed)
     signs = np.where(np.arange(count) % 2 == 0, 1.0, -1.0).astype(np.float32)
     if app_module.INPUT_RECURSIVE:
-        inputs = []
-        for sign in signs:
-            length = int(rng.integers(3, 6))
-            records = []
-            for _ in range(length):
-                record = {
-                    name: (sign + 0.1 * rng.standard_normal(shape)).astype(np.float32).tolist()
-                    for name, shape in app_module.INPUT_SHAPES.items()
-                }
-                records.append(record)
-            inputs.append(records)
+        inputs = [
+            recursive_value(rng, sign, app_module.INPUT_SHAPES, app_module._INPUT_LINKS) for sign in signs
+        ]
     else:
         inputs = {
             name: (signs.reshape((-1,) + (1,) * len(shape)) + 0.1 * rng.standard_normal((count,) + shape)).astype(
@@ -56,6 +71,10 @@ def make_examples(count, seed=0):
             inputs = next(iter(inputs.values()))
     if app_module.LABELS is not None:
         outputs = [app_module.LABELS[0] if sign > 0 else app_module.LABELS[1] for sign in signs]
+    elif app_module.OUTPUT_RECURSIVE:
+        outputs = [
+            recursive_value(rng, sign, app_module.OUTPUT_SHAPES, app_module._OUTPUT_LINKS) for sign in signs
+        ]
     else:
         outputs = {
             name: np.repeat(signs.reshape((-1,) + (1,) * len(shape)), int(np.prod(shape)), axis=-1)
@@ -195,7 +214,7 @@ def test_feed_train_infer_round_trip(app):
     assert app.examples()[0]["enabled"] is False
     assert app.enable(examples[0]["id"]) > version
     if app_module.LABELS is not None:
-        assert {example["label"] for example in examples} == set(app_module.LABELS)
+        assert {example["label"] for example in examples} == set(app_module.LABELS[:2])
 
     status = app.train(budget=os.environ.get("EASEML_PY_BUDGET", "20s"))
     assert status["app"] == APP and status["examples"] == 41
@@ -205,11 +224,25 @@ def test_feed_train_infer_round_trip(app):
     answer = app.infer(inputs)
     if isinstance(answer, tuple):  # classification: (labels, confidences)
         labels, confidences = answer
-        known = set(app_module.LABELS or [example["label"] for example in examples])
-        assert len(labels) == 40 and set(labels) <= known
+        if app_module.LABELS is not None:
+            known = set(app_module.LABELS)
+        else:  # no declared labels: the answers are class indices of the one output tensor
+            (shape,) = app_module.OUTPUT_SHAPES.values()
+            known = set(range(int(np.prod(shape))))
+        assert len(labels) == 40 and set(labels) <= known, (labels, known)
         assert confidences.dtype == np.float32 and ((confidences >= 0) & (confidences <= 1)).all()
         label, confidence = app.infer(one_in)
         assert label in known and 0 <= confidence <= 1
+    elif app_module.OUTPUT_RECURSIVE:  # each answer in its JSON form: a chain is a list of records
+        assert isinstance(answer, list) and len(answer) == 40, answer
+        single = app.infer(one_in)
+        for value in answer + [single]:
+            records = value if isinstance(value, list) else [value]
+            assert records, value
+            for record in records:
+                for name, shape in app_module.OUTPUT_SHAPES.items():
+                    array = np.asarray(record[name], dtype=np.float32)
+                    assert array.shape == shape and np.isfinite(array).all(), record
     else:
         for name, shape in app_module.OUTPUT_SHAPES.items():
             assert answer[name].shape == (40,) + shape and np.isfinite(answer[name]).all()
