@@ -82,11 +82,24 @@ pub struct SchedulerConfig {
     pub hallucinate_in_flight: bool,
 }
 
-impl Default for SchedulerConfig {
-    /// Hybrid (s = 10) over cost-aware GP-UCB.
-    fn default() -> Self {
+impl SchedulerConfig {
+    /// The paper's ease.ml: Hybrid (s = 10) over cost-aware GP-UCB (the default before
+    /// [`UserPickerKind::Default`]; the lesions of the paper run it).
+    pub fn paper_hybrid() -> Self {
         SchedulerConfig {
             candidate_policy: CandidatePolicy::ucb(true),
+            user_picker: UserPickerKind::Hybrid { patience: 10 },
+            ..SchedulerConfig::default()
+        }
+    }
+}
+
+impl Default for SchedulerConfig {
+    /// easeml's default: GP-EI per unit cost inside each user (Spearmint's rule), Hybrid (s = 10)
+    /// with a round-robin floor over users ([`UserPickerKind::default`]); see DECISIONS.md.
+    fn default() -> Self {
+        SchedulerConfig {
+            candidate_policy: CandidatePolicy::ExpectedImprovement { per_cost: true },
             user_picker: UserPickerKind::default(),
             seed: 0,
             amplitude_prior_strength: None,
