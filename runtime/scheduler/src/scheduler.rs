@@ -756,6 +756,17 @@ impl Scheduler {
             if !fresh {
                 let entry = self.summarize(&self.users[index], cost_scale);
                 self.users[index].summary_cache = Some(CachedSummary { cost_scale, entry });
+            } else if cfg!(debug_assertions) {
+                // A stale cache would change decisions silently: debug builds (every test) check
+                // that the cached summary is the one computed afresh.
+                let cached = self.users[index].summary_cache.as_ref().map(|c| &c.entry);
+                let recomputed = self.summarize(&self.users[index], cost_scale);
+                debug_assert_eq!(
+                    format!("{cached:?}"),
+                    format!("{:?}", Some(&recomputed)),
+                    "stale summary of user {}",
+                    self.users[index].user_id
+                );
             }
         }
         let mut summaries = Vec::new();
