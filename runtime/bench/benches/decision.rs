@@ -1,5 +1,7 @@
 //! Criterion: one scheduling decision (and one posterior update) for a user with K = 179
-//! candidates after t observations, t up to 179 (the delgado179 shape), with synthetic features.
+//! candidates after t observations, t up to 179 (the delgado179 shape), with synthetic features;
+//! and one decision of the default policy as the service grows: U = 1000 users x K = 200
+//! candidates x t = 50 observations each (`service/decision_u1000_k200_t50`).
 
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
@@ -34,7 +36,8 @@ fn scheduler_after(observations: usize) -> (Scheduler, Vec<Option<f64>>) {
         HyperparameterChoice::FitMarginalLikelihood,
     )
     .unwrap();
-    // The replay's configuration: Hybrid over cost-aware GP-UCB with the per-user amplitude.
+    // The default policy (EI per unit cost, Hybrid with a round-robin floor) with the per-user
+    // amplitude, as the replay runs it.
     let mut scheduler = Scheduler::new(
         Arc::new(kernel),
         SchedulerConfig {
@@ -125,5 +128,68 @@ fn decision(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decision);
+/// A scheduler with the default policy over `users` users of `models` candidates each (costs
+/// 0.1-1.0), every user with `observations` observations (its own decisions, reported at the
+/// synthetic table's quality of user 0).
+fn service_scheduler(users: usize, models: usize, observations: usize) -> Scheduler {
+    let spec = SyntheticSpec {
+        n_users: 60,
+        n_models: models,
+        ..SyntheticSpec::paper(0.5, 0.1)
+    };
+    let data = generate_synthetic(spec, 11).unwrap();
+    let history = QualityHistory {
+        model_ids: data.model_ids.clone(),
+        rows: data.quality[1..].to_vec(),
+    };
+    let kernel = KernelModel::from_history(
+        &history,
+        KernelKind::Rbf,
+        HyperparameterChoice::FitMarginalLikelihood,
+    )
+    .unwrap();
+    let mut scheduler = Scheduler::new(
+        Arc::new(kernel),
+        SchedulerConfig {
+            amplitude_prior_strength: Some(1.0),
+            ..SchedulerConfig::default()
+        },
+    );
+    for u in 0..users {
+        let user = format!("user{u}");
+        let candidates = data
+            .model_ids
+            .iter()
+            .enumerate()
+            .map(|(m, id)| CandidateSpec {
+                model_id: id.clone(),
+                expected_cost: 0.1 + ((m + u) % 10) as f64 / 10.0,
+            })
+            .collect();
+        scheduler.register_user(&user, candidates, &[]).unwrap();
+        for _ in 0..observations {
+            let decision = scheduler.next_decision_for_user(&user).unwrap().unwrap();
+            let m: usize = decision.model_id[1..].parse().unwrap();
+            let quality = data.quality[0][m].unwrap() - 0.01 * (u % 7) as f64;
+            scheduler.report(&decision, quality, 1.0).unwrap();
+        }
+    }
+    scheduler
+}
+
+fn service(c: &mut Criterion) {
+    let mut group = c.benchmark_group("service");
+    group.sample_size(10);
+    let mut scheduler = service_scheduler(1000, 200, 50);
+    group.bench_function("decision_u1000_k200_t50", |b| {
+        b.iter(|| {
+            let decision = scheduler.next_decision().unwrap();
+            scheduler.cancel(&decision).unwrap();
+            black_box(decision)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decision, service);
 criterion_main!(benches);

@@ -7,7 +7,7 @@
 //! `--threads N` (1), `--amplitude-prior C` (1; 0 = off), `--beta-scale F`, `--delta D`,
 //! `--no-ceiling` (regret estimates not clipped to quality 1), `--parallel K` (1; K concurrent
 //! runs, x = wall-clock), `--no-hallucination` (GP-BUCB off), `--out FILE` (writes summary.json). Prints the cost to reach each loss level
-//! and Hybrid's speed-up against every other policy. `easeml bench scheduler` is the interface of
+//! and the default policy's speed-up against every other policy (Hybrid's when `default` is not run). `easeml bench scheduler` is the interface of
 //! record (plots, curves.csv); this example prints the same numbers.
 
 use std::path::PathBuf;
@@ -24,6 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = ReplayConfig {
         repeats: 10,
         policies: vec![
+            PolicyName::Default,
             PolicyName::Hybrid,
             PolicyName::Greedy,
             PolicyName::RoundRobin,
@@ -118,7 +119,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for level in LOSS_LEVELS {
         print!(" {:>9}", level);
     }
-    println!(" {:>10}  hybrid's speed-up per level", "final");
+    let reference = if summary["policies"]["default"].is_object() {
+        "default"
+    } else {
+        "hybrid"
+    };
+    println!(" {:>10}  {reference}'s speed-up per level", "final");
     for (name, entry) in summary["policies"].as_object().into_iter().flatten() {
         print!("{name:<22}");
         for level in LOSS_LEVELS {
@@ -131,8 +137,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             " {:>10.4} ",
             entry["final_mean_loss"].as_f64().unwrap_or(f64::NAN)
         );
-        if name != "hybrid" {
-            let speedups = &summary["policies"]["hybrid"]["speedup_vs"][name.as_str()];
+        if name != reference {
+            let speedups = &summary["policies"][reference]["speedup_vs"][name.as_str()];
             for level in LOSS_LEVELS {
                 match speedups[format!("{level}")].as_f64() {
                     Some(ratio) => print!(" {ratio:.2}"),

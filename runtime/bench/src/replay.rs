@@ -44,9 +44,22 @@ use easeml_scheduler::{Result, SchedulerError};
 /// The loss levels of `summary.json`'s `cost_to_mean_loss`.
 pub const LOSS_LEVELS: [f64; 4] = [0.1, 0.05, 0.02, 0.01];
 
+/// The default policy's round-robin floor, in rounds (see [`UserPickerKind::Default`]).
+pub const DEFAULT_STARVATION_ROUNDS: usize = easeml_scheduler::picker::DEFAULT_STARVATION_ROUNDS;
+
 /// A policy of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PolicyName {
+    /// easeml's default: GP-EI (per unit cost when cost-aware) with an RBF kernel inside each user,
+    /// Hybrid's user picker with a round-robin floor of 2 rounds ([`SchedulerConfig::default`]).
+    Default,
+    /// Ablation of `default`: cost-aware GP-UCB inside each user instead of EI per cost.
+    DefaultUcb,
+    /// Ablation of `default`: the configured kernel (Matern 5/2 by default) instead of RBF.
+    DefaultMatern,
+    /// Ablation of `default`: no round-robin floor (Hybrid's picker as it is: `hybrid_ei`'s
+    /// policy with the default's settings).
+    DefaultNoFloor,
     /// FCFS over (cost-aware) GP-UCB.
     Fcfs,
     /// RoundRobin over (cost-aware) GP-UCB.
@@ -80,7 +93,8 @@ pub enum PolicyName {
 
 impl PolicyName {
     /// Every policy implemented in Rust, in report order.
-    pub const ALL: [PolicyName; 11] = [
+    pub const ALL: [PolicyName; 15] = [
+        PolicyName::Default,
         PolicyName::Hybrid,
         PolicyName::Greedy,
         PolicyName::RoundRobin,
@@ -92,10 +106,26 @@ impl PolicyName {
         PolicyName::HybridCostOblivious,
         PolicyName::OracleUser,
         PolicyName::HybridEi,
+        PolicyName::DefaultUcb,
+        PolicyName::DefaultMatern,
+        PolicyName::DefaultNoFloor,
     ];
 
     /// The peers run outside this crate (by the Python harness under `bench/peers/`).
     pub const EXTERNAL: [PolicyName; 2] = [PolicyName::OptunaGp, PolicyName::OptunaTpe];
+
+    /// Whether the policy runs over the RBF kernel whatever `--kernel` says (Spearmint*'s, and
+    /// the default's, chosen by the ablation `default_matern`).
+    pub fn uses_rbf_kernel(self) -> bool {
+        matches!(
+            self,
+            PolicyName::Spearmint
+                | PolicyName::HybridEi
+                | PolicyName::Default
+                | PolicyName::DefaultUcb
+                | PolicyName::DefaultNoFloor
+        )
+    }
 
     /// Whether the policy is run by the external peer harness.
     pub fn is_external(self) -> bool {
@@ -105,6 +135,10 @@ impl PolicyName {
     /// The name used on the command line and in outputs.
     pub fn as_str(self) -> &'static str {
         match self {
+            PolicyName::Default => "default",
+            PolicyName::DefaultUcb => "default_ucb",
+            PolicyName::DefaultMatern => "default_matern",
+            PolicyName::DefaultNoFloor => "default_no_floor",
             PolicyName::Fcfs => "fcfs",
             PolicyName::RoundRobin => "round_robin",
             PolicyName::Random => "random",
@@ -193,6 +227,7 @@ impl Default for ReplayConfig {
             test_users: 10,
             seed: 0,
             policies: vec![
+                PolicyName::Default,
                 PolicyName::Hybrid,
                 PolicyName::Greedy,
                 PolicyName::RoundRobin,
@@ -404,6 +439,26 @@ fn policy_config(
             },
             UserPickerKind::Hybrid { patience },
         ),
+        PolicyName::Default | PolicyName::DefaultMatern | PolicyName::DefaultNoFloor => (
+            CandidatePolicy::ExpectedImprovement {
+                per_cost: cost_aware,
+            },
+            UserPickerKind::Default {
+                patience,
+                starvation_rounds: if policy == PolicyName::DefaultNoFloor {
+                    0
+                } else {
+                    DEFAULT_STARVATION_ROUNDS
+                },
+            },
+        ),
+        PolicyName::DefaultUcb => (
+            ucb,
+            UserPickerKind::Default {
+                patience,
+                starvation_rounds: DEFAULT_STARVATION_ROUNDS,
+            },
+        ),
     };
     SchedulerConfig {
         candidate_policy,
@@ -472,10 +527,7 @@ fn run_repetition(
         config.kernel,
         HyperparameterChoice::FitMarginalLikelihood,
     )?);
-    let rbf_kernel = if config
-        .policies
-        .iter()
-        .any(|p| matches!(p, PolicyName::Spearmint | PolicyName::HybridEi))
+    let rbf_kernel = if config.policies.iter().any(|p| p.uses_rbf_kernel())
         && config.kernel != KernelKind::Rbf
     {
         Arc::new(KernelModel::from_history(
@@ -530,7 +582,7 @@ fn run_repetition(
     for &policy in &config.policies {
         let scheduler_seed = rng.r#gen::<u64>();
         let started = Instant::now();
-        let policy_kernel = if matches!(policy, PolicyName::Spearmint | PolicyName::HybridEi) {
+        let policy_kernel = if policy.uses_rbf_kernel() {
             Arc::clone(&rbf_kernel)
         } else {
             Arc::clone(&kernel)

@@ -174,3 +174,31 @@ fn shared_tables_replay_quickly() {
         assert!(curves.mean_loss.last().unwrap() < &0.1);
     }
 }
+
+#[test]
+fn the_default_policy_serves_every_user_within_its_floor() {
+    // The floor: a user goes unserved for more than 2 rounds (2 x 4 test users decisions) only
+    // once, then it is served: at most 2 x 4 + 1 other decisions between two of its runs, whatever
+    // Greedy's estimates say (no user runs out of its 12 candidates in 24 runs).
+    let data = small_synthetic();
+    for cost_aware in [false, true] {
+        let config = ReplayConfig {
+            policies: vec![PolicyName::Default],
+            ..small_config(cost_aware)
+        };
+        for repetition in 0..3 {
+            let trace = &replay_traces(&data, &config, repetition).unwrap()[0];
+            let mut last_served = [None::<usize>; 4];
+            for (step, &(user, _)) in trace.decisions.iter().enumerate() {
+                if let Some(last) = last_served[user] {
+                    assert!(
+                        step - last - 1 <= 2 * 4 + 1,
+                        "user {user} at {step} after {last}"
+                    );
+                }
+                last_served[user] = Some(step);
+            }
+            assert!(last_served.iter().all(Option::is_some));
+        }
+    }
+}

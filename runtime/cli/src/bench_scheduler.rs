@@ -42,10 +42,12 @@ pub struct SchedulerBenchArgs {
     /// Seed of every random choice (splits, synthetic costs, Random's picks, synthetic data).
     #[arg(long, default_value_t = 0, value_name = "S")]
     seed: u64,
-    /// Comma-separated policies: fcfs, round_robin, random, greedy, hybrid, most_cited,
-    /// most_recent, spearmint, hybrid_cost_oblivious (lesion), oracle_user (diagnostic: serves the
-    /// user with the largest true loss), hybrid_ei (diagnostic: Hybrid's user picker over
-    /// Spearmint*'s EI per second). Default: all but the lesion and the diagnostics.
+    /// Comma-separated policies: default (easeml's: EI per cost inside each user, Hybrid with a
+    /// round-robin floor over users), fcfs, round_robin, random, greedy, hybrid (the paper's),
+    /// most_cited, most_recent, spearmint, hybrid_cost_oblivious (lesion), oracle_user (diagnostic:
+    /// serves the user with the largest true loss), hybrid_ei (diagnostic: Hybrid's user picker over
+    /// Spearmint*'s EI per second), default_ucb / default_matern / default_no_floor (ablations of
+    /// default). Default: all but the lesion, the diagnostics and the ablations.
     #[arg(long, value_delimiter = ',', value_name = "a,b,...")]
     policies: Option<Vec<String>>,
     /// Output folder (created if missing).
@@ -255,7 +257,12 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             .filter(|p| {
                 !matches!(
                     p,
-                    PolicyName::HybridCostOblivious | PolicyName::OracleUser | PolicyName::HybridEi
+                    PolicyName::HybridCostOblivious
+                        | PolicyName::OracleUser
+                        | PolicyName::HybridEi
+                        | PolicyName::DefaultUcb
+                        | PolicyName::DefaultMatern
+                        | PolicyName::DefaultNoFloor
                 )
             })
             .collect(),

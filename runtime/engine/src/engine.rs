@@ -79,8 +79,9 @@ pub struct EngineConfig {
     pub min_steps: usize,
     /// The seed of every run (recorded with the run's trials).
     pub seed: u64,
-    /// The scheduler's policies (Hybrid over cost-aware GP-UCB by default, expected costs calibrated
-    /// by observed ones: they start as FLOP estimates).
+    /// The scheduler's policies (easeml's default, [`SchedulerConfig::default`]: EI per unit cost
+    /// inside each app, Hybrid with a round-robin floor over apps, GP-BUCB with several workers;
+    /// expected costs calibrated by observed ones: they start as FLOP estimates).
     pub scheduler: SchedulerConfig,
     /// How a network's run chooses its settings: the learning-rate grid (the default) or a
     /// TrimTuner search over settings and data shares (`easeml_trainer::tune`).

@@ -1,7 +1,7 @@
 //! The easeml engine: what turns stored examples into served models, across every app of a store.
 //!
-//! - [`Engine`]: the multi-tenant loop. One scheduler (easeml-scheduler; Hybrid over cost-aware
-//!   GP-UCB by default) over every app, each run trained by easeml-trainer and recorded in
+//! - [`Engine`]: the multi-tenant loop. One scheduler (easeml-scheduler; its default policy: EI per
+//!   unit cost inside each app, Hybrid with a round-robin floor over apps) over every app, each run trained by easeml-trainer and recorded in
 //!   easeml-store (queued, running, done with quality, cost and checkpoint, or failed with a reason).
 //! - [`ServedModel`]: an app's best model so far, loaded for inference.
 //! - [`best_run`]: the one rule for "the best model" (shared with the status report).

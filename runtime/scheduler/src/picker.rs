@@ -8,6 +8,8 @@
 //! cost-aware mode Greedy's line 8 compares estimated improvement per unit cost of each user's next
 //! run (see [`UserSummary::next_cost`]).
 
+use std::collections::HashMap;
+
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -81,6 +83,9 @@ impl Line8Rule {
     }
 }
 
+/// The default picker's round-robin floor: a user waits at most this many rounds.
+pub const DEFAULT_STARVATION_ROUNDS: usize = 2;
+
 /// A multi-user policy.
 pub trait UserPicker: Send + std::fmt::Debug {
     /// The policy's name as the benchmark spells it.
@@ -105,6 +110,14 @@ pub enum UserPickerKind {
         /// Steps with an unchanged candidate set and no drop of the estimated regret.
         patience: usize,
     },
+    /// easeml's default: Hybrid with a round-robin floor (see [`DefaultPicker`]).
+    Default {
+        /// Hybrid's `s`.
+        patience: usize,
+        /// A user not served for more than `starvation_rounds` x (number of users) decisions is
+        /// served next (0: no floor).
+        starvation_rounds: usize,
+    },
 }
 
 impl UserPickerKind {
@@ -118,14 +131,24 @@ impl UserPickerKind {
             UserPickerKind::Hybrid { patience } => {
                 Box::new(HybridPicker::new(patience).with_line8_rule(line8_rule))
             }
+            UserPickerKind::Default {
+                patience,
+                starvation_rounds,
+            } => Box::new(
+                DefaultPicker::new(patience, starvation_rounds).with_line8_rule(line8_rule),
+            ),
         }
     }
 }
 
 impl Default for UserPickerKind {
-    /// Hybrid with s = 10, the paper's (and easeml's) default.
+    /// easeml's default: Hybrid with s = 10 (the paper's) and a round-robin floor of
+    /// [`DEFAULT_STARVATION_ROUNDS`].
     fn default() -> Self {
-        UserPickerKind::Hybrid { patience: 10 }
+        UserPickerKind::Default {
+            patience: 10,
+            starvation_rounds: DEFAULT_STARVATION_ROUNDS,
+        }
     }
 }
 
@@ -370,6 +393,81 @@ impl UserPicker for HybridPicker {
     }
 }
 
+/// easeml's default user picker: Hybrid (Greedy, Algorithm 2, until frozen, then round robin)
+/// with a round-robin floor. A user not served for more than `starvation_rounds` x (number of users)
+/// decisions is served next (the longest-waiting first, then the earliest registered), whatever
+/// Greedy's estimate says; otherwise the decision is Hybrid's. The floor bounds how long Greedy may
+/// starve a user whose regret the GP underestimates (with EI per cost inside each user, the user's
+/// next run is often its cheapest candidate, and a user the posterior believes done may still
+/// have loss left). A user in its first round (no observation yet) is Hybrid's to serve.
+#[derive(Debug, Clone)]
+pub struct DefaultPicker {
+    starvation_rounds: usize,
+    decisions: u64,
+    last_served: HashMap<u64, u64>,
+    hybrid: HybridPicker,
+}
+
+impl DefaultPicker {
+    /// A default picker: Hybrid with `patience` (the paper's s), and the floor (0: off, which is
+    /// Hybrid exactly).
+    pub fn new(patience: usize, starvation_rounds: usize) -> Self {
+        DefaultPicker {
+            starvation_rounds,
+            decisions: 0,
+            last_served: HashMap::new(),
+            hybrid: HybridPicker::new(patience),
+        }
+    }
+
+    /// The same picker with another line-8 rule for its Greedy phase.
+    pub fn with_line8_rule(mut self, rule: Line8Rule) -> Self {
+        self.hybrid = self.hybrid.with_line8_rule(rule);
+        self
+    }
+
+    /// The user the floor forces (waited longer than the limit), if any.
+    fn starved(&self, users: &[UserSummary]) -> Option<usize> {
+        if self.starvation_rounds == 0 {
+            return None;
+        }
+        let limit = (self.starvation_rounds * users.len()) as u64;
+        let waited = |user: &UserSummary| {
+            let last = self
+                .last_served
+                .get(&user.registration_sequence)
+                .copied()
+                .unwrap_or(0);
+            self.decisions - last
+        };
+        users
+            .iter()
+            .enumerate()
+            .filter(|(_, user)| {
+                user.n_observations > 0 && user.n_in_flight == 0 && waited(user) > limit
+            })
+            .max_by_key(|(_, user)| (waited(user), std::cmp::Reverse(user.registration_sequence)))
+            .map(|(index, _)| index)
+    }
+}
+
+impl UserPicker for DefaultPicker {
+    fn name(&self) -> &'static str {
+        "default"
+    }
+
+    fn pick_user(&mut self, users: &[UserSummary], rng: &mut ChaCha8Rng) -> Option<usize> {
+        let picked = match self.starved(users) {
+            Some(index) => index,
+            None => self.hybrid.pick_user(users, rng)?,
+        };
+        self.decisions += 1;
+        self.last_served
+            .insert(users.get(picked)?.registration_sequence, self.decisions);
+        Some(picked)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng;
@@ -483,5 +581,51 @@ mod tests {
         let users = vec![user(0, 0, 0.0, 0.95, 0.0), user(1, 1, 0.5, 0.9, 0.4)];
         assert_eq!(picker.pick_user(&users, &mut rng), Some(0));
         assert!(!picker.is_round_robin());
+    }
+
+    #[test]
+    fn default_picker_serves_a_starved_user_within_its_floor() {
+        // Greedy (Hybrid with a patience it never reaches) always prefers user 1 (the only one in
+        // V_t); with a floor of 1 round, user 0 waits no more than 2 (users) decisions.
+        let users = vec![user(0, 1, 0.9, 0.95, 0.01), user(1, 1, 0.5, 0.9, 0.4)];
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut hybrid = HybridPicker::new(100);
+        let greedy_picks: Vec<usize> = (0..6)
+            .map(|_| hybrid.pick_user(&users, &mut rng).unwrap())
+            .collect();
+        assert_eq!(greedy_picks, vec![1; 6]);
+        let mut picker = DefaultPicker::new(100, 1);
+        let picks: Vec<usize> = (0..8)
+            .map(|_| picker.pick_user(&users, &mut rng).unwrap())
+            .collect();
+        assert_eq!(picks, vec![1, 1, 1, 0, 1, 1, 1, 0]);
+        // Floor 0 is Hybrid exactly.
+        let mut unfloored = DefaultPicker::new(100, 0);
+        let picks: Vec<usize> = (0..6)
+            .map(|_| unfloored.pick_user(&users, &mut rng).unwrap())
+            .collect();
+        assert_eq!(picks, greedy_picks);
+    }
+
+    #[test]
+    fn default_picker_serves_first_rounds_in_order_and_skips_users_in_flight() {
+        let mut picker = DefaultPicker::new(100, 1);
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        // Users without observations first, in registration order (lines 1-4).
+        let fresh = vec![user(4, 0, 0.0, 1.0, 0.0), user(2, 0, 0.0, 1.0, 0.0)];
+        assert_eq!(picker.pick_user(&fresh, &mut rng), Some(1));
+        // User 0 has waited past the floor, but its run is in flight: Greedy decides (user 1).
+        let mut users = vec![user(0, 1, 0.9, 0.95, 0.01), user(1, 1, 0.5, 0.9, 0.4)];
+        for _ in 0..3 {
+            picker.pick_user(&users[1..], &mut rng);
+        }
+        users[0].n_in_flight = 1;
+        assert_eq!(picker.pick_user(&users, &mut rng), Some(1));
+        users[0].n_in_flight = 0;
+        assert_eq!(picker.pick_user(&users, &mut rng), Some(0));
+        assert_eq!(
+            UserPickerKind::default().build(Line8Rule::UcbGap).name(),
+            "default"
+        );
     }
 }

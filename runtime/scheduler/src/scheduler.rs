@@ -82,11 +82,24 @@ pub struct SchedulerConfig {
     pub hallucinate_in_flight: bool,
 }
 
-impl Default for SchedulerConfig {
-    /// Hybrid (s = 10) over cost-aware GP-UCB.
-    fn default() -> Self {
+impl SchedulerConfig {
+    /// The paper's ease.ml: Hybrid (s = 10) over cost-aware GP-UCB (the default before
+    /// [`UserPickerKind::Default`]; the lesions of the paper run it).
+    pub fn paper_hybrid() -> Self {
         SchedulerConfig {
             candidate_policy: CandidatePolicy::ucb(true),
+            user_picker: UserPickerKind::Hybrid { patience: 10 },
+            ..SchedulerConfig::default()
+        }
+    }
+}
+
+impl Default for SchedulerConfig {
+    /// easeml's default: GP-EI per unit cost inside each user (Spearmint's rule), Hybrid (s = 10)
+    /// with a round-robin floor over users ([`UserPickerKind::default`]); see DECISIONS.md.
+    fn default() -> Self {
+        SchedulerConfig {
+            candidate_policy: CandidatePolicy::ExpectedImprovement { per_cost: true },
             user_picker: UserPickerKind::default(),
             seed: 0,
             amplitude_prior_strength: None,
@@ -180,6 +193,17 @@ struct UserState {
     best_previous: Option<BestModel>,
     empirical_bound: Option<f64>,
     empirical_gap: Option<f64>,
+    /// What [`Scheduler::next_decision`] last computed for this user (its summary and candidate
+    /// scores, `None` inside when it had no eligible candidate) at the given cost scale; dropped by
+    /// every change to the user, so a decision recomputes only the users that changed.
+    summary_cache: Option<CachedSummary>,
+}
+
+/// One user's cached summary (see [`UserState::summary_cache`]).
+#[derive(Debug, Clone)]
+struct CachedSummary {
+    cost_scale: f64,
+    entry: Option<(UserSummary, Vec<(usize, f64)>)>,
 }
 
 /// The multi-tenant scheduler.
@@ -197,6 +221,8 @@ pub struct Scheduler {
     quality_ceiling: f64,
     line8_rule: Line8Rule,
     hallucinate_in_flight: bool,
+    /// [`Scheduler::cost_scale`], cached between changes to any expected cost or to the users.
+    cost_scale_cache: Option<f64>,
 }
 
 fn validate_cost(user: &str, model: &str, cost: f64) -> Result<()> {
@@ -238,6 +264,7 @@ impl Scheduler {
                 .unwrap_or(f64::INFINITY),
             line8_rule: config.line8_rule,
             hallucinate_in_flight: config.hallucinate_in_flight,
+            cost_scale_cache: None,
         }
     }
 
@@ -310,7 +337,9 @@ impl Scheduler {
             best_previous: None,
             empirical_bound: None,
             empirical_gap: None,
+            summary_cache: None,
         });
+        self.cost_scale_cache = None;
         self.next_registration_sequence += 1;
         for observation in prior_history {
             let decision = Decision {
@@ -330,6 +359,7 @@ impl Scheduler {
     pub fn remove_user(&mut self, user_id: &str) -> Result<()> {
         let index = self.user_index(user_id)?;
         self.users.remove(index);
+        self.cost_scale_cache = None;
         Ok(())
     }
 
@@ -338,7 +368,9 @@ impl Scheduler {
         validate_cost(user_id, &spec.model_id, spec.expected_cost)?;
         let index = self.user_index(user_id)?;
         let kernel = Arc::clone(&self.kernel);
+        self.cost_scale_cache = None;
         let user = &mut self.users[index];
+        user.summary_cache = None;
         if let Some(&existing) = user.candidate_index_by_model.get(&spec.model_id) {
             let candidate = &mut user.candidates[existing];
             if candidate.status != CandidateStatus::Removed {
@@ -376,6 +408,7 @@ impl Scheduler {
     pub fn remove_candidate(&mut self, user_id: &str, model_id: &str) -> Result<()> {
         let index = self.user_index(user_id)?;
         let user = &mut self.users[index];
+        user.summary_cache = None;
         let candidate = *user.candidate_index_by_model.get(model_id).ok_or_else(|| {
             SchedulerError::UnknownCandidate {
                 user: user_id.to_owned(),
@@ -398,6 +431,7 @@ impl Scheduler {
             .collect();
         let gp = self.fresh_gp(&model_ids);
         let user = &mut self.users[index];
+        user.summary_cache = None;
         user.gp = gp;
         user.data_version += 1;
         if let Some(best) = user.best_current.take() {
@@ -704,13 +738,43 @@ impl Scheduler {
     /// The next (user, candidate) to train, or `None` when no user has an eligible candidate.
     /// The candidate is marked in flight until [`Scheduler::report`] is called for it.
     pub fn next_decision(&mut self) -> Option<Decision> {
-        let cost_scale = self.cost_scale();
+        let cost_scale = match self.cost_scale_cache {
+            Some(scale) => scale,
+            None => {
+                let scale = self.cost_scale();
+                self.cost_scale_cache = Some(scale);
+                scale
+            }
+        };
+        // Only the users that changed since the last decision (or all, when the cost scale
+        // changed) are summarised again: the others' summaries depend on nothing else.
+        for index in 0..self.users.len() {
+            let fresh = self.users[index]
+                .summary_cache
+                .as_ref()
+                .is_some_and(|cached| cached.cost_scale == cost_scale);
+            if !fresh {
+                let entry = self.summarize(&self.users[index], cost_scale);
+                self.users[index].summary_cache = Some(CachedSummary { cost_scale, entry });
+            } else if cfg!(debug_assertions) {
+                // A stale cache would change decisions silently: debug builds (every test) check
+                // that the cached summary is the one computed afresh.
+                let cached = self.users[index].summary_cache.as_ref().map(|c| &c.entry);
+                let recomputed = self.summarize(&self.users[index], cost_scale);
+                debug_assert_eq!(
+                    format!("{cached:?}"),
+                    format!("{:?}", Some(&recomputed)),
+                    "stale summary of user {}",
+                    self.users[index].user_id
+                );
+            }
+        }
         let mut summaries = Vec::new();
-        let mut bounds_by_summary = Vec::new();
+        let mut user_indices = Vec::new();
         for (index, user) in self.users.iter().enumerate() {
-            if let Some((summary, bounds)) = self.summarize(user, cost_scale) {
-                summaries.push(summary);
-                bounds_by_summary.push((index, bounds));
+            if let Some((summary, _)) = user.summary_cache.as_ref().and_then(|c| c.entry.as_ref()) {
+                summaries.push(summary.clone());
+                user_indices.push(index);
             }
         }
         if summaries.is_empty() {
@@ -721,8 +785,14 @@ impl Scheduler {
             .pick_user(&summaries, &mut self.rng)
             .filter(|&picked| picked < summaries.len())
             .unwrap_or(0);
-        let (user_index, bounds) = &bounds_by_summary[picked];
-        Some(self.decide_for(*user_index, bounds, cost_scale))
+        let user_index = user_indices[picked];
+        let bounds = self.users[user_index]
+            .summary_cache
+            .as_ref()
+            .and_then(|c| c.entry.as_ref())
+            .map(|(_, bounds)| bounds.clone())
+            .unwrap_or_default();
+        Some(self.decide_for(user_index, &bounds, cost_scale))
     }
 
     /// The next candidate of one given user (bypassing the user picker: for an operator's
@@ -755,6 +825,7 @@ impl Scheduler {
         ));
         let hallucinate = self.hallucinate_in_flight;
         let user = &mut self.users[user_index];
+        user.summary_cache = None;
         if hallucinate {
             user.gp.hallucinate(candidate);
         }
@@ -778,6 +849,7 @@ impl Scheduler {
         if decision.data_version != user.data_version {
             return Ok(());
         }
+        user.summary_cache = None;
         if user.candidates[k].status == CandidateStatus::Eligible {
             if self.hallucinate_in_flight {
                 user.gp.hallucinate(k);
@@ -797,6 +869,7 @@ impl Scheduler {
         if decision.data_version != user.data_version {
             return Ok(());
         }
+        user.summary_cache = None;
         user.gp.forget_hallucination(k);
         if user.candidates[k].status == CandidateStatus::InFlight {
             user.candidates[k].status = CandidateStatus::Eligible;
@@ -822,7 +895,10 @@ impl Scheduler {
     /// data version only updates the old version's best model.
     pub fn report(&mut self, decision: &Decision, quality: f64, cost: f64) -> Result<()> {
         let (index, candidate) = self.locate(decision)?;
+        let cached_scale = self.cost_scale_cache;
+        let calibrate_costs = self.calibrate_costs;
         let user = &mut self.users[index];
+        user.summary_cache = None;
         if !quality.is_finite() {
             return Err(SchedulerError::InvalidObservation {
                 user: decision.user_id.clone(),
@@ -852,6 +928,10 @@ impl Scheduler {
             state.status = CandidateStatus::Trained;
         }
         let ratio = (cost / state.expected_cost).clamp(0.1, 10.0);
+        // The cost scale (the largest expected cost) changes only if this cost was the largest,
+        // the new one is larger, or the others are rescaled.
+        let scale_changes = calibrate_costs
+            || cached_scale.is_none_or(|scale| state.expected_cost >= scale || cost > scale);
         state.expected_cost = cost;
         let bound_at_pick = state.upper_confidence_bound_at_pick.take();
         if self.calibrate_costs && ratio.is_finite() {
@@ -864,6 +944,10 @@ impl Scheduler {
                 }
             }
         }
+        if scale_changes {
+            self.cost_scale_cache = None;
+        }
+        let user = &mut self.users[index];
         // The real observation replaces the run's hallucinated one (a no-op without one).
         user.gp
             .observe_in_place_of_hallucination(candidate, quality);
