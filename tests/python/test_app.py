@@ -275,10 +275,12 @@ def test_file_paths_and_images_are_read_as_the_feed_command_reads_them(app, tmp_
         app.feed(str(tmp_path / "missing.npy"), one_out)
     assert "missing.npy" in str(raised.value)
     image = Image.new("RGB", (4, 4))
-    if len(shape) == 3 and shape[2] in (1, 3):
+    # An image gives [A,B,3] (RGB), [A,B,1] or [A,B] (grey), resized to A x B.
+    takes_images = (len(shape) == 3 and shape[2] in (1, 3)) or len(shape) == 2
+    if takes_images:
         assert app.feed(image, one_out)["added"] == 1
     else:
         with pytest.raises(app_module.BadInputError) as raised:
             app.feed(image, one_out)
         assert "an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]" in str(raised.value)
-    assert len(app.examples()) == (4 if len(shape) == 3 and shape[2] in (1, 3) else 3)
+    assert len(app.examples()) == (4 if takes_images else 3)
