@@ -74,7 +74,7 @@ pub struct RunReport {
     /// when recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trials: Vec<TrialReport>,
-    /// For a TrimTuner run, one line on its trials ([`tuner_summary`]), so that every page shows
+    /// For a TrimTuner run, one line on its trials (`status::tuner_summary`), so that every page shows
     /// the same words as `status`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuning: Option<String>,
