@@ -10,14 +10,8 @@ use easeml_runtime::store::Store;
 /// `easeml apps` options.
 #[derive(Debug, Args)]
 pub struct AppsArgs {
-    /// The store: a folder (SQLite, blobs inside) or a `postgres://` URL (rows in PostgreSQL, blobs
-    /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
-    #[arg(long, alias = "store", value_name = "DIR", global = true)]
-    data: Option<PathBuf>,
-    /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
-    /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
-    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX", global = true)]
-    blobs: Option<PathBuf>,
+    #[command(flatten)]
+    store: crate::serve::StoreArgs,
     #[command(subcommand)]
     command: AppsCommand,
 }
@@ -40,7 +34,7 @@ enum AppsCommand {
 
 /// Runs one `apps` command.
 pub fn run(args: &AppsArgs) -> Result<()> {
-    let home = crate::serve::data_dir(args.data.as_ref(), args.blobs.as_ref())?;
+    let home = args.store.home()?;
     // Registering may create the store; listing and removing only read an existing one.
     let home = match &args.command {
         AppsCommand::Register { .. } => home,

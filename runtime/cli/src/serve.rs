@@ -21,14 +21,8 @@ pub struct ServeArgs {
     /// The address to listen on (port 0: any free port; the address is printed).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9000")]
     listen: SocketAddr,
-    /// The store: a folder (SQLite, blobs inside) or a `postgres://` URL (rows in PostgreSQL, blobs
-    /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
-    #[arg(long, alias = "store", value_name = "DIR")]
-    data: Option<PathBuf>,
-    /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
-    /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
-    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
-    blobs: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
     /// A file holding the admin token; then registering an app needs it (`Authorization: Bearer`).
     /// Without it anyone who reaches the server may register apps.
     #[arg(long, value_name = "FILE")]
@@ -63,10 +57,36 @@ enum LogFormat {
     Json,
 }
 
-/// The store's folder: `--data`/`--store` (a folder, or a `postgres://` URL whose blobs go to
+/// Where the store of a command is: `--store` (alias `--data`) and `--blobs`, the same on every
+/// command that opens a store (flattened into its arguments).
+#[derive(Debug, Clone, Default, Args)]
+pub struct StoreArgs {
+    /// The store: a folder (SQLite, blobs inside) or a `postgres://` URL (rows in PostgreSQL, blobs
+    /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
+    #[arg(long = "store", alias = "data", value_name = "DIR|URL", global = true)]
+    pub store: Option<PathBuf>,
+    /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
+    /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX", global = true)]
+    pub blobs: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The store's folder ([`data_dir`]); it may not hold a store yet.
+    pub fn home(&self) -> Result<PathBuf> {
+        data_dir(self.store.as_ref(), self.blobs.as_ref())
+    }
+
+    /// The store's folder when it holds a store ([`existing_store`]).
+    pub fn existing_home(&self) -> Result<PathBuf> {
+        existing_store(self.home()?)
+    }
+}
+
+/// The store's folder: `--store`/`--data` (a folder, or a `postgres://` URL whose blobs go to
 /// `--blobs` or `$EASEML_BLOBS`: [`easeml_runtime::store::store_home`]), else `$EASEML_STORE`, else `$EASEML_HOME`,
 /// else the platform data dir.
-pub fn data_dir(data: Option<&PathBuf>, blobs: Option<&PathBuf>) -> Result<PathBuf> {
+fn data_dir(data: Option<&PathBuf>, blobs: Option<&PathBuf>) -> Result<PathBuf> {
     let blobs = blobs.cloned().or_else(|| {
         std::env::var_os("EASEML_BLOBS")
             .filter(|value| !value.is_empty())
@@ -86,7 +106,7 @@ pub fn data_dir(data: Option<&PathBuf>, blobs: Option<&PathBuf>) -> Result<PathB
 pub fn existing_store(home: PathBuf) -> Result<PathBuf> {
     if !easeml_runtime::store::Store::exists(&home) {
         bail!(
-            "no easeml store in {}: feed an app first (its `feed` command creates the store), or point --data (or EASEML_HOME) at an existing store",
+            "no easeml store in {}: feed an app first (its `feed` command creates the store), or point --store (or EASEML_HOME) at an existing store",
             home.display()
         );
     }
@@ -98,7 +118,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     // `POST .../infer` answers with the engine's models.
     easeml_runtime::install_engine();
     server::init_logging(args.log_format == LogFormat::Json);
-    let home = data_dir(args.data.as_ref(), args.blobs.as_ref())?;
+    let home = args.store.home()?;
     let mut config = server::Config::new(&home);
     config.listen = args.listen;
     config.max_body_bytes = args.max_body_bytes;

@@ -15,14 +15,8 @@ use crate::plot::QualityCurve;
 /// Arguments of `easeml train`.
 #[derive(Debug, clap::Args)]
 pub struct TrainArgs {
-    /// The store: a folder (SQLite, blobs inside) or a `postgres://` URL (rows in PostgreSQL, blobs
-    /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
-    #[arg(long, alias = "store", value_name = "DIR")]
-    data: Option<PathBuf>,
-    /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
-    /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
-    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
-    blobs: Option<PathBuf>,
+    #[command(flatten)]
+    store: crate::serve::StoreArgs,
     /// Stop after this long, e.g. 90s, 10m, 2h (default: until every candidate is trained).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     budget: Option<Duration>,
@@ -60,10 +54,7 @@ fn parse_tuning(name: &str) -> Result<Tuning, String> {
 
 /// Trains the store's apps and prints each app's best model at the end.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
-    let home = crate::serve::existing_store(crate::serve::data_dir(
-        args.data.as_ref(),
-        args.blobs.as_ref(),
-    )?)?;
+    let home = args.store.existing_home()?;
     let devices = crate::worker::worker_devices(args.workers, args.devices.as_deref())?;
     let mut config = EngineConfig::for_device(devices[0]);
     if let Some(max_run) = args.max_run {

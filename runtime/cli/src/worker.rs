@@ -27,14 +27,8 @@ use tch::Device;
 /// Arguments of `easeml worker`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// The store: a folder (SQLite, blobs inside) or a `postgres://` URL (rows in PostgreSQL, blobs
-    /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
-    #[arg(long, alias = "data", value_name = "DIR")]
-    store: Option<PathBuf>,
-    /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
-    /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
-    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
-    blobs: Option<PathBuf>,
+    #[command(flatten)]
+    store: crate::serve::StoreArgs,
     /// The device to train on: `cpu` or `cuda:N` (default: $EASEML_DEVICE, else CUDA when
     /// available, else the CPU).
     #[arg(long, value_name = "cpu|cuda:N", value_parser = parse_device_arg)]
@@ -71,14 +65,8 @@ enum WorkersCommand {
     Submit(SubmitArgs),
     /// The workers the store knows: host, pid, device, threads, state, unit, last heartbeat.
     List {
-        /// The store: a folder (SQLite, blobs inside) or a `postgres://` URL (rows in PostgreSQL, blobs
-        /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
-        #[arg(long, alias = "data", value_name = "DIR")]
-        store: Option<PathBuf>,
-        /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
-        /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
-        #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
-        blobs: Option<PathBuf>,
+        #[command(flatten)]
+        store: crate::serve::StoreArgs,
         /// JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -115,14 +103,8 @@ pub struct SubmitArgs {
     /// Print the sbatch script instead of submitting it.
     #[arg(long)]
     dry_run: bool,
-    /// The store: a folder (SQLite, blobs inside) or a `postgres://` URL (rows in PostgreSQL, blobs
-    /// in --blobs). Default: $EASEML_STORE, else $EASEML_HOME, else the platform data dir.
-    #[arg(long, alias = "data", value_name = "DIR")]
-    store: Option<PathBuf>,
-    /// A `postgres://` store's blobs: a folder every worker sees (default: $EASEML_HOME, else the
-    /// platform data dir), or `s3://bucket/prefix` (built with the `s3` feature; AWS_* settings).
-    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
-    blobs: Option<PathBuf>,
+    #[command(flatten)]
+    store: crate::serve::StoreArgs,
 }
 
 /// Checks a value that goes into an `#SBATCH` line: letters, digits and `:_-.,+` only.
@@ -217,10 +199,7 @@ fn submit(args: &SubmitArgs) -> Result<()> {
     if !args.slurm {
         bail!("say where the workers run: --slurm (the only batch system supported for now)");
     }
-    let home = crate::serve::existing_store(crate::serve::data_dir(
-        args.store.as_ref(),
-        args.blobs.as_ref(),
-    )?)?;
+    let home = args.store.existing_home()?;
     let home = std::fs::canonicalize(&home)
         .with_context(|| format!("resolving the store path {}", home.display()))?;
     let easeml = std::env::current_exe().context("finding the easeml binary")?;
@@ -267,10 +246,7 @@ pub fn parse_device_arg(value: &str) -> std::result::Result<Device, String> {
 
 /// Runs one worker until it is stopped.
 pub fn run(args: &WorkerArgs) -> Result<()> {
-    let home = crate::serve::existing_store(crate::serve::data_dir(
-        args.store.as_ref(),
-        args.blobs.as_ref(),
-    )?)?;
+    let home = args.store.existing_home()?;
     let device = match args.device {
         Some(device) => device,
         None => choose_device()?,
@@ -381,11 +357,9 @@ fn watch_signals(
 pub fn run_workers(args: &WorkersArgs) -> Result<()> {
     let (store, json) = match &args.command {
         WorkersCommand::Submit(submit_args) => return submit(submit_args),
-        WorkersCommand::List { store, blobs, json } => ((store, blobs), json),
+        WorkersCommand::List { store, json } => (store, json),
     };
-    let (store, blobs) = store;
-    let home =
-        crate::serve::existing_store(crate::serve::data_dir(store.as_ref(), blobs.as_ref())?)?;
+    let home = store.existing_home()?;
     let store = Store::open(&home)?;
     let workers = store.workers()?;
     let now = now_ms();

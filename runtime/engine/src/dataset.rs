@@ -162,7 +162,11 @@ pub fn examples_of(
                     &nested,
                 )?)
             }
-            Workload::GeneralAutoencoder => Targets::ReconstructBytes,
+            Workload::GeneralAutoencoder => Targets::Bytes(
+                objects()
+                    .map(|object| object.map(codec::encode))
+                    .collect::<Result<_>>()?,
+            ),
             _ => {
                 let shape = schema
                     .output
@@ -249,9 +253,10 @@ pub fn inference_of(app: &AppModel, labels: &[String], prediction: Prediction) -
             confidence: None,
         },
         Prediction::Bytes(bytes) => Inference {
-            output: codec::decode(&schema.output, &bytes).map_or(Value::Null, |object| {
-                object_to_json(&schema.output, &object)
-            }),
+            output: object_to_json(
+                &schema.output,
+                &codec::decode_prediction(&schema.output, &bytes),
+            ),
             class: None,
             confidence: None,
         },

@@ -133,6 +133,22 @@ const CASES: &[Case] = &[
         example: |i| json!({"input": {"image": vec![vec![vec![noise(i, 0); 3]; 3]; 3], "meta": [(i % 2) as f64, 0.5]}, "output": if i % 2 == 0 { "a" } else { "b" }}),
         check: |output| matches!(output.as_str(), Some("a" | "b")),
     },
+    Case {
+        // Input and output of different types: the answer is an output, never `null`.
+        name: "general auto-encoder",
+        source: "Input = [2, 2, 2, 2]\nOutput = [3, 3]\n",
+        example: |i| json!({"input": vec![vec![vec![vec![noise(i, 0); 2]; 2]; 2]; 2], "output": vec![vec![noise(i, 0); 3]; 3]}),
+        check: |output| {
+            output.as_array().is_some_and(|rows| {
+                rows.len() == 3
+                    && rows.iter().all(|row| {
+                        row.as_array().is_some_and(|values| {
+                            values.len() == 3 && values.iter().all(Value::is_f64)
+                        })
+                    })
+            })
+        },
+    },
 ];
 
 #[test]

@@ -77,6 +77,57 @@ pub fn decode(data_type: &DataType, bytes: &[u8]) -> Result<Object> {
     Ok(object)
 }
 
+/// Reads the bytes a model predicted for an object of `data_type` (the general auto-encoder writes
+/// the encoding bit by bit) as an object, never failing, so that every prediction answers with a
+/// value of the output type: the first four bytes stand for the magic and are not checked, bytes
+/// missing at the end read as zero, a value that is not finite reads as 0, a link byte with its
+/// low bit set is a child (a model gets one bit right, not all eight), links past the end of the
+/// bytes or below [`MAX_DEPTH`] are null, and trailing bytes are ignored. Every record but the
+/// root takes a link byte that is present, so the object has at most `bytes.len()` records.
+pub fn decode_prediction(data_type: &DataType, bytes: &[u8]) -> Object {
+    let body = bytes.get(MAGIC.len()..).unwrap_or_default();
+    let mut offset = 0;
+    decode_predicted_node(data_type, body, &mut offset, 1)
+}
+
+fn decode_predicted_node(
+    data_type: &DataType,
+    bytes: &[u8],
+    offset: &mut usize,
+    depth: usize,
+) -> Object {
+    let mut object = Object::default();
+    for tensor in data_type.tensors() {
+        let values = (0..tensor.element_count())
+            .map(|_| {
+                let mut raw = [0u8; 4];
+                for byte in &mut raw {
+                    *byte = next_byte(bytes, offset).unwrap_or(0);
+                }
+                let value = f32::from_le_bytes(raw);
+                if value.is_finite() { value } else { 0.0 }
+            })
+            .collect();
+        object.tensors.push(values);
+    }
+    for _ in data_type.recursive_names() {
+        let present = next_byte(bytes, offset).is_some_and(|tag| tag & 1 == 1) && depth < MAX_DEPTH;
+        let child = present.then(|| {
+            Box::new(crate::deep_json::with_deep_stack(|| {
+                decode_predicted_node(data_type, bytes, offset, depth + 1)
+            }))
+        });
+        object.children.push(child);
+    }
+    object
+}
+
+fn next_byte(bytes: &[u8], offset: &mut usize) -> Option<u8> {
+    let byte = bytes.get(*offset).copied();
+    *offset = offset.saturating_add(1);
+    byte
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     offset: usize,
@@ -219,5 +270,42 @@ mod tests {
             decode(&chain(), &nan),
             Err(Error::NotFinite { .. })
         ));
+    }
+
+    #[test]
+    fn predicted_bytes_always_read_as_an_object_of_the_type() {
+        let object = three_records();
+        let bytes = encode(&object);
+        assert_eq!(decode_prediction(&chain(), &bytes), object);
+        // Any link byte with its low bit set is a child; trailing bytes are ignored.
+        let mut fuzzy = bytes.clone();
+        fuzzy[12] = 0xFF;
+        fuzzy.extend_from_slice(b"junk");
+        assert_eq!(decode_prediction(&chain(), &fuzzy), object);
+        // Missing bytes read as zero: the values as 0, the links as null.
+        let cut = decode_prediction(&chain(), &bytes[..10]);
+        assert_eq!(cut.tensors, vec![vec![1.0, 0.0]]);
+        assert_eq!(cut.children, vec![None]);
+        assert_eq!(
+            decode_prediction(&chain(), b""),
+            Object {
+                tensors: vec![vec![0.0, 0.0]],
+                children: vec![None],
+            }
+        );
+        // A value that is not finite reads as 0; the result passes the object check.
+        let mut nan = bytes;
+        nan[4..8].copy_from_slice(&f32::NAN.to_le_bytes());
+        let read = decode_prediction(&chain(), &nan);
+        assert_eq!(read.tensors[0], vec![0.0, 2.0]);
+        read.check(&chain(), "output").unwrap();
+        // All links set: 100 records in the bytes and one read past their end, all values 0.
+        let all_ones = vec![0xFF; 4 + 9 * 100];
+        let deep = decode_prediction(&chain(), &all_ones);
+        assert_eq!(deep.record_count(), 101);
+        deep.check(&chain(), "output").unwrap();
+        let deepest = decode_prediction(&chain(), &vec![0xFF; 4 + 9 * (MAX_DEPTH + 10)]);
+        assert_eq!(deepest.record_count(), MAX_DEPTH);
+        deepest.check(&chain(), "output").unwrap();
     }
 }

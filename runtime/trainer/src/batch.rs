@@ -15,7 +15,7 @@ pub(crate) enum TargetBatch {
     Classes(Tensor),
     /// Real values `[B, dims...]` (recovery: `[B,D,E,F]`).
     Dense(Tensor),
-    /// Bits `[B, 8 * max_bytes]` (the bit-level auto-encoder; outputs are logits).
+    /// Bits `[B, 8 * output bytes]` (the bit-level auto-encoder; outputs are logits).
     Bits(Tensor),
     /// Translation: padded values `[B,T,B']`, a mask `[B,T]` of real steps, and the continue flags.
     Sequences {
@@ -25,9 +25,9 @@ pub(crate) enum TargetBatch {
     },
 }
 
-/// The bits of each byte string, cut or zero-padded to `max_bytes` bytes: `[B, 8 * max_bytes]`.
-fn bits_dense(bytes: &[Vec<u8>], indices: &[usize], max_bytes: i64, device: Device) -> Tensor {
-    let width = max_bytes.max(1) as usize * 8;
+/// The bits of each byte string, cut or zero-padded to `n_bytes` bytes: `[B, 8 * n_bytes]`.
+fn bits_dense(bytes: &[Vec<u8>], indices: &[usize], n_bytes: i64, device: Device) -> Tensor {
+    let width = n_bytes.max(1) as usize * 8;
     let mut buffer = vec![0f32; indices.len() * width];
     for (row, &index) in indices.iter().enumerate() {
         for (position, byte) in bytes[index].iter().take(width / 8).enumerate() {
@@ -100,7 +100,8 @@ pub(crate) fn input_batch(
         }
         Inputs::Bytes(bytes) => match task {
             Task::BytesAutoencoder => {
-                BatchInput::Dense(bits_dense(bytes, indices, config.max_bytes, device))
+                let n_bytes = config.autoencoder_input_bytes();
+                BatchInput::Dense(bits_dense(bytes, indices, n_bytes, device))
             }
             _ => {
                 let sequences = bits_sequences(bytes, indices, config.bytes_per_step);
@@ -161,15 +162,12 @@ pub(crate) fn target_batch(
                 continues,
             }
         }
-        Targets::ReconstructBytes => match &examples.inputs {
-            Inputs::Bytes(bytes) => {
-                TargetBatch::Bits(bits_dense(bytes, indices, config.max_bytes, device))
-            }
-            _ => TargetBatch::Bits(Tensor::zeros(
-                [indices.len() as i64, 8],
-                (Kind::Float, device),
-            )),
-        },
+        Targets::Bytes(bytes) => TargetBatch::Bits(bits_dense(
+            bytes,
+            indices,
+            config.autoencoder_output_bytes(),
+            device,
+        )),
     }
 }
 
@@ -304,7 +302,7 @@ impl QualityAccumulator {
 mod tests {
     use super::*;
     use crate::data::Inputs;
-    use crate::models::{MAX_BYTE_STEPS, ModelConfig};
+    use crate::models::{MAX_AUTOENCODER_BYTES, MAX_BYTE_STEPS, ModelConfig};
 
     #[test]
     fn one_byte_per_step_is_eight_bits_per_step_and_an_empty_string_one_zero_step() {
@@ -339,11 +337,12 @@ mod tests {
     fn the_fitted_config_keeps_every_input_within_the_step_cap() {
         let config = ModelConfig::for_device(Device::Cpu);
         for (longest, expected) in [(0, 1), (1, 1), (256, 1), (257, 2), (4000, 16), (12_345, 49)] {
-            let inputs = Inputs::Bytes(vec![vec![0; 3], vec![0; longest]]);
-            let fitted = config.fitted_to(&inputs);
+            let examples = classified(Inputs::Bytes(vec![vec![0; 3], vec![0; longest]]));
+            let inputs = &examples.inputs;
+            let fitted = config.fitted_to(&examples);
             assert_eq!(fitted.bytes_per_step, expected, "{longest} bytes");
             let sequences = bits_sequences(
-                match &inputs {
+                match inputs {
                     Inputs::Bytes(bytes) => bytes,
                     _ => unreachable!(),
                 },
@@ -353,16 +352,60 @@ mod tests {
             let steps = sequences.offsets[2] - sequences.offsets[1];
             assert!(steps <= MAX_BYTE_STEPS, "{longest} bytes: {steps} steps");
         }
-        let tensors = Inputs::Dense {
+        let tensors = classified(Inputs::Dense {
             shape: vec![2],
             values: vec![0.0; 4],
-        };
+        });
         assert_eq!(config.fitted_to(&tensors), config);
+    }
+
+    fn classified(inputs: Inputs) -> Examples {
+        Examples {
+            ids: vec![0, 1],
+            inputs,
+            targets: Targets::Classes {
+                n_classes: 2,
+                labels: vec![0, 1],
+            },
+        }
+    }
+
+    #[test]
+    fn the_auto_encoder_reads_the_longest_input_and_writes_the_longest_output_within_the_cap() {
+        let config = ModelConfig::for_device(Device::Cpu);
+        let examples = Examples {
+            ids: vec![0, 1],
+            inputs: Inputs::Bytes(vec![vec![1; 10], vec![2; 16_388]]),
+            targets: Targets::Bytes(vec![vec![3; 4_100], vec![4; 7]]),
+        };
+        let fitted = config.fitted_to(&examples);
+        assert_eq!(fitted.autoencoder_input_bytes(), 16_388);
+        assert_eq!(fitted.autoencoder_output_bytes(), 4_100);
+        let input = input_batch(&examples.inputs, &Task::BytesAutoencoder, &fitted, &[0, 1], 1, Device::Cpu);
+        let BatchInput::Dense(bits) = input else { panic!("not dense") };
+        assert_eq!(bits.size(), vec![2, 8 * 16_388]);
+        let TargetBatch::Bits(targets) = target_batch(&examples, &Task::BytesAutoencoder, &fitted, &[1], Device::Cpu) else {
+            panic!("not bits")
+        };
+        assert_eq!(targets.size(), vec![1, 8 * 4_100]);
+        // 4 = 0b100: the third bit of the first byte; the padding is zero.
+        assert_eq!(targets.get(0).get(2).double_value(&[]), 1.0);
+        assert_eq!(targets.sum(Kind::Float).double_value(&[]), 7.0);
+        let huge = Examples {
+            ids: vec![0],
+            inputs: Inputs::Bytes(vec![vec![0; 100_000]]),
+            targets: Targets::Bytes(vec![vec![0; 100_000]]),
+        };
+        let capped = config.fitted_to(&huge);
+        assert_eq!(capped.autoencoder_input_bytes(), MAX_AUTOENCODER_BYTES);
+        assert_eq!(capped.autoencoder_output_bytes(), MAX_AUTOENCODER_BYTES);
     }
 
     #[test]
     fn a_checkpoint_config_from_before_the_byte_steps_reads_as_one_byte_per_step() {
         let old: ModelConfig = serde_json::from_str(r#"{"width":0.25,"max_bytes":64}"#).unwrap();
         assert_eq!(old.bytes_per_step, 1);
+        assert_eq!(old.autoencoder_input_bytes(), 64);
+        assert_eq!(old.autoencoder_output_bytes(), 64);
     }
 }

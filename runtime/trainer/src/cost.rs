@@ -51,10 +51,7 @@ pub fn estimate_cost(
     candidate.check_fits(&task)?;
     let validation = Validation::choose(examples, budget);
     let sets = validation.sets(examples);
-    let scaled = budget.scaled_to(
-        sets.first()
-            .map_or(examples.len(), |(train, _)| train.len()),
-    );
+    let scaled = budget.for_run(examples, &sets);
     let budget = &scaled;
     // Rows trained and validated per epoch of one learning rate, over its folds (or the split).
     let trained: usize = sets.iter().map(|(train, _)| train.len()).sum();

@@ -220,8 +220,9 @@ pub enum Targets {
     },
     /// One output sequence per example (translation).
     Sequences(Sequences),
-    /// Reconstruct the input bytes (the general auto-encoder).
-    ReconstructBytes,
+    /// One byte string per example, the encoded output (the general auto-encoder maps the input's
+    /// bytes to these; an app whose output is its input reconstructs it).
+    Bytes(Vec<Vec<u8>>),
 }
 
 /// A set of examples, each with a stable id (the split into training and validation is by id).
@@ -290,11 +291,11 @@ impl Examples {
                 values.len() / numel(shape)
             }
             Targets::Sequences(sequences) => Inputs::Sequences(sequences.clone()).checked_len()?,
-            Targets::ReconstructBytes => {
+            Targets::Bytes(bytes) => {
                 if !matches!(self.inputs, Inputs::Bytes(_)) {
-                    return bad("byte reconstruction needs byte inputs".into());
+                    return bad("byte targets need byte inputs".into());
                 }
-                n
+                bytes.len()
             }
         };
         if n_targets != n {

@@ -97,7 +97,7 @@ pub fn probe_latency(
 ) -> Result<Option<f64>> {
     let task = Task::of(examples)?;
     candidate.check_fits(&task)?;
-    let config = config.fitted_to(&examples.inputs);
+    let config = config.fitted_to(examples);
     let Some(predictor) = Predictor::untrained(candidate, &task, config, device)? else {
         return Ok(None);
     };

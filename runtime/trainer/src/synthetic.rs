@@ -341,15 +341,33 @@ pub fn bytes_letters_or_digits_of(
     }
 }
 
-/// Byte strings of 4 lowercase letters, to be reconstructed.
+/// Byte strings of 4 lowercase letters, to be reconstructed (the targets are the inputs).
 pub fn bytes_to_reconstruct(n: usize, seed: u64) -> Examples {
     let mut rng = Rng::new(seed);
-    let strings = (0..n)
+    let strings: Vec<Vec<u8>> = (0..n)
         .map(|_| (0..4).map(|_| b'a' + rng.below(26) as u8).collect())
         .collect();
     Examples {
         ids: Examples::sequential_ids(n),
+        inputs: Inputs::Bytes(strings.clone()),
+        targets: Targets::Bytes(strings),
+    }
+}
+
+/// Byte strings of 4 lowercase letters mapped to 2 bytes of another form: the first letter in
+/// upper case and the last letter (the input and output types of a general auto-encoder differ).
+pub fn bytes_to_translate(n: usize, seed: u64) -> Examples {
+    let mut rng = Rng::new(seed);
+    let strings: Vec<Vec<u8>> = (0..n)
+        .map(|_| (0..4).map(|_| b'a' + rng.below(26) as u8).collect())
+        .collect();
+    let targets = strings
+        .iter()
+        .map(|string| vec![string[0].to_ascii_uppercase(), string[3]])
+        .collect();
+    Examples {
+        ids: Examples::sequential_ids(n),
         inputs: Inputs::Bytes(strings),
-        targets: Targets::ReconstructBytes,
+        targets: Targets::Bytes(targets),
     }
 }

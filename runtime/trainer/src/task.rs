@@ -62,7 +62,7 @@ pub enum Task {
         /// `D`.
         n_classes: i64,
     },
-    /// Any serialized input, reconstructed (general auto-encoder).
+    /// Any serialized input to any serialized output, bit by bit (general auto-encoder).
     BytesAutoencoder,
 }
 
@@ -122,7 +122,7 @@ impl Task {
             (Inputs::Bytes(_), Targets::Classes { n_classes, .. }) => Task::BytesClassification {
                 n_classes: *n_classes,
             },
-            (Inputs::Bytes(_), Targets::ReconstructBytes) => Task::BytesAutoencoder,
+            (Inputs::Bytes(_), Targets::Bytes(_)) => Task::BytesAutoencoder,
             _ => return unsupported("this combination of inputs and targets"),
         })
     }

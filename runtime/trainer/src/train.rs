@@ -119,6 +119,19 @@ impl Budget {
             .max((self.min_steps / 10).div_ceil(steps_per_epoch));
         budget
     }
+
+    /// The budget one run on `examples` with the training/validation `sets` trains under, the one
+    /// both training and the cost estimate use: [`Budget::scaled_to`] the rows of its first fit,
+    /// and the model config [`ModelConfig::fitted_to`](crate::models::ModelConfig::fitted_to) the
+    /// data.
+    pub(crate) fn for_run(&self, examples: &Examples, sets: &[(Vec<usize>, Vec<usize>)]) -> Budget {
+        let mut budget = self.scaled_to(
+            sets.first()
+                .map_or(examples.len(), |(train, _)| train.len()),
+        );
+        budget.model = budget.model.fitted_to(examples);
+        budget
+    }
 }
 
 /// Runs on fewer examples than this validate by k-fold cross-validation (the default of
@@ -355,11 +368,7 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
     candidate.check_fits(&task)?;
     let validation = Validation::choose(examples, budget);
     let sets = validation.sets(examples);
-    let mut scaled = budget.scaled_to(
-        sets.first()
-            .map_or(examples.len(), |(train, _)| train.len()),
-    );
-    scaled.model = scaled.model.fitted_to(&examples.inputs);
+    let scaled = budget.for_run(examples, &sets);
     let budget = &scaled;
     if crate::classic::is_classic(candidate.model) {
         return crate::classic::train_run(

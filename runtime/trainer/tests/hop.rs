@@ -46,6 +46,8 @@ fn build(candidate: &str, examples: &Examples, seed: i64, width: f64) -> (nn::Va
     let config = ModelConfig {
         width,
         max_bytes: 8,
+        input_bytes: 0,
+        output_bytes: 0,
         bytes_per_step: 1,
     };
     let task = Task::of(examples).unwrap();
@@ -481,6 +483,8 @@ fn checkpoints_from_before_warm_batches_still_load() {
                 config: ModelConfig {
                     width: 0.25,
                     max_bytes: 8,
+                    input_bytes: 0,
+                    output_bytes: 0,
                     bytes_per_step: 1,
                 },
                 learning_rate: 0.01,

@@ -31,6 +31,8 @@ fn budget(epochs: usize) -> Budget {
     budget.model = ModelConfig {
         width: 1.0 / 16.0,
         max_bytes: 8,
+        input_bytes: 0,
+        output_bytes: 0,
         bytes_per_step: 1,
     };
     budget
@@ -316,6 +318,9 @@ fn bit_models_read_bytes() {
     assert_learns("bit_rnn", &classification, &budget(10), 0.8);
     let reconstruction = synthetic::bytes_to_reconstruct(240, 10);
     assert_learns("bit_autoencoder", &reconstruction, &budget(15), 0.3);
+    // Input and output of different forms (the general auto-encoder's outputs are not its inputs).
+    let translation = synthetic::bytes_to_translate(240, 11);
+    assert_learns("bit_autoencoder", &translation, &budget(15), 0.3);
 }
 
 #[test]

@@ -29,6 +29,8 @@ fn budget(epochs: usize) -> Budget {
     budget.model = ModelConfig {
         width: 1.0 / 16.0,
         max_bytes: 8,
+        input_bytes: 0,
+        output_bytes: 0,
         bytes_per_step: 1,
     };
     budget
@@ -373,7 +375,20 @@ fn predictions_of_every_kind() {
     let Prediction::Bytes(out) = &predictor.predict(&bytes.inputs).unwrap()[0] else {
         panic!("not bytes")
     };
-    assert_eq!(out.len(), 8);
+    // As many bytes as the longest target (4), not the config's cap of 8.
+    assert_eq!(out.len(), 4);
+    let translation = synthetic::bytes_to_translate(40, 24);
+    let run = train(
+        &Candidate::parse("bit_autoencoder").unwrap(),
+        &translation,
+        &budget(2),
+    )
+    .unwrap();
+    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+    let Prediction::Bytes(out) = &predictor.predict(&translation.inputs).unwrap()[0] else {
+        panic!("not bytes")
+    };
+    assert_eq!(out.len(), 2, "the output's length, not the input's");
     let trees = synthetic::tree_depth(40, 2, 23);
     for model in ["tree_rnn", "tree_kernel_svm"] {
         let run = train(&Candidate::parse(model).unwrap(), &trees, &budget(2)).unwrap();
@@ -433,6 +448,8 @@ fn latency_is_the_median_batch_one_prediction_time_before_and_after_training() {
     let config = ModelConfig {
         width: 1.0 / 16.0,
         max_bytes: 8,
+        input_bytes: 0,
+        output_bytes: 0,
         bytes_per_step: 1,
     };
     let probe = |model: &str, examples: &Examples| {

@@ -175,6 +175,8 @@ pub fn measure_steps(model: BenchModel, config: &StepConfig) -> Result<Throughpu
             let model_config = ModelConfig {
                 width: config.width,
                 max_bytes: 64,
+                input_bytes: 0,
+                output_bytes: 0,
                 bytes_per_step: 1,
             };
             Net::Easeml(models::build(

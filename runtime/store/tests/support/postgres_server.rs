@@ -14,6 +14,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+#[path = "watchdog.rs"]
+mod watchdog;
+use watchdog::shell_quote;
+
 /// A server: the URL of its `postgres` database, and the count of databases made so far.
 struct Server {
     base: String,
@@ -153,24 +157,20 @@ fn start() -> Option<Server> {
         .get_args()
         .map(|arg| shell_quote(&arg.to_string_lossy()))
         .collect();
-    let script = format!(
-        "{program} {} >{log} 2>&1 & server=$!; while kill -0 {parent} 2>/dev/null; do sleep 0.5; done; kill -INT \"$(head -n 1 {pid_file})\" 2>/dev/null || kill -INT $server; wait $server; rm -rf {dir}",
-        args.join(" "),
-        log = shell_quote(&dir.join("server.log").to_string_lossy()),
+    watchdog::spawn(
+        "test PostgreSQL server",
+        &format!(
+            "{program} {} >{log} 2>&1",
+            args.join(" "),
+            log = shell_quote(&dir.join("server.log").to_string_lossy()),
+        ),
         // The postmaster itself: `runuser` does not pass signals on.
-        pid_file = shell_quote(&data.join("postmaster.pid").to_string_lossy()),
-        parent = std::process::id(),
-        dir = shell_quote(&dir.to_string_lossy()),
+        &format!(
+            "kill -INT \"$(head -n 1 {pid_file})\" 2>/dev/null || kill -INT $server; wait $server; rm -rf {dir}",
+            pid_file = shell_quote(&data.join("postmaster.pid").to_string_lossy()),
+            dir = shell_quote(&dir.to_string_lossy()),
+        ),
     );
-    let watchdog = Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the test server's watchdog");
-    // Never waited for: it outlives this process on purpose (it stops the server afterwards).
-    std::mem::forget(watchdog);
     let base = format!("postgres://postgres@127.0.0.1:{port}");
     let started = Instant::now();
     loop {
@@ -187,8 +187,4 @@ fn start() -> Option<Server> {
         base,
         made: AtomicUsize::new(0),
     })
-}
-
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
 }

@@ -15,6 +15,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+#[path = "watchdog.rs"]
+mod watchdog;
+use watchdog::shell_quote;
+
 /// The moto the tests install (its S3 part and the server's web framework only).
 const MOTO: &[&str] = &["moto[s3]==5.2.5", "flask==3.1.3", "flask-cors==6.0.5"];
 
@@ -173,22 +177,19 @@ fn start() -> Option<Server> {
         .map(|address| address.port())
         .expect("a free port");
     let log = std::env::temp_dir().join(format!("easeml-test-s3-{}.log", std::process::id()));
-    // The watchdog: the server runs until this test process is gone.
-    let script = format!(
-        "{python} -m moto.server -H 127.0.0.1 -p {port} >{log} 2>&1 & server=$!; while kill -0 {parent} 2>/dev/null; do sleep 0.5; done; kill $server; wait $server; rm -f {log}",
-        python = shell_quote(&venv.join("bin/python").to_string_lossy()),
-        log = shell_quote(&log.to_string_lossy()),
-        parent = std::process::id(),
+    // The server runs until this test process is gone.
+    watchdog::spawn(
+        "test S3 server",
+        &format!(
+            "{python} -m moto.server -H 127.0.0.1 -p {port} >{log} 2>&1",
+            python = shell_quote(&venv.join("bin/python").to_string_lossy()),
+            log = shell_quote(&log.to_string_lossy()),
+        ),
+        &format!(
+            "kill $server; wait $server; rm -f {log}",
+            log = shell_quote(&log.to_string_lossy())
+        ),
     );
-    let watchdog = Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the test S3 server's watchdog");
-    // Never waited for: it outlives this process on purpose (it stops the server afterwards).
-    std::mem::forget(watchdog);
     let address = format!("127.0.0.1:{port}");
     let started = Instant::now();
     while std::net::TcpStream::connect(&address).is_err() {
@@ -202,8 +203,4 @@ fn start() -> Option<Server> {
         address,
         made: AtomicUsize::new(0),
     })
-}
-
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
 }

@@ -31,8 +31,20 @@ use crate::task::Task;
 pub struct ModelConfig {
     /// Channel and hidden-size multiplier (1 = the published widths).
     pub width: f64,
-    /// Bytes read by the bit-level auto-encoder (longer inputs are cut, shorter ones padded).
+    /// The most bytes the bit-level auto-encoder reads of an input or writes of an output (longer
+    /// ones are cut, shorter ones zero-padded). Checkpoints from before
+    /// [`ModelConfig::input_bytes`] read and wrote exactly this many.
     pub max_bytes: i64,
+    /// Bytes the bit-level auto-encoder reads of each input: the longest input's, at most
+    /// [`ModelConfig::max_bytes`], set by [`ModelConfig::fitted_to`]; 0 (older checkpoints) means
+    /// `max_bytes`.
+    #[serde(default)]
+    pub input_bytes: i64,
+    /// Bytes the bit-level auto-encoder writes for each output (the encoding of the output type):
+    /// the longest target's, at most [`ModelConfig::max_bytes`]; 0 (older checkpoints, which
+    /// reconstructed their input) means `max_bytes`.
+    #[serde(default)]
+    pub output_bytes: i64,
     /// Bytes the bit-level classifier reads per recurrent step (`8 x` this many bits; the last step
     /// zero-padded). 1 is the paper's model, one byte per step; [`ModelConfig::fitted_to`] raises
     /// it for long inputs so that no input takes more than [`MAX_BYTE_STEPS`] steps, which bounds
@@ -46,6 +58,10 @@ pub struct ModelConfig {
 /// [`ModelConfig::bytes_per_step`]).
 pub const MAX_BYTE_STEPS: usize = 256;
 
+/// The default [`ModelConfig::max_bytes`]: 32 KiB, a `[16,16,16]` grid of values (16 kB) with
+/// room to spare; the auto-encoder's first layer then takes 262,144 bits.
+pub const MAX_AUTOENCODER_BYTES: i64 = 32 * 1024;
+
 fn one_byte_per_step() -> i64 {
     1
 }
@@ -55,20 +71,40 @@ impl ModelConfig {
     pub fn for_device(device: Device) -> Self {
         Self {
             width: if device.is_cuda() { 1.0 } else { 0.25 },
-            max_bytes: 64,
+            max_bytes: MAX_AUTOENCODER_BYTES,
+            input_bytes: 0,
+            output_bytes: 0,
             bytes_per_step: 1,
         }
     }
 
-    /// This config with the settings that depend on the data set from `inputs`: the bit-level
+    /// This config with the settings that depend on the data set of `examples`: the bit-level
     /// classifier's [`ModelConfig::bytes_per_step`], the fewest bytes per step that keep the
-    /// longest input within [`MAX_BYTE_STEPS`] steps (1 for inputs of at most that many bytes).
-    pub fn fitted_to(mut self, inputs: &crate::data::Inputs) -> Self {
-        if let crate::data::Inputs::Bytes(bytes) = inputs {
-            let longest = bytes.iter().map(Vec::len).max().unwrap_or(0);
+    /// longest input within [`MAX_BYTE_STEPS`] steps (1 for inputs of at most that many bytes),
+    /// and the bit-level auto-encoder's [`ModelConfig::input_bytes`] and
+    /// [`ModelConfig::output_bytes`], the longest input's and target's within `max_bytes`.
+    pub fn fitted_to(mut self, examples: &crate::data::Examples) -> Self {
+        let longest = |strings: &[Vec<u8>]| strings.iter().map(Vec::len).max().unwrap_or(0);
+        if let crate::data::Inputs::Bytes(bytes) = &examples.inputs {
+            let longest = longest(bytes);
             self.bytes_per_step = longest.div_ceil(MAX_BYTE_STEPS).max(1) as i64;
+            self.input_bytes = (longest as i64).clamp(1, self.max_bytes.max(1));
+        }
+        if let crate::data::Targets::Bytes(bytes) = &examples.targets {
+            self.output_bytes = (longest(bytes) as i64).clamp(1, self.max_bytes.max(1));
         }
         self
+    }
+
+    /// The bytes the bit-level auto-encoder reads of each input (see [`ModelConfig::input_bytes`]).
+    pub fn autoencoder_input_bytes(&self) -> i64 {
+        if self.input_bytes > 0 { self.input_bytes } else { self.max_bytes }.max(1)
+    }
+
+    /// The bytes the bit-level auto-encoder writes for each output (see
+    /// [`ModelConfig::output_bytes`]).
+    pub fn autoencoder_output_bytes(&self) -> i64 {
+        if self.output_bytes > 0 { self.output_bytes } else { self.max_bytes }.max(1)
     }
 
     /// `channels * width`, at least 8.
@@ -176,10 +212,12 @@ pub fn build(
         (ModelKind::TreeRnn, Task::TreeClassification { node, n_classes }) => {
             Box::new(tree::TreeRnn::new(path, *node, *n_classes, config))
         }
-        (ModelKind::BitAutoencoder, Task::BytesAutoencoder) => {
-            let bits = config.max_bytes * 8;
-            tabular::build_autoencoder(path, bits, config)
-        }
+        (ModelKind::BitAutoencoder, Task::BytesAutoencoder) => tabular::build_autoencoder(
+            path,
+            8 * config.autoencoder_input_bytes(),
+            8 * config.autoencoder_output_bytes(),
+            config,
+        ),
         _ => {
             return Err(Error::CandidateDoesNotFit {
                 candidate: candidate.id(),

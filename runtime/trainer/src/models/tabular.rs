@@ -28,15 +28,21 @@ pub fn build(
     ))
 }
 
-/// The bit-level auto-encoder: `bits` inputs, a bottleneck, `bits` logits out.
-pub fn build_autoencoder(path: &nn::Path<'_>, bits: i64, config: &ModelConfig) -> Box<dyn Network> {
+/// The bit-level auto-encoder: `input_bits` in, a bottleneck, `output_bits` logits out (one per
+/// bit of the output's encoding).
+pub fn build_autoencoder(
+    path: &nn::Path<'_>,
+    input_bits: i64,
+    output_bits: i64,
+    config: &ModelConfig,
+) -> Box<dyn Network> {
     let hidden = config.scale(256);
     let code = config.scale(64);
     Box::new(Mlp::new(
         &(path / "bit_autoencoder"),
-        bits,
+        input_bits,
         &[hidden, code, hidden],
-        bits,
+        output_bits,
         false,
     ))
 }
