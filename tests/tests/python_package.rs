@@ -264,7 +264,8 @@ fn round_trip_through_a_server(venv: &Path, stem: &str, stubs: &Path) {
     easeml_engine::install_local_models();
     let mut config = easeml_runtime::server::Config::new(&home);
     config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    let mut server = easeml_runtime::server::ServerThread::spawn(config).expect("the server starts");
+    let mut server =
+        easeml_runtime::server::ServerThread::spawn(config).expect("the server starts");
     let stop = Arc::new(AtomicBool::new(false));
     let trainer = {
         let stop = Arc::clone(&stop);
@@ -308,7 +309,10 @@ fn round_trip_through_a_server(venv: &Path, stem: &str, stubs: &Path) {
     let runs = trainer.join().expect("the engine thread does not panic");
     server.stop().expect("the server stops");
     assert!(ok, "{stem} against a server: pytest failed:\n{output}");
-    assert!(output.contains("1 passed"), "the server test was skipped:\n{output}");
+    assert!(
+        output.contains("1 passed"),
+        "the server test was skipped:\n{output}"
+    );
     let runs = runs.expect("the engine trains without an error");
     assert!(runs >= 1, "the engine beside the server trained nothing");
     eprintln!(

@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 #[path = "../../store/tests/support/postgres_server.rs"]
 mod postgres_server;
+#[path = "../../store/tests/support/watchdog.rs"]
+mod watchdog;
 
 fn bench(args: &[&str], out: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_easeml"))

@@ -381,10 +381,25 @@ mod tests {
         let fitted = config.fitted_to(&examples);
         assert_eq!(fitted.autoencoder_input_bytes(), 16_388);
         assert_eq!(fitted.autoencoder_output_bytes(), 4_100);
-        let input = input_batch(&examples.inputs, &Task::BytesAutoencoder, &fitted, &[0, 1], 1, Device::Cpu);
-        let BatchInput::Dense(bits) = input else { panic!("not dense") };
+        let input = input_batch(
+            &examples.inputs,
+            &Task::BytesAutoencoder,
+            &fitted,
+            &[0, 1],
+            1,
+            Device::Cpu,
+        );
+        let BatchInput::Dense(bits) = input else {
+            panic!("not dense")
+        };
         assert_eq!(bits.size(), vec![2, 8 * 16_388]);
-        let TargetBatch::Bits(targets) = target_batch(&examples, &Task::BytesAutoencoder, &fitted, &[1], Device::Cpu) else {
+        let TargetBatch::Bits(targets) = target_batch(
+            &examples,
+            &Task::BytesAutoencoder,
+            &fitted,
+            &[1],
+            Device::Cpu,
+        ) else {
             panic!("not bits")
         };
         assert_eq!(targets.size(), vec![1, 8 * 4_100]);

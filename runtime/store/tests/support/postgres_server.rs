@@ -14,9 +14,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-#[path = "watchdog.rs"]
-mod watchdog;
-use watchdog::shell_quote;
+// The test crate's root includes `support/watchdog.rs` as `watchdog` beside this module.
+use crate::watchdog;
+use crate::watchdog::shell_quote;
 
 /// A server: the URL of its `postgres` database, and the count of databases made so far.
 struct Server {

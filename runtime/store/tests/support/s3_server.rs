@@ -15,9 +15,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-#[path = "watchdog.rs"]
-mod watchdog;
-use watchdog::shell_quote;
+// The test crate's root includes `support/watchdog.rs` as `watchdog` beside this module.
+use crate::watchdog;
+use crate::watchdog::shell_quote;
 
 /// The moto the tests install (its S3 part and the server's web framework only).
 const MOTO: &[&str] = &["moto[s3]==5.2.5", "flask==3.1.3", "flask-cors==6.0.5"];

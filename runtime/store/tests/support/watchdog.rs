@@ -1,7 +1,8 @@
 // The watchdog of a server started for the tests of one test process: a shell that starts the
 // server in the background, waits for this process to exit (tests end without a hook to stop what
 // they started), then stops the server and removes its files. Used by `postgres_server.rs` and
-// `s3_server.rs`.
+// `s3_server.rs`, which name it `crate::watchdog`: a test crate that includes either includes
+// this file once at its root as `watchdog`.
 
 use std::process::{Command, Stdio};
 

@@ -98,13 +98,23 @@ impl ModelConfig {
 
     /// The bytes the bit-level auto-encoder reads of each input (see [`ModelConfig::input_bytes`]).
     pub fn autoencoder_input_bytes(&self) -> i64 {
-        if self.input_bytes > 0 { self.input_bytes } else { self.max_bytes }.max(1)
+        if self.input_bytes > 0 {
+            self.input_bytes
+        } else {
+            self.max_bytes
+        }
+        .max(1)
     }
 
     /// The bytes the bit-level auto-encoder writes for each output (see
     /// [`ModelConfig::output_bytes`]).
     pub fn autoencoder_output_bytes(&self) -> i64 {
-        if self.output_bytes > 0 { self.output_bytes } else { self.max_bytes }.max(1)
+        if self.output_bytes > 0 {
+            self.output_bytes
+        } else {
+            self.max_bytes
+        }
+        .max(1)
     }
 
     /// `channels * width`, at least 8.
