@@ -33,11 +33,11 @@ mod slurm_cluster;
 
 #[path = "../../store/tests/support/postgres_server.rs"]
 mod postgres_server;
-#[path = "../../store/tests/support/watchdog.rs"]
-mod watchdog;
 #[cfg(feature = "s3")]
 #[path = "../../store/tests/support/s3_server.rs"]
 mod s3_server;
+#[path = "../../store/tests/support/watchdog.rs"]
+mod watchdog;
 
 mod common;
 

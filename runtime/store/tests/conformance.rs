@@ -7,11 +7,11 @@
 
 #[path = "support/postgres_server.rs"]
 mod postgres_server;
-#[path = "support/watchdog.rs"]
-mod watchdog;
 #[cfg(feature = "s3")]
 #[path = "support/s3_server.rs"]
 mod s3_server;
+#[path = "support/watchdog.rs"]
+mod watchdog;
 
 use std::path::PathBuf;
 
