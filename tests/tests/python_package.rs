@@ -203,6 +203,16 @@ fn python(venv: &Path, arguments: &[&str], envs: &[(&str, &Path)]) -> (bool, Str
     )
 }
 
+/// Runs the pytest file `test_file` in the venv, quietly and without a cache folder.
+fn pytest(venv: &Path, test_file: &Path, envs: &[(&str, &Path)]) -> (bool, String) {
+    let test_file = test_file.display().to_string();
+    python(
+        venv,
+        &["-m", "pytest", "-q", "-p", "no:cacheprovider", &test_file],
+        envs,
+    )
+}
+
 #[test]
 fn every_covered_example_round_trips_from_python() {
     let _one = one_at_a_time();
@@ -220,16 +230,9 @@ fn every_covered_example_round_trips_from_python() {
         let folder = install(stem, &sources[stem], &root, &venv);
         let stubs = folder.join(format!("python/src_py/{stem}/__init__.pyi"));
         let started = Instant::now();
-        let (ok, output) = python(
+        let (ok, output) = pytest(
             &venv,
-            &[
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                &test_file.display().to_string(),
-            ],
+            &test_file,
             &[
                 ("EASEML_PY_APP", Path::new(stem)),
                 ("EASEML_PY_STUBS", &stubs),
@@ -289,16 +292,9 @@ fn round_trip_through_a_server(venv: &Path, stem: &str, stubs: &Path) {
     let test_file = workspace_root().join("tests/python/test_server.py");
     let started = Instant::now();
     let url = server.url();
-    let (ok, output) = python(
+    let (ok, output) = pytest(
         venv,
-        &[
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            &test_file.display().to_string(),
-        ],
+        &test_file,
         &[
             ("EASEML_PY_APP", Path::new(stem)),
             ("EASEML_PY_STUBS", stubs),

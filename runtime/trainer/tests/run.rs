@@ -364,31 +364,30 @@ fn predictions_of_every_kind() {
         };
         assert!(!steps.is_empty() && steps.iter().all(|step| step.len() == 1));
     }
-    let bytes = synthetic::bytes_to_reconstruct(40, 22);
-    let run = train(
-        &Candidate::parse("bit_autoencoder").unwrap(),
-        &bytes,
-        &budget(2),
-    )
-    .unwrap();
-    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
-    let Prediction::Bytes(out) = &predictor.predict(&bytes.inputs).unwrap()[0] else {
-        panic!("not bytes")
+    // The bit-level auto-encoder's first answer on its own training inputs.
+    let first_bytes = |examples: &Examples| {
+        let run = train(
+            &Candidate::parse("bit_autoencoder").unwrap(),
+            examples,
+            &budget(2),
+        )
+        .unwrap();
+        let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
+        let Prediction::Bytes(out) = predictor.predict(&examples.inputs).unwrap().remove(0) else {
+            panic!("not bytes")
+        };
+        out
     };
     // As many bytes as the longest target (4), not the config's cap of 8.
-    assert_eq!(out.len(), 4);
-    let translation = synthetic::bytes_to_translate(40, 24);
-    let run = train(
-        &Candidate::parse("bit_autoencoder").unwrap(),
-        &translation,
-        &budget(2),
-    )
-    .unwrap();
-    let predictor = Predictor::new(run.checkpoint().unwrap(), Device::Cpu).unwrap();
-    let Prediction::Bytes(out) = &predictor.predict(&translation.inputs).unwrap()[0] else {
-        panic!("not bytes")
-    };
-    assert_eq!(out.len(), 2, "the output's length, not the input's");
+    assert_eq!(
+        first_bytes(&synthetic::bytes_to_reconstruct(40, 22)).len(),
+        4
+    );
+    assert_eq!(
+        first_bytes(&synthetic::bytes_to_translate(40, 24)).len(),
+        2,
+        "the output's length, not the input's"
+    );
     let trees = synthetic::tree_depth(40, 2, 23);
     for model in ["tree_rnn", "tree_kernel_svm"] {
         let run = train(&Candidate::parse(model).unwrap(), &trees, &budget(2)).unwrap();

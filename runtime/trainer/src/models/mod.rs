@@ -85,36 +85,32 @@ impl ModelConfig {
     /// [`ModelConfig::output_bytes`], the longest input's and target's within `max_bytes`.
     pub fn fitted_to(mut self, examples: &crate::data::Examples) -> Self {
         let longest = |strings: &[Vec<u8>]| strings.iter().map(Vec::len).max().unwrap_or(0);
+        let cap = self.max_bytes.max(1);
         if let crate::data::Inputs::Bytes(bytes) = &examples.inputs {
             let longest = longest(bytes);
             self.bytes_per_step = longest.div_ceil(MAX_BYTE_STEPS).max(1) as i64;
-            self.input_bytes = (longest as i64).clamp(1, self.max_bytes.max(1));
+            self.input_bytes = (longest as i64).clamp(1, cap);
         }
         if let crate::data::Targets::Bytes(bytes) = &examples.targets {
-            self.output_bytes = (longest(bytes) as i64).clamp(1, self.max_bytes.max(1));
+            self.output_bytes = (longest(bytes) as i64).clamp(1, cap);
         }
         self
     }
 
     /// The bytes the bit-level auto-encoder reads of each input (see [`ModelConfig::input_bytes`]).
     pub fn autoencoder_input_bytes(&self) -> i64 {
-        if self.input_bytes > 0 {
-            self.input_bytes
-        } else {
-            self.max_bytes
-        }
-        .max(1)
+        self.fitted_or_max(self.input_bytes)
     }
 
     /// The bytes the bit-level auto-encoder writes for each output (see
     /// [`ModelConfig::output_bytes`]).
     pub fn autoencoder_output_bytes(&self) -> i64 {
-        if self.output_bytes > 0 {
-            self.output_bytes
-        } else {
-            self.max_bytes
-        }
-        .max(1)
+        self.fitted_or_max(self.output_bytes)
+    }
+
+    /// A fitted byte count, or `max_bytes` where it is 0 (a checkpoint from before the fitting).
+    fn fitted_or_max(&self, fitted: i64) -> i64 {
+        if fitted > 0 { fitted } else { self.max_bytes }.max(1)
     }
 
     /// `channels * width`, at least 8.
