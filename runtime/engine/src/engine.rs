@@ -35,8 +35,8 @@ use easeml_scheduler::{
     Scheduler, SchedulerConfig,
 };
 use easeml_store::{
-    AppId, Lease, PageRequest, RunId, RunRecord, RunState, Store, StoredOutput, UnitId, UnitState,
-    best_run, broken_constraints, now_ms,
+    AppId, Lease, PageRequest, RunId, RunRecord, RunState, Store, StoredOutput, UnitId, UnitKind,
+    UnitState, best_run, broken_constraints, now_ms,
 };
 use easeml_trainer::{
     Budget, Candidate, Examples, ModelKind, Task, Tuning, Validation, estimate_cost,
@@ -884,7 +884,8 @@ impl Engine {
     /// reported when they commit.
     fn adopt_open_units(&mut self) -> Result<()> {
         for unit in self.store.open_units()? {
-            if self.in_flight.contains_key(&unit.id) {
+            // A MOP run's sub-epochs are its MOP coordinator's (`crate::mop`).
+            if self.in_flight.contains_key(&unit.id) || unit.kind != UnitKind::Run {
                 continue;
             }
             let lease_like = Lease {
@@ -896,6 +897,7 @@ impl Engine {
                 attempt: unit.attempt,
                 owner: String::new(),
                 spec: unit.spec.clone(),
+                sub_epoch: None,
             };
             let decision = self.decision_for(&lease_like);
             if let Some(decision) = &decision {

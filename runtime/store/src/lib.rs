@@ -34,8 +34,8 @@ pub use store::{
 };
 pub use time::{format_seconds, format_utc, now_ms};
 pub use units::{
-    Lease, MAX_LOSSES, NewWorker, UnitId, UnitRecord, UnitResult, UnitState, WorkerRecord,
-    WorkerState, worker_id,
+    Lease, MAX_LOSSES, NewSubEpoch, NewWorker, SubEpochLease, SubEpochRecord, UnitId, UnitKind,
+    UnitRecord, UnitResult, UnitState, WorkerRecord, WorkerState, worker_id,
 };
 
 use std::path::PathBuf;
@@ -175,6 +175,10 @@ pub enum Error {
     /// A unit id that does not exist.
     #[error("no unit {0} in the store")]
     NoSuchUnit(i64),
+    /// A work-unit operation its arguments or the unit's state do not allow (the message says
+    /// what and what to do instead).
+    #[error("{0}")]
+    InvalidInput(String),
     /// The operating system's random source failed (needed for app tokens).
     #[error("cannot generate an app token: {0}")]
     Random(String),

@@ -15,8 +15,12 @@ pub struct Migration {
     pub version: u32,
     /// A short name, recorded with it.
     pub name: &'static str,
-    /// The SQL script.
+    /// The SQL script (written for SQLite; PostgreSQL runs it through [`postgres_schema`]).
     pub sql: &'static str,
+    /// PostgreSQL's own script, when the translation cannot express the change (SQLite cannot
+    /// drop a constraint, so it rebuilds the table; PostgreSQL drops the constraint, keeping its
+    /// identity sequence).
+    pub postgres_sql: Option<&'static str>,
 }
 
 /// Every migration of this build, in order.
@@ -69,6 +73,7 @@ CREATE TABLE runs (
     error          TEXT
 );
 "#,
+        postgres_sql: None,
     },
     Migration {
         version: 2,
@@ -77,6 +82,7 @@ CREATE TABLE runs (
 CREATE INDEX examples_by_app ON examples(app, id);
 CREATE INDEX runs_by_app ON runs(app, id);
 "#,
+        postgres_sql: None,
     },
     Migration {
         version: 3,
@@ -85,6 +91,7 @@ CREATE INDEX runs_by_app ON runs(app, id);
 ALTER TABLE runs ADD COLUMN protocol TEXT;      -- how the quality was measured, e.g. '5-fold stratified'; NULL before version 3
 ALTER TABLE runs ADD COLUMN quality_std REAL;   -- the standard deviation of the fold qualities (k-fold), else NULL
 "#,
+        postgres_sql: None,
     },
     Migration {
         version: 4,
@@ -92,6 +99,7 @@ ALTER TABLE runs ADD COLUMN quality_std REAL;   -- the standard deviation of the
         sql: r#"
 ALTER TABLE runs ADD COLUMN infer_latency_seconds REAL; -- measured batch-1 inference time per example on the serving device; NULL when not measured
 "#,
+        postgres_sql: None,
     },
     Migration {
         version: 5,
@@ -99,6 +107,7 @@ ALTER TABLE runs ADD COLUMN infer_latency_seconds REAL; -- measured batch-1 infe
         sql: r#"
 ALTER TABLE runs ADD COLUMN trials TEXT; -- the trainer's trials of the run as JSON (learning rates, TrimTuner settings and data shares); NULL before version 5
 "#,
+        postgres_sql: None,
     },
     Migration {
         version: 6,
@@ -132,6 +141,60 @@ CREATE TABLE workers (
     slurm_job      TEXT                        -- `<job>` or `<array job>_<task>` under Slurm, else NULL
 );
 "#,
+        postgres_sql: None,
+    },
+    Migration {
+        version: 7,
+        name: "sub-epoch units (model hopper parallelism)",
+        sql: r#"
+CREATE TABLE units_v7 (
+    id             INTEGER PRIMARY KEY,
+    run            INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    kind           TEXT NOT NULL CHECK (kind IN ('run', 'sub_epoch')), -- a whole run, or one MOP sub-epoch of it
+    spec           TEXT NOT NULL,
+    state          TEXT NOT NULL CHECK (state IN ('queued', 'leased', 'committed')),
+    attempt        INTEGER NOT NULL DEFAULT 0,
+    losses         INTEGER NOT NULL DEFAULT 0,
+    lease_owner    TEXT,
+    lease_expires_ms INTEGER,
+    created_ms     INTEGER NOT NULL,
+    committed_ms   INTEGER,
+    epoch          INTEGER,                    -- sub_epoch: the epoch (from 0)
+    part           INTEGER,                    -- sub_epoch: the data partition
+    target_worker  TEXT,                       -- sub_epoch: the worker holding the partition, if any
+    lease_rank     INTEGER NOT NULL DEFAULT 0, -- leased in this order (random for sub-epochs: Cerebro's shuffle)
+    input_sha256   TEXT,                       -- sub_epoch: the training state it started from (set by the lease)
+    result_sha256  TEXT,                       -- sub_epoch: the training state it ended with (set by the commit)
+    seconds        REAL,                       -- sub_epoch: its worker's seconds
+    seq            INTEGER                     -- sub_epoch: its place in the run's visit log (set by the commit)
+);
+INSERT INTO units_v7 (id, run, kind, spec, state, attempt, losses, lease_owner, lease_expires_ms, created_ms, committed_ms)
+    SELECT id, run, kind, spec, state, attempt, losses, lease_owner, lease_expires_ms, created_ms, committed_ms FROM units;
+DROP TABLE units;
+ALTER TABLE units_v7 RENAME TO units;
+CREATE INDEX units_by_state ON units(state, id);
+CREATE UNIQUE INDEX units_one_per_run ON units(run) WHERE kind = 'run';
+CREATE UNIQUE INDEX units_one_per_sub_epoch ON units(run, epoch, part) WHERE kind = 'sub_epoch';
+CREATE INDEX units_by_run ON units(run, seq);
+"#,
+        postgres_sql: Some(
+            r#"
+ALTER TABLE units DROP CONSTRAINT units_run_key;
+ALTER TABLE units DROP CONSTRAINT units_kind_check;
+ALTER TABLE units ADD CONSTRAINT units_kind_check CHECK (kind IN ('run', 'sub_epoch'));
+ALTER TABLE units ADD COLUMN epoch BIGINT;
+ALTER TABLE units ADD COLUMN part BIGINT;
+ALTER TABLE units ADD COLUMN target_worker TEXT;
+ALTER TABLE units ADD COLUMN lease_rank BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE units ADD COLUMN input_sha256 TEXT;
+ALTER TABLE units ADD COLUMN result_sha256 TEXT;
+ALTER TABLE units ADD COLUMN seconds DOUBLE PRECISION;
+ALTER TABLE units ADD COLUMN seq BIGINT;
+CREATE UNIQUE INDEX units_one_per_run ON units(run) WHERE kind = 'run';
+CREATE UNIQUE INDEX units_one_per_sub_epoch ON units(run, epoch, part) WHERE kind = 'sub_epoch';
+CREATE INDEX units_by_run ON units(run, seq);
+"#,
+        ),
     },
 ];
 
@@ -187,7 +250,10 @@ pub(crate) fn migrate(connection: &Db, migrations: &[Migration], place: &Path) -
                 transaction
                     .execute("SELECT pg_advisory_xact_lock(?1)", [MIGRATION_LOCK])
                     .map_err(db(context.clone()))?;
-                postgres_schema(migration.sql)
+                match migration.postgres_sql {
+                    Some(sql) => sql.to_owned(),
+                    None => postgres_schema(migration.sql),
+                }
             }
         };
         // Another process may have applied it meanwhile.

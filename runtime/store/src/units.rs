@@ -1,8 +1,10 @@
 //! Work units, their leases, and the workers that hold them: the protocol between a coordinator
 //! (the engine) and workers (in its process, in other processes, on other hosts).
 //!
-//! A **unit** is a piece of work a worker can do alone; today a whole training run (`kind = 'run'`,
-//! one unit per run). Its life:
+//! A **unit** is a piece of work a worker can do alone: a whole training run (`kind = 'run'`, one
+//! unit per run: task parallelism), or one sub-epoch of a run trained by Cerebro's model hopper
+//! parallelism (`kind = 'sub_epoch'`, one unit per (run, epoch, partition); see "Sub-epoch units"
+//! below). Its life:
 //! 1. The coordinator queues it with its run ([`Store::queue_unit`]) and a `spec`: JSON text the
 //!    store keeps and never reads (the engine's `UnitSpec`).
 //! 2. A worker leases it ([`Store::lease_unit`]): the oldest queued unit, or a leased one whose lease
@@ -20,6 +22,27 @@
 //! [`MAX_LOSSES`] expired leases is its run failed (a unit that kills every worker it reaches).
 //! A worker that stops in an orderly way gives its lease back ([`Store::release_lease`]).
 //! Every state change is one `IMMEDIATE` transaction, so any number of processes may share the store.
+//!
+//! # Sub-epoch units
+//! A MOP run ([`Store::queue_sub_epoch_run`]) is trained by many units, each one sub-epoch: one
+//! epoch's pass over one data partition, starting from the training state the run's previous
+//! sub-epoch ended with. The store keeps the run's **visit log**: each committed sub-epoch unit
+//! records the state it started from (`input`, set when it is leased: the result of the run's last
+//! committed sub-epoch, `None` for the first), the state it ended with (`result`, a blob hash), its
+//! worker's seconds and its place in the log (`seq`). The coordinator keeps nothing else, so it
+//! can restart at any time. Leasing follows Cerebro's randomized scheduler (Algorithm 1): a worker
+//! gets a queued sub-epoch unit
+//! - addressed to it (`target_worker`: the worker holding the partition), to nobody, or to a
+//!   worker that is gone (stopped, or silent for a lease's time to live; any worker can load any
+//!   partition from the store, so the work moves instead of waiting);
+//! - whose run has no other unit under a live lease (a model trains on one worker at a time);
+//! - whose run is still open (not failed or done);
+//!
+//! the lowest `lease_rank` first (the coordinator draws the ranks at random: Cerebro's shuffle of
+//! the unit queue). Two PostgreSQL transactions may still lease two units of one run at once
+//! (`SKIP LOCKED` reads no row locks); the commit catches it: [`Store::commit_sub_epoch`] locks
+//! the run, and refuses (and queues the unit again) a sub-epoch whose input is no longer the run's
+//! last result, so the log is always one chain. The fencing rules are the run units' rules.
 
 use crate::blobs::BlobHash;
 use crate::db::{DbResult, OptionalExt, Row};
@@ -65,6 +88,86 @@ impl UnitState {
     }
 }
 
+/// What a unit is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitKind {
+    /// A whole training run (task parallelism).
+    Run,
+    /// One sub-epoch of a MOP run (see the module docs).
+    SubEpoch,
+}
+
+impl UnitKind {
+    /// The name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitKind::Run => "run",
+            UnitKind::SubEpoch => "sub_epoch",
+        }
+    }
+
+    fn parse(text: &str) -> UnitKind {
+        match text {
+            "sub_epoch" => UnitKind::SubEpoch,
+            _ => UnitKind::Run,
+        }
+    }
+}
+
+/// A sub-epoch unit to queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSubEpoch<'a> {
+    /// The epoch (from 0).
+    pub epoch: u64,
+    /// The data partition.
+    pub partition: u64,
+    /// The worker holding the partition, if any.
+    pub target_worker: Option<&'a str>,
+    /// Lower ranks are leased first (the coordinator draws them at random).
+    pub rank: i64,
+    /// The coordinator's spec, JSON text.
+    pub spec: &'a str,
+}
+
+/// What a sub-epoch lease carries beyond a run lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubEpochLease {
+    /// The epoch.
+    pub epoch: u64,
+    /// The partition.
+    pub partition: u64,
+    /// The training state to start from: the result of the run's last committed sub-epoch,
+    /// `None` for the run's first.
+    pub input: Option<BlobHash>,
+}
+
+/// A sub-epoch unit as stored: one entry of a run's visit log once committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubEpochRecord {
+    /// The unit.
+    pub unit: UnitId,
+    /// Its epoch.
+    pub epoch: u64,
+    /// Its partition.
+    pub partition: u64,
+    /// Its state.
+    pub state: UnitState,
+    /// Leases so far.
+    pub attempt: u32,
+    /// Who holds (or last held) it.
+    pub lease_owner: Option<String>,
+    /// The worker it is addressed to.
+    pub target_worker: Option<String>,
+    /// The state it started from (see [`SubEpochLease::input`]).
+    pub input: Option<BlobHash>,
+    /// The state it ended with (committed units).
+    pub result: Option<BlobHash>,
+    /// Its worker's seconds (committed units).
+    pub seconds: Option<f64>,
+    /// Its place in the run's visit log, from 1 (committed units).
+    pub seq: Option<u64>,
+}
+
 /// A unit as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitRecord {
@@ -88,6 +191,8 @@ pub struct UnitRecord {
     pub lease_expires_ms: Option<i64>,
     /// The coordinator's spec, JSON text.
     pub spec: String,
+    /// What it is.
+    pub kind: UnitKind,
     /// When it was queued.
     pub created_ms: i64,
     /// When it was committed.
@@ -113,6 +218,8 @@ pub struct Lease {
     pub owner: String,
     /// The coordinator's spec, JSON text.
     pub spec: String,
+    /// A sub-epoch unit's epoch, partition and input; `None` for a run unit.
+    pub sub_epoch: Option<SubEpochLease>,
 }
 
 /// What a worker commits for a unit.
@@ -233,7 +340,7 @@ pub fn worker_id(role: &str, host: &str, pid: u32) -> String {
     format!("{role}:{host}:{pid}:{random:08x}")
 }
 
-const UNIT_COLUMNS: &str = "u.id, u.run, r.app, r.candidate, u.state, u.attempt, u.losses, u.lease_owner, u.lease_expires_ms, u.spec, u.created_ms, u.committed_ms";
+const UNIT_COLUMNS: &str = "u.id, u.run, r.app, r.candidate, u.state, u.attempt, u.losses, u.lease_owner, u.lease_expires_ms, u.spec, u.created_ms, u.committed_ms, u.kind";
 
 fn unit_from_row(row: &Row) -> DbResult<UnitRecord> {
     Ok(UnitRecord {
@@ -249,6 +356,30 @@ fn unit_from_row(row: &Row) -> DbResult<UnitRecord> {
         spec: row.get(9)?,
         created_ms: row.get(10)?,
         committed_ms: row.get(11)?,
+        kind: UnitKind::parse(&row.get::<String>(12)?),
+    })
+}
+
+const SUB_EPOCH_COLUMNS: &str = "id, epoch, part, state, attempt, lease_owner, target_worker, input_sha256, result_sha256, seconds, seq";
+
+/// A stored hash; a malformed one (a store edited by hand) reads as none.
+fn hash(text: Option<String>) -> Option<BlobHash> {
+    text.and_then(|text| BlobHash::parse(&text).ok())
+}
+
+fn sub_epoch_from_row(row: &Row) -> DbResult<SubEpochRecord> {
+    Ok(SubEpochRecord {
+        unit: UnitId(row.get(0)?),
+        epoch: row.get::<i64>(1)?.max(0) as u64,
+        partition: row.get::<i64>(2)?.max(0) as u64,
+        state: UnitState::parse(&row.get::<String>(3)?),
+        attempt: row.get(4)?,
+        lease_owner: row.get(5)?,
+        target_worker: row.get(6)?,
+        input: hash(row.get(7)?),
+        result: hash(row.get(8)?),
+        seconds: row.get(9)?,
+        seq: row.get::<Option<i64>>(10)?.map(|seq| seq.max(0) as u64),
     })
 }
 
@@ -376,16 +507,21 @@ impl Store {
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let now = now_ms();
         loop {
-            let found: Option<(i64, i64, String, u32, u32, Option<String>)> = transaction
+            let found: Option<(i64, i64, String, u32, u32, Option<String>, String)> = transaction
                 .query_row(
                     &format!(
-                        "SELECT u.id, u.run, u.state, u.attempt, u.losses, u.lease_owner FROM units u
+                        "SELECT u.id, u.run, u.state, u.attempt, u.losses, u.lease_owner, u.kind FROM units u
                          WHERE (u.state = 'queued' OR (u.state = 'leased' AND u.lease_expires_ms < ?1))
                            AND (CAST(?2 AS BIGINT) IS NULL OR u.id = ?2)
-                         ORDER BY u.id LIMIT 1{}",
+                           AND (u.kind = 'run' OR (
+                             (u.target_worker IS NULL OR u.target_worker = ?3 OR NOT EXISTS (
+                                SELECT 1 FROM workers w WHERE w.id = u.target_worker AND w.state <> 'stopped' AND w.heartbeat_ms >= ?4))
+                             AND NOT EXISTS (SELECT 1 FROM units o WHERE o.run = u.run AND o.id <> u.id AND o.state = 'leased' AND o.lease_expires_ms >= ?1)
+                             AND EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run AND r.state IN ('queued', 'running'))))
+                         ORDER BY u.lease_rank, u.id LIMIT 1{}",
                         transaction.dialect().for_update_skip_locked()
                     ),
-                    params![now, only.map(|unit| unit.0)],
+                    params![now, only.map(|unit| unit.0), owner, now - ttl_ms(ttl)],
                     |row| {
                         Ok((
                             row.get(0)?,
@@ -394,15 +530,17 @@ impl Store {
                             row.get(3)?,
                             row.get(4)?,
                             row.get(5)?,
+                            row.get(6)?,
                         ))
                     },
                 )
                 .optional()
                 .map_err(db(context.clone()))?;
-            let Some((unit, run, state, attempt, losses, previous_owner)) = found else {
+            let Some((unit, run, state, attempt, losses, previous_owner, kind)) = found else {
                 transaction.commit().map_err(db(context))?;
                 return Ok(None);
             };
+            let kind = UnitKind::parse(&kind);
             let losses = losses + u32::from(state == "leased");
             if losses >= MAX_LOSSES {
                 let reason = format!(
@@ -423,24 +561,43 @@ impl Store {
                     .map_err(db(context.clone()))?;
                 continue;
             }
+            // A sub-epoch starts from its run's last committed result.
+            let input: Option<String> = match kind {
+                UnitKind::Run => None,
+                UnitKind::SubEpoch => {
+                    last_result(&transaction, run).map_err(db(context.clone()))?
+                }
+            };
             transaction
                 .execute(
-                    "UPDATE units SET state = 'leased', attempt = ?1, losses = ?2, lease_owner = ?3, lease_expires_ms = ?4 WHERE id = ?5",
-                    params![attempt + 1, losses, owner, now + ttl_ms(ttl), unit],
+                    "UPDATE units SET state = 'leased', attempt = ?1, losses = ?2, lease_owner = ?3, lease_expires_ms = ?4, input_sha256 = ?5 WHERE id = ?6",
+                    params![attempt + 1, losses, owner, now + ttl_ms(ttl), input, unit],
                 )
                 .map_err(db(context.clone()))?;
+            let started = match kind {
+                // A run's start is its first lease; a MOP run's units keep it.
+                UnitKind::Run => "UPDATE runs SET state = 'running', started_ms = ?1 WHERE id = ?2",
+                UnitKind::SubEpoch => {
+                    "UPDATE runs SET state = 'running', started_ms = COALESCE(started_ms, ?1) WHERE id = ?2"
+                }
+            };
             transaction
-                .execute(
-                    "UPDATE runs SET state = 'running', started_ms = ?1 WHERE id = ?2",
-                    params![now, run],
-                )
+                .execute(started, params![now, run])
                 .map_err(db(context.clone()))?;
             let lease = transaction
                 .query_row(
-                    "SELECT u.id, u.run, r.app, r.candidate, r.data_version, u.attempt, u.lease_owner, u.spec
+                    "SELECT u.id, u.run, r.app, r.candidate, r.data_version, u.attempt, u.lease_owner, u.spec, u.epoch, u.part
                      FROM units u JOIN runs r ON r.id = u.run WHERE u.id = ?1",
                     [unit],
                     |row| {
+                        let sub_epoch = match kind {
+                            UnitKind::Run => None,
+                            UnitKind::SubEpoch => Some(SubEpochLease {
+                                epoch: row.get::<Option<i64>>(8)?.unwrap_or(0).max(0) as u64,
+                                partition: row.get::<Option<i64>>(9)?.unwrap_or(0).max(0) as u64,
+                                input: hash(input.clone()),
+                            }),
+                        };
                         Ok(Lease {
                             unit: UnitId(row.get(0)?),
                             run: RunId(row.get(1)?),
@@ -450,6 +607,7 @@ impl Store {
                             attempt: row.get(5)?,
                             owner: row.get(6)?,
                             spec: row.get(7)?,
+                            sub_epoch,
                         })
                     },
                 )
@@ -483,7 +641,8 @@ impl Store {
                 params![lease.unit.0, lease.attempt, lease.owner],
             )
             .map_err(db(context.clone()))?;
-        if changed == 1 {
+        // A MOP run stays running: its other sub-epochs may be committed.
+        if changed == 1 && lease.sub_epoch.is_none() {
             transaction
                 .execute(
                     "UPDATE runs SET state = 'queued', started_ms = NULL WHERE id = ?1",
@@ -498,96 +657,288 @@ impl Store {
     /// Commits a unit's result with the lease's fencing token: the run's outcome and the unit's
     /// `committed` state in one transaction. [`Error::StaleLease`] (and nothing written) when the
     /// unit no longer holds this token: another worker leased it after this lease expired, or it
-    /// was committed already.
+    /// was committed already. A sub-epoch unit is committed with [`Store::commit_sub_epoch`].
     pub fn commit_unit(&mut self, lease: &Lease, result: &UnitResult<'_>) -> Result<()> {
         let run = lease.run;
-        if let UnitResult::Finished {
-            quality,
-            cost_seconds,
-            validation,
-            infer_latency_seconds,
-            trials,
-            ..
-        } = result
-        {
-            crate::store::check_finished_values(run, *quality, *cost_seconds, validation)?;
-            crate::store::non_negative(run, *infer_latency_seconds, || {
-                format!("inference latency {infer_latency_seconds} s")
-            })?;
-            crate::store::check_trials_size(run, trials.map_or(0, str::len))?;
+        if lease.sub_epoch.is_some() {
+            return Err(Error::InvalidInput(format!(
+                "unit {} is a sub-epoch of run {}: commit it with its training state (commit_sub_epoch), not a run's result",
+                lease.unit.0, run.0
+            )));
         }
+        check_result(run, result)?;
         let context = format!("committing unit {} (run {})", lease.unit.0, run.0);
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
-        let current: Option<(String, u32, Option<String>)> = transaction
-            .query_row(
-                &format!(
-                    "SELECT state, attempt, lease_owner FROM units WHERE id = ?1{}",
-                    transaction.dialect().for_update()
-                ),
-                [lease.unit.0],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
-            .optional()
-            .map_err(db(context.clone()))?;
-        let Some((state, attempt, owner)) = current else {
-            return Err(Error::StaleLease {
-                unit: lease.unit.0,
-                attempt: lease.attempt,
-                owner: lease.owner.clone(),
-                now: "gone (its app was removed)".to_owned(),
-            });
-        };
-        if state != "leased" || attempt != lease.attempt || owner.as_deref() != Some(&lease.owner) {
-            return Err(Error::StaleLease {
-                unit: lease.unit.0,
-                attempt: lease.attempt,
-                owner: lease.owner.clone(),
-                now: format!(
-                    "{state} at attempt {attempt} by `{}`",
-                    owner.unwrap_or_default()
-                ),
-            });
-        }
+        check_token(&transaction, lease, &context)?;
         let now = now_ms();
-        match result {
-            UnitResult::Finished {
-                quality,
-                cost_seconds,
-                checkpoint,
-                validation,
-                infer_latency_seconds,
-                trials,
-            } => transaction.execute(
-                "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4, protocol = ?5, quality_std = ?6, validated_examples = ?7, infer_latency_seconds = ?8, trials = ?9, error = NULL WHERE id = ?10",
-                params![
-                    quality,
-                    cost_seconds,
-                    checkpoint.as_str(),
-                    now,
-                    validation.protocol,
-                    validation.quality_std,
-                    validation.validated_examples.map(|count| count as i64),
-                    infer_latency_seconds,
-                    trials,
-                    run.0
-                ],
-            ),
-            UnitResult::Failed {
-                reason,
-                cost_seconds,
-                infer_latency_seconds,
-            } => transaction.execute(
-                "UPDATE runs SET state = 'failed', error = ?1, cost_seconds = ?2, finished_ms = ?3, infer_latency_seconds = COALESCE(?4, infer_latency_seconds) WHERE id = ?5",
-                params![reason, cost_seconds, now, infer_latency_seconds, run.0],
-            ),
-        }
-        .map_err(db(context.clone()))?;
+        write_run_result(&transaction, run, result, now).map_err(db(context.clone()))?;
         transaction
             .execute(
                 "UPDATE units SET state = 'committed', committed_ms = ?1, lease_expires_ms = NULL WHERE id = ?2",
                 params![now, lease.unit.0],
             )
             .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))
+    }
+
+    /// Queues a MOP run of `candidate` on the app's current data version with its first sub-epoch
+    /// units, in one transaction (so the run is never without units: no coordinator gives it a
+    /// whole-run unit meanwhile).
+    pub fn queue_sub_epoch_run(
+        &mut self,
+        app: AppId,
+        candidate: &str,
+        units: &[NewSubEpoch<'_>],
+    ) -> Result<(RunId, Vec<UnitId>)> {
+        if units.is_empty() {
+            return Err(Error::InvalidInput(format!(
+                "a MOP run of `{candidate}` needs at least one sub-epoch unit"
+            )));
+        }
+        let context = format!("queueing a MOP run of `{candidate}`");
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        let data_version: i64 = transaction
+            .query_row(
+                "SELECT data_version FROM apps WHERE id = ?1",
+                [app.0],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(db(context.clone()))?
+            .ok_or(Error::NoSuchAppId(app.0))?;
+        let now = now_ms();
+        let run = RunId(
+            transaction
+                .query_row(
+                    "INSERT INTO runs (app, candidate, state, data_version, queued_ms) VALUES (?1, ?2, 'queued', ?3, ?4) RETURNING id",
+                    params![app.0, candidate, data_version, now],
+                    |row| row.get(0),
+                )
+                .map_err(db(context.clone()))?,
+        );
+        let ids = insert_sub_epochs(&transaction, run, units, now).map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))?;
+        Ok((run, ids))
+    }
+
+    /// Queues more sub-epoch units of a MOP run (the next epoch's); a (run, epoch, partition)
+    /// already queued is left as it is. Returns the new units.
+    pub fn queue_sub_epochs(
+        &mut self,
+        run: RunId,
+        units: &[NewSubEpoch<'_>],
+    ) -> Result<Vec<UnitId>> {
+        let context = format!("queueing sub-epochs of run {}", run.0);
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        let open: Option<String> = transaction
+            .query_row("SELECT state FROM runs WHERE id = ?1", [run.0], |row| {
+                row.get(0)
+            })
+            .optional()
+            .map_err(db(context.clone()))?;
+        match open.as_deref() {
+            None => return Err(Error::NoSuchRun(run.0)),
+            Some("queued" | "running") => {}
+            Some(state) => {
+                return Err(Error::InvalidInput(format!(
+                    "run {} is {state}: it takes no more sub-epochs",
+                    run.0
+                )));
+            }
+        }
+        let mut missing = Vec::new();
+        for unit in units {
+            let exists: Option<i64> = transaction
+                .query_row(
+                    "SELECT id FROM units WHERE run = ?1 AND kind = 'sub_epoch' AND epoch = ?2 AND part = ?3",
+                    params![run.0, unit.epoch as i64, unit.partition as i64],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(db(context.clone()))?;
+            if exists.is_none() {
+                missing.push(unit.clone());
+            }
+        }
+        let ids = insert_sub_epochs(&transaction, run, &missing, now_ms())
+            .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))?;
+        Ok(ids)
+    }
+
+    /// Commits a sub-epoch unit: the training state it ended with (`result`, a blob put in the
+    /// store before) and its worker's `seconds` become the next entry of its run's visit log; the
+    /// run stays open. Refused ([`Error::StaleLease`], nothing written) when the unit no longer
+    /// holds the lease's token, exactly as [`Store::commit_unit`]; and refused, with the unit
+    /// queued again, when another sub-epoch of the run was committed since this one was leased
+    /// (its input is no longer the run's last result: see the module docs).
+    pub fn commit_sub_epoch(
+        &mut self,
+        lease: &Lease,
+        result: &BlobHash,
+        seconds: f64,
+    ) -> Result<()> {
+        let run = lease.run;
+        let Some(sub_epoch) = &lease.sub_epoch else {
+            return Err(Error::InvalidInput(format!(
+                "unit {} is a whole run (run {}): commit it with its run's result (commit_unit)",
+                lease.unit.0, run.0
+            )));
+        };
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            return Err(Error::InvalidInput(format!(
+                "unit {}: a sub-epoch's seconds must be a non-negative number, not {seconds}",
+                lease.unit.0
+            )));
+        }
+        let context = format!("committing sub-epoch unit {} (run {})", lease.unit.0, run.0);
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        // One commit per run at a time (PostgreSQL; SQLite's IMMEDIATE serializes all).
+        transaction
+            .query_row(
+                &format!(
+                    "SELECT id FROM runs WHERE id = ?1{}",
+                    transaction.dialect().for_update()
+                ),
+                [run.0],
+                |row| row.get::<i64>(0),
+            )
+            .optional()
+            .map_err(db(context.clone()))?;
+        check_token(&transaction, lease, &context)?;
+        let head = last_result(&transaction, run.0).map_err(db(context.clone()))?;
+        let input = sub_epoch
+            .input
+            .as_ref()
+            .map(|hash| hash.as_str().to_owned());
+        if head != input {
+            transaction
+                .execute(
+                    "UPDATE units SET state = 'queued', lease_expires_ms = NULL WHERE id = ?1",
+                    [lease.unit.0],
+                )
+                .map_err(db(context.clone()))?;
+            transaction.commit().map_err(db(context))?;
+            return Err(Error::StaleLease {
+                unit: lease.unit.0,
+                attempt: lease.attempt,
+                owner: lease.owner.clone(),
+                now: "queued again: another sub-epoch of its run was committed since it was leased, so it must start from that one's state".to_owned(),
+            });
+        }
+        let seq: i64 = transaction
+            .query_row(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM units WHERE run = ?1",
+                [run.0],
+                |row| row.get(0),
+            )
+            .map_err(db(context.clone()))?;
+        transaction
+            .execute(
+                "UPDATE units SET state = 'committed', committed_ms = ?1, lease_expires_ms = NULL, result_sha256 = ?2, seconds = ?3, seq = ?4 WHERE id = ?5",
+                params![now_ms(), result.as_str(), seconds, seq, lease.unit.0],
+            )
+            .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))
+    }
+
+    /// Fails a MOP run from one of its sub-epochs (its training diverged, or its data is gone),
+    /// with the lease's fencing token: the unit is committed without a result and the run failed
+    /// with `reason`, in one transaction; its other units are never leased again. Refused
+    /// ([`Error::StaleLease`], nothing written) as [`Store::commit_sub_epoch`] is.
+    pub fn fail_sub_epoch_run(
+        &mut self,
+        lease: &Lease,
+        reason: &str,
+        cost_seconds: Option<f64>,
+    ) -> Result<()> {
+        if lease.sub_epoch.is_none() {
+            return Err(Error::InvalidInput(format!(
+                "unit {} is a whole run (run {}): commit its failure with commit_unit",
+                lease.unit.0, lease.run.0
+            )));
+        }
+        let context = format!("failing MOP run {} from unit {}", lease.run.0, lease.unit.0);
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        check_token(&transaction, lease, &context)?;
+        let now = now_ms();
+        write_run_result(
+            &transaction,
+            lease.run,
+            &UnitResult::Failed {
+                reason,
+                cost_seconds,
+                infer_latency_seconds: None,
+            },
+            now,
+        )
+        .map_err(db(context.clone()))?;
+        transaction
+            .execute(
+                "UPDATE units SET state = 'committed', committed_ms = ?1, lease_expires_ms = NULL WHERE run = ?2 AND state <> 'committed'",
+                params![now, lease.run.0],
+            )
+            .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))
+    }
+
+    /// A MOP run's sub-epoch units: the committed ones in visit-log order (`seq`), then the
+    /// others by epoch and partition.
+    pub fn sub_epochs(&self, run: RunId) -> Result<Vec<SubEpochRecord>> {
+        self.connection
+            .query_map(
+                &format!(
+                    "SELECT {SUB_EPOCH_COLUMNS} FROM units WHERE run = ?1 AND kind = 'sub_epoch'
+                     ORDER BY CASE WHEN seq IS NULL THEN 1 ELSE 0 END, seq, epoch, part"
+                ),
+                [run.0],
+                sub_epoch_from_row,
+            )
+            .map_err(db(format!("reading the sub-epochs of run {}", run.0)))
+    }
+
+    /// Records a MOP run's outcome (its coordinator's last step, once every sub-epoch is
+    /// committed): the same values as [`Store::commit_unit`]. Refused when the run is not open or
+    /// has a sub-epoch that is not committed.
+    pub fn finish_sub_epoch_run(&mut self, run: RunId, result: &UnitResult<'_>) -> Result<()> {
+        check_result(run, result)?;
+        let context = format!("finishing MOP run {}", run.0);
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        let state: Option<String> = transaction
+            .query_row(
+                &format!(
+                    "SELECT state FROM runs WHERE id = ?1{}",
+                    transaction.dialect().for_update()
+                ),
+                [run.0],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(db(context.clone()))?;
+        match state.as_deref() {
+            None => return Err(Error::NoSuchRun(run.0)),
+            Some("queued" | "running") => {}
+            Some(state) => {
+                return Err(Error::InvalidInput(format!(
+                    "run {} is {state} already: its outcome is not recorded again",
+                    run.0
+                )));
+            }
+        }
+        let open: i64 = transaction
+            .query_row(
+                "SELECT COUNT(*) FROM units WHERE run = ?1 AND state <> 'committed'",
+                [run.0],
+                |row| row.get(0),
+            )
+            .map_err(db(context.clone()))?;
+        if open > 0 {
+            return Err(Error::InvalidInput(format!(
+                "run {} has {open} sub-epoch unit(s) not committed yet: finish it after them",
+                run.0
+            )));
+        }
+        write_run_result(&transaction, run, result, now_ms()).map_err(db(context.clone()))?;
         transaction.commit().map_err(db(context))
     }
 
@@ -626,7 +977,7 @@ impl Store {
         transaction
             .execute(
                 "UPDATE runs SET state = 'queued', started_ms = NULL WHERE id IN
-                 (SELECT run FROM units WHERE state = 'leased' AND substr(lease_owner, 1, ?2) = ?1)",
+                 (SELECT run FROM units WHERE kind = 'run' AND state = 'leased' AND substr(lease_owner, 1, ?2) = ?1)",
                 params![prefix, prefix.chars().count()],
             )
             .map_err(db(context.clone()))?;
@@ -655,11 +1006,12 @@ impl Store {
             .ok_or(Error::NoSuchUnit(unit.0))
     }
 
-    /// The unit of a run, if it has one.
+    /// The unit of a run (task parallelism), if it has one; a MOP run's units are its
+    /// [`Store::sub_epochs`].
     pub fn unit_of_run(&self, run: RunId) -> Result<Option<UnitRecord>> {
         self.connection
             .query_row(
-                &format!("SELECT {UNIT_COLUMNS} FROM units u JOIN runs r ON r.id = u.run WHERE u.run = ?1"),
+                &format!("SELECT {UNIT_COLUMNS} FROM units u JOIN runs r ON r.id = u.run WHERE u.run = ?1 AND u.kind = 'run'"),
                 [run.0],
                 unit_from_row,
             )
@@ -744,4 +1096,142 @@ impl Store {
             )
             .map_err(db(context))
     }
+}
+
+/// Checks a run result's values before any transaction.
+fn check_result(run: RunId, result: &UnitResult<'_>) -> Result<()> {
+    if let UnitResult::Finished {
+        quality,
+        cost_seconds,
+        validation,
+        infer_latency_seconds,
+        trials,
+        ..
+    } = result
+    {
+        crate::store::check_finished_values(run, *quality, *cost_seconds, validation)?;
+        crate::store::non_negative(run, *infer_latency_seconds, || {
+            format!("inference latency {infer_latency_seconds} s")
+        })?;
+        crate::store::check_trials_size(run, trials.map_or(0, str::len))?;
+    }
+    Ok(())
+}
+
+/// [`Error::StaleLease`] unless the unit still holds the lease's fencing token (its row locked on
+/// PostgreSQL until the transaction ends).
+fn check_token(transaction: &db::Transaction<'_>, lease: &Lease, context: &str) -> Result<()> {
+    let current: Option<(String, u32, Option<String>)> = transaction
+        .query_row(
+            &format!(
+                "SELECT state, attempt, lease_owner FROM units WHERE id = ?1{}",
+                transaction.dialect().for_update()
+            ),
+            [lease.unit.0],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()
+        .map_err(db(context.to_owned()))?;
+    let Some((state, attempt, owner)) = current else {
+        return Err(Error::StaleLease {
+            unit: lease.unit.0,
+            attempt: lease.attempt,
+            owner: lease.owner.clone(),
+            now: "gone (its app was removed)".to_owned(),
+        });
+    };
+    if state != "leased" || attempt != lease.attempt || owner.as_deref() != Some(&lease.owner) {
+        return Err(Error::StaleLease {
+            unit: lease.unit.0,
+            attempt: lease.attempt,
+            owner: lease.owner.clone(),
+            now: format!(
+                "{state} at attempt {attempt} by `{}`",
+                owner.unwrap_or_default()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Writes a run's outcome.
+fn write_run_result(
+    transaction: &db::Transaction<'_>,
+    run: RunId,
+    result: &UnitResult<'_>,
+    now: i64,
+) -> DbResult<usize> {
+    match result {
+        UnitResult::Finished {
+            quality,
+            cost_seconds,
+            checkpoint,
+            validation,
+            infer_latency_seconds,
+            trials,
+        } => transaction.execute(
+            "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4, protocol = ?5, quality_std = ?6, validated_examples = ?7, infer_latency_seconds = ?8, trials = ?9, error = NULL WHERE id = ?10",
+            params![
+                quality,
+                cost_seconds,
+                checkpoint.as_str(),
+                now,
+                validation.protocol,
+                validation.quality_std,
+                validation.validated_examples.map(|count| count as i64),
+                infer_latency_seconds,
+                trials,
+                run.0
+            ],
+        ),
+        UnitResult::Failed {
+            reason,
+            cost_seconds,
+            infer_latency_seconds,
+        } => transaction.execute(
+            "UPDATE runs SET state = 'failed', error = ?1, cost_seconds = ?2, finished_ms = ?3, infer_latency_seconds = COALESCE(?4, infer_latency_seconds) WHERE id = ?5",
+            params![reason, cost_seconds, now, infer_latency_seconds, run.0],
+        ),
+    }
+}
+
+/// The result of a run's last committed sub-epoch (the head of its visit log), if any.
+fn last_result(connection: &db::Db, run: i64) -> DbResult<Option<String>> {
+    Ok(connection
+        .query_row(
+            "SELECT result_sha256 FROM units WHERE run = ?1 AND kind = 'sub_epoch' AND seq IS NOT NULL ORDER BY seq DESC LIMIT 1",
+            [run],
+            |row| row.get::<Option<String>>(0),
+        )
+        .optional()?
+        .flatten())
+}
+
+/// Inserts sub-epoch units of `run`.
+fn insert_sub_epochs(
+    connection: &db::Db,
+    run: RunId,
+    units: &[NewSubEpoch<'_>],
+    now: i64,
+) -> DbResult<Vec<UnitId>> {
+    units
+        .iter()
+        .map(|unit| {
+            connection
+                .query_row(
+                    "INSERT INTO units (run, kind, spec, state, created_ms, epoch, part, target_worker, lease_rank) VALUES (?1, 'sub_epoch', ?2, 'queued', ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                    params![
+                        run.0,
+                        unit.spec,
+                        now,
+                        unit.epoch as i64,
+                        unit.partition as i64,
+                        unit.target_worker,
+                        unit.rank
+                    ],
+                    |row| row.get(0),
+                )
+                .map(UnitId)
+        })
+        .collect()
 }

@@ -70,14 +70,15 @@ macro_rules! suite {
         #[allow(unused_imports)]
         use easeml_store::{
             AppId, Blob, BlobHash, ConstraintLimits, Error, ExampleId, Lease, MAX_LOSSES, NewApp,
-            NewExample, NewOutput, NewWorker, PageRequest, RunId, RunState, RunValidation, Store,
-            StoredOutput, UnitResult, UnitState, WorkerState, best_run, broken_constraints,
-            worker_id,
+            NewExample, NewOutput, NewSubEpoch, NewWorker, PageRequest, RunId, RunState,
+            RunValidation, Store, StoredOutput, UnitKind, UnitResult, UnitState, WorkerState,
+            best_run, broken_constraints, worker_id,
         };
 
         include!("conformance/helpers.rs");
         include!("conformance/store.rs");
         include!("conformance/units.rs");
+        include!("conformance/sub_epochs.rs");
     };
 }
 

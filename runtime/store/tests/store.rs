@@ -135,6 +135,7 @@ fn migrate_to_version_99(home: &std::path::Path) -> String {
         version: 99,
         name: "from the future",
         sql: "CREATE TABLE future (x INTEGER);",
+        postgres_sql: None,
     });
     let store = Store::open_migrated(home, &StoreOptions::default(), &newer).unwrap();
     format!("version {}", store.schema_version().unwrap())

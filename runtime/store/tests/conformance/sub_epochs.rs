@@ -1,0 +1,187 @@
+// Sub-epoch units of model hopper parallelism (included by tests/conformance.rs once per
+// backend): targeted leases, one unit of a run in flight, the visit log, stale commits refused.
+
+/// A worker registered now (its heartbeat fresh), idle.
+fn registered(store: &mut Store, id: &str) {
+    store
+        .register_worker(&NewWorker {
+            id: id.to_owned(),
+            host: "test".to_owned(),
+            pid: 1,
+            device: "cpu".to_owned(),
+            threads: 1,
+            slurm_job: None,
+        })
+        .unwrap();
+}
+
+fn sub_epoch<'a>(epoch: u64, partition: u64, target: Option<&'a str>, rank: i64) -> NewSubEpoch<'a> {
+    NewSubEpoch {
+        epoch,
+        partition,
+        target_worker: target,
+        rank,
+        spec: "{}",
+    }
+}
+
+#[test]
+fn sub_epochs_go_to_their_partitions_worker_one_at_a_time_and_form_a_log() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    registered(&mut store, "worker:a");
+    registered(&mut store, "worker:b");
+    let (run, units) = store
+        .queue_sub_epoch_run(
+            app,
+            "mlp_small",
+            &[sub_epoch(0, 0, Some("worker:a"), 2), sub_epoch(0, 1, Some("worker:b"), 1)],
+        )
+        .unwrap();
+    assert_eq!(units.len(), 2);
+    // A MOP run has no whole-run unit, and no coordinator gives it one.
+    assert_eq!(store.unit_of_run(run).unwrap(), None);
+    assert!(store.queued_runs_without_unit().unwrap().is_empty());
+    assert_eq!(store.unit(units[0]).unwrap().kind, UnitKind::SubEpoch);
+
+    // A worker gets only its partition's unit; an unknown worker gets none while both live.
+    assert_eq!(store.lease_unit("worker:c", LONG).unwrap(), None);
+    let first = store.lease_unit("worker:b", LONG).unwrap().unwrap();
+    let at = first.sub_epoch.clone().unwrap();
+    assert_eq!((first.unit, at.epoch, at.partition, at.input), (units[1], 0, 1, None));
+    assert_eq!(store.run(run).unwrap().state, RunState::Running);
+    // The model is in flight on b: a's unit of the same run waits.
+    assert_eq!(store.lease_unit("worker:a", LONG).unwrap(), None);
+    // A sub-epoch is not committed as a whole run.
+    let checkpoint = store.put_blob(b"model").unwrap();
+    let validation = RunValidation::default();
+    assert!(matches!(
+        store.commit_unit(&first, &finished_at(&checkpoint, &validation, 0.5)),
+        Err(Error::InvalidInput(_))
+    ));
+    let state_1 = store.put_blob(b"state after (0, 1)").unwrap();
+    store.commit_sub_epoch(&first, &state_1, 0.25).unwrap();
+    assert_eq!(store.run(run).unwrap().state, RunState::Running);
+    // Committed once.
+    assert!(matches!(
+        store.commit_sub_epoch(&first, &state_1, 0.25),
+        Err(Error::StaleLease { .. })
+    ));
+
+    // The next sub-epoch starts from the last one's state.
+    let second = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+    assert_eq!(second.sub_epoch.as_ref().unwrap().input.as_ref(), Some(&state_1));
+    let state_2 = store.put_blob(b"state after (0, 0)").unwrap();
+    store.commit_sub_epoch(&second, &state_2, 0.5).unwrap();
+
+    // The log: in visit order, each input the previous result.
+    let log = store.sub_epochs(run).unwrap();
+    let visits: Vec<_> = log
+        .iter()
+        .map(|entry| (entry.epoch, entry.partition, entry.seq, entry.state))
+        .collect();
+    assert_eq!(
+        visits,
+        [
+            (0, 1, Some(1), UnitState::Committed),
+            (0, 0, Some(2), UnitState::Committed)
+        ]
+    );
+    assert_eq!(log[0].input, None);
+    assert_eq!(log[1].input.as_ref(), Some(&state_1));
+    assert_eq!(log[1].result.as_ref(), Some(&state_2));
+    assert_eq!(log[1].seconds, Some(0.5));
+
+    // The next epoch; a unit queued twice is queued once.
+    let next = store
+        .queue_sub_epochs(run, &[sub_epoch(1, 0, None, 0), sub_epoch(0, 0, None, 0)])
+        .unwrap();
+    assert_eq!(next.len(), 1);
+    // Finishing waits for every sub-epoch.
+    let finished = finished_at(&checkpoint, &validation, 0.75);
+    assert!(matches!(
+        store.finish_sub_epoch_run(run, &finished),
+        Err(Error::InvalidInput(_))
+    ));
+    let third = store.lease_unit("worker:c", LONG).unwrap().unwrap();
+    assert_eq!(third.sub_epoch.as_ref().unwrap().input.as_ref(), Some(&state_2));
+    store.commit_sub_epoch(&third, &state_1, 0.5).unwrap();
+    store.finish_sub_epoch_run(run, &finished).unwrap();
+    let record = store.run(run).unwrap();
+    assert_eq!((record.state, record.quality), (RunState::Done, Some(0.75)));
+    // Done: no more sub-epochs, no second outcome.
+    assert!(store.queue_sub_epochs(run, &[sub_epoch(2, 0, None, 0)]).is_err());
+    assert!(store.finish_sub_epoch_run(run, &finished).is_err());
+}
+
+#[test]
+fn a_sub_epoch_of_a_gone_worker_moves_and_its_stale_commit_is_refused() {
+    let Some((fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    registered(&mut store, "worker:a");
+    let (run, units) = store
+        .queue_sub_epoch_run(app, "mlp_small", &[sub_epoch(0, 0, Some("worker:a"), 0)])
+        .unwrap();
+    // a leases it, and dies: its lease expires.
+    let stale = store.lease_unit("worker:a", EXPIRED).unwrap().unwrap();
+    assert_eq!(stale.unit, units[0]);
+    std::thread::sleep(Duration::from_millis(5));
+    // a's heartbeat is older than the lease's time to live: it is gone, and b takes the unit
+    // (over its own connection, as another process).
+    let mut other = fixture.open();
+    let fresh = other
+        .lease_unit("worker:b", Duration::from_millis(1))
+        .unwrap()
+        .unwrap();
+    assert_eq!((fresh.unit, fresh.attempt), (units[0], 2));
+    let late = store.put_blob(b"late").unwrap();
+    let error = store.commit_sub_epoch(&stale, &late, 1.0).unwrap_err();
+    assert!(matches!(error, Error::StaleLease { .. }), "{error}");
+    assert!(error.to_string().contains("worker:b"), "{error}");
+    assert_eq!(store.unit(units[0]).unwrap().state, UnitState::Leased);
+    let good = other.put_blob(b"good").unwrap();
+    other.commit_sub_epoch(&fresh, &good, 1.0).unwrap();
+    let log = store.sub_epochs(run).unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].result.as_ref(), Some(&good));
+    assert_eq!(log[0].lease_owner.as_deref(), Some("worker:b"));
+}
+
+#[test]
+fn two_leases_of_one_run_cannot_fork_its_log() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    let (run, units) = store
+        .queue_sub_epoch_run(
+            app,
+            "mlp_small",
+            &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)],
+        )
+        .unwrap();
+    // The first lease expires (its worker hangs), so the run's other unit is leased meanwhile
+    // (the lower rank first).
+    let hung = store
+        .lease_unit_by_id(units[1], "worker:a", EXPIRED)
+        .unwrap()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    let other = store.lease_unit("worker:b", LONG).unwrap().unwrap();
+    assert_eq!(other.unit, units[0]);
+    let after_b = store.put_blob(b"b").unwrap();
+    store.commit_sub_epoch(&other, &after_b, 1.0).unwrap();
+    // The hung worker's unit was not taken over, so its token still holds; but the run moved on:
+    // its commit is refused and the unit queued again, to start from b's state.
+    let after_a = store.put_blob(b"a").unwrap();
+    let error = store.commit_sub_epoch(&hung, &after_a, 1.0).unwrap_err();
+    assert!(error.to_string().contains("queued again"), "{error}");
+    let again = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+    assert_eq!(again.unit, hung.unit);
+    assert_eq!(again.sub_epoch.unwrap().input.as_ref(), Some(&after_b));
+    assert_eq!(store.sub_epochs(run).unwrap()[0].result.as_ref(), Some(&after_b));
+}
