@@ -40,6 +40,10 @@ pub enum Error {
     /// A checkpoint that cannot be read, or that does not fit the inputs given to it.
     #[error("bad checkpoint: {0}")]
     BadCheckpoint(String),
+    /// Model hopper parallelism cannot train this (a classic model, an adversarial pair, no
+    /// partition rows).
+    #[error("model hopper parallelism: {0}")]
+    Mop(String),
     /// libtorch reported an error.
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),

@@ -29,6 +29,7 @@ pub mod hop;
 pub mod infer;
 pub mod latency;
 pub mod models;
+pub mod mop;
 pub mod normalize;
 pub mod optim;
 pub mod synthetic;

@@ -821,7 +821,7 @@ pub(crate) struct BestTrial {
 }
 
 /// Serializes seeding + initialization (see `run_trial`).
-static INIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(crate) static INIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A copy of every variable, on the CPU.
 fn snapshot(store: &nn::VarStore) -> Weights {
