@@ -6,6 +6,8 @@
 //! - [`ServedModel`]: an app's best model so far, loaded for inference.
 //! - [`best_run`]: the one rule for "the best model" (shared with the status report).
 //! - [`dataset`]: between stored objects and the trainer's tensors, both ways.
+//! - [`mop`]: Cerebro's model hopper parallelism: a run trained by sub-epoch units that hop
+//!   between the workers holding the data's partitions.
 //!
 //! The engine knows nothing of HTTP; it sees the schema only through the app's stored manifest.
 
@@ -16,6 +18,7 @@ mod engine;
 mod error;
 mod local;
 mod model;
+pub mod mop;
 pub mod unit;
 pub mod worker;
 

@@ -1,5 +1,5 @@
 //! A worker: leases work units from a store, trains them on its device, commits them with their
-//! fencing tokens ([`crate::unit`]), until it is told to stop. `easeml worker` runs one per process;
+//! fencing tokens ([`crate::unit`]; a MOP sub-epoch unit: [`crate::mop`]), until it is told to stop. `easeml worker` runs one per process;
 //! `easeml train --workers N` starts N of them as child processes.
 //!
 //! A worker registers itself in the store's `workers` table (host, pid, device, threads) and
@@ -166,7 +166,11 @@ impl Worker {
         store.worker_heartbeat(&self.id, WorkerState::Busy, Some(lease.unit))?;
         let executed = {
             let _heartbeat = Heartbeat::start(&self.home, lease, &self.id, self.config.lease_ttl)?;
-            unit::execute(store, lease, self.config.device, &mut self.cache)
+            if lease.sub_epoch.is_some() {
+                crate::mop::execute_sub_epoch(store, lease, self.config.device, &mut self.cache)
+            } else {
+                unit::execute(store, lease, self.config.device, &mut self.cache)
+            }
         };
         store.worker_heartbeat(&self.id, WorkerState::Idle, None)?;
         executed

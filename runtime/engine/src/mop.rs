@@ -1,0 +1,428 @@
+//! Cerebro's model hopper parallelism (MOP) over work units: a run of one model (a candidate with
+//! fixed hyper-parameters) trained for a fixed number of epochs, each epoch one sub-epoch on each
+//! of the data's partitions, the training state hopping between the workers that hold them.
+//!
+//! - [`start_run`] (the coordinator): splits the app's examples into training and validation rows
+//!   by id (the trainer's rule), builds the run's initial state
+//!   ([`easeml_trainer::mop::initial_state`]), puts it in the store and queues the run with its
+//!   first epoch's sub-epoch units ([`easeml_store::Store::queue_sub_epoch_run`]): partition `j`
+//!   addressed to the `j`-th of the given workers (round robin), each unit a random rank (the
+//!   scheduler's shuffle, seeded by the run's seed, the epoch and the partition).
+//! - [`execute_sub_epoch`] (any worker, from [`crate::worker::Worker::work`]): trains one leased
+//!   sub-epoch from the state its lease names and commits the next state with the lease's
+//!   fencing token.
+//! - [`advance`] (the coordinator, polled): reads the run's visit log from the store and queues
+//!   the next epoch once every partition of the current one is committed; after the last epoch it
+//!   evaluates the state each epoch ended with on the validation rows, serves the best (the
+//!   trainer keeps its best epoch the same way), measures its latency and records the run like a
+//!   task-parallel run (quality, checkpoint blob, cost = the sum of its sub-epochs' seconds).
+//!   It keeps nothing between calls: a restarted coordinator resumes where the store is.
+//! - [`replay`]: the run's visit log trained again, in order, in this thread: the check that a
+//!   run trained by hopping equals sequential training.
+//!
+//! The store's lease rule is Algorithm 1 of the paper (see `easeml_store::units`): an idle worker
+//! gets a queued unit of its partition whose model is not in flight elsewhere, the lowest random
+//! rank first. Not here yet: per-epoch early stopping, fewer models than half the workers (the
+//! paper then trains one model on all workers), replica-aware placement beyond "a gone worker's
+//! partition goes to anyone", and workers that cache only their partitions (a worker loads the
+//! app's examples and trains on its partition's rows).
+
+use std::time::Instant;
+
+use easeml_store::{
+    AppId, BlobHash, Lease, NewSubEpoch, RunId, RunState, RunValidation, Store, SubEpochRecord,
+    UnitResult, UnitState,
+};
+use easeml_trainer::data::split_by_id;
+use easeml_trainer::hop::{SubEpoch, sub_epoch_seed};
+use easeml_trainer::models::ModelConfig;
+use easeml_trainer::mop::{
+    MopSetup, SubEpochOutcome, checkpoint_of_state, evaluate_state, initial_state, partition_rows,
+    train_sub_epoch,
+};
+use easeml_trainer::{Examples, Predictor, Task, measure_latency};
+use serde::{Deserialize, Serialize};
+use tch::Device;
+
+use crate::app::AppModel;
+use crate::checkpoint_blob;
+use crate::engine::load_examples;
+use crate::error::{Error, Result};
+use crate::unit::{AppCache, Executed, LATENCY};
+
+/// Salt of the ranks' seeds (so they are not the sub-epochs' own seeds).
+const RANK_SALT: u64 = 0x7261_6e6b;
+
+/// How a MOP run trains.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MopPlan {
+    /// Data partitions (at least 1, at most the training examples).
+    pub partitions: u64,
+    /// Epochs (at least 1).
+    pub epochs: u64,
+    /// Adam's learning rate.
+    pub learning_rate: f64,
+    /// The run's seed.
+    pub seed: u64,
+    /// Examples per batch.
+    pub batch_size: usize,
+    /// The share of examples held out for validation, by id hash.
+    pub validation_fraction: f64,
+    /// The models' widths.
+    pub config: ModelConfig,
+}
+
+impl MopPlan {
+    /// `partitions` partitions, `epochs` epochs, the trainer's defaults otherwise (learning rate
+    /// 0.001, the first of its grid; batches of 32; 20% validation; the CPU's widths).
+    pub fn new(partitions: u64, epochs: u64) -> MopPlan {
+        MopPlan {
+            partitions,
+            epochs,
+            learning_rate: 0.001,
+            seed: 0,
+            batch_size: 32,
+            validation_fraction: 0.2,
+            config: ModelConfig::for_device(Device::Cpu),
+        }
+    }
+}
+
+/// A sub-epoch unit's spec: what every sub-epoch of the run shares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubEpochSpec {
+    /// The training setup.
+    pub setup: MopSetup,
+    /// The number of partitions.
+    pub partitions: u64,
+    /// The number of epochs.
+    pub epochs: u64,
+    /// The validation share (the rows that are not trained on).
+    pub validation_fraction: f64,
+    /// The run's initial state, a blob hash.
+    pub initial: String,
+}
+
+impl SubEpochSpec {
+    fn from_json(text: &str) -> Result<SubEpochSpec> {
+        serde_json::from_str(text).map_err(|error| {
+            Error::Input(format!("a sub-epoch unit's spec is unreadable: {error}"))
+        })
+    }
+}
+
+/// Where a MOP run stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MopStatus {
+    /// Still training: sub-epochs committed of all its epochs'.
+    Training {
+        /// Committed sub-epochs.
+        committed: usize,
+        /// Sub-epochs in all (epochs x partitions).
+        total: usize,
+    },
+    /// Done, with its validation quality.
+    Done(f64),
+    /// Failed, with why.
+    Failed(String),
+}
+
+/// The app's model and examples, and the training / validation rows.
+fn load(store: &Store, app: AppId, fraction: f64) -> Result<(Examples, Vec<usize>, Vec<usize>)> {
+    let record = store.app(app)?;
+    let model = AppModel::from_manifest(&record.name, &record.manifest)?;
+    let examples = load_examples(store, app, &model)?.ok_or_else(|| {
+        Error::Input(format!(
+            "app `{}` has fewer than {} enabled examples: feed more before training",
+            record.name,
+            crate::MIN_EXAMPLES
+        ))
+    })?;
+    let (train, validation) = split_by_id(&examples.ids, fraction);
+    Ok((examples, train, validation))
+}
+
+fn rank(seed: u64, epoch: u64, partition: u64) -> i64 {
+    (sub_epoch_seed(seed ^ RANK_SALT, epoch, partition) >> 1) as i64
+}
+
+/// Queues a MOP run of `candidate` for `app` (see the module docs); `workers` are the ids of the
+/// workers holding the partitions (partition `j` goes to `workers[j % len]`; none: any worker).
+pub fn start_run(
+    store: &mut Store,
+    app: AppId,
+    candidate: &str,
+    plan: &MopPlan,
+    workers: &[String],
+) -> Result<RunId> {
+    if plan.partitions == 0 || plan.epochs == 0 {
+        return Err(Error::Input(format!(
+            "a MOP run needs at least one partition and one epoch, not {} and {}",
+            plan.partitions, plan.epochs
+        )));
+    }
+    let (examples, train, _) = load(store, app, plan.validation_fraction)?;
+    if let Some(empty) = (0..plan.partitions)
+        .find(|&partition| partition_rows(&examples, &train, plan.partitions, partition).is_empty())
+    {
+        return Err(Error::Input(format!(
+            "partition {empty} of {} has no training example ({} in all): use fewer partitions",
+            plan.partitions,
+            train.len()
+        )));
+    }
+    let setup = MopSetup {
+        candidate: candidate.to_owned(),
+        task: Task::of(&examples)?,
+        config: plan.config,
+        learning_rate: plan.learning_rate,
+        seed: plan.seed,
+        batch_size: plan.batch_size,
+    };
+    let initial = initial_state(&setup, &examples, &train, Device::Cpu)?;
+    let initial = store.put_blob(&initial)?;
+    let spec = SubEpochSpec {
+        setup,
+        partitions: plan.partitions,
+        epochs: plan.epochs,
+        validation_fraction: plan.validation_fraction,
+        initial: initial.as_str().to_owned(),
+    };
+    let spec = serde_json::to_string(&spec)
+        .map_err(|error| Error::Input(format!("cannot write a sub-epoch spec: {error}")))?;
+    let targets: Vec<Option<&str>> = (0..plan.partitions)
+        .map(|partition| {
+            (!workers.is_empty()).then(|| workers[partition as usize % workers.len()].as_str())
+        })
+        .collect();
+    let units = epoch_units(0, plan.seed, &targets, &spec);
+    let (run, _) = store.queue_sub_epoch_run(app, candidate, &units)?;
+    Ok(run)
+}
+
+fn epoch_units<'a>(
+    epoch: u64,
+    seed: u64,
+    targets: &[Option<&'a str>],
+    spec: &'a str,
+) -> Vec<NewSubEpoch<'a>> {
+    targets
+        .iter()
+        .enumerate()
+        .map(|(partition, &target_worker)| NewSubEpoch {
+            epoch,
+            partition: partition as u64,
+            target_worker,
+            rank: rank(seed, epoch, partition as u64),
+            spec,
+        })
+        .collect()
+}
+
+/// Trains a leased sub-epoch unit on `device` and commits the next state (see the module docs).
+/// A diverged sub-epoch, or data changed since the run was queued, fails the run.
+pub fn execute_sub_epoch(
+    store: &mut Store,
+    lease: &Lease,
+    device: Device,
+    cache: &mut AppCache,
+) -> Result<Executed> {
+    let started = Instant::now();
+    let Some(at) = lease.sub_epoch.clone() else {
+        return Err(Error::Input(format!(
+            "unit {} is not a sub-epoch",
+            lease.unit.0
+        )));
+    };
+    let outcome = (|| -> Result<std::result::Result<BlobHash, String>> {
+        let spec = SubEpochSpec::from_json(&lease.spec)?;
+        let Some((_, examples)) = cache.get(store, lease.app, lease.data_version)? else {
+            return Ok(Err(
+                "the app's data changed while the run trained: its partitions are gone".to_owned(),
+            ));
+        };
+        let Some(examples) = examples else {
+            return Ok(Err(format!(
+                "the app has fewer than {} enabled examples now",
+                crate::MIN_EXAMPLES
+            )));
+        };
+        let (train, _) = split_by_id(&examples.ids, spec.validation_fraction);
+        let rows = partition_rows(&examples, &train, spec.partitions, at.partition);
+        let input = match &at.input {
+            Some(hash) => hash.clone(),
+            None => BlobHash::parse(&spec.initial)?,
+        };
+        let state = store.blob(&input)?;
+        let sub_epoch = SubEpoch {
+            epoch: at.epoch,
+            partition: at.partition,
+        };
+        match train_sub_epoch(&spec.setup, &state, &examples, &rows, sub_epoch, device)? {
+            SubEpochOutcome::Trained { state, .. } => Ok(Ok(store.put_blob(&state)?)),
+            SubEpochOutcome::Diverged(reason) => Ok(Err(reason)),
+        }
+    })();
+    let seconds = started.elapsed().as_secs_f64();
+    let committed = match outcome {
+        Ok(Ok(result)) => store.commit_sub_epoch(lease, &result, seconds),
+        Ok(Err(reason)) => store.fail_sub_epoch_run(lease, &reason, Some(seconds)),
+        Err(error) => store.fail_sub_epoch_run(lease, &error.to_string(), Some(seconds)),
+    };
+    match committed {
+        Ok(()) => Ok(Executed::Committed),
+        Err(error @ easeml_store::Error::StaleLease { .. }) => {
+            Ok(Executed::LeaseLost(error.to_string()))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The spec of a run's units.
+fn run_spec(store: &Store, log: &[SubEpochRecord]) -> Result<SubEpochSpec> {
+    let first = log.first().ok_or_else(|| {
+        Error::Input("the run has no sub-epoch units: it is not a MOP run".into())
+    })?;
+    SubEpochSpec::from_json(&store.unit(first.unit)?.spec)
+}
+
+/// One step of a MOP run's coordinator (see the module docs); call it until the run is done or
+/// failed.
+pub fn advance(store: &mut Store, run: RunId) -> Result<MopStatus> {
+    let record = store.run(run)?;
+    match record.state {
+        RunState::Done => return Ok(MopStatus::Done(record.quality.unwrap_or(0.0))),
+        RunState::Failed => return Ok(MopStatus::Failed(record.error.unwrap_or_default())),
+        _ => {}
+    }
+    let log = store.sub_epochs(run)?;
+    let spec = run_spec(store, &log)?;
+    let total = (spec.epochs * spec.partitions) as usize;
+    let committed = log
+        .iter()
+        .filter(|unit| unit.state == UnitState::Committed)
+        .count();
+    let current = log.iter().map(|unit| unit.epoch).max().unwrap_or(0);
+    let open = log
+        .iter()
+        .any(|unit| unit.epoch == current && unit.state != UnitState::Committed);
+    if open {
+        return Ok(MopStatus::Training { committed, total });
+    }
+    if current + 1 < spec.epochs {
+        // The next epoch's partitions go to the workers that held them in this one.
+        let mut targets = vec![None; spec.partitions as usize];
+        for unit in log.iter().filter(|unit| unit.epoch == current) {
+            if let Some(slot) = targets.get_mut(unit.partition as usize) {
+                *slot = unit.target_worker.as_deref();
+            }
+        }
+        let text = store.unit(log[0].unit)?.spec;
+        let units = epoch_units(current + 1, spec.setup.seed, &targets, &text);
+        store.queue_sub_epochs(run, &units)?;
+        return Ok(MopStatus::Training { committed, total });
+    }
+    finish(store, run, &spec, &log)
+}
+
+/// Evaluates each epoch's last state, records the best as the run's model.
+fn finish(
+    store: &mut Store,
+    run: RunId,
+    spec: &SubEpochSpec,
+    log: &[SubEpochRecord],
+) -> Result<MopStatus> {
+    let app = store.run(run)?.app;
+    let (examples, _, validation) = load(store, app, spec.validation_fraction)?;
+    let cost: f64 = log.iter().filter_map(|unit| unit.seconds).sum();
+    let mut best: Option<(f64, u64, Vec<u8>)> = None;
+    let mut epochs = Vec::new();
+    for epoch in 0..spec.epochs {
+        // The log is in visit order: an epoch's last entry holds its end state.
+        let Some(hash) = log
+            .iter()
+            .rev()
+            .find(|unit| unit.epoch == epoch && unit.result.is_some())
+            .and_then(|unit| unit.result.clone())
+        else {
+            continue;
+        };
+        let state = store.blob(&hash)?;
+        let quality = evaluate_state(&spec.setup, &state, &examples, &validation, Device::Cpu)?;
+        epochs.push(serde_json::json!({"epoch": epoch + 1, "validation_quality": quality}));
+        if let Some(quality) = quality
+            && best.as_ref().is_none_or(|(best, _, _)| quality > *best)
+        {
+            best = Some((quality, epoch, state));
+        }
+    }
+    let Some((quality, _, state)) = best else {
+        let reason = "every epoch's model gives non-finite outputs on the validation rows";
+        store.finish_sub_epoch_run(
+            run,
+            &UnitResult::Failed {
+                reason,
+                cost_seconds: Some(cost),
+                infer_latency_seconds: None,
+            },
+        )?;
+        return Ok(MopStatus::Failed(reason.to_owned()));
+    };
+    let checkpoint = checkpoint_of_state(&spec.setup, &state)?;
+    let latency = measure_latency(
+        &Predictor::new(&checkpoint, Device::Cpu)?,
+        &examples.inputs,
+        &LATENCY,
+    )?;
+    let blob = store.put_blob(&checkpoint_blob::encode(&checkpoint)?)?;
+    let quality = quality.clamp(0.0, 1.0);
+    let trials = serde_json::json!([{
+        "learning_rate": spec.setup.learning_rate,
+        "seed": spec.setup.seed,
+        "mop": {"partitions": spec.partitions, "epochs": epochs},
+    }])
+    .to_string();
+    store.finish_sub_epoch_run(
+        run,
+        &UnitResult::Finished {
+            quality,
+            cost_seconds: cost,
+            checkpoint: &blob,
+            validation: &RunValidation {
+                protocol: Some(format!(
+                    "split {:.0}% by id (model hopper parallelism, {} partitions)",
+                    spec.validation_fraction * 100.0,
+                    spec.partitions
+                )),
+                quality_std: None,
+                validated_examples: Some(validation.len() as u64),
+            },
+            infer_latency_seconds: latency,
+            trials: Some(&trials),
+        },
+    )?;
+    Ok(MopStatus::Done(quality))
+}
+
+/// Trains the run's committed visit log again, in order, in this thread, from its initial state:
+/// returns the final state's bytes (compare them with the last committed result to check that
+/// hopping equals sequential training).
+pub fn replay(store: &Store, run: RunId) -> Result<Vec<u8>> {
+    let log = store.sub_epochs(run)?;
+    let spec = run_spec(store, &log)?;
+    let app = store.run(run)?.app;
+    let (examples, train, _) = load(store, app, spec.validation_fraction)?;
+    let mut state = store.blob(&BlobHash::parse(&spec.initial)?)?;
+    for unit in log.iter().filter(|unit| unit.seq.is_some()) {
+        let rows = partition_rows(&examples, &train, spec.partitions, unit.partition);
+        let at = SubEpoch {
+            epoch: unit.epoch,
+            partition: unit.partition,
+        };
+        state = match train_sub_epoch(&spec.setup, &state, &examples, &rows, at, Device::Cpu)? {
+            SubEpochOutcome::Trained { state, .. } => state,
+            SubEpochOutcome::Diverged(reason) => return Err(Error::Input(reason)),
+        };
+    }
+    Ok(state)
+}

@@ -1,0 +1,341 @@
+//! Model hopper parallelism end to end over a real SQLite store with real workers (threads of this
+//! process, and a worker process killed with SIGKILL): every (model, epoch, partition) committed
+//! exactly once, the visit log replayed on one thread bit-identical to what the workers trained,
+//! a lost sub-epoch re-leased after its lease expires, a stale worker's commit refused, and a
+//! coordinator that restarts between any two steps (each step opens the store afresh).
+//!
+//! Every process trains on one libtorch thread (bit equality). The child worker process is this
+//! test binary run again with `EASEML_MOP_CHILD_HOME` set (the test `child_worker`, which does
+//! nothing without it).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use easeml_compiler::{Registry, compile};
+use easeml_engine::checkpoint_blob;
+use easeml_engine::mop::{self, MopPlan, MopStatus};
+use easeml_engine::unit::{AppCache, Executed};
+use easeml_engine::worker::{WorkerConfig, run_worker};
+use easeml_object::{Object, codec};
+use easeml_store::{AppId, Blob, NewApp, NewExample, NewOutput, RunId, RunState, Store, UnitState};
+use tch::Device;
+
+const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]\n";
+const CHILD: &str = "EASEML_MOP_CHILD_HOME";
+
+fn register(store: &mut Store) -> AppId {
+    let compiled = compile(SIDES, "sides", &Registry::builtin()).expect("the program compiles");
+    let schema = &compiled.schema;
+    store
+        .register_app(&NewApp {
+            name: schema.app.clone(),
+            manifest: easeml_compiler::codegen::manifest(&compiled).to_json(),
+            system_type: schema.system_type(),
+            label_capacity: schema.label_capacity(),
+            declared_labels: schema.labels.clone(),
+        })
+        .expect("registered")
+        .0
+        .id
+}
+
+/// `n` examples of two clusters: `left` when x < y.
+fn feed(store: &mut Store, app: AppId, n: usize) {
+    let examples: Vec<NewExample> = (0..n)
+        .map(|i| {
+            let a = ((i * 37) % 100) as f32 / 100.0;
+            let b = ((i * 61) % 100) as f32 / 100.0;
+            let label = if a < b { "left" } else { "right" };
+            NewExample {
+                input: Blob::Bytes(codec::encode(&Object::single(vec![a, b]))),
+                output: NewOutput::Label(label.to_owned()),
+            }
+        })
+        .collect();
+    store.insert_examples(app, &examples).expect("stored");
+}
+
+fn worker_config(ttl: Duration) -> WorkerConfig {
+    let mut config = WorkerConfig::for_device(Device::Cpu);
+    config.threads = Some(1);
+    config.lease_ttl = ttl;
+    config.poll = Duration::from_millis(10);
+    config
+}
+
+/// A worker thread over the store at `home`, until `stop`.
+fn worker_thread(home: &Path, ttl: Duration, stop: &Arc<AtomicBool>) -> JoinHandle<()> {
+    let home = home.to_owned();
+    let stop = Arc::clone(stop);
+    std::thread::spawn(move || {
+        run_worker(&home, worker_config(ttl), &stop, &mut |_| {}).expect("the worker runs");
+    })
+}
+
+/// Waits until `count` live workers are registered; their ids, oldest first.
+fn live_workers(home: &Path, count: usize) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let store = Store::open(home).unwrap();
+        let ids: Vec<String> = store
+            .workers()
+            .unwrap()
+            .into_iter()
+            .filter(|worker| worker.state != easeml_store::WorkerState::Stopped)
+            .map(|worker| worker.id)
+            .collect();
+        if ids.len() >= count {
+            return ids;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "workers did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Coordinates the runs to the end, each step over a freshly opened store (a coordinator restarted
+/// between any two steps resumes from the store alone).
+fn coordinate(home: &Path, runs: &[RunId]) {
+    let started = Instant::now();
+    loop {
+        let mut done = 0;
+        for &run in runs {
+            let mut store = Store::open(home).unwrap();
+            match mop::advance(&mut store, run).unwrap() {
+                MopStatus::Done(_) => done += 1,
+                MopStatus::Failed(reason) => panic!("run {} failed: {reason}", run.0),
+                MopStatus::Training { .. } => {}
+            }
+        }
+        if done == runs.len() {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the runs did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Every (epoch, partition) committed exactly once, epoch by epoch, each sub-epoch starting from
+/// the previous one's result; the replay on this thread equals the last result bit for bit; the
+/// run is done and its checkpoint serves.
+fn check_run(store: &Store, run: RunId, plan: &MopPlan) {
+    let log = store.sub_epochs(run).unwrap();
+    assert_eq!(log.len() as u64, plan.epochs * plan.partitions);
+    assert!(log.iter().all(|unit| unit.state == UnitState::Committed));
+    let visits: BTreeSet<(u64, u64)> = log
+        .iter()
+        .map(|unit| (unit.epoch, unit.partition))
+        .collect();
+    assert_eq!(visits.len(), log.len(), "a sub-epoch was trained twice");
+    let seqs: Vec<u64> = log.iter().map(|unit| unit.seq.unwrap()).collect();
+    assert_eq!(seqs, (1..=log.len() as u64).collect::<Vec<_>>());
+    let epochs: Vec<u64> = log.iter().map(|unit| unit.epoch).collect();
+    assert!(
+        epochs.windows(2).all(|pair| pair[0] <= pair[1]),
+        "{epochs:?}"
+    );
+    for pair in log.windows(2) {
+        assert_eq!(pair[1].input, pair[0].result);
+    }
+    let last = store
+        .blob(log.last().unwrap().result.as_ref().unwrap())
+        .unwrap();
+    let replayed = mop::replay(store, run).unwrap();
+    assert!(
+        replayed == last,
+        "run {}: the replay differs from the hops",
+        run.0
+    );
+
+    let record = store.run(run).unwrap();
+    assert_eq!(record.state, RunState::Done, "{:?}", record.error);
+    let quality = record.quality.unwrap();
+    assert!((0.0..=1.0).contains(&quality));
+    let summed: f64 = log.iter().map(|unit| unit.seconds.unwrap()).sum();
+    assert!((record.cost_seconds.unwrap() - summed).abs() < 1e-9);
+    let checkpoint =
+        checkpoint_blob::decode(&store.blob(record.checkpoint.as_ref().unwrap()).unwrap()).unwrap();
+    assert!(easeml_trainer::Predictor::new(&checkpoint, Device::Cpu).is_ok());
+}
+
+fn plan(seed: u64) -> MopPlan {
+    let mut plan = MopPlan::new(2, 2);
+    plan.batch_size = 8;
+    plan.learning_rate = 0.01;
+    plan.seed = seed;
+    plan
+}
+
+#[test]
+fn two_workers_train_two_models_by_hopping_and_a_replay_is_bit_identical() {
+    tch::set_num_threads(1);
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let app = register(&mut store);
+    feed(&mut store, app, 60);
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..2)
+        .map(|_| worker_thread(home.path(), Duration::from_secs(10), &stop))
+        .collect();
+    let ids = live_workers(home.path(), 2);
+    let plans = [plan(1), plan(2)];
+    let runs: Vec<RunId> = ["mlp_small", "mlp_large"]
+        .iter()
+        .zip(&plans)
+        .map(|(candidate, plan)| mop::start_run(&mut store, app, candidate, plan, &ids).unwrap())
+        .collect();
+    coordinate(home.path(), &runs);
+    stop.store(true, Ordering::SeqCst);
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    for (&run, plan) in runs.iter().zip(&plans) {
+        check_run(&store, run, plan);
+        // Each partition was trained by the worker holding it.
+        for unit in store.sub_epochs(run).unwrap() {
+            assert_eq!(unit.lease_owner, unit.target_worker);
+            assert_eq!(unit.attempt, 1);
+        }
+    }
+
+    // A stale worker's sub-epoch: its lease was taken over and the unit committed by another
+    // worker; its own commit is refused and the log is unchanged.
+    let log_before = store.sub_epochs(runs[0]).unwrap();
+    // A lease as a worker held the first unit before another took it over.
+    let first = &log_before[0];
+    let record = store.unit(first.unit).unwrap();
+    let mut stale = easeml_store::Lease {
+        unit: first.unit,
+        run: runs[0],
+        app,
+        candidate: record.candidate,
+        data_version: store.run(runs[0]).unwrap().data_version,
+        attempt: 0,
+        owner: "worker:stale".to_owned(),
+        spec: record.spec,
+        sub_epoch: Some(easeml_store::SubEpochLease {
+            epoch: first.epoch,
+            partition: first.partition,
+            input: None,
+        }),
+    };
+    let executed =
+        mop::execute_sub_epoch(&mut store, &stale, Device::Cpu, &mut AppCache::default()).unwrap();
+    assert!(matches!(executed, Executed::LeaseLost(_)), "{executed:?}");
+    stale.attempt = 1;
+    assert!(matches!(
+        mop::execute_sub_epoch(&mut store, &stale, Device::Cpu, &mut AppCache::default()).unwrap(),
+        Executed::LeaseLost(_)
+    ));
+    assert_eq!(store.sub_epochs(runs[0]).unwrap(), log_before);
+}
+
+/// A worker process for [`a_worker_killed_mid_sub_epoch_loses_its_unit_to_another`]: runs only
+/// when `EASEML_MOP_CHILD_HOME` names a store.
+#[test]
+fn child_worker() {
+    let Some(home) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let stop = AtomicBool::new(false);
+    run_worker(
+        Path::new(&home),
+        worker_config(Duration::from_millis(600)),
+        &stop,
+        &mut |_| {},
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_worker_killed_mid_sub_epoch_loses_its_unit_to_another() {
+    tch::set_num_threads(1);
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let app = register(&mut store);
+    // Enough rows that a sub-epoch takes a while (a few hundred steps of one thread).
+    feed(&mut store, app, 1500);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_worker",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD, home.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let child_id = live_workers(home.path(), 1).remove(0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let survivor = worker_thread(home.path(), Duration::from_millis(600), &stop);
+    let ids = live_workers(home.path(), 2);
+    assert_eq!(ids[0], child_id);
+    // Both partitions are the child's: the other worker takes nothing until the child is gone.
+    let mut plan = plan(3);
+    plan.batch_size = 4;
+    let run = mop::start_run(
+        &mut store,
+        app,
+        "mlp_small",
+        &plan,
+        std::slice::from_ref(&child_id),
+    )
+    .unwrap();
+
+    // Kill the child as soon as it holds a sub-epoch.
+    let started = Instant::now();
+    let held = loop {
+        let mut store = Store::open(home.path()).unwrap();
+        mop::advance(&mut store, run).unwrap();
+        if let Some(unit) = store.sub_epochs(run).unwrap().into_iter().find(|unit| {
+            unit.state == UnitState::Leased && unit.lease_owner.as_ref() == Some(&child_id)
+        }) {
+            break unit;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the child leased nothing"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = Instant::now();
+    let after_kill = store.unit(held.unit).unwrap();
+    coordinate(home.path(), &[run]);
+    stop.store(true, Ordering::SeqCst);
+    survivor.join().unwrap();
+
+    check_run(&store, run, &plan);
+    let log = store.sub_epochs(run).unwrap();
+    let entry = log.iter().find(|unit| unit.unit == held.unit).unwrap();
+    // The kill landed mid-sub-epoch (a sub-epoch here is a few hundred steps; the kill follows
+    // the lease within milliseconds): the unit was re-leased once its lease expired, by the
+    // other worker, and committed once.
+    assert_eq!(
+        after_kill.state,
+        UnitState::Leased,
+        "the child finished before the kill"
+    );
+    assert_eq!(entry.attempt, 2);
+    assert_eq!(entry.lease_owner.as_deref(), Some(ids[1].as_str()));
+    println!(
+        "re-leased and finished; the whole run finished {:.2} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
+    // Every unit after the kill went to the survivor.
+    assert!(log.iter().all(
+        |unit| unit.lease_owner.as_deref() != Some(child_id.as_str()) || unit.seq <= entry.seq
+    ));
+}
