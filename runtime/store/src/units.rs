@@ -360,6 +360,9 @@ fn unit_from_row(row: &Row) -> DbResult<UnitRecord> {
     })
 }
 
+/// A unit the lease query found: id, run, state, attempt, losses, last owner, kind.
+type Leasable = (i64, i64, String, u32, u32, Option<String>, String);
+
 const SUB_EPOCH_COLUMNS: &str = "id, epoch, part, state, attempt, lease_owner, target_worker, input_sha256, result_sha256, seconds, seq";
 
 /// A stored hash; a malformed one (a store edited by hand) reads as none.
@@ -507,7 +510,7 @@ impl Store {
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let now = now_ms();
         loop {
-            let found: Option<(i64, i64, String, u32, u32, Option<String>, String)> = transaction
+            let found: Option<Leasable> = transaction
                 .query_row(
                     &format!(
                         "SELECT u.id, u.run, u.state, u.attempt, u.losses, u.lease_owner, u.kind FROM units u

@@ -185,3 +185,39 @@ fn two_leases_of_one_run_cannot_fork_its_log() {
     assert_eq!(again.sub_epoch.unwrap().input.as_ref(), Some(&after_b));
     assert_eq!(store.sub_epochs(run).unwrap()[0].result.as_ref(), Some(&after_b));
 }
+
+#[test]
+fn a_failed_sub_epoch_fails_its_run_and_closes_its_units() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    let (run, _) = store
+        .queue_sub_epoch_run(
+            app,
+            "mlp_small",
+            &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)],
+        )
+        .unwrap();
+    let lease = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+    // A whole run's failure is not a sub-epoch's.
+    let failed = UnitResult::Failed {
+        reason: "x",
+        cost_seconds: None,
+        infer_latency_seconds: None,
+    };
+    assert!(matches!(store.commit_unit(&lease, &failed), Err(Error::InvalidInput(_))));
+    store
+        .fail_sub_epoch_run(&lease, "the loss is NaN in epoch 0 on partition 0", Some(0.5))
+        .unwrap();
+    let record = store.run(run).unwrap();
+    assert_eq!(record.state, RunState::Failed);
+    assert!(record.error.unwrap().contains("NaN"));
+    // Its other unit is never leased; a second failure is stale.
+    assert!(store.open_units().unwrap().is_empty());
+    assert_eq!(store.lease_unit("worker:b", LONG).unwrap(), None);
+    assert!(matches!(
+        store.fail_sub_epoch_run(&lease, "again", None),
+        Err(Error::StaleLease { .. })
+    ));
+}
