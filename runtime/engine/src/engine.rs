@@ -511,7 +511,7 @@ impl Engine {
             return Ok(None);
         };
         let owner = worker.id().to_owned();
-        let lease = match self.store.lease_unit(&owner, self.config.lease_ttl)? {
+        let lease = match self.store.lease_run_unit(&owner, self.config.lease_ttl)? {
             Some(lease) => Some(lease),
             None => match self.scheduler.next_decision() {
                 None => None,

@@ -486,7 +486,17 @@ impl Store {
     /// when there is none. A unit whose leases expired [`MAX_LOSSES`] times is not leased again:
     /// its run is failed (and the next unit looked at).
     pub fn lease_unit(&mut self, owner: &str, ttl: std::time::Duration) -> Result<Option<Lease>> {
-        self.lease_where(owner, ttl, None)
+        self.lease_where(owner, ttl, None, false)
+    }
+
+    /// [`Store::lease_unit`] among whole-run units only (the embedded engine's in-process worker,
+    /// which reports each unit it trains as a run; MOP sub-epochs are for workers).
+    pub fn lease_run_unit(
+        &mut self,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Option<Lease>> {
+        self.lease_where(owner, ttl, None, true)
     }
 
     /// Leases one given unit, if it is queued or its lease expired (the in-process worker takes
@@ -497,7 +507,7 @@ impl Store {
         owner: &str,
         ttl: std::time::Duration,
     ) -> Result<Option<Lease>> {
-        self.lease_where(owner, ttl, Some(unit))
+        self.lease_where(owner, ttl, Some(unit), false)
     }
 
     fn lease_where(
@@ -505,6 +515,7 @@ impl Store {
         owner: &str,
         ttl: std::time::Duration,
         only: Option<UnitId>,
+        runs_only: bool,
     ) -> Result<Option<Lease>> {
         let context = format!("leasing a unit for worker `{owner}`");
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
@@ -516,7 +527,7 @@ impl Store {
                         "SELECT u.id, u.run, u.state, u.attempt, u.losses, u.lease_owner, u.kind FROM units u
                          WHERE (u.state = 'queued' OR (u.state = 'leased' AND u.lease_expires_ms < ?1))
                            AND (CAST(?2 AS BIGINT) IS NULL OR u.id = ?2)
-                           AND (u.kind = 'run' OR (
+                           AND (u.kind = 'run' OR (CAST(?5 AS BIGINT) = 0 AND
                              (u.target_worker IS NULL OR u.target_worker = ?3 OR NOT EXISTS (
                                 SELECT 1 FROM workers w WHERE w.id = u.target_worker AND w.state <> 'stopped' AND w.heartbeat_ms >= ?4))
                              AND NOT EXISTS (SELECT 1 FROM units o WHERE o.run = u.run AND o.id <> u.id AND o.state = 'leased' AND o.lease_expires_ms >= ?1)
@@ -524,7 +535,13 @@ impl Store {
                          ORDER BY u.lease_rank, u.id LIMIT 1{}",
                         transaction.dialect().for_update_skip_locked()
                     ),
-                    params![now, only.map(|unit| unit.0), owner, now - ttl_ms(ttl)],
+                    params![
+                        now,
+                        only.map(|unit| unit.0),
+                        owner,
+                        now - ttl_ms(ttl),
+                        i64::from(runs_only)
+                    ],
                     |row| {
                         Ok((
                             row.get(0)?,

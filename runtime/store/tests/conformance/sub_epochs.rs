@@ -46,8 +46,10 @@ fn sub_epochs_go_to_their_partitions_worker_one_at_a_time_and_form_a_log() {
     assert!(store.queued_runs_without_unit().unwrap().is_empty());
     assert_eq!(store.unit(units[0]).unwrap().kind, UnitKind::SubEpoch);
 
-    // A worker gets only its partition's unit; an unknown worker gets none while both live.
+    // A worker gets only its partition's unit; an unknown worker gets none while both live; the
+    // embedded engine's worker (whole runs only) gets none.
     assert_eq!(store.lease_unit("worker:c", LONG).unwrap(), None);
+    assert_eq!(store.lease_run_unit("worker:a", LONG).unwrap(), None);
     let first = store.lease_unit("worker:b", LONG).unwrap().unwrap();
     let at = first.sub_epoch.clone().unwrap();
     assert_eq!((first.unit, at.epoch, at.partition, at.input), (units[1], 0, 1, None));
