@@ -16,6 +16,7 @@ mod peers;
 mod plot;
 mod serve;
 mod train;
+mod train_mop;
 mod web_compiler;
 mod worker;
 

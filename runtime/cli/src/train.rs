@@ -2,12 +2,13 @@
 //! loop and progress display as a generated app's `train`, over every app of the store).
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use easeml_app_engine::train_with_progress;
 use easeml_runtime::app_cli::parse_duration;
 use easeml_runtime::engine::{Engine, EngineConfig};
+use easeml_runtime::store::Store;
 use easeml_trainer::Tuning;
 
 use crate::plot::QualityCurve;
@@ -45,6 +46,32 @@ pub struct TrainArgs {
     /// another worker.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
     lease_ttl: Duration,
+    /// How the workers share the training: `task` (each unit a whole run over all the data; the
+    /// default) or `mop` (Cerebro's model hopper parallelism: each network candidate of each app
+    /// trains `--epochs` epochs, the data cut into one partition per worker, each worker training
+    /// the models that hop to it on its partition; needs --workers N with N >= 2).
+    #[arg(long, value_name = "task|mop", default_value = "task", value_parser = parse_parallelism)]
+    parallelism: Parallelism,
+    /// `--parallelism mop`: the epochs of each model.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    epochs: u64,
+}
+
+/// How `easeml train` shares its work among workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parallelism {
+    /// A unit is a whole run.
+    Task,
+    /// Model hopper parallelism: a unit is a sub-epoch.
+    Mop,
+}
+
+fn parse_parallelism(name: &str) -> Result<Parallelism, String> {
+    match name {
+        "task" => Ok(Parallelism::Task),
+        "mop" => Ok(Parallelism::Mop),
+        _ => Err(format!("unknown parallelism `{name}` (known: task, mop)")),
+    }
 }
 
 fn parse_tuning(name: &str) -> Result<Tuning, String> {
@@ -63,9 +90,17 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     config.tuning = args.tuner;
     config.lease_ttl = args.lease_ttl;
     config.coordinate = args.workers != 1;
+    if args.parallelism == Parallelism::Mop && args.workers < 2 {
+        bail!(
+            "--parallelism mop needs --workers N with N >= 2 (the data is cut into one partition per worker); with one worker, task parallelism trains the same models without hopping"
+        );
+    }
+    if args.epochs == 0 {
+        bail!("--epochs must be at least 1");
+    }
     let mut engine = Engine::open(&home, config)
         .with_context(|| format!("opening the store at {}", home.display()))?;
-    let _workers = match args.workers {
+    let workers = match args.workers {
         0 => {
             eprintln!(
                 "coordinating the workers of {} (start them with `easeml worker --store {}`)",
@@ -82,7 +117,25 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             args.lease_ttl,
         )?),
     };
-    train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
+    match (args.parallelism, &workers) {
+        (Parallelism::Mop, Some(workers)) => {
+            // The engine holds the train lock; the MOP coordinator works over its own connection.
+            let mut store = Store::open(&home)?;
+            let ids = crate::train_mop::worker_ids(&store, &workers.pids())?;
+            let runs = crate::train_mop::start_runs(&mut store, args.epochs, &ids, None)?;
+            eprintln!(
+                "training {} model(s) by model hopper parallelism over {} workers, {} epoch(s) each",
+                runs.len(),
+                ids.len(),
+                args.epochs
+            );
+            let deadline = args.budget.map(|budget| Instant::now() + budget);
+            crate::train_mop::coordinate(&home, &runs, deadline)?;
+        }
+        _ => {
+            train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
+        }
+    }
     for app in engine.store().apps()? {
         let runs = engine.store().runs(app.id)?;
         let limits = easeml_runtime::engine::AppModel::from_manifest(&app.name, &app.manifest)

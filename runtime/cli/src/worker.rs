@@ -526,6 +526,13 @@ impl LocalWorkers {
     }
 }
 
+impl LocalWorkers {
+    /// The workers' process ids.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+}
+
 impl Drop for LocalWorkers {
     fn drop(&mut self) {
         for child in &mut self.children {

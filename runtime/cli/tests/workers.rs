@@ -155,6 +155,71 @@ fn two_local_workers_train_every_candidate_exactly_once() {
 }
 
 #[test]
+fn two_local_workers_train_the_networks_by_model_hopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_sides(&data, 80);
+    // One worker cannot hop: a clear error, nothing trained.
+    let refused = easeml(&["train", "--parallelism", "mop", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("needs --workers N with N >= 2"),
+        "{}",
+        text(&refused)
+    );
+
+    let output = easeml(&[
+        "train",
+        "--workers",
+        "2",
+        "--parallelism",
+        "mop",
+        "--epochs",
+        "2",
+        "--data",
+    ])
+    .arg(&data)
+    .output()
+    .unwrap();
+    let log = text(&output);
+    assert!(output.status.success(), "{log}");
+    assert!(
+        log.contains("by model hopper parallelism over 2 workers"),
+        "{log}"
+    );
+    assert!(log.contains("not a network that can hop"), "{log}");
+    let store = Store::open(&data).unwrap();
+    let app = store.apps().unwrap().remove(0);
+    let runs = store.runs(app.id).unwrap();
+    let networks: Vec<_> = runs
+        .iter()
+        .filter(|run| run.candidate.starts_with("mlp_"))
+        .collect();
+    assert_eq!(networks.len(), 2, "{runs:?}");
+    let mut owners = std::collections::BTreeSet::new();
+    for run in networks {
+        assert_eq!(run.state, RunState::Done, "{run:?}");
+        // Two epochs of two partitions, each trained once, by the partition's worker.
+        let log = store.sub_epochs(run.id).unwrap();
+        let visits: std::collections::BTreeSet<_> = log
+            .iter()
+            .map(|unit| (unit.epoch, unit.partition))
+            .collect();
+        assert_eq!(visits.len(), 4, "{log:?}");
+        assert_eq!(log.len(), 4, "{log:?}");
+        for unit in &log {
+            assert_eq!(unit.state, UnitState::Committed);
+            assert_eq!(unit.attempt, 1);
+            owners.insert(unit.lease_owner.clone().unwrap());
+        }
+    }
+    assert_eq!(owners.len(), 2, "{owners:?}");
+}
+
+#[test]
 fn serve_coordinates_local_workers_and_stops_them_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
