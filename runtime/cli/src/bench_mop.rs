@@ -1,4 +1,4 @@
-//! `easeml bench mop --simulate`: simulate Cerebro's model hopper parallelism (the randomized
+//! `easeml bench mop --simulate` (`--real`: `bench_mop_real.rs`): simulate Cerebro's model hopper parallelism (the randomized
 //! scheduler), a lock-step MOP rotation and task parallelism on replicated data over seeded
 //! instances ([`easeml_bench::mop`]); print a table, write `summary.json` and `makespan.svg` /
 //! `makespan.png` (mean and max makespan over the lower bound per strategy), and with `--sweep`
@@ -17,10 +17,17 @@ use crate::plot::{BarPlot, write_bar_plots};
 /// Arguments of `easeml bench mop`.
 #[derive(Debug, Args)]
 pub struct MopBenchArgs {
-    /// Simulate the schedules (unit times drawn per seed) instead of training: the only mode for
-    /// now.
-    #[arg(long)]
+    /// Simulate the schedules (unit times drawn per seed).
+    #[arg(long, conflicts_with = "real")]
     simulate: bool,
+    /// Train for real instead: K models of one synthetic app in three modes (one worker; task
+    /// parallelism over `--workers` worker processes; MOP over them), `summary.json` with each
+    /// mode's wall time, final qualities and rows held (`bench_mop_real.rs`).
+    #[arg(long)]
+    real: bool,
+    /// `--real`: the app's examples.
+    #[arg(long, default_value_t = 4000, value_name = "N")]
+    examples: usize,
     /// Models trained (M).
     #[arg(long, value_name = "M")]
     models: usize,
@@ -74,9 +81,18 @@ fn ratio_values(outcome: &MopOutcome, with_copy: bool) -> Vec<(String, f64, f64)
 
 /// Runs `easeml bench mop`.
 pub fn run(args: &MopBenchArgs) -> anyhow::Result<()> {
+    if args.real {
+        return crate::bench_mop_real::run(&crate::bench_mop_real::RealArgs {
+            models: args.models,
+            workers: args.workers,
+            epochs: args.epochs,
+            examples: args.examples,
+            out: args.out.clone(),
+        });
+    }
     if !args.simulate {
         bail!(
-            "only `easeml bench mop --simulate` exists for now (training real models with MOP is not implemented yet)"
+            "say how: `easeml bench mop --simulate` (the schedules simulated) or `--real` (models trained)"
         );
     }
     let config = MopConfig {

@@ -7,6 +7,7 @@
 
 mod apps;
 mod bench_mop;
+mod bench_mop_real;
 mod bench_quality;
 mod bench_scheduler;
 mod bench_store;

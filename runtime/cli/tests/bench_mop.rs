@@ -1,5 +1,6 @@
 //! `easeml bench mop --simulate` end to end with small numbers (the summary's keys, the plots) and
-//! its refusals of bad arguments.
+//! its refusals of bad arguments; `--real` with two models of one epoch (every mode trained, the
+//! summary's keys).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -189,7 +190,15 @@ fn bad_arguments_are_clear_errors() {
         ),
         (
             vec!["--models", "4", "--workers", "2"],
-            "only `easeml bench mop --simulate` exists",
+            "say how: `easeml bench mop --simulate`",
+        ),
+        (
+            vec!["--real", "--models", "2", "--workers", "1"],
+            "--real needs --models K >= 1, --epochs E >= 1 and --workers P >= 2",
+        ),
+        (
+            vec!["--real", "--simulate", "--models", "2", "--workers", "2"],
+            "cannot be used with",
         ),
         (
             vec![
@@ -217,5 +226,30 @@ fn bad_arguments_are_clear_errors() {
         !out.join("summary.json").exists(),
         "a refused run wrote a summary"
     );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_real_run_trains_every_mode_and_writes_the_summary() {
+    let out = out_dir("real");
+    let output = easeml()
+        .args(["bench", "mop", "--real", "--models", "2", "--workers", "2"])
+        .args(["--epochs", "1", "--examples", "200", "--out"])
+        .arg(&out)
+        .env("EASEML_DEVICE", "cpu")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    for (mode, copies) in [("sequential", 1.0), ("task_parallel", 2.0), ("mop", 1.0)] {
+        let entry = &summary["modes"][mode];
+        assert!(entry["wall_seconds"].as_f64().unwrap() > 0.0, "{summary}");
+        assert_eq!(entry["qualities"].as_array().unwrap().len(), 2, "{summary}");
+        assert_eq!(entry["data_copies"].as_f64(), Some(copies), "{summary}");
+    }
+    // The scratch stores are gone.
+    assert!(!out.join("stores").exists());
     let _ = std::fs::remove_dir_all(&out);
 }
