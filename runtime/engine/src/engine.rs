@@ -1004,6 +1004,18 @@ fn kernel_from_history(store: &Store) -> Result<KernelModel> {
 
 /// An app's enabled examples as trainer examples; `None` when fewer than [`MIN_EXAMPLES`].
 pub fn load_examples(store: &Store, app: AppId, model: &AppModel) -> Result<Option<Examples>> {
+    load_examples_where(store, app, model, &|_| true, MIN_EXAMPLES)
+}
+
+/// The app's enabled examples whose ids `keep` accepts (the others are not read), in id order;
+/// `None` when fewer than `min` (a MOP worker loads only its partition's training rows).
+pub fn load_examples_where(
+    store: &Store,
+    app: AppId,
+    model: &AppModel,
+    keep: &dyn Fn(u64) -> bool,
+    min: usize,
+) -> Result<Option<Examples>> {
     let name = &model.schema.app;
     let mut ids = Vec::new();
     let mut inputs = Vec::new();
@@ -1014,7 +1026,11 @@ pub fn load_examples(store: &Store, app: AppId, model: &AppModel) -> Result<Opti
     };
     loop {
         let page = store.examples(app, request)?;
-        for record in page.items.iter().filter(|record| record.enabled) {
+        for record in page
+            .items
+            .iter()
+            .filter(|record| record.enabled && keep(record.id.0 as u64))
+        {
             let decode_error = |source| Error::Decode {
                 app: name.clone(),
                 id: record.id.0,
@@ -1038,7 +1054,7 @@ pub fn load_examples(store: &Store, app: AppId, model: &AppModel) -> Result<Opti
             None => break,
         }
     }
-    if ids.len() < MIN_EXAMPLES {
+    if ids.len() < min.max(1) {
         return Ok(None);
     }
     Ok(Some(examples_of(model, ids, &inputs, &targets)?))

@@ -9,8 +9,9 @@
 //!   addressed to the `j`-th of the given workers (round robin), each unit a random rank (the
 //!   scheduler's shuffle, seeded by the run's seed, the epoch and the partition).
 //! - [`execute_sub_epoch`] (any worker, from [`crate::worker::Worker::work`]): trains one leased
-//!   sub-epoch from the state its lease names and commits the next state with the lease's
-//!   fencing token.
+//!   sub-epoch from the state its lease names on the partition's training rows (which the
+//!   worker loads from the store once and keeps, and nothing else of the app: [`PartitionCache`])
+//!   and commits the next state with the lease's fencing token.
 //! - [`advance`] (the coordinator, polled): reads the run's visit log from the store and queues
 //!   the next epoch once every partition of the current one is committed; after the last epoch it
 //!   evaluates the state each epoch ended with on the validation rows, serves the best (the
@@ -24,16 +25,20 @@
 //! gets a queued unit of its partition whose model is not in flight elsewhere, the lowest random
 //! rank first. Not here yet: per-epoch early stopping, fewer models than half the workers (the
 //! paper then trains one model on all workers), replica-aware placement beyond "a gone worker's
-//! partition goes to anyone", and workers that cache only their partitions (a worker loads the
-//! app's examples and trains on its partition's rows).
+//! partition goes to anyone", and a partition's
+//! data placed on workers ahead of the first unit (a worker loads a partition from the store when
+//! it first trains it: [`PartitionCache`], which keeps only the training rows of the partitions
+//! the worker has trained).
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use easeml_store::{
     AppId, BlobHash, Lease, NewSubEpoch, RunId, RunState, RunValidation, Store, SubEpochRecord,
     UnitResult, UnitState,
 };
-use easeml_trainer::data::split_by_id;
+use easeml_trainer::data::{hashed_to_validation, split_by_id};
 use easeml_trainer::hop::{SubEpoch, sub_epoch_seed};
 use easeml_trainer::models::ModelConfig;
 use easeml_trainer::mop::{
@@ -46,9 +51,9 @@ use tch::Device;
 
 use crate::app::AppModel;
 use crate::checkpoint_blob;
-use crate::engine::load_examples;
+use crate::engine::{load_examples, load_examples_where};
 use crate::error::{Error, Result};
-use crate::unit::{AppCache, Executed, LATENCY};
+use crate::unit::{Executed, LATENCY};
 
 /// Salt of the ranks' seeds (so they are not the sub-epochs' own seeds).
 const RANK_SALT: u64 = 0x7261_6e6b;
@@ -162,6 +167,18 @@ pub fn start_run(
         )));
     }
     let (examples, train, _) = load(store, app, plan.validation_fraction)?;
+    // Workers load only their partition's training rows, by the split's hash rule alone: the
+    // split must not have moved an example to keep a part non-empty.
+    let by_rule: Vec<usize> = (0..examples.len())
+        .filter(|&row| !hashed_to_validation(examples.ids[row], plan.validation_fraction))
+        .collect();
+    if by_rule != train {
+        return Err(Error::Input(format!(
+            "a {:.0}% validation split of {} examples leaves one part empty: feed more examples before training by model hopping",
+            plan.validation_fraction * 100.0,
+            examples.len()
+        )));
+    }
     if let Some(empty) = (0..plan.partitions)
         .find(|&partition| partition_rows(&examples, &train, plan.partitions, partition).is_empty())
     {
@@ -219,13 +236,68 @@ fn epoch_units<'a>(
         .collect()
 }
 
+/// The partitions a worker holds: for one app at one data version, the training rows of each
+/// partition it has trained (its own, and any it took over from a gone worker), loaded from the
+/// store with nothing else of the app (see [`load_examples_where`]).
+#[derive(Debug, Default)]
+pub struct PartitionCache {
+    app: Option<(AppId, u64)>,
+    held: BTreeMap<(u64, u64, u64), Arc<Examples>>,
+}
+
+impl PartitionCache {
+    /// Partition `partition` of `partitions` of the app's training rows (validation share
+    /// `fraction`) at data `version`; `None` when the app's data is no longer at `version`.
+    pub fn get(
+        &mut self,
+        store: &Store,
+        app: AppId,
+        version: u64,
+        partitions: u64,
+        partition: u64,
+        fraction: f64,
+    ) -> Result<Option<Arc<Examples>>> {
+        if self.app != Some((app, version)) {
+            self.held.clear();
+            self.app = None;
+        }
+        let key = (partitions, partition, fraction.to_bits());
+        if let Some(examples) = self.held.get(&key) {
+            return Ok(Some(Arc::clone(examples)));
+        }
+        let record = store.app(app)?;
+        if record.data_version != version {
+            return Ok(None);
+        }
+        let model = AppModel::from_manifest(&record.name, &record.manifest)?;
+        let keep = |id: u64| {
+            !hashed_to_validation(id, fraction)
+                && easeml_trainer::mop::partition_of(id, partitions) == partition
+        };
+        let Some(examples) = load_examples_where(store, app, &model, &keep, 1)? else {
+            return Err(Error::Input(format!(
+                "partition {partition} of {partitions} has no training example: the app's data changed, or the run was queued with too many partitions"
+            )));
+        };
+        let examples = Arc::new(examples);
+        self.app = Some((app, version));
+        self.held.insert(key, Arc::clone(&examples));
+        Ok(Some(examples))
+    }
+
+    /// The training rows it holds, over all its partitions.
+    pub fn rows_held(&self) -> usize {
+        self.held.values().map(|examples| examples.len()).sum()
+    }
+}
+
 /// Trains a leased sub-epoch unit on `device` and commits the next state (see the module docs).
 /// A diverged sub-epoch, or data changed since the run was queued, fails the run.
 pub fn execute_sub_epoch(
     store: &mut Store,
     lease: &Lease,
     device: Device,
-    cache: &mut AppCache,
+    cache: &mut PartitionCache,
 ) -> Result<Executed> {
     let started = Instant::now();
     let Some(at) = lease.sub_epoch.clone() else {
@@ -236,19 +308,21 @@ pub fn execute_sub_epoch(
     };
     let outcome = (|| -> Result<std::result::Result<BlobHash, String>> {
         let spec = SubEpochSpec::from_json(&lease.spec)?;
-        let Some((_, examples)) = cache.get(store, lease.app, lease.data_version)? else {
+        let Some(examples) = cache.get(
+            store,
+            lease.app,
+            lease.data_version,
+            spec.partitions,
+            at.partition,
+            spec.validation_fraction,
+        )?
+        else {
             return Ok(Err(
                 "the app's data changed while the run trained: its partitions are gone".to_owned(),
             ));
         };
-        let Some(examples) = examples else {
-            return Ok(Err(format!(
-                "the app has fewer than {} enabled examples now",
-                crate::MIN_EXAMPLES
-            )));
-        };
-        let (train, _) = split_by_id(&examples.ids, spec.validation_fraction);
-        let rows = partition_rows(&examples, &train, spec.partitions, at.partition);
+        // The worker holds the partition's training rows only: all of them are trained.
+        let rows: Vec<usize> = (0..examples.len()).collect();
         let input = match &at.input {
             Some(hash) => hash.clone(),
             None => BlobHash::parse(&spec.initial)?,

@@ -95,7 +95,7 @@ impl UnitSpec {
 }
 
 /// An app's model and its enabled examples (`None`: fewer than the minimum).
-pub(crate) type Loaded = (Arc<AppModel>, Option<Arc<Examples>>);
+type Loaded = (Arc<AppModel>, Option<Arc<Examples>>);
 
 /// An app's model and enabled examples at one data version, kept between units of that app.
 #[derive(Debug, Default)]
@@ -117,12 +117,7 @@ impl AppCache {
 
     /// The app's model and examples at `version` (`None` examples: fewer than the minimum), or
     /// `Ok(None)` when the app's data is no longer at `version`.
-    pub(crate) fn get(
-        &mut self,
-        store: &Store,
-        app: AppId,
-        version: u64,
-    ) -> Result<Option<Loaded>> {
+    fn get(&mut self, store: &Store, app: AppId, version: u64) -> Result<Option<Loaded>> {
         if let Some((cached_app, cached_version, loaded)) = &self.entry
             && (*cached_app, *cached_version) == (app, version)
         {

@@ -119,6 +119,7 @@ pub struct Worker {
     id: String,
     config: WorkerConfig,
     cache: AppCache,
+    partitions: crate::mop::PartitionCache,
 }
 
 impl Worker {
@@ -143,6 +144,7 @@ impl Worker {
             id,
             config,
             cache: AppCache::default(),
+            partitions: crate::mop::PartitionCache::default(),
         })
     }
 
@@ -167,7 +169,12 @@ impl Worker {
         let executed = {
             let _heartbeat = Heartbeat::start(&self.home, lease, &self.id, self.config.lease_ttl)?;
             if lease.sub_epoch.is_some() {
-                crate::mop::execute_sub_epoch(store, lease, self.config.device, &mut self.cache)
+                crate::mop::execute_sub_epoch(
+                    store,
+                    lease,
+                    self.config.device,
+                    &mut self.partitions,
+                )
             } else {
                 unit::execute(store, lease, self.config.device, &mut self.cache)
             }

@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use easeml_compiler::{Registry, compile};
 use easeml_engine::checkpoint_blob;
+use easeml_engine::mop::PartitionCache;
 use easeml_engine::mop::{self, MopPlan, MopStatus};
-use easeml_engine::unit::{AppCache, Executed};
+use easeml_engine::unit::Executed;
 use easeml_engine::worker::{WorkerConfig, run_worker};
 use easeml_object::{Object, codec};
 use easeml_store::{AppId, Blob, NewApp, NewExample, NewOutput, RunId, RunState, Store, UnitState};
@@ -207,6 +208,34 @@ fn two_workers_train_two_models_by_hopping_and_a_replay_is_bit_identical() {
         }
     }
 
+    // A worker holds a partition's training rows and nothing else of the app.
+    let version = store.run(runs[0]).unwrap().data_version;
+    let mut cache = PartitionCache::default();
+    let mut held = 0;
+    for partition in 0..2 {
+        let part = cache
+            .get(&store, app, version, 2, partition, 0.2)
+            .unwrap()
+            .unwrap();
+        assert!(!part.is_empty() && part.len() < 60);
+        let rows: Vec<usize> = (0..part.len()).collect();
+        assert_eq!(
+            easeml_trainer::mop::partition_rows(&part, &rows, 2, partition).len(),
+            part.len()
+        );
+        held += part.len();
+    }
+    assert_eq!(cache.rows_held(), held);
+    let all: Vec<u64> = (1..=60).collect();
+    assert_eq!(held, easeml_trainer::data::split_by_id(&all, 0.2).0.len());
+    // Data changed since: the cache says so.
+    assert!(
+        cache
+            .get(&store, app, version + 1, 2, 0, 0.2)
+            .unwrap()
+            .is_none()
+    );
+
     // A stale worker's sub-epoch: its lease was taken over and the unit committed by another
     // worker; its own commit is refused and the log is unchanged.
     let log_before = store.sub_epochs(runs[0]).unwrap();
@@ -228,12 +257,23 @@ fn two_workers_train_two_models_by_hopping_and_a_replay_is_bit_identical() {
             input: None,
         }),
     };
-    let executed =
-        mop::execute_sub_epoch(&mut store, &stale, Device::Cpu, &mut AppCache::default()).unwrap();
+    let executed = mop::execute_sub_epoch(
+        &mut store,
+        &stale,
+        Device::Cpu,
+        &mut PartitionCache::default(),
+    )
+    .unwrap();
     assert!(matches!(executed, Executed::LeaseLost(_)), "{executed:?}");
     stale.attempt = 1;
     assert!(matches!(
-        mop::execute_sub_epoch(&mut store, &stale, Device::Cpu, &mut AppCache::default()).unwrap(),
+        mop::execute_sub_epoch(
+            &mut store,
+            &stale,
+            Device::Cpu,
+            &mut PartitionCache::default()
+        )
+        .unwrap(),
         Executed::LeaseLost(_)
     ));
     assert_eq!(store.sub_epochs(runs[0]).unwrap(), log_before);

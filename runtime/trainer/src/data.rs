@@ -348,13 +348,19 @@ pub(crate) fn mix64(mut value: u64) -> u64 {
     value ^ (value >> 31)
 }
 
+/// Whether [`split_by_id`]'s hash rule puts the example with id `id` in validation (the split
+/// itself also moves one example when a part would be empty).
+pub fn hashed_to_validation(id: u64, validation_fraction: f64) -> bool {
+    let threshold = (validation_fraction.clamp(0.0, 1.0) * u64::MAX as f64) as u64;
+    mix64(id) < threshold
+}
+
 /// The deterministic train/validation split: an example is in validation when the hash of its id
 /// falls in the lowest `validation_fraction` of the range. Both parts are non-empty when there are at
 /// least two examples.
 pub fn split_by_id(ids: &[u64], validation_fraction: f64) -> (Vec<usize>, Vec<usize>) {
-    let threshold = (validation_fraction.clamp(0.0, 1.0) * u64::MAX as f64) as u64;
-    let (mut train, mut validation): (Vec<usize>, Vec<usize>) =
-        (0..ids.len()).partition(|&index| mix64(ids[index]) >= threshold);
+    let (mut validation, mut train): (Vec<usize>, Vec<usize>) =
+        (0..ids.len()).partition(|&index| hashed_to_validation(ids[index], validation_fraction));
     if ids.len() >= 2 {
         if validation.is_empty() {
             if let Some(moved) = take_lowest_hash(&mut train, ids) {
