@@ -49,7 +49,8 @@ pub struct TrainArgs {
     /// How the workers share the training: `task` (each unit a whole run over all the data; the
     /// default) or `mop` (Cerebro's model hopper parallelism: each network candidate of each app
     /// trains `--epochs` epochs, the data cut into one partition per worker, each worker training
-    /// the models that hop to it on its partition; needs --workers N with N >= 2).
+    /// the models that hop to it on its partition; needs --workers N with N >= 2, or --workers 0
+    /// with at least two workers running, one partition each).
     #[arg(long, value_name = "task|mop", default_value = "task", value_parser = parse_parallelism)]
     parallelism: Parallelism,
     /// `--parallelism mop`: the epochs of each model.
@@ -90,9 +91,9 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     config.tuning = args.tuner;
     config.lease_ttl = args.lease_ttl;
     config.coordinate = args.workers != 1;
-    if args.parallelism == Parallelism::Mop && args.workers < 2 {
+    if args.parallelism == Parallelism::Mop && args.workers == 1 {
         bail!(
-            "--parallelism mop needs --workers N with N >= 2 (the data is cut into one partition per worker); with one worker, task parallelism trains the same models without hopping"
+            "--parallelism mop needs --workers N with N >= 2 (the data is cut into one partition per worker), or --workers 0 with at least two `easeml worker`s running; with one worker, task parallelism trains the same models without hopping"
         );
     }
     if args.epochs == 0 {
@@ -118,10 +119,13 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         )?),
     };
     match (args.parallelism, &workers) {
-        (Parallelism::Mop, Some(workers)) => {
+        (Parallelism::Mop, workers) => {
             // The engine holds the train lock; the MOP coordinator works over its own connection.
             let mut store = Store::open(&home)?;
-            let ids = crate::train_mop::worker_ids(&store, &workers.pids())?;
+            let ids = match workers {
+                Some(workers) => crate::train_mop::worker_ids(&store, &workers.pids())?,
+                None => crate::train_mop::live_workers(&store, args.lease_ttl)?,
+            };
             let runs = crate::train_mop::start_runs(&mut store, args.epochs, &ids, None)?;
             eprintln!(
                 "training {} model(s) by model hopper parallelism over {} workers, {} epoch(s) each",

@@ -58,6 +58,27 @@ pub fn worker_ids(store: &Store, pids: &[u32]) -> anyhow::Result<Vec<String>> {
     }
 }
 
+/// The ids of the workers started elsewhere that are live now (heartbeat within `ttl`); at least
+/// two.
+pub fn live_workers(store: &Store, ttl: Duration) -> anyhow::Result<Vec<String>> {
+    let now = easeml_runtime::store::now_ms();
+    let silence = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    let ids: Vec<String> = store
+        .workers()?
+        .into_iter()
+        .filter(|worker| worker.is_live(now, silence))
+        .map(|worker| worker.id)
+        .collect();
+    if ids.len() < 2 {
+        bail!(
+            "--parallelism mop --workers 0 found {} live worker(s): start at least two with `easeml worker --store {}` first",
+            ids.len(),
+            store.home().display()
+        );
+    }
+    Ok(ids)
+}
+
 /// The MOP runs to coordinate: every open MOP run of the store (an interrupted session's), and a
 /// new one for each hoppable candidate of each app (among `only`, when given) that has none open.
 /// Apps that cannot train (too few examples, a partition without rows) are skipped with a note.

@@ -220,6 +220,63 @@ fn two_local_workers_train_the_networks_by_model_hopping() {
 }
 
 #[test]
+fn an_interrupted_mop_session_is_resumed_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_sides(&data, 400);
+    let mop = |budget: &[&str]| {
+        easeml(&[
+            "train",
+            "--workers",
+            "2",
+            "--parallelism",
+            "mop",
+            "--epochs",
+            "3",
+        ])
+        .args(budget)
+        .arg("--data")
+        .arg(&data)
+        .output()
+        .unwrap()
+    };
+    // A session that ends almost at once leaves its MOP runs open in the store.
+    let first = mop(&["--budget", "1ms"]);
+    assert!(first.status.success(), "{}", text(&first));
+    let store = Store::open(&data).unwrap();
+    let app = store.apps().unwrap().remove(0);
+    let open = |store: &Store| {
+        store
+            .runs(app.id)
+            .unwrap()
+            .into_iter()
+            .filter(|run| !matches!(run.state, RunState::Done | RunState::Failed))
+            .count()
+    };
+    // The networks (mlp_small, mlp_large, logistic) each have a MOP run, none finished.
+    let started = store.runs(app.id).unwrap().len();
+    assert!(started >= 2, "{}", text(&first));
+    assert_eq!(open(&store), started, "{}", text(&first));
+    // The next session resumes them (its workers take over the stopped workers' partitions).
+    let second = mop(&[]);
+    let log = text(&second);
+    assert!(second.status.success(), "{log}");
+    assert_eq!(log.matches("resuming MOP run").count(), started, "{log}");
+    assert_eq!(open(&store), 0, "{log}");
+    let runs = store.runs(app.id).unwrap();
+    assert_eq!(runs.len(), started, "no new runs: {runs:?}");
+    for run in runs {
+        assert_eq!(run.state, RunState::Done, "{run:?}");
+        let log = store.sub_epochs(run.id).unwrap();
+        let visits: std::collections::BTreeSet<_> = log
+            .iter()
+            .map(|unit| (unit.epoch, unit.partition))
+            .collect();
+        assert_eq!((visits.len(), log.len()), (6, 6), "{log:?}");
+    }
+}
+
+#[test]
 fn serve_coordinates_local_workers_and_stops_them_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
