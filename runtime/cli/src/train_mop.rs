@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use easeml_runtime::engine::AppModel;
 use easeml_runtime::engine::mop::{self, MopPlan, MopStatus};
-use easeml_runtime::store::{RunId, Store, UnitKind, WorkerState};
+use easeml_runtime::store::{RunId, RunState, Store, WorkerState};
 use easeml_trainer::{Candidate, ModelKind};
 
 /// One MOP run being coordinated.
@@ -88,15 +88,19 @@ pub fn start_runs(
     workers: &[String],
     only: Option<&[String]>,
 ) -> anyhow::Result<Vec<MopRun>> {
-    let mut open: BTreeMap<(i64, String), RunId> = BTreeMap::new();
-    for unit in store.open_units()? {
-        if unit.kind == UnitKind::SubEpoch {
-            open.insert((unit.app.0, unit.candidate.clone()), unit.run);
-        }
-    }
     let mut runs = Vec::new();
     let mut seed = 0;
     for app in store.apps()? {
+        // An open run with sub-epoch units is a MOP run to resume (its units may all be
+        // committed: an epoch done whose next one no coordinator queued yet).
+        let mut open: BTreeMap<String, RunId> = BTreeMap::new();
+        for run in store.runs(app.id)? {
+            if matches!(run.state, RunState::Queued | RunState::Running)
+                && !store.sub_epochs(run.id)?.is_empty()
+            {
+                open.insert(run.candidate.clone(), run.id);
+            }
+        }
         let model = match AppModel::from_manifest(&app.name, &app.manifest) {
             Ok(model) => model,
             Err(error) => {
@@ -111,7 +115,7 @@ pub fn start_runs(
             .collect();
         for candidate in candidates {
             seed += 1;
-            if let Some(&run) = open.get(&(app.id.0, candidate.clone())) {
+            if let Some(&run) = open.get(candidate) {
                 eprintln!("{}/{candidate}: resuming MOP run {}", app.name, run.0);
                 runs.push(MopRun {
                     app: app.name.clone(),
