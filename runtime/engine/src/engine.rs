@@ -22,6 +22,9 @@
 //! One engine trains a store at a time: [`Engine::open`] takes an exclusive lock on
 //! `<home>/train.lock` (released when the engine is dropped, or by the OS when the process dies), and
 //! re-queues the runs a crashed engine left `running`.
+//!
+//! MOP runs (sub-epoch units, [`crate::mop`]) are not this loop's: its in-process worker leases
+//! whole-run units only, and it does not adopt open sub-epoch units.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;

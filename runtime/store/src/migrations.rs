@@ -15,7 +15,7 @@ pub struct Migration {
     pub version: u32,
     /// A short name, recorded with it.
     pub name: &'static str,
-    /// The SQL script (written for SQLite; PostgreSQL runs it through [`postgres_schema`]).
+    /// The SQL script (written for SQLite; PostgreSQL runs it through `postgres_schema`).
     pub sql: &'static str,
     /// PostgreSQL's own script, when the translation cannot express the change (SQLite cannot
     /// drop a constraint, so it rebuilds the table; PostgreSQL drops the constraint, keeping its

@@ -12,6 +12,8 @@
 //!   ([`Tuning::TrimTuner`]; the learning-rate grid is [`Tuning::Grid`]);
 //! - [`optim::Adam`]: Adam with explicit, serializable state, and [`hop::TrainingState`]: the whole
 //!   state of a run (weights, buffers, Adam) as bytes, to continue it on another worker;
+//! - [`mop`]: model hopper parallelism's steps over those bytes (partitions by id hash, one
+//!   sub-epoch from a state to the next, a state's quality and checkpoint);
 //! - [`Predictor`]: inference from a checkpoint;
 //! - [`latency`]: the batch-1 inference latency the `infer_latency` constraint bounds, of a trained
 //!   model or, before training, of the untrained network;

@@ -11,11 +11,11 @@
 //!   partition)`, so the result depends on the input state, the rows and those three numbers only:
 //!   replaying a run's visit log gives bit-identical weights on the CPU with one thread.
 //! - [`evaluate_state`]: a state's validation quality (the trainer's one quality rule, the same
-//!   accumulator as [`crate::train`]); [`checkpoint_of_state`]: the servable checkpoint.
+//!   accumulator as [`crate::train()`]); [`checkpoint_of_state`]: the servable checkpoint.
 //!
 //! libtorch's generator is process-wide, so sub-epochs and initializations in one process take
 //! turns (the trainer's initialization lock): one worker per process (as `easeml worker` runs)
-//! loses nothing to it. (A run of [`crate::train`] training in the same process meanwhile would
+//! loses nothing to it. (A run of [`crate::train()`] training in the same process meanwhile would
 //! draw its dropout masks from the same generator: keep MOP workers to their own processes when
 //! bit-identical replays matter.)
 //! Networks only: the classic models do not train by epochs, and the adversarial models keep a
