@@ -213,7 +213,7 @@ pub fn start_run(
         })
         .collect();
     let units = epoch_units(0, plan.seed, &targets, &spec);
-    let (run, _) = store.queue_sub_epoch_run(app, candidate, &units)?;
+    let (run, _) = store.queue_sub_epoch_run(app, candidate, &initial, &units)?;
     Ok(run)
 }
 

@@ -547,8 +547,9 @@ impl Store {
         self.blobs.path(hash)
     }
 
-    /// Removes blob files that no example or run refers to (left by failed batches, removed apps,
-    /// crashes) and that are older than `min_age` (so that blobs of a batch being stored right now
+    /// Removes blob files that no example, run or open MOP run's sub-epoch refers to (left by failed
+    /// batches, removed apps, crashes; the training states of a finished MOP run, whose model is its
+    /// checkpoint) and that are older than `min_age` (so that blobs of a batch being stored right now
     /// are kept; storing a blob that exists refreshes its age). Use a `min_age` well above the
     /// longest feed. Returns (files removed, bytes freed).
     pub fn collect_garbage(&self, min_age: Duration) -> Result<(usize, u64)> {
@@ -557,7 +558,11 @@ impl Store {
             .query_map(
                 "SELECT input_sha256 FROM examples
                  UNION SELECT output_sha256 FROM examples WHERE output_sha256 IS NOT NULL
-                 UNION SELECT checkpoint_sha256 FROM runs WHERE checkpoint_sha256 IS NOT NULL",
+                 UNION SELECT checkpoint_sha256 FROM runs WHERE checkpoint_sha256 IS NOT NULL
+                 UNION SELECT u.input_sha256 FROM units u JOIN runs r ON r.id = u.run
+                   WHERE u.input_sha256 IS NOT NULL AND r.state IN ('queued', 'running')
+                 UNION SELECT u.result_sha256 FROM units u JOIN runs r ON r.id = u.run
+                   WHERE u.result_sha256 IS NOT NULL AND r.state IN ('queued', 'running')",
                 (),
                 |row| row.get(0),
             )

@@ -28,7 +28,7 @@
 //! epoch's pass over one data partition, starting from the training state the run's previous
 //! sub-epoch ended with. The store keeps the run's **visit log**: each committed sub-epoch unit
 //! records the state it started from (`input`, set when it is leased: the result of the run's last
-//! committed sub-epoch, `None` for the first), the state it ended with (`result`, a blob hash), its
+//! committed sub-epoch, or the run's initial state for the first), the state it ended with (`result`, a blob hash), its
 //! worker's seconds and its place in the log (`seq`). The coordinator keeps nothing else, so it
 //! can restart at any time. Leasing follows Cerebro's randomized scheduler (Algorithm 1): a worker
 //! gets a queued sub-epoch unit
@@ -136,8 +136,8 @@ pub struct SubEpochLease {
     pub epoch: u64,
     /// The partition.
     pub partition: u64,
-    /// The training state to start from: the result of the run's last committed sub-epoch,
-    /// `None` for the run's first.
+    /// The training state to start from: the result of the run's last committed sub-epoch, or
+    /// the run's initial state for its first.
     pub input: Option<BlobHash>,
 }
 
@@ -581,7 +581,8 @@ impl Store {
                     .map_err(db(context.clone()))?;
                 continue;
             }
-            // A sub-epoch starts from its run's last committed result.
+            // A sub-epoch starts from its run's last committed result, or (none yet) from the
+            // run's initial state, queued as its first units' input.
             let input: Option<String> = match kind {
                 UnitKind::Run => None,
                 UnitKind::SubEpoch => {
@@ -590,7 +591,7 @@ impl Store {
             };
             transaction
                 .execute(
-                    "UPDATE units SET state = 'leased', attempt = ?1, losses = ?2, lease_owner = ?3, lease_expires_ms = ?4, input_sha256 = ?5 WHERE id = ?6",
+                    "UPDATE units SET state = 'leased', attempt = ?1, losses = ?2, lease_owner = ?3, lease_expires_ms = ?4, input_sha256 = COALESCE(?5, input_sha256) WHERE id = ?6",
                     params![attempt + 1, losses, owner, now + ttl_ms(ttl), input, unit],
                 )
                 .map_err(db(context.clone()))?;
@@ -606,7 +607,7 @@ impl Store {
                 .map_err(db(context.clone()))?;
             let lease = transaction
                 .query_row(
-                    "SELECT u.id, u.run, r.app, r.candidate, r.data_version, u.attempt, u.lease_owner, u.spec, u.epoch, u.part
+                    "SELECT u.id, u.run, r.app, r.candidate, r.data_version, u.attempt, u.lease_owner, u.spec, u.epoch, u.part, u.input_sha256
                      FROM units u JOIN runs r ON r.id = u.run WHERE u.id = ?1",
                     [unit],
                     |row| {
@@ -615,7 +616,7 @@ impl Store {
                             UnitKind::SubEpoch => Some(SubEpochLease {
                                 epoch: row.get::<Option<i64>>(8)?.unwrap_or(0).max(0) as u64,
                                 partition: row.get::<Option<i64>>(9)?.unwrap_or(0).max(0) as u64,
-                                input: hash(input.clone()),
+                                input: hash(row.get(10)?),
                             }),
                         };
                         Ok(Lease {
@@ -702,12 +703,13 @@ impl Store {
     }
 
     /// Queues a MOP run of `candidate` on the app's current data version with its first sub-epoch
-    /// units, in one transaction (so the run is never without units: no coordinator gives it a
+    /// units starting from the training state `initial` (a blob put before), in one transaction (so the run is never without units: no coordinator gives it a
     /// whole-run unit meanwhile).
     pub fn queue_sub_epoch_run(
         &mut self,
         app: AppId,
         candidate: &str,
+        initial: &BlobHash,
         units: &[NewSubEpoch<'_>],
     ) -> Result<(RunId, Vec<UnitId>)> {
         if units.is_empty() {
@@ -737,6 +739,12 @@ impl Store {
                 .map_err(db(context.clone()))?,
         );
         let ids = insert_sub_epochs(&transaction, run, units, now).map_err(db(context.clone()))?;
+        transaction
+            .execute(
+                "UPDATE units SET input_sha256 = ?1 WHERE run = ?2",
+                params![initial.as_str(), run.0],
+            )
+            .map_err(db(context.clone()))?;
         transaction.commit().map_err(db(context))?;
         Ok((run, ids))
     }
@@ -826,12 +834,13 @@ impl Store {
             .optional()
             .map_err(db(context.clone()))?;
         check_token(&transaction, lease, &context)?;
+        // Nothing committed yet: the lease started from the initial state, still the head.
         let head = last_result(&transaction, run.0).map_err(db(context.clone()))?;
         let input = sub_epoch
             .input
             .as_ref()
             .map(|hash| hash.as_str().to_owned());
-        if head != input {
+        if head.is_some() && head != input {
             transaction
                 .execute(
                     "UPDATE units SET state = 'queued', lease_expires_ms = NULL WHERE id = ?1",

@@ -15,6 +15,11 @@ fn registered(store: &mut Store, id: &str) {
         .unwrap();
 }
 
+/// A run's initial training state, as a blob.
+fn initial(store: &Store) -> BlobHash {
+    store.put_blob(b"initial state").unwrap()
+}
+
 fn sub_epoch<'a>(epoch: u64, partition: u64, target: Option<&'a str>, rank: i64) -> NewSubEpoch<'a> {
     NewSubEpoch {
         epoch,
@@ -37,6 +42,7 @@ fn sub_epochs_go_to_their_partitions_worker_one_at_a_time_and_form_a_log() {
         .queue_sub_epoch_run(
             app,
             "mlp_small",
+            &initial(&store),
             &[sub_epoch(0, 0, Some("worker:a"), 2), sub_epoch(0, 1, Some("worker:b"), 1)],
         )
         .unwrap();
@@ -52,7 +58,11 @@ fn sub_epochs_go_to_their_partitions_worker_one_at_a_time_and_form_a_log() {
     assert_eq!(store.lease_run_unit("worker:a", LONG).unwrap(), None);
     let first = store.lease_unit("worker:b", LONG).unwrap().unwrap();
     let at = first.sub_epoch.clone().unwrap();
-    assert_eq!((first.unit, at.epoch, at.partition, at.input), (units[1], 0, 1, None));
+    let start = initial(&store);
+    assert_eq!(
+        (first.unit, at.epoch, at.partition, at.input),
+        (units[1], 0, 1, Some(start.clone()))
+    );
     assert_eq!(store.run(run).unwrap().state, RunState::Running);
     // The model is in flight on b: a's unit of the same run waits.
     assert_eq!(store.lease_unit("worker:a", LONG).unwrap(), None);
@@ -91,8 +101,13 @@ fn sub_epochs_go_to_their_partitions_worker_one_at_a_time_and_form_a_log() {
             (0, 0, Some(2), UnitState::Committed)
         ]
     );
-    assert_eq!(log[0].input, None);
+    assert_eq!(log[0].input.as_ref(), Some(&start));
     assert_eq!(log[1].input.as_ref(), Some(&state_1));
+    // The states of an open run are kept by garbage collection.
+    assert_eq!(store.collect_garbage(Duration::ZERO).unwrap().0, 1); // `model`, unreferenced
+    for state in [&start, &state_1, &state_2] {
+        assert!(store.blob(state).is_ok());
+    }
     assert_eq!(log[1].result.as_ref(), Some(&state_2));
     assert_eq!(log[1].seconds, Some(0.5));
 
@@ -126,7 +141,12 @@ fn a_sub_epoch_of_a_gone_worker_moves_and_its_stale_commit_is_refused() {
     let app = app(&mut store);
     registered(&mut store, "worker:a");
     let (run, units) = store
-        .queue_sub_epoch_run(app, "mlp_small", &[sub_epoch(0, 0, Some("worker:a"), 0)])
+        .queue_sub_epoch_run(
+            app,
+            "mlp_small",
+            &initial(&store),
+            &[sub_epoch(0, 0, Some("worker:a"), 0)],
+        )
         .unwrap();
     // a leases it, and dies: its lease expires.
     let stale = store.lease_unit("worker:a", EXPIRED).unwrap().unwrap();
@@ -163,6 +183,7 @@ fn two_leases_of_one_run_cannot_fork_its_log() {
         .queue_sub_epoch_run(
             app,
             "mlp_small",
+            &initial(&store),
             &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)],
         )
         .unwrap();
@@ -198,6 +219,7 @@ fn a_failed_sub_epoch_fails_its_run_and_closes_its_units() {
         .queue_sub_epoch_run(
             app,
             "mlp_small",
+            &initial(&store),
             &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)],
         )
         .unwrap();
