@@ -579,6 +579,13 @@ impl Store {
                         params![losses, now, unit],
                     )
                     .map_err(db(context.clone()))?;
+                // A failed MOP run's other sub-epochs are closed with it.
+                transaction
+                    .execute(
+                        "UPDATE units SET state = 'committed', committed_ms = ?1, lease_expires_ms = NULL WHERE run = ?2 AND state <> 'committed'",
+                        params![now, run],
+                    )
+                    .map_err(db(context.clone()))?;
                 continue;
             }
             // A sub-epoch starts from its run's last committed result, or (none yet) from the

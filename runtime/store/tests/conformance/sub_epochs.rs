@@ -245,3 +245,30 @@ fn a_failed_sub_epoch_fails_its_run_and_closes_its_units() {
         Err(Error::StaleLease { .. })
     ));
 }
+
+#[test]
+fn a_sub_epoch_lost_too_often_fails_its_run_and_closes_its_units() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    let (run, units) = store
+        .queue_sub_epoch_run(
+            app,
+            "mlp_small",
+            &initial(&store),
+            &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)],
+        )
+        .unwrap();
+    // The first unit kills every worker that takes it.
+    for _ in 0..MAX_LOSSES {
+        let lease = store.lease_unit("worker:doomed", EXPIRED).unwrap().unwrap();
+        assert_eq!(lease.unit, units[0]);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(store.lease_unit("worker:next", LONG).unwrap(), None);
+    let record = store.run(run).unwrap();
+    assert_eq!(record.state, RunState::Failed);
+    assert!(record.error.unwrap().contains("lost with its worker"));
+    assert!(store.open_units().unwrap().is_empty());
+}
