@@ -4,16 +4,18 @@
 //!
 //! - [`start_run`] (the coordinator): splits the app's examples into training and validation rows
 //!   by id (the trainer's rule), builds the run's initial state
-//!   ([`easeml_trainer::mop::initial_state`]), puts it in the store and queues the run with its
-//!   first epoch's sub-epoch units ([`easeml_store::Store::queue_sub_epoch_run`]): partition `j`
-//!   addressed to the `j`-th of the given workers (round robin), each unit a random rank (the
-//!   scheduler's shuffle, seeded by the run's seed, the epoch and the partition).
+//!   ([`easeml_trainer::mop::initial_state`]), puts it in the store and queues the run with every
+//!   epoch's sub-epoch units ([`easeml_store::Store::queue_sub_epoch_run`]; the store leases an
+//!   epoch's units only once the earlier epochs are committed, so no worker waits for the
+//!   coordinator between epochs): partition `j` addressed to the `j`-th of the given workers
+//!   (round robin), each unit a random rank (the scheduler's shuffle, seeded by the run's seed,
+//!   the epoch and the partition).
 //! - [`execute_sub_epoch`] (any worker, from [`crate::worker::Worker::work`]): trains one leased
 //!   sub-epoch from the state its lease names on the partition's training rows (which the
 //!   worker loads from the store once and keeps, and nothing else of the app: [`PartitionCache`])
 //!   and commits the next state with the lease's fencing token.
-//! - [`advance`] (the coordinator, polled): reads the run's visit log from the store and queues
-//!   the next epoch once every partition of the current one is committed; after the last epoch it
+//! - [`advance`] (the coordinator, polled): reads the run's visit log from the store (and queues
+//!   the next epoch's units if a run was queued with fewer); after the last epoch it
 //!   evaluates the state each epoch ended with on the validation rows, serves the best (the
 //!   trainer keeps its best epoch the same way), measures its latency and records the run like a
 //!   task-parallel run (quality, checkpoint blob, cost = the sum of its sub-epochs' seconds).
@@ -212,7 +214,11 @@ pub fn start_run(
             (!workers.is_empty()).then(|| workers[partition as usize % workers.len()].as_str())
         })
         .collect();
-    let units = epoch_units(0, plan.seed, &targets, &spec);
+    // Every epoch at once: the store leases an epoch's units only once the earlier epochs are
+    // committed, so no worker waits for the coordinator between epochs.
+    let units: Vec<NewSubEpoch<'_>> = (0..plan.epochs)
+        .flat_map(|epoch| epoch_units(epoch, plan.seed, &targets, &spec))
+        .collect();
     let (run, _) = store.queue_sub_epoch_run(app, candidate, &initial, &units)?;
     Ok(run)
 }

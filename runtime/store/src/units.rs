@@ -36,6 +36,8 @@
 //!   worker that is gone (stopped, or silent for a lease's time to live; any worker can load any
 //!   partition from the store, so the work moves instead of waiting);
 //! - whose run has no other unit under a live lease (a model trains on one worker at a time);
+//! - whose run has every unit of the earlier epochs committed (an epoch visits each partition
+//!   once before the next begins, so the coordinator may queue every epoch at once);
 //! - whose run is still open (not failed or done);
 //!
 //! the lowest `lease_rank` first (the coordinator draws the ranks at random: Cerebro's shuffle of
@@ -531,6 +533,7 @@ impl Store {
                              (u.target_worker IS NULL OR u.target_worker = ?3 OR NOT EXISTS (
                                 SELECT 1 FROM workers w WHERE w.id = u.target_worker AND w.state <> 'stopped' AND w.heartbeat_ms >= ?4))
                              AND NOT EXISTS (SELECT 1 FROM units o WHERE o.run = u.run AND o.id <> u.id AND o.state = 'leased' AND o.lease_expires_ms >= ?1)
+                             AND NOT EXISTS (SELECT 1 FROM units o WHERE o.run = u.run AND o.kind = 'sub_epoch' AND o.epoch < u.epoch AND o.state <> 'committed')
                              AND EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run AND r.state IN ('queued', 'running'))))
                          ORDER BY u.lease_rank, u.id LIMIT 1{}",
                         transaction.dialect().for_update_skip_locked()

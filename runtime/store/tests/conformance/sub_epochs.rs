@@ -272,3 +272,35 @@ fn a_sub_epoch_lost_too_often_fails_its_run_and_closes_its_units() {
     assert!(record.error.unwrap().contains("lost with its worker"));
     assert!(store.open_units().unwrap().is_empty());
 }
+
+#[test]
+fn an_epoch_is_leased_only_after_the_earlier_ones_are_committed() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    // Epoch 1's unit has the lowest rank, yet waits for both of epoch 0's.
+    let (run, _) = store
+        .queue_sub_epoch_run(
+            app,
+            "mlp_small",
+            &initial(&store),
+            &[
+                sub_epoch(0, 0, None, 5),
+                sub_epoch(0, 1, None, 6),
+                sub_epoch(1, 0, None, 0),
+            ],
+        )
+        .unwrap();
+    let mut visits = Vec::new();
+    while let Some(lease) = store.lease_unit("worker:a", LONG).unwrap() {
+        let at = lease.sub_epoch.clone().unwrap();
+        visits.push((at.epoch, at.partition));
+        let state = store
+            .put_blob(format!("{visits:?}").as_bytes())
+            .unwrap();
+        store.commit_sub_epoch(&lease, &state, 0.1).unwrap();
+    }
+    assert_eq!(visits, [(0, 0), (0, 1), (1, 0)]);
+    assert_eq!(store.sub_epochs(run).unwrap().len(), 3);
+}
