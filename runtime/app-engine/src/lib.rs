@@ -170,6 +170,14 @@ pub fn train_with_progress(
             reason,
             ..
         } => say(format!("{app}: {candidate:<22} failed: {reason}")),
+        Event::RunDropped {
+            app,
+            candidate,
+            reason,
+            ..
+        } => say(format!(
+            "{app}: {candidate:<22} dropped: the session ended before it had a model ({reason}); a later session tries it again"
+        )),
         Event::WorkersChanged { live } => say(format!(
             "{live} worker{} live{}",
             if live == 1 { "" } else { "s" },
@@ -184,10 +192,15 @@ pub fn train_with_progress(
     progress.finish_and_clear();
     let summary = summary.map_err(|error| error.to_string())?;
     eprintln!(
-        "{} run{} finished, {} failed{}",
+        "{} run{} finished, {} failed{}{}",
         summary.finished,
         if summary.finished == 1 { "" } else { "s" },
         summary.failed,
+        if summary.dropped > 0 {
+            format!(", {} dropped at the session's end", summary.dropped)
+        } else {
+            String::new()
+        },
         if summary.exhausted {
             "; nothing is left to train on the current data"
         } else {

@@ -80,7 +80,7 @@ fn train_once(home: &Path) {
     let mut engine = Engine::open(home, config).unwrap();
     for _ in 0..6 {
         match engine.step(None, &mut |_| {}).unwrap() {
-            Some(run) if run.quality.is_some() => return,
+            Some(easeml_engine::Step::Run(run)) if run.quality.is_some() => return,
             Some(_) => continue,
             None => break,
         }

@@ -281,6 +281,14 @@ fn log_event(event: Event) {
             run,
             reason,
         } => tracing::warn!(%app, %candidate, run = run.0, %reason, "run failed"),
+        Event::RunDropped {
+            app,
+            candidate,
+            run,
+            reason,
+        } => {
+            tracing::info!(%app, %candidate, run = run.0, %reason, "run dropped: the session ended before it had a model")
+        }
         Event::WorkersChanged { live } => tracing::info!(live, "live workers"),
     }
 }

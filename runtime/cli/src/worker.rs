@@ -298,6 +298,13 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
                 *held = None;
                 eprintln!("{name}: unit {}: result dropped: {reason}", lease.unit.0);
             }
+            WorkerEvent::Dropped { lease, reason } => {
+                *held = None;
+                eprintln!(
+                    "{name}: unit {} (run {}, {}) dropped: the session ended before it had a model ({reason}); a later session tries it again",
+                    lease.unit.0, lease.run.0, lease.candidate
+                );
+            }
             WorkerEvent::Stopped { committed } => {
                 if !quiet {
                     eprintln!("{name}: stopped after {committed} unit(s)");

@@ -74,7 +74,7 @@ fn main() -> Result<()> {
     let mut engine = Engine::open(home.path(), config)?;
     let run = loop {
         match engine.step(None, &mut |_| {})? {
-            Some(run) if run.quality.is_some() => break run,
+            Some(easeml_engine::Step::Run(run)) if run.quality.is_some() => break run,
             Some(_) => continue,
             None => anyhow::bail!("no run finished"),
         }

@@ -49,7 +49,7 @@ use tch::Device;
 use crate::app::AppModel;
 use crate::dataset::{StoredTarget, examples_of};
 use crate::error::{Error, Result};
-use crate::unit::UnitSpec;
+use crate::unit::{Executed, UnitSpec};
 use crate::worker::{DEFAULT_LEASE_TTL, Worker, WorkerConfig};
 
 /// An app needs at least this many enabled examples before it is trained (so that the split by id
@@ -205,6 +205,39 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// The training session's end cut a run before it had a model (a model that is not a
+    /// network has nothing before its fit ends): the run is dropped, not failed, and the candidate
+    /// is left untried for a later session ([`easeml_store::Store::abandon_unit`]).
+    RunDropped {
+        /// The app.
+        app: String,
+        /// The candidate id.
+        candidate: String,
+        /// The run (no longer in the store).
+        run: RunId,
+        /// Why it had no model.
+        reason: String,
+    },
+}
+
+/// What one [`Engine::step`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// A run was committed, finished or failed.
+    Run(Box<RunRecord>),
+    /// The session's end cut a run before it had a model; it was dropped ([`Event::RunDropped`]).
+    /// Its candidate is not decided again by this engine.
+    Dropped(RunId),
+}
+
+impl Step {
+    /// The committed run, `None` for a dropped one.
+    pub fn into_run(self) -> Option<RunRecord> {
+        match self {
+            Step::Run(record) => Some(*record),
+            Step::Dropped(_) => None,
+        }
+    }
 }
 
 /// What a training session did.
@@ -214,6 +247,8 @@ pub struct TrainSummary {
     pub finished: usize,
     /// Runs failed.
     pub failed: usize,
+    /// Runs the session's end cut before they had a model ([`Event::RunDropped`]).
+    pub dropped: usize,
     /// True when every candidate of every app is trained on its current data.
     pub exhausted: bool,
 }
@@ -498,7 +533,7 @@ impl Engine {
         &mut self,
         deadline: Option<Instant>,
         events: &mut dyn FnMut(Event),
-    ) -> Result<Option<RunRecord>> {
+    ) -> Result<Option<Step>> {
         self.sync(events)?;
         self.give_queued_runs_units()?;
         if self.worker.is_none() {
@@ -521,7 +556,7 @@ impl Engine {
                 Some(decision) => {
                     let state = &self.apps[&decision.user_id];
                     let spec = self.unit_spec(state, deadline).to_json();
-                    let (_, unit) = self.store.queue_unit(state.id, &decision.model_id, &spec)?;
+                    let (run, unit) = self.store.queue_unit(state.id, &decision.model_id, &spec)?;
                     let lease = self
                         .store
                         .lease_unit_by_id(unit, &owner, self.config.lease_ttl)?;
@@ -533,6 +568,7 @@ impl Engine {
                             InFlight {
                                 decision: Some(decision),
                                 seen_attempt: 0,
+                                run,
                             },
                         );
                     }
@@ -564,8 +600,18 @@ impl Engine {
         let Some(worker) = self.worker.as_mut() else {
             return Ok(None);
         };
-        worker.work(&mut self.store, &lease)?;
-        self.observe(lease.run, decision.as_ref(), events).map(Some)
+        if let Executed::Dropped(reason) = worker.work(&mut self.store, &lease)? {
+            // The candidate stays in flight for the scheduler: this session has no time for it.
+            events(Event::RunDropped {
+                app: self.app_name(lease.app),
+                candidate: lease.candidate,
+                run: lease.run,
+                reason,
+            });
+            return Ok(Some(Step::Dropped(lease.run)));
+        }
+        self.observe(lease.run, decision.as_ref(), events)
+            .map(|record| Some(Step::Run(Box::new(record))))
     }
 
     /// The seconds a unit's run may take, for its `RunStarted` event: 0 for a spec that cannot be
@@ -578,7 +624,7 @@ impl Engine {
 
     /// Waits for a unit held by another process's worker and reports it; `Ok(None)` when there is
     /// none.
-    fn wait_for_in_flight(&mut self, events: &mut dyn FnMut(Event)) -> Result<Option<RunRecord>> {
+    fn wait_for_in_flight(&mut self, events: &mut dyn FnMut(Event)) -> Result<Option<Step>> {
         loop {
             let Some((&unit, _)) = self.in_flight.iter().next() else {
                 return Ok(None);
@@ -592,7 +638,7 @@ impl Engine {
                         .and_then(|entry| entry.decision);
                     return self
                         .observe(record.run, decision.as_ref(), events)
-                        .map(Some);
+                        .map(|record| Some(Step::Run(Box::new(record))));
                 }
                 Ok(_) => std::thread::sleep(COORDINATOR_POLL),
                 Err(_) => {
@@ -749,8 +795,9 @@ impl Engine {
                 return Ok(summary);
             }
             match self.step(deadline, events)? {
-                Some(run) if run.state == RunState::Done => summary.finished += 1,
-                Some(_) => summary.failed += 1,
+                Some(Step::Run(run)) if run.state == RunState::Done => summary.finished += 1,
+                Some(Step::Run(_)) => summary.failed += 1,
+                Some(Step::Dropped(_)) => summary.dropped += 1,
                 None => {
                     summary.exhausted = true;
                     return Ok(summary);
@@ -798,7 +845,24 @@ impl Engine {
                 let record = match self.store.unit(unit) {
                     Ok(record) => record,
                     Err(easeml_store::Error::NoSuchUnit(_)) => {
-                        self.in_flight.remove(&unit);
+                        // Gone with its app, or dropped by its worker because the session's end
+                        // cut it before it had a model (its candidate stays in flight: this
+                        // session has no time for it).
+                        if let Some(InFlight {
+                            decision: Some(decision),
+                            run,
+                            ..
+                        }) = self.in_flight.remove(&unit)
+                            && self.apps.contains_key(&decision.user_id)
+                        {
+                            events(Event::RunDropped {
+                                app: decision.user_id,
+                                candidate: decision.model_id,
+                                run,
+                                reason: "the session ended before it had a model".to_owned(),
+                            });
+                            summary.dropped += 1;
+                        }
                         continue;
                     }
                     Err(error) => return Err(error.into()),
@@ -865,12 +929,13 @@ impl Engine {
                 };
                 let state = &self.apps[&decision.user_id];
                 let spec = self.unit_spec(state, deadline).to_json();
-                let (_, unit) = self.store.queue_unit(state.id, &decision.model_id, &spec)?;
+                let (run, unit) = self.store.queue_unit(state.id, &decision.model_id, &spec)?;
                 self.in_flight.insert(
                     unit,
                     InFlight {
                         decision: Some(decision),
                         seen_attempt: 0,
+                        run,
                     },
                 );
             }
@@ -911,6 +976,7 @@ impl Engine {
                 InFlight {
                     decision,
                     seen_attempt: 0,
+                    run: unit.run,
                 },
             );
         }
@@ -944,6 +1010,8 @@ struct InFlight {
     decision: Option<Decision>,
     /// The last attempt a start was reported for.
     seen_attempt: u32,
+    /// Its run.
+    run: RunId,
 }
 
 /// The scheduler's prior over models, fitted on the store's own history (appendix A): one row per app

@@ -141,6 +141,11 @@ pub enum Executed {
     Committed,
     /// Its lease was taken over before the commit: nothing was recorded.
     LeaseLost(String),
+    /// The training session's end cut it before it had a model (the time left was shorter than
+    /// its own limit, and a model that is not a network has nothing before its fit ends): it is
+    /// dropped with its run ([`Store::abandon_unit`]), neither failed (the candidate is not bad)
+    /// nor queued again (the session is ending), so a later session finds the candidate untried.
+    Dropped(String),
 }
 
 /// Trains a leased unit on `device` and commits its outcome (see the module documentation).
@@ -151,6 +156,7 @@ pub fn execute(
     cache: &mut AppCache,
 ) -> Result<Executed> {
     let started = Instant::now();
+    let mut cut_by_deadline = false;
     let outcome = match prepare(store, lease, cache) {
         Err(error) => Err(Failure::new(error.to_string(), 0.0)),
         Ok(Prepared::Stale) => Err(Failure::new(
@@ -161,15 +167,25 @@ pub fn execute(
             model,
             examples,
             spec,
-        }) => train_and_measure(
-            store,
-            lease,
-            &model,
-            &examples,
-            &spec.budget(device),
-            started,
-        ),
+        }) => {
+            let budget = spec.budget(device);
+            cut_by_deadline = budget.max_seconds < spec.max_seconds;
+            train_and_measure(store, lease, &model, &examples, &budget, started)
+        }
     };
+    if let Err(failure) = &outcome
+        && failure.out_of_time
+        && cut_by_deadline
+    {
+        return Ok(if store.abandon_unit(lease)? {
+            Executed::Dropped(failure.reason.clone())
+        } else {
+            Executed::LeaseLost(format!(
+                "unit {}: the lease of attempt {} by `{}` is no longer valid",
+                lease.unit.0, lease.attempt, lease.owner
+            ))
+        });
+    }
     let committed = match &outcome {
         Ok(finished) => store.commit_unit(
             lease,
@@ -200,11 +216,13 @@ pub fn execute(
     }
 }
 
-/// Why a run failed, what it cost, and a latency measured before it failed.
+/// Why a run failed, what it cost, a latency measured before it failed, and whether its time
+/// limit ended it before it had a model ([`easeml_trainer::Error::OutOfTime`]).
 struct Failure {
     reason: String,
     cost_seconds: f64,
     latency: Option<f64>,
+    out_of_time: bool,
 }
 
 impl Failure {
@@ -213,6 +231,7 @@ impl Failure {
             reason,
             cost_seconds,
             latency: None,
+            out_of_time: false,
         }
     }
 }
@@ -283,14 +302,18 @@ fn train_and_measure(
                 format_seconds(limit),
             );
             return Err(Failure {
-                reason,
-                cost_seconds: elapsed(),
                 latency: Some(latency),
+                ..Failure::new(reason, elapsed())
             });
         }
     }
-    let trained = easeml_trainer::train(&candidate, examples, budget)
-        .map_err(|error| Failure::new(Error::from(error).to_string(), elapsed()))?;
+    let trained = easeml_trainer::train(&candidate, examples, budget).map_err(|error| {
+        let out_of_time = matches!(error, easeml_trainer::Error::OutOfTime { .. });
+        Failure {
+            out_of_time,
+            ..Failure::new(Error::from(error).to_string(), elapsed())
+        }
+    })?;
     let (checkpoint, quality) = match trained.outcome {
         RunOutcome::Succeeded {
             checkpoint,
@@ -314,9 +337,8 @@ fn train_and_measure(
     let blob = checkpoint_blob::encode(&checkpoint)
         .and_then(|bytes| Ok(store.put_blob(&bytes)?))
         .map_err(|error| Failure {
-            reason: error.to_string(),
-            cost_seconds: trained.cost_seconds,
             latency: Some(latency),
+            ..Failure::new(error.to_string(), trained.cost_seconds)
         })?;
     // The trial history, kept with the run (a history too large to keep, which no run of the
     // trainer's comes near, is left out rather than failing it).

@@ -80,6 +80,14 @@ pub enum WorkerEvent {
         /// The store's refusal.
         reason: String,
     },
+    /// The training session's end cut its unit before the run had a model: the run was dropped
+    /// ([`Executed::Dropped`]).
+    Dropped {
+        /// The lease.
+        lease: Lease,
+        /// Why the run had no model.
+        reason: String,
+    },
     /// It stopped.
     Stopped {
         /// Units it committed.
@@ -224,6 +232,7 @@ pub fn run_worker(
                         });
                     }
                     Executed::LeaseLost(reason) => events(WorkerEvent::LeaseLost { lease, reason }),
+                    Executed::Dropped(reason) => events(WorkerEvent::Dropped { lease, reason }),
                 }
                 idle_since = Instant::now();
             }

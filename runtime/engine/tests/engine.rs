@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use easeml_compiler::{Registry, compile};
 use easeml_engine::unit::UnitSpec;
-use easeml_engine::{Engine, EngineConfig, Error, Event, ServedModel, checkpoint_blob};
+use easeml_engine::{Engine, EngineConfig, Error, Event, ServedModel, Step, checkpoint_blob};
 use easeml_object::{Object, codec};
 use easeml_store::{AppId, Blob, NewApp, NewExample, NewOutput, RunState, Store};
 use tch::Device;
@@ -360,6 +360,7 @@ fn new_data_reopens_an_app_and_a_removed_app_is_dropped() {
     let run = engine
         .step(None, &mut |event| events.push(event))
         .unwrap()
+        .and_then(Step::into_run)
         .expect("a run on the new data");
     assert_eq!(run.data_version, 2);
     assert!(
@@ -401,7 +402,11 @@ fn one_engine_per_store_and_interrupted_runs_are_rerun_first() {
         Err(Error::Busy { lock, .. }) => assert!(lock.ends_with("train.lock")),
         other => panic!("expected the store to be busy, got {other:?}"),
     }
-    let run = engine.step(None, &mut |_| {}).unwrap().expect("a run");
+    let run = engine
+        .step(None, &mut |_| {})
+        .unwrap()
+        .and_then(Step::into_run)
+        .expect("a run");
     assert_eq!(run.id, interrupted);
     assert_eq!(run.state, RunState::Done);
     // The re-run counts as trained: the remaining six candidates follow, then nothing.
@@ -410,6 +415,47 @@ fn one_engine_per_store_and_interrupted_runs_are_rerun_first() {
     drop(engine);
     // The lock goes with the engine.
     Engine::open(home.path(), config()).unwrap();
+}
+
+#[test]
+fn a_run_the_sessions_end_cuts_before_it_has_a_model_is_dropped_not_failed() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let sides = register(&mut store, SIDES, "sides");
+    feed_labels(&mut store, sides, &clusters(3000, 0));
+    let mut engine = Engine::open(home.path(), config()).unwrap();
+    // A unit of a session that ends in a second: kernel ridge on 2,400 rows has no model by then
+    // (one eigendecomposition of a 2,400 x 2,400 kernel matrix takes seconds on this machine's two
+    // cores, and it cannot stop halfway; on 1,600 rows an idle machine made it in time). Leasing
+    // the unit takes the engine 50 to 100 ms of that second.
+    let mut ending = UnitSpec::from_json(&spec()).unwrap();
+    ending.deadline_ms = Some(easeml_store::now_ms() + 1000);
+    let (cut, _) = store
+        .queue_unit(sides, "kernel_ridge", &ending.to_json())
+        .unwrap();
+    let mut events = Vec::new();
+    match engine.step(None, &mut |event| events.push(event)).unwrap() {
+        Some(Step::Dropped(run)) => assert_eq!(run, cut),
+        other => panic!("expected the run to be dropped, got {other:?} ({events:?})"),
+    }
+    assert!(
+        events.iter().any(|event| matches!(
+            event,
+            Event::RunDropped { candidate, run, reason, .. }
+                if candidate == "kernel_ridge" && *run == cut && reason.contains("time limit")
+        )),
+        "{events:?}"
+    );
+    // Nothing is recorded: no failed run holds the candidate down, a later session tries it.
+    assert!(store.run(cut).is_err());
+    assert!(store.open_units().unwrap().is_empty());
+    assert!(
+        store
+            .runs(sides)
+            .unwrap()
+            .iter()
+            .all(|run| run.candidate != "kernel_ridge")
+    );
 }
 
 #[test]
@@ -422,7 +468,11 @@ fn a_unit_whose_spec_cannot_be_read_fails_saying_so_and_the_engine_goes_on() {
     drop(store);
 
     let mut engine = Engine::open(home.path(), config()).unwrap();
-    let run = engine.step(None, &mut |_| {}).unwrap().expect("a run");
+    let run = engine
+        .step(None, &mut |_| {})
+        .unwrap()
+        .and_then(Step::into_run)
+        .expect("a run");
     assert_eq!(run.id, garbled);
     assert_eq!(run.state, RunState::Failed);
     let error = run.error.unwrap();
@@ -433,6 +483,7 @@ fn a_unit_whose_spec_cannot_be_read_fails_saying_so_and_the_engine_goes_on() {
     let next = engine
         .step(None, &mut |_| {})
         .unwrap()
+        .and_then(Step::into_run)
         .expect("the engine goes on");
     assert_ne!(next.id, garbled);
     assert_eq!(next.state, RunState::Done);

@@ -183,7 +183,7 @@ fn every_workload_trains_and_answers_in_its_own_terms() {
         let mut trained = false;
         for _ in 0..4 {
             match engine.step(None, &mut |_| {}).unwrap() {
-                Some(run) if run.quality.is_some() => {
+                Some(easeml_engine::Step::Run(run)) if run.quality.is_some() => {
                     trained = true;
                     break;
                 }

@@ -730,7 +730,7 @@ fn fifty_concurrent_feeders_store_every_example_exactly_once() {
 /// lines, a score when every line has its expected output, and the feed's checks on its input.
 #[test]
 fn infer_answers_with_the_best_model_once_one_is_trained() {
-    use easeml_engine::{Engine, EngineConfig};
+    use easeml_engine::{Engine, EngineConfig, Step};
     let server = TestServer::start(|_| {});
     let client = http();
     let token = server.register(&schema(
@@ -773,7 +773,7 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     let mut trained = false;
     for _ in 0..4 {
         match engine.step(None, &mut |_| {}).unwrap() {
-            Some(run) if run.quality.is_some() => {
+            Some(Step::Run(run)) if run.quality.is_some() => {
                 trained = true;
                 break;
             }

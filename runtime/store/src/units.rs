@@ -20,7 +20,8 @@
 //!
 //! A unit lost with its worker is leased again, never recorded as a failed run: only after
 //! [`MAX_LOSSES`] expired leases is its run failed (a unit that kills every worker it reaches).
-//! A worker that stops in an orderly way gives its lease back ([`Store::release_lease`]).
+//! A worker that stops in an orderly way gives its lease back ([`Store::release_lease`]); a run
+//! that the training session's end cut before it had a model is dropped ([`Store::abandon_unit`]).
 //! Every state change is one `IMMEDIATE` transaction, so any number of processes may share the store.
 //!
 //! # Sub-epoch units
@@ -683,6 +684,42 @@ impl Store {
         }
         transaction.commit().map_err(db(context))?;
         Ok(changed == 1)
+    }
+
+    /// Drops a leased unit with its run, as if it had never started: a run that the training
+    /// session's end cut before it had a model (a fitted model that is not a network has nothing
+    /// to show before its fit ends). Neither a failure (the candidate is not bad) nor a loss (no
+    /// worker died): the run is gone, so a later session's scheduler finds the candidate untried.
+    /// Fenced like a commit: `false`, and nothing changed, when the unit no longer holds this
+    /// lease's token. A MOP sub-epoch's lease is refused (its run goes on).
+    pub fn abandon_unit(&mut self, lease: &Lease) -> Result<bool> {
+        if lease.sub_epoch.is_some() {
+            return Err(Error::InvalidInput(format!(
+                "unit {} is a sub-epoch of MOP run {}: it is not dropped with its run (give it back with release_lease)",
+                lease.unit.0, lease.run.0
+            )));
+        }
+        let context = format!("dropping unit {} (run {})", lease.unit.0, lease.run.0);
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        let held: Option<i64> = transaction
+            .query_row(
+                &format!(
+                    "SELECT run FROM units WHERE id = ?1 AND attempt = ?2 AND lease_owner = ?3 AND state = 'leased'{}",
+                    transaction.dialect().for_update()
+                ),
+                params![lease.unit.0, lease.attempt, lease.owner],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(db(context.clone()))?;
+        if let Some(run) = held {
+            // The unit goes with its run (ON DELETE CASCADE).
+            transaction
+                .execute("DELETE FROM runs WHERE id = ?1", [run])
+                .map_err(db(context.clone()))?;
+        }
+        transaction.commit().map_err(db(context))?;
+        Ok(held.is_some())
     }
 
     /// Commits a unit's result with the lease's fencing token: the run's outcome and the unit's

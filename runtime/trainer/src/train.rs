@@ -14,7 +14,9 @@
 //!   no room for the refit, or it diverges, the best fold model is served instead (recorded).
 //!
 //! A trial whose loss or outputs become NaN or infinite fails; when every trial fails the run is
-//! [`RunOutcome::Failed`], never a panic.
+//! [`RunOutcome::Failed`], never a panic. A model that is not a network and has no fitted model
+//! when its time limit ends is [`crate::Error::OutOfTime`] instead: no fault of the model's, which
+//! the engine tells apart (a run its session's end cut is dropped, not failed).
 
 use std::collections::HashMap;
 use std::time::Instant;

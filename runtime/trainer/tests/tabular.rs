@@ -176,20 +176,26 @@ fn a_short_time_limit_cuts_the_trees_and_the_settings() {
     let mut budget = budget();
     budget.max_seconds = 0.3;
     for model in MODELS {
-        let run = train(&Candidate::parse(model).unwrap(), &examples, &budget).unwrap();
+        let run = train(&Candidate::parse(model).unwrap(), &examples, &budget);
+        if model == "kernel_ridge" {
+            // Its one eigendecomposition cannot stop halfway: past the limit the run has no model
+            // and says why with the typed error (the engine then tries another candidate, or
+            // drops the run when the session's end cut it), or it made it in time.
+            match run {
+                Ok(run) => assert!(run.checkpoint().is_some()),
+                Err(error @ easeml_trainer::Error::OutOfTime { .. }) => {
+                    assert!(error.to_string().contains("time limit"), "{error}");
+                }
+                Err(error) => panic!("kernel_ridge: {error}"),
+            }
+            continue;
+        }
+        let run = run.unwrap();
         eprintln!(
             "{model}: {:.2}s, {} trials",
             run.cost_seconds,
             run.trials.len()
         );
-        if model == "kernel_ridge" {
-            // Its one eigendecomposition cannot stop halfway: past the limit the run fails and
-            // says why (the engine then tries another candidate), or it made it in time.
-            if let RunOutcome::Failed { reason } = &run.outcome {
-                assert!(reason.contains("time limit"), "{reason}");
-            }
-            continue;
-        }
         // A fit always makes one round or one tree and its validation is not cut (k-NN's is all
         // of its work): a margin, wide for a debug build on a loaded machine (alone, the trees
         // take under 0.5 s here).

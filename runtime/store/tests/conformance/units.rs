@@ -136,6 +136,30 @@ fn a_lease_given_back_is_queued_again_without_a_loss() {
 }
 
 #[test]
+fn an_abandoned_unit_goes_with_its_run_and_only_by_its_lease() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    let (run, unit) = store.queue_unit(app, "knn", "{}").unwrap();
+    let (kept, _) = store.queue_unit(app, "gbdt", "{}").unwrap();
+    let stale = store.lease_unit("worker:old", EXPIRED).unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    let lease = store.lease_unit("worker:new", LONG).unwrap().unwrap();
+    assert_eq!(lease.unit, unit);
+    // The expired holder cannot drop what the new one holds.
+    assert!(!store.abandon_unit(&stale).unwrap());
+    assert_eq!(store.run(run).unwrap().state, RunState::Running);
+    assert!(store.abandon_unit(&lease).unwrap());
+    assert!(store.run(run).is_err());
+    assert!(matches!(store.unit(unit), Err(Error::NoSuchUnit(_))));
+    // Once: the lease is gone with it, and nothing else changed.
+    assert!(!store.abandon_unit(&lease).unwrap());
+    assert_eq!(store.run(kept).unwrap().state, RunState::Queued);
+    assert_eq!(store.open_units().unwrap().len(), 1);
+}
+
+#[test]
 fn a_coordinator_gives_back_its_dead_predecessors_in_process_leases() {
     let Some((_fixture, mut store)) = open() else {
         return;

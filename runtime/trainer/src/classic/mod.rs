@@ -489,6 +489,8 @@ pub(crate) fn train_run(
     // (mean quality, sample std, setting, the model of the best fold)
     let mut best: Option<(f64, f64, f64, ClassicModel)> = None;
     let mut failure = None;
+    // The last failure when it was the time limit ending a fit or a validation.
+    let mut out_of_time: Option<Error> = None;
     // The longest fit so far: under the split, the refit on every example starts only when one
     // more such fit (on 25% more rows) still ends inside the limit.
     let mut longest_fit: f64 = 0.0;
@@ -513,6 +515,7 @@ pub(crate) fn train_run(
                 }
                 Err(error) => {
                     failure = Some(error.to_string());
+                    out_of_time = matches!(error, Error::OutOfTime { .. }).then_some(error);
                     break;
                 }
             };
@@ -631,9 +634,17 @@ pub(crate) fn train_run(
                 quality,
             }
         }
-        None => RunOutcome::Failed {
-            reason: failure.unwrap_or_else(|| format!("no {} was fitted", candidate.model.id())),
-        },
+        None => {
+            // The time limit ended the run before any model: an error, so that the caller tells
+            // it apart from a model that fails (the engine drops a run its session's end cut).
+            if let Some(error) = out_of_time {
+                return Err(error);
+            }
+            RunOutcome::Failed {
+                reason: failure
+                    .unwrap_or_else(|| format!("no {} was fitted", candidate.model.id())),
+            }
+        }
     };
     let (n_train, n_validation) = match (k_fold, sets.first()) {
         (false, Some((train_rows, validation_rows))) => (train_rows.len(), validation_rows.len()),
