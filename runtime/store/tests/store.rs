@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use easeml_store::{
     ConstraintLimits, Error, MIGRATIONS, RunId, RunState, RunValidation, Store, StoreOptions,
-    best_run,
+    UnitId, UnitState, best_run,
 };
 
 fn open() -> (tempfile::TempDir, Store) {
@@ -211,4 +211,56 @@ fn a_queued_run_without_a_unit_gets_one_once() {
         .unwrap()
         .unwrap();
     assert_eq!(lease.run, run);
+}
+
+#[test]
+fn units_of_a_store_from_before_sub_epochs_are_kept_and_leased_again() {
+    let dir = tempfile::tempdir().unwrap();
+    // A store of the build before migration 7 (units were whole runs only) with a unit whose
+    // worker died holding it, written with that build's columns.
+    let before = MIGRATIONS
+        .iter()
+        .position(|migration| migration.version == 7)
+        .unwrap();
+    let mut old =
+        Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..before]).unwrap();
+    let (app, _) = old.register_app(&new_app("old", Some(3), None)).unwrap();
+    drop(old);
+    let connection = rusqlite::Connection::open(dir.path().join("easeml.sqlite3")).unwrap();
+    connection
+        .execute(
+            "INSERT INTO runs (id, app, candidate, state, data_version, queued_ms, started_ms) \
+             VALUES (7, ?1, 'mlp_small', 'running', 1, 0, 1)",
+            [app.id.0],
+        )
+        .unwrap();
+    connection
+        .execute(
+            "INSERT INTO units (id, run, kind, spec, state, attempt, losses, lease_owner, lease_expires_ms, created_ms) \
+             VALUES (3, 7, 'run', '{\"max_seconds\": 5}', 'leased', 1, 0, 'worker:dead', 10, 0)",
+            [],
+        )
+        .unwrap();
+    drop(connection);
+
+    let mut store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
+    let units = store.open_units().unwrap();
+    assert_eq!(units.len(), 1);
+    assert_eq!((units[0].id, units[0].run), (UnitId(3), RunId(7)));
+    assert_eq!((units[0].state, units[0].attempt), (UnitState::Leased, 1));
+    // Its lease expired with its worker: the next worker takes it over, as before the migration.
+    let lease = store
+        .lease_unit("worker:next", Duration::from_secs(60))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (lease.unit, lease.run, lease.attempt),
+        (UnitId(3), RunId(7), 2)
+    );
+    assert_eq!(lease.spec, "{\"max_seconds\": 5}");
+    assert_eq!(store.unit(UnitId(3)).unwrap().losses, 1);
+    // Still one whole-run unit per run.
+    assert!(store.queue_unit_for_run(RunId(7), "{}").unwrap().is_none());
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
 }
