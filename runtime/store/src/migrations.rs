@@ -176,6 +176,7 @@ CREATE INDEX units_by_state ON units(state, id);
 CREATE UNIQUE INDEX units_one_per_run ON units(run) WHERE kind = 'run';
 CREATE UNIQUE INDEX units_one_per_sub_epoch ON units(run, epoch, part) WHERE kind = 'sub_epoch';
 CREATE INDEX units_by_run ON units(run, seq);
+CREATE INDEX units_open_by_rank ON units(lease_rank, id) WHERE state <> 'committed'; -- the lease's scan, in its order, over open units only
 "#,
         postgres_sql: Some(
             r#"
@@ -193,6 +194,7 @@ ALTER TABLE units ADD COLUMN seq BIGINT;
 CREATE UNIQUE INDEX units_one_per_run ON units(run) WHERE kind = 'run';
 CREATE UNIQUE INDEX units_one_per_sub_epoch ON units(run, epoch, part) WHERE kind = 'sub_epoch';
 CREATE INDEX units_by_run ON units(run, seq);
+CREATE INDEX units_open_by_rank ON units(lease_rank, id) WHERE state <> 'committed'; -- the lease's scan, in its order, over open units only
 "#,
         ),
     },

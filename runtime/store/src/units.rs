@@ -524,11 +524,18 @@ impl Store {
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let now = now_ms();
         loop {
+            // Open units only, through the partial index `units_open_by_rank` in ORDER BY's order,
+            // so a lease reads a handful of rows however many units the store has done: a unit
+            // that is not committed is queued or leased, and only a leased one has an expiry
+            // (every change to `queued` clears it), so `queued OR expired` is written without a
+            // second `state` term (which would make SQLite gather every open unit through
+            // `units_by_state` and sort them: 1.3 ms against 8 us with 5,000 open units).
             let found: Option<Leasable> = transaction
                 .query_row(
                     &format!(
                         "SELECT u.id, u.run, u.state, u.attempt, u.losses, u.lease_owner, u.kind FROM units u
-                         WHERE (u.state = 'queued' OR (u.state = 'leased' AND u.lease_expires_ms < ?1))
+                         WHERE u.state <> 'committed'
+                           AND (u.state = 'queued' OR u.lease_expires_ms < ?1)
                            AND (CAST(?2 AS BIGINT) IS NULL OR u.id = ?2)
                            AND (u.kind = 'run' OR (CAST(?5 AS BIGINT) = 0 AND
                              (u.target_worker IS NULL OR u.target_worker = ?3 OR NOT EXISTS (
