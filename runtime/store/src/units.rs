@@ -425,25 +425,8 @@ impl Store {
     ) -> Result<(RunId, UnitId)> {
         let context = format!("queueing a unit of `{candidate}`");
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
-        let data_version: i64 = transaction
-            .query_row(
-                "SELECT data_version FROM apps WHERE id = ?1",
-                [app.0],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(db(context.clone()))?
-            .ok_or(Error::NoSuchAppId(app.0))?;
         let now = now_ms();
-        let run = RunId(
-            transaction
-                .query_row(
-                    "INSERT INTO runs (app, candidate, state, data_version, queued_ms) VALUES (?1, ?2, 'queued', ?3, ?4) RETURNING id",
-                    params![app.0, candidate, data_version, now],
-                    |row| row.get(0),
-                )
-                .map_err(db(context.clone()))?,
-        );
+        let run = insert_queued_run(&transaction, app, candidate, now, &context)?;
         let unit = UnitId(
             transaction
                 .query_row(
@@ -773,25 +756,8 @@ impl Store {
         }
         let context = format!("queueing a MOP run of `{candidate}`");
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
-        let data_version: i64 = transaction
-            .query_row(
-                "SELECT data_version FROM apps WHERE id = ?1",
-                [app.0],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(db(context.clone()))?
-            .ok_or(Error::NoSuchAppId(app.0))?;
         let now = now_ms();
-        let run = RunId(
-            transaction
-                .query_row(
-                    "INSERT INTO runs (app, candidate, state, data_version, queued_ms) VALUES (?1, ?2, 'queued', ?3, ?4) RETURNING id",
-                    params![app.0, candidate, data_version, now],
-                    |row| row.get(0),
-                )
-                .map_err(db(context.clone()))?,
-        );
+        let run = insert_queued_run(&transaction, app, candidate, now, &context)?;
         let ids = insert_sub_epochs(&transaction, run, units, now).map_err(db(context.clone()))?;
         transaction
             .execute(
@@ -1279,6 +1245,34 @@ fn write_run_result(
 }
 
 /// The result of a run's last committed sub-epoch (the head of its visit log), if any.
+/// Inserts a queued run of `candidate` on the app's current data version (the first step of
+/// queueing a whole-run unit and a MOP run alike); [`Error::NoSuchAppId`] for an unknown app.
+fn insert_queued_run(
+    transaction: &db::Transaction<'_>,
+    app: AppId,
+    candidate: &str,
+    now: i64,
+    context: &str,
+) -> Result<RunId> {
+    let data_version: i64 = transaction
+        .query_row(
+            "SELECT data_version FROM apps WHERE id = ?1",
+            [app.0],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(db(context.to_owned()))?
+        .ok_or(Error::NoSuchAppId(app.0))?;
+    let run = transaction
+        .query_row(
+            "INSERT INTO runs (app, candidate, state, data_version, queued_ms) VALUES (?1, ?2, 'queued', ?3, ?4) RETURNING id",
+            params![app.0, candidate, data_version, now],
+            |row| row.get(0),
+        )
+        .map_err(db(context.to_owned()))?;
+    Ok(RunId(run))
+}
+
 fn last_result(connection: &db::Db, run: i64) -> DbResult<Option<String>> {
     Ok(connection
         .query_row(
