@@ -178,6 +178,33 @@ pub fn train_with_progress(
         } => say(format!(
             "{app}: {candidate:<22} dropped: the session ended before it had a model ({reason}); a later session tries it again"
         )),
+        Event::MopRunStarted {
+            app,
+            candidate,
+            run,
+            partitions,
+            epochs,
+            resumed,
+        } => say(format!(
+            "{app}: {candidate:<22} {} by model hopping (run {}): {epochs} epoch(s) over {partitions} partition(s), one per worker",
+            if resumed { "resumed" } else { "training" },
+            run.0
+        )),
+        Event::RunProgress {
+            app,
+            candidate,
+            done,
+            total,
+            ..
+        } => {
+            let message = format!("{app}: {candidate} by model hopping, {done}/{total} sub-epochs");
+            if terminal {
+                progress.set_message(message);
+            } else if total > 0 && done * 10 / total != (done - 1) * 10 / total {
+                // Logs get a line per tenth.
+                eprintln!("{message}");
+            }
+        }
         Event::WorkersChanged { live } => say(format!(
             "{live} worker{} live{}",
             if live == 1 { "" } else { "s" },
@@ -201,10 +228,16 @@ pub fn train_with_progress(
         } else {
             String::new()
         },
-        if summary.exhausted {
-            "; nothing is left to train on the current data"
+        if summary.unfinished > 0 {
+            format!(
+                "; {} model-hopping run{} go on in the next session",
+                summary.unfinished,
+                if summary.unfinished == 1 { "" } else { "s" }
+            )
+        } else if summary.exhausted {
+            "; nothing is left to train on the current data".to_owned()
         } else {
-            "; the budget is spent (run `train` again to go on)"
+            "; the budget is spent (run `train` again to go on)".to_owned()
         }
     );
     Ok(summary)

@@ -18,14 +18,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use easeml_runtime::engine::mop::{self, MopPlan, MopStatus};
-use easeml_runtime::store::{AppId, Store};
+use easeml_runtime::store::{AppId, RunId, Store, WorkerState};
 use easeml_runtime::{AppSpec, Client, Connection};
 use serde_json::{Value, json};
 use tch::Device;
 
 use easeml_trainer::mop::partition_rows;
 
-use crate::train_mop::{MopRun, coordinate, worker_ids};
 use crate::worker::LocalWorkers;
 
 /// The benchmark's app: 16 features, 2 classes.
@@ -224,4 +223,75 @@ pub fn run(args: &RealArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(args.out.join("stores"));
     eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+/// One MOP run being coordinated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MopRun {
+    /// The app's name.
+    pub app: String,
+    /// The candidate.
+    pub candidate: String,
+    /// The run.
+    pub run: RunId,
+}
+
+/// The ids of the live workers among the processes `pids`, waiting up to a minute for them.
+pub fn worker_ids(store: &Store, pids: &[u32]) -> anyhow::Result<Vec<String>> {
+    let started = Instant::now();
+    loop {
+        let ids: Vec<String> = store
+            .workers()?
+            .into_iter()
+            .filter(|worker| pids.contains(&worker.pid) && worker.state != WorkerState::Stopped)
+            .map(|worker| worker.id)
+            .collect();
+        if ids.len() >= pids.len() {
+            return Ok(ids);
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!(
+                "only {} of {} local workers registered within a minute",
+                ids.len(),
+                pids.len()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Advances the runs until every one is done or failed, or `deadline` passes (their open units
+/// stay in the store for the next session); prints each run's end. Returns the runs' statuses.
+pub fn coordinate(
+    home: &Path,
+    runs: &[MopRun],
+    deadline: Option<Instant>,
+) -> anyhow::Result<Vec<MopStatus>> {
+    let mut store = Store::open(home).with_context(|| format!("opening {}", home.display()))?;
+    let mut statuses: Vec<Option<MopStatus>> = vec![None; runs.len()];
+    loop {
+        let mut open = 0;
+        for (run, status) in runs.iter().zip(statuses.iter_mut()) {
+            if matches!(status, Some(MopStatus::Done(_) | MopStatus::Failed(_))) {
+                continue;
+            }
+            let now = mop::advance(&mut store, run.run)?;
+            match &now {
+                MopStatus::Done(quality) => eprintln!(
+                    "{}/{}: MOP run {} done, quality {quality:.3}",
+                    run.app, run.candidate, run.run.0
+                ),
+                MopStatus::Failed(reason) => eprintln!(
+                    "{}/{}: MOP run {} failed: {reason}",
+                    run.app, run.candidate, run.run.0
+                ),
+                MopStatus::Training { .. } => open += 1,
+            }
+            *status = Some(now);
+        }
+        if open == 0 || deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            return Ok(statuses.into_iter().flatten().collect());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -17,7 +17,6 @@ mod peers;
 mod plot;
 mod serve;
 mod train;
-mod train_mop;
 mod web_compiler;
 mod worker;
 

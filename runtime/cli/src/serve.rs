@@ -43,6 +43,8 @@ pub struct ServeArgs {
     /// The devices of the local workers, in turn, e.g. `cpu` or `cuda:0,cuda:1`.
     #[arg(long, value_name = "cpu,cuda:0,...", value_delimiter = ',')]
     devices: Option<Vec<String>>,
+    #[command(flatten)]
+    parallelism: crate::train::ParallelismArgs,
     /// The format of the logs on standard error (level: RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -142,6 +144,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
             engine_config.max_run_seconds = max_run.as_secs_f64();
         }
         engine_config.coordinate = args.workers != 1;
+        args.parallelism.apply(args.workers, &mut engine_config)?;
         let engine = Engine::open(&home, engine_config)
             .with_context(|| format!("opening the store at {} for training", home.display()))?;
         let workers = if args.workers > 1 {
@@ -290,5 +293,22 @@ fn log_event(event: Event) {
             tracing::info!(%app, %candidate, run = run.0, %reason, "run dropped: the session ended before it had a model")
         }
         Event::WorkersChanged { live } => tracing::info!(live, "live workers"),
+        Event::MopRunStarted {
+            app,
+            candidate,
+            run,
+            partitions,
+            epochs,
+            resumed,
+        } => {
+            tracing::info!(%app, %candidate, run = run.0, partitions, epochs, resumed, "model hopping run started")
+        }
+        Event::RunProgress {
+            app,
+            candidate,
+            run,
+            done,
+            total,
+        } => tracing::debug!(%app, %candidate, run = run.0, done, total, "sub-epochs committed"),
     }
 }

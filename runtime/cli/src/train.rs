@@ -2,13 +2,13 @@
 //! loop and progress display as a generated app's `train`, over every app of the store).
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use easeml_app_engine::train_with_progress;
 use easeml_runtime::app_cli::parse_duration;
+use easeml_runtime::engine::mop::Parallelism;
 use easeml_runtime::engine::{Engine, EngineConfig};
-use easeml_runtime::store::Store;
 use easeml_trainer::Tuning;
 
 use crate::plot::QualityCurve;
@@ -46,33 +46,82 @@ pub struct TrainArgs {
     /// another worker.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
     lease_ttl: Duration,
-    /// How the workers share the training: `task` (each unit a whole run over all the data; the
-    /// default) or `mop` (Cerebro's model hopper parallelism: each network candidate of each app
-    /// trains `--epochs` epochs, the data cut into one partition per worker, each worker training
-    /// the models that hop to it on its partition; needs --workers N with N >= 2, or --workers 0
-    /// with at least two workers running, one partition each).
-    #[arg(long, value_name = "task|mop", default_value = "task", value_parser = parse_parallelism)]
-    parallelism: Parallelism,
-    /// `--parallelism mop`: the epochs of each model.
-    #[arg(long, value_name = "N", default_value_t = 5)]
-    epochs: u64,
+    #[command(flatten)]
+    parallelism: ParallelismArgs,
 }
 
-/// How `easeml train` shares its work among workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parallelism {
-    /// A unit is a whole run.
-    Task,
-    /// Model hopper parallelism: a unit is a sub-epoch.
-    Mop,
+/// How a coordinator's workers share the training (`easeml train` and `easeml serve`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ParallelismArgs {
+    /// With two or more workers, how a decided run trains: `task` (a whole run on one worker,
+    /// over all the app's data), `mop` (Cerebro's model hopper parallelism for every network: the
+    /// data cut into one partition per live worker, the model hopping between them for --epochs
+    /// epochs) or `auto` (the default: model hopping for an app's networks when its data copied
+    /// to every worker would exceed --mop-above and at least half as many of its models are left
+    /// to train as there are workers; task parallelism otherwise).
+    #[arg(long, value_name = "auto|task|mop", default_value = "auto", value_parser = parse_parallelism)]
+    pub parallelism: Parallelism,
+    /// The epochs of a model trained by hopping.
+    #[arg(long, value_name = "N", default_value_t = easeml_runtime::engine::DEFAULT_MOP_EPOCHS)]
+    pub epochs: u64,
+    /// `--parallelism auto`: the size above which an app's data copied to every worker makes its
+    /// networks hop instead, e.g. 512M, 2G, 0 (bytes, or with K, M, G: binary units).
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+    pub mop_above: u64,
+}
+
+impl ParallelismArgs {
+    /// Checks the arguments against the worker count and writes them into `config`.
+    pub fn apply(&self, workers: usize, config: &mut EngineConfig) -> anyhow::Result<()> {
+        if self.parallelism == Parallelism::Mop && workers == 1 {
+            bail!(
+                "--parallelism mop needs --workers N with N >= 2 (the data is cut into one partition per worker), or --workers 0 with at least two `easeml worker`s running; with one worker, task parallelism trains the same models without hopping"
+            );
+        }
+        if self.epochs == 0 {
+            bail!("--epochs must be at least 1");
+        }
+        config.parallelism = self.parallelism;
+        config.mop_epochs = self.epochs;
+        config.mop_above_bytes = self.mop_above;
+        Ok(())
+    }
 }
 
 fn parse_parallelism(name: &str) -> Result<Parallelism, String> {
-    match name {
-        "task" => Ok(Parallelism::Task),
-        "mop" => Ok(Parallelism::Mop),
-        _ => Err(format!("unknown parallelism `{name}` (known: task, mop)")),
-    }
+    Parallelism::from_name(name).ok_or_else(|| {
+        format!(
+            "unknown parallelism `{name}` (known: {})",
+            Parallelism::NAMES
+        )
+    })
+}
+
+/// A size in bytes: digits, optionally followed by K, M or G (binary units, an optional `B` or
+/// `iB` after them), e.g. `512M`, `2G`, `0`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let digits = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(digits);
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a size: write bytes, or a number with K, M or G, e.g. 512M"
+            ));
+        }
+    };
+    let number: u64 = number.parse().map_err(|_| {
+        format!("`{text}` is not a size: write bytes, or a number with K, M or G, e.g. 512M")
+    })?;
+    number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{text}` is too large a size"))
 }
 
 fn parse_tuning(name: &str) -> Result<Tuning, String> {
@@ -91,17 +140,10 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     config.tuning = args.tuner;
     config.lease_ttl = args.lease_ttl;
     config.coordinate = args.workers != 1;
-    if args.parallelism == Parallelism::Mop && args.workers == 1 {
-        bail!(
-            "--parallelism mop needs --workers N with N >= 2 (the data is cut into one partition per worker), or --workers 0 with at least two `easeml worker`s running; with one worker, task parallelism trains the same models without hopping"
-        );
-    }
-    if args.epochs == 0 {
-        bail!("--epochs must be at least 1");
-    }
+    args.parallelism.apply(args.workers, &mut config)?;
     let mut engine = Engine::open(&home, config)
         .with_context(|| format!("opening the store at {}", home.display()))?;
-    let workers = match args.workers {
+    let _workers = match args.workers {
         0 => {
             eprintln!(
                 "coordinating the workers of {} (start them with `easeml worker --store {}`)",
@@ -118,28 +160,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             args.lease_ttl,
         )?),
     };
-    match (args.parallelism, &workers) {
-        (Parallelism::Mop, workers) => {
-            // The engine holds the train lock; the MOP coordinator works over its own connection.
-            let mut store = Store::open(&home)?;
-            let ids = match workers {
-                Some(workers) => crate::train_mop::worker_ids(&store, &workers.pids())?,
-                None => crate::train_mop::live_workers(&store, args.lease_ttl)?,
-            };
-            let runs = crate::train_mop::start_runs(&mut store, args.epochs, &ids, None)?;
-            eprintln!(
-                "training {} model(s) by model hopper parallelism over {} workers, {} epoch(s) each",
-                runs.len(),
-                ids.len(),
-                args.epochs
-            );
-            let deadline = args.budget.map(|budget| Instant::now() + budget);
-            crate::train_mop::coordinate(&home, &runs, deadline)?;
-        }
-        _ => {
-            train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
-        }
-    }
+    train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
     for app in engine.store().apps()? {
         let runs = engine.store().runs(app.id)?;
         let limits = easeml_runtime::engine::AppModel::from_manifest(&app.name, &app.manifest)
@@ -211,4 +232,22 @@ fn quality_curves(store: &easeml_runtime::store::Store) -> anyhow::Result<Vec<Qu
             QualityCurve { app, points }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_are_bytes_or_binary_units() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("1500"), Ok(1500));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("1KiB"), Ok(1024));
+        assert_eq!(parse_size("3mb"), Ok(3 << 20));
+        for bad in ["", "M", "1.5G", "-1", "1T", "99999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
 }

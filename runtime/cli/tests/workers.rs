@@ -1,5 +1,7 @@
 //! Work units and workers with the real `easeml` binary and real processes: `easeml train
-//! --workers 2` trains every candidate once over two worker processes; a worker killed with SIGKILL
+//! --workers 2` trains every candidate once over two worker processes, the networks by model
+//! hopping when asked or when `auto` finds the data large (a killed MOP coordinator's runs are
+//! resumed by the next session); a worker killed with SIGKILL
 //! mid-unit loses the unit to another worker when its lease expires (the run is done, not failed);
 //! a second coordinator on the same store is refused; a coordinator killed with SIGKILL is
 //! replaced by one that takes over the open units; SIGTERM stops a worker; bad device lists are
@@ -154,6 +156,64 @@ fn two_local_workers_train_every_candidate_exactly_once() {
     assert_eq!(rows.as_array().map(Vec::len), Some(2), "{rows}");
 }
 
+/// The networks of the sides app: the candidates that can hop.
+const SIDES_NETWORKS: [&str; 3] = ["logistic", "mlp_large", "mlp_small"];
+
+/// Each run of the store's app by candidate with its sub-epoch log: each sub-epoch's epoch,
+/// partition, state and lease owner.
+type MopLogs = BTreeMap<String, Vec<(RunState, Vec<(u64, u64, UnitState, Option<String>)>)>>;
+
+fn mop_logs(store: &Store) -> MopLogs {
+    let app = store.apps().unwrap().remove(0);
+    let mut logs: MopLogs = BTreeMap::new();
+    for run in store.runs(app.id).unwrap() {
+        let log = store
+            .sub_epochs(run.id)
+            .unwrap()
+            .into_iter()
+            .map(|unit| (unit.epoch, unit.partition, unit.state, unit.lease_owner))
+            .collect();
+        logs.entry(run.candidate)
+            .or_default()
+            .push((run.state, log));
+    }
+    logs
+}
+
+/// Every candidate ran once and is done: the networks by hopping, `epochs` x 2 sub-epochs each
+/// trained once, the others as whole runs. Returns the workers that trained sub-epochs.
+fn check_hopped_once(logs: &MopLogs, epochs: u64) -> std::collections::BTreeSet<String> {
+    let mut owners = std::collections::BTreeSet::new();
+    for (candidate, runs) in logs {
+        assert_eq!(runs.len(), 1, "{candidate} ran more than once: {runs:?}");
+        let (state, log) = &runs[0];
+        assert_eq!(*state, RunState::Done, "{candidate}: {runs:?}");
+        if !SIDES_NETWORKS.contains(&candidate.as_str()) {
+            assert!(log.is_empty(), "{candidate} cannot hop: {log:?}");
+            continue;
+        }
+        assert!(
+            log.iter()
+                .all(|(_, _, state, _)| *state == UnitState::Committed),
+            "{candidate}: {log:?}"
+        );
+        let visits: std::collections::BTreeSet<_> = log
+            .iter()
+            .map(|(epoch, partition, _, _)| (*epoch, *partition))
+            .collect();
+        assert_eq!(
+            (visits.len(), log.len()),
+            (2 * epochs as usize, 2 * epochs as usize),
+            "{candidate}: {log:?}"
+        );
+        owners.extend(log.iter().filter_map(|(_, _, _, owner)| owner.clone()));
+    }
+    for network in SIDES_NETWORKS {
+        assert!(logs.contains_key(network), "{network} never ran: {logs:?}");
+    }
+    owners
+}
+
 #[test]
 fn two_local_workers_train_the_networks_by_model_hopping() {
     let dir = tempfile::tempdir().unwrap();
@@ -170,7 +230,24 @@ fn two_local_workers_train_the_networks_by_model_hopping() {
         "{}",
         text(&refused)
     );
+    for (args, error) in [
+        (&["--parallelism", "hops"][..], "unknown parallelism `hops`"),
+        (&["--mop-above", "12Q"][..], "`12Q` is not a size"),
+        (&["--mop-above", "99999999999G"][..], "too large a size"),
+        (&["--epochs", "0"][..], "--epochs must be at least 1"),
+    ] {
+        let output = easeml(&["train", "--workers", "2"])
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        assert!(text(&output).contains(error), "{args:?}: {}", text(&output));
+    }
+    assert!(mop_logs(&Store::open(&data).unwrap()).is_empty());
 
+    // Every decision of the scheduler is trained: the networks by hopping, the rest whole.
     let output = easeml(&[
         "train",
         "--workers",
@@ -186,45 +263,52 @@ fn two_local_workers_train_the_networks_by_model_hopping() {
     .unwrap();
     let log = text(&output);
     assert!(output.status.success(), "{log}");
-    assert!(
-        log.contains("by model hopper parallelism over 2 workers"),
-        "{log}"
-    );
-    assert!(log.contains("not a network that can hop"), "{log}");
-    let store = Store::open(&data).unwrap();
-    let app = store.apps().unwrap().remove(0);
-    let runs = store.runs(app.id).unwrap();
-    let networks: Vec<_> = runs
-        .iter()
-        .filter(|run| run.candidate.starts_with("mlp_"))
-        .collect();
-    assert_eq!(networks.len(), 2, "{runs:?}");
-    let mut owners = std::collections::BTreeSet::new();
-    for run in networks {
-        assert_eq!(run.state, RunState::Done, "{run:?}");
-        // Two epochs of two partitions, each trained once, by the partition's worker.
-        let log = store.sub_epochs(run.id).unwrap();
-        let visits: std::collections::BTreeSet<_> = log
-            .iter()
-            .map(|unit| (unit.epoch, unit.partition))
-            .collect();
-        assert_eq!(visits.len(), 4, "{log:?}");
-        assert_eq!(log.len(), 4, "{log:?}");
-        for unit in &log {
-            assert_eq!(unit.state, UnitState::Committed);
-            assert_eq!(unit.attempt, 1);
-            owners.insert(unit.lease_owner.clone().unwrap());
-        }
-    }
+    assert_eq!(log.matches("training by model hopping").count(), 3, "{log}");
+    assert!(log.contains("nothing is left to train"), "{log}");
+    let owners = check_hopped_once(&mop_logs(&Store::open(&data).unwrap()), 2);
     assert_eq!(owners.len(), 2, "{owners:?}");
 }
 
 #[test]
-fn an_interrupted_mop_session_is_resumed_by_the_next() {
+fn auto_parallelism_hops_when_copying_the_data_to_every_worker_costs_more_than_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = |data: &Path, above: &str| {
+        let output = easeml(&["train", "--workers", "2", "--epochs", "1", "--mop-above"])
+            .arg(above)
+            .arg("--data")
+            .arg(data)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+        mop_logs(&Store::open(data).unwrap())
+    };
+    // 80 examples of 2 values: about 3 KB held by each of two workers.
+    let small = dir.path().join("small");
+    feed_sides(&small, 80);
+    let logs = train(&small, "1G");
+    assert!(
+        logs.values()
+            .all(|runs| runs.iter().all(|(_, log)| log.is_empty())),
+        "nothing hops below the limit: {logs:?}"
+    );
+    let large = dir.path().join("large");
+    feed_sides(&large, 80);
+    let logs = train(&large, "1K");
+    // Three networks on two workers: at least half as many models as workers, so all three hop.
+    check_hopped_once(&logs, 1);
+    for network in SIDES_NETWORKS {
+        assert!(!logs[network][0].1.is_empty(), "{network}: {logs:?}");
+    }
+}
+
+#[test]
+fn a_killed_mop_coordinator_is_resumed_by_the_next_session() {
+    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
     feed_sides(&data, 400);
-    let mop = |budget: &[&str]| {
+    let epochs = "30";
+    let mop = || {
         easeml(&[
             "train",
             "--workers",
@@ -232,52 +316,67 @@ fn an_interrupted_mop_session_is_resumed_by_the_next() {
             "--parallelism",
             "mop",
             "--epochs",
-            "3",
+            epochs,
+            "--data",
         ])
-        .args(budget)
-        .arg("--data")
         .arg(&data)
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap()
     };
-    // A session that ends almost at once leaves its MOP runs open in the store.
-    let first = mop(&["--budget", "1ms"]);
-    assert!(first.status.success(), "{}", text(&first));
-    let store = Store::open(&data).unwrap();
-    let app = store.apps().unwrap().remove(0);
-    let open = |store: &Store| {
-        store
-            .runs(app.id)
-            .unwrap()
-            .into_iter()
-            .filter(|run| !matches!(run.state, RunState::Done | RunState::Failed))
-            .count()
-    };
-    // The networks (mlp_small, mlp_large, logistic) each have a MOP run, none finished.
-    let started = store.runs(app.id).unwrap().len();
-    assert!(started >= 2, "{}", text(&first));
-    assert_eq!(open(&store), started, "{}", text(&first));
-    // The next session resumes them (its workers take over the stopped workers' partitions).
-    let second = mop(&[]);
-    let log = text(&second);
-    assert!(second.status.success(), "{log}");
-    assert_eq!(log.matches("resuming MOP run").count(), started, "{log}");
-    assert_eq!(open(&store), 0, "{log}");
-    let runs = store.runs(app.id).unwrap();
-    assert_eq!(runs.len(), started, "no new runs: {runs:?}");
-    for run in runs {
-        assert_eq!(run.state, RunState::Done, "{run:?}");
-        let log = store.sub_epochs(run.id).unwrap();
-        let visits: std::collections::BTreeSet<_> = log
-            .iter()
-            .map(|unit| (unit.epoch, unit.partition))
-            .collect();
-        assert_eq!((visits.len(), log.len()), (6, 6), "{log:?}");
+    let mut reaper = Reaper(Vec::new());
+    // The first coordinator is killed with SIGKILL as soon as it has started a MOP run (its
+    // workers stop when their stdin pipe closes with it).
+    let mut first = reaper.watch(mop());
+    let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    loop {
+        let line = lines
+            .next()
+            .expect("the first session ended early")
+            .unwrap();
+        let started = line.contains("training by model hopping");
+        seen.push(line);
+        if started {
+            break;
+        }
     }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let store = Store::open(&data).unwrap();
+    let open: Vec<String> = mop_logs(&store)
+        .into_iter()
+        .filter(|(_, runs)| {
+            runs.iter()
+                .any(|(state, log)| *state != RunState::Done && !log.is_empty())
+        })
+        .map(|(candidate, _)| candidate)
+        .collect();
+    assert!(!open.is_empty(), "{seen:?}");
+
+    // The next session takes the open runs over (its workers the killed session's partitions),
+    // finishes them, and decides the rest; nothing runs twice.
+    let second = mop().wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{log}");
+    for candidate in &open {
+        assert!(
+            log.contains(&format!("{candidate:<22} resumed by model hopping")),
+            "{candidate}: {log}"
+        );
+    }
+    assert_eq!(
+        log.matches("resumed by model hopping").count(),
+        open.len(),
+        "{log}"
+    );
+    check_hopped_once(&mop_logs(&store), 30);
+    assert!(store.open_units().unwrap().is_empty());
 }
 
 #[test]
-fn serve_coordinates_local_workers_and_stops_them_on_sigterm() {
+fn serve_coordinates_local_workers_by_model_hopping_and_stops_them_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
     feed_sides(&data, 80);
@@ -296,6 +395,10 @@ fn serve_coordinates_local_workers_and_stops_them_on_sigterm() {
             "2",
             "--max-run",
             "10s",
+            "--parallelism",
+            "mop",
+            "--epochs",
+            "1",
             "--data",
         ])
         .arg(&data)
@@ -327,6 +430,8 @@ fn serve_coordinates_local_workers_and_stops_them_on_sigterm() {
         assert_eq!(runs.len(), 1, "{candidate}: {runs:?}");
     }
     let store = Store::open(&data).unwrap();
+    // The networks trained by hopping over both workers, the rest as whole runs.
+    assert_eq!(check_hopped_once(&mop_logs(&store), 1).len(), 2);
     let workers = store.workers().unwrap();
     assert_eq!(workers.len(), 2, "{workers:?}");
     assert!(

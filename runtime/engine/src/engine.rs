@@ -23,8 +23,12 @@
 //! `<home>/train.lock` (released when the engine is dropped, or by the OS when the process dies), and
 //! re-queues the runs a crashed engine left `running`.
 //!
-//! MOP runs (sub-epoch units, [`crate::mop`]) are not this loop's: its in-process worker leases
-//! whole-run units only, and it does not adopt open sub-epoch units.
+//! A coordinator ([`Engine::coordinate`]) turns each decision into a whole-run unit, or, by
+//! [`crate::mop::uses_mop`]'s rule, into a MOP run over the live workers ([`crate::mop`]): it
+//! keeps one decision in flight per live worker (a MOP run trains on one worker at a time),
+//! advances its MOP runs, and reports a MOP run to the scheduler when it is done, like a whole
+//! run. A MOP run the session's end leaves open stays in the store and is resumed by the next
+//! coordinating session. The in-process loop ([`Engine::step`]) trains whole runs only.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -49,6 +53,7 @@ use tch::Device;
 use crate::app::AppModel;
 use crate::dataset::{StoredTarget, examples_of};
 use crate::error::{Error, Result};
+use crate::mop::{self, MopChoice, MopPlan, MopStatus, Parallelism};
 use crate::unit::{Executed, UnitSpec};
 use crate::worker::{DEFAULT_LEASE_TTL, Worker, WorkerConfig};
 
@@ -94,7 +99,21 @@ pub struct EngineConfig {
     /// `false` (the embedded default): [`Engine::train`] trains on the engine's in-process worker,
     /// one run at a time. `true`: it coordinates the store's workers ([`Engine::coordinate`]).
     pub coordinate: bool,
+    /// Coordinating: how a decision is trained, as a whole run or by model hopping
+    /// ([`crate::mop::uses_mop`]; [`Parallelism::Auto`] by default).
+    pub parallelism: Parallelism,
+    /// The epochs of a MOP run.
+    pub mop_epochs: u64,
+    /// [`Parallelism::Auto`]: an app's data copied to every live worker must exceed this many
+    /// bytes in all before its networks train by hopping
+    /// ([`crate::mop::DEFAULT_MOP_ABOVE_BYTES`]).
+    pub mop_above_bytes: u64,
 }
+
+/// The default [`EngineConfig::mop_epochs`]: a MOP run has no early stopping (it serves its best
+/// epoch), so its epochs are fixed ahead; 10 is half the whole-run default of 20 at most, for
+/// the large data that MOP is chosen for.
+pub const DEFAULT_MOP_EPOCHS: u64 = 10;
 
 /// The default [`EngineConfig::min_steps`]: 400 optimizer steps (20 epochs of 20 batches), and a
 /// patience of 40 steps. On GunPoint (50 training series), 200 epochs with a patience of 20 took a
@@ -117,6 +136,9 @@ impl EngineConfig {
             tuning: Tuning::Grid,
             lease_ttl: DEFAULT_LEASE_TTL,
             coordinate: false,
+            parallelism: Parallelism::Auto,
+            mop_epochs: DEFAULT_MOP_EPOCHS,
+            mop_above_bytes: mop::DEFAULT_MOP_ABOVE_BYTES,
         }
     }
 }
@@ -194,6 +216,35 @@ pub enum Event {
         /// Workers heard from within two lease lifetimes.
         live: usize,
     },
+    /// A coordinator queued a MOP run ([`crate::mop`]), or took over one a previous session left
+    /// open (`resumed`).
+    MopRunStarted {
+        /// The app.
+        app: String,
+        /// The candidate id.
+        candidate: String,
+        /// The run.
+        run: RunId,
+        /// Its partitions (the live workers when it was queued).
+        partitions: u64,
+        /// Its epochs.
+        epochs: u64,
+        /// Whether a previous session queued it.
+        resumed: bool,
+    },
+    /// More sub-epochs of a MOP run are committed.
+    RunProgress {
+        /// The app.
+        app: String,
+        /// The candidate id.
+        candidate: String,
+        /// The run.
+        run: RunId,
+        /// Sub-epochs committed.
+        done: usize,
+        /// Sub-epochs in all (epochs x partitions).
+        total: usize,
+    },
     /// A run failed.
     RunFailed {
         /// The app.
@@ -249,6 +300,8 @@ pub struct TrainSummary {
     pub failed: usize,
     /// Runs the session's end cut before they had a model ([`Event::RunDropped`]).
     pub dropped: usize,
+    /// MOP runs the session's end left open: the next coordinating session resumes them.
+    pub unfinished: usize,
     /// True when every candidate of every app is trained on its current data.
     pub exhausted: bool,
 }
@@ -276,6 +329,8 @@ pub struct Engine {
     worker: Option<Worker>,
     /// Units queued or leased that the engine reports when they commit.
     in_flight: BTreeMap<UnitId, InFlight>,
+    /// MOP runs the coordinator advances, reported when they are done.
+    mop_runs: BTreeMap<RunId, MopFlight>,
     _lock: File,
 }
 
@@ -323,6 +378,7 @@ impl Engine {
             skipped: BTreeMap::new(),
             worker: None,
             in_flight: BTreeMap::new(),
+            mop_runs: BTreeMap::new(),
             _lock: lock,
         })
     }
@@ -680,12 +736,18 @@ impl Engine {
     /// candidate it knows; `None` for a unit of data that changed since (its result goes to the
     /// store only).
     fn decision_for(&self, lease: &Lease) -> Option<Decision> {
-        let (name, state) = self.apps.iter().find(|(_, state)| state.id == lease.app)?;
-        (state.data_version == lease.data_version
-            && state.model.candidates.contains(&lease.candidate))
+        self.decision_for_run(lease.app, lease.data_version, &lease.candidate)
+    }
+
+    /// The scheduler's decision a run of `candidate` on `app`'s data version `data_version`
+    /// answers, as [`Engine::decision_for`] says.
+    fn decision_for_run(&self, app: AppId, data_version: u64, candidate: &str) -> Option<Decision> {
+        let (name, state) = self.apps.iter().find(|(_, state)| state.id == app)?;
+        (state.data_version == data_version
+            && state.model.candidates.iter().any(|id| id == candidate))
         .then(|| Decision {
             user_id: name.clone(),
-            model_id: lease.candidate.clone(),
+            model_id: candidate.to_owned(),
             // An app is registered afresh for each of its store data versions, so its scheduler
             // data version is always the first, 0.
             data_version: 0,
@@ -831,6 +893,7 @@ impl Engine {
     ) -> Result<TrainSummary> {
         // As in `train`, the budget starts once the apps are loaded.
         self.sync(events)?;
+        self.adopt_mop_runs(events)?;
         let deadline = budget.map(|budget| Instant::now() + budget);
         let mut summary = TrainSummary::default();
         let mut live_before = usize::MAX;
@@ -839,6 +902,9 @@ impl Engine {
             self.sync(events)?;
             self.give_queued_runs_units()?;
             self.adopt_open_units()?;
+            if self.advance_mop_runs(&mut summary, events)? {
+                decided_everything = false;
+            }
             // Commits and starts since the last look.
             let units: Vec<UnitId> = self.in_flight.keys().copied().collect();
             for unit in units {
@@ -911,22 +977,28 @@ impl Engine {
                         self.scheduler.cancel(&decision)?;
                     }
                 }
+                summary.unfinished += self.leave_mop_runs_open()?;
                 if self.in_flight.is_empty() {
                     return Ok(summary);
                 }
                 std::thread::sleep(COORDINATOR_POLL);
                 continue;
             }
-            let live = self.live_workers()?;
+            let live_ids = self.live_worker_ids()?;
+            let live = live_ids.len();
             if live != live_before {
                 events(Event::WorkersChanged { live });
                 live_before = live;
             }
-            while live > self.in_flight.len() {
+            // A MOP run trains on one worker at a time: it holds one worker's place.
+            while live > self.in_flight.len() + self.mop_runs.len() {
                 let Some(decision) = self.scheduler.next_decision() else {
                     decided_everything = true;
                     break;
                 };
+                if self.start_mop_run(&decision, &live_ids, events)? {
+                    continue;
+                }
                 let state = &self.apps[&decision.user_id];
                 let spec = self.unit_spec(state, deadline).to_json();
                 let (run, unit) = self.store.queue_unit(state.id, &decision.model_id, &spec)?;
@@ -939,7 +1011,7 @@ impl Engine {
                     },
                 );
             }
-            if decided_everything && self.in_flight.is_empty() {
+            if decided_everything && self.in_flight.is_empty() && self.mop_runs.is_empty() {
                 summary.exhausted = true;
                 return Ok(summary);
             }
@@ -987,16 +1059,210 @@ impl Engine {
     /// (the engine's own in-process worker is not counted: it does not lease while the engine
     /// coordinates).
     pub fn live_workers(&self) -> Result<usize> {
+        Ok(self.live_worker_ids()?.len())
+    }
+
+    /// The ids of [`Engine::live_workers`], in the store's order (a MOP run's partition `j` goes
+    /// to the `j`-th).
+    fn live_worker_ids(&self) -> Result<Vec<String>> {
         let now = now_ms();
         let silence = 2 * i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX / 4);
         let own = self.worker.as_ref().map(|worker| worker.id().to_owned());
         Ok(self
             .store
             .workers()?
-            .iter()
+            .into_iter()
             .filter(|worker| Some(&worker.id) != own.as_ref())
             .filter(|worker| worker.is_live(now, silence))
-            .count())
+            .map(|worker| worker.id)
+            .collect())
+    }
+
+    /// Starts the decision as a MOP run over `workers` when [`mop::uses_mop`] says so. `false`
+    /// when it is not one, or when the app's data cannot be cut into that many partitions with
+    /// training rows in each (it then trains as a whole run, which needs no cut).
+    fn start_mop_run(
+        &mut self,
+        decision: &Decision,
+        workers: &[String],
+        events: &mut dyn FnMut(Event),
+    ) -> Result<bool> {
+        let Some(state) = self.apps.get(&decision.user_id) else {
+            return Ok(false);
+        };
+        if self.config.parallelism == Parallelism::Task || workers.len() < 2 {
+            return Ok(false);
+        }
+        let (app, data_version) = (state.id, state.data_version);
+        let data_bytes = state.examples.bytes();
+        let hoppable: Vec<String> = state
+            .model
+            .candidates
+            .iter()
+            .filter(|candidate| mop::can_hop(candidate))
+            .cloned()
+            .collect();
+        let finished: std::collections::HashSet<String> = self
+            .store
+            .runs(app)?
+            .into_iter()
+            .filter(|run| run.data_version == data_version)
+            .filter(|run| matches!(run.state, RunState::Done | RunState::Failed))
+            .map(|run| run.candidate)
+            .collect();
+        let choice = MopChoice {
+            candidate: &decision.model_id,
+            workers: workers.len(),
+            data_bytes,
+            open_models: hoppable
+                .iter()
+                .filter(|candidate| !finished.contains(*candidate))
+                .count(),
+        };
+        if !mop::uses_mop(
+            self.config.parallelism,
+            &choice,
+            self.config.mop_above_bytes,
+        ) {
+            return Ok(false);
+        }
+        let mut plan = MopPlan::new(workers.len() as u64, self.config.mop_epochs);
+        plan.seed = mop::run_seed(self.config.seed, &decision.user_id, &decision.model_id);
+        let run = match mop::start_run(&mut self.store, app, &decision.model_id, &plan, workers) {
+            Ok(run) => run,
+            Err(Error::Store(error)) => return Err(error.into()),
+            Err(_) => return Ok(false),
+        };
+        events(Event::MopRunStarted {
+            app: decision.user_id.clone(),
+            candidate: decision.model_id.clone(),
+            run,
+            partitions: plan.partitions,
+            epochs: plan.epochs,
+            resumed: false,
+        });
+        self.mop_runs.insert(
+            run,
+            MopFlight {
+                decision: Some(decision.clone()),
+                app: decision.user_id.clone(),
+                candidate: decision.model_id.clone(),
+                committed: 0,
+            },
+        );
+        Ok(true)
+    }
+
+    /// Takes over the MOP runs a previous session left open (queued or running, with sub-epoch
+    /// units): their candidates are in flight for the scheduler, and they are advanced and
+    /// reported like the ones this session starts.
+    fn adopt_mop_runs(&mut self, events: &mut dyn FnMut(Event)) -> Result<()> {
+        for app in self.store.apps()? {
+            for run in self.store.runs(app.id)? {
+                if !matches!(run.state, RunState::Queued | RunState::Running)
+                    || self.mop_runs.contains_key(&run.id)
+                {
+                    continue;
+                }
+                let Some((partitions, epochs)) = mop::partitions_and_epochs(&self.store, run.id)?
+                else {
+                    continue;
+                };
+                let decision = self.decision_for_run(run.app, run.data_version, &run.candidate);
+                if let Some(decision) = &decision {
+                    self.scheduler.mark_in_flight(decision)?;
+                }
+                events(Event::MopRunStarted {
+                    app: app.name.clone(),
+                    candidate: run.candidate.clone(),
+                    run: run.id,
+                    partitions,
+                    epochs,
+                    resumed: true,
+                });
+                self.mop_runs.insert(
+                    run.id,
+                    MopFlight {
+                        decision,
+                        app: app.name.clone(),
+                        candidate: run.candidate,
+                        committed: 0,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// One step of each MOP run ([`mop::advance`]): progress events, and a done or failed run
+    /// reported like a whole run. A run whose coordinator step fails for a reason of its own (not
+    /// the store's) fails, saying why. True when a run ended.
+    fn advance_mop_runs(
+        &mut self,
+        summary: &mut TrainSummary,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<bool> {
+        let mut ended = false;
+        let runs: Vec<RunId> = self.mop_runs.keys().copied().collect();
+        for run in runs {
+            let status = match mop::advance(&mut self.store, run) {
+                Ok(status) => status,
+                Err(Error::Store(easeml_store::Error::NoSuchRun(_))) => {
+                    // Gone with its app.
+                    self.mop_runs.remove(&run);
+                    continue;
+                }
+                Err(Error::Store(error)) => return Err(error.into()),
+                Err(error) => {
+                    let reason = error.to_string();
+                    mop::fail_run(&mut self.store, run, &reason)?;
+                    MopStatus::Failed(reason)
+                }
+            };
+            match status {
+                MopStatus::Training { committed, total } => {
+                    if let Some(flight) = self.mop_runs.get_mut(&run)
+                        && committed > flight.committed
+                    {
+                        flight.committed = committed;
+                        events(Event::RunProgress {
+                            app: flight.app.clone(),
+                            candidate: flight.candidate.clone(),
+                            run,
+                            done: committed,
+                            total,
+                        });
+                    }
+                }
+                MopStatus::Done(_) | MopStatus::Failed(_) => {
+                    let decision = self
+                        .mop_runs
+                        .remove(&run)
+                        .and_then(|flight| flight.decision);
+                    let record = self.observe(run, decision.as_ref(), events)?;
+                    if record.state == RunState::Done {
+                        summary.finished += 1;
+                    } else {
+                        summary.failed += 1;
+                    }
+                    ended = true;
+                }
+            }
+        }
+        Ok(ended)
+    }
+
+    /// At the session's end: the MOP runs stay open in the store (their units are leased by
+    /// whichever workers are live, and the next coordinating session resumes them); their
+    /// candidates are no longer in flight for this session's scheduler. Returns how many.
+    fn leave_mop_runs_open(&mut self) -> Result<usize> {
+        let runs = std::mem::take(&mut self.mop_runs);
+        for flight in runs.values() {
+            if let Some(decision) = &flight.decision {
+                self.scheduler.cancel(decision)?;
+            }
+        }
+        Ok(runs.len())
     }
 }
 
@@ -1012,6 +1278,19 @@ struct InFlight {
     seen_attempt: u32,
     /// Its run.
     run: RunId,
+}
+
+/// A MOP run the coordinator advances.
+#[derive(Debug)]
+struct MopFlight {
+    /// The scheduler's decision it answers (`None`: a run of data that changed since).
+    decision: Option<Decision>,
+    /// Its app's name.
+    app: String,
+    /// Its candidate.
+    candidate: String,
+    /// The sub-epochs committed when progress was last reported.
+    committed: usize,
 }
 
 /// The scheduler's prior over models, fitted on the store's own history (appendix A): one row per app

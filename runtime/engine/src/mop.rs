@@ -25,8 +25,15 @@
 //!
 //! The store's lease rule is Algorithm 1 of the paper (see `easeml_store::units`): an idle worker
 //! gets a queued unit of its partition whose model is not in flight elsewhere, the lowest random
-//! rank first. Not here yet: per-epoch early stopping, fewer models than half the workers (the
-//! paper then trains one model on all workers), replica-aware placement beyond "a gone worker's
+//! rank first.
+//!
+//! Which runs hop is the coordinator's choice per decision ([`uses_mop`], under
+//! [`Parallelism`]): the engine's coordinator ([`crate::Engine::coordinate`]) starts a decided
+//! network's run here when the app's data copied to every worker would be large and enough of
+//! the app's models are left to keep the workers busy, advances it, and reports it to the
+//! scheduler when it is done. Not here yet: per-epoch early stopping, data parallelism for the
+//! last models (the paper trains one model on all workers below `p / 2` models; these train as
+//! whole runs instead), replica-aware placement beyond "a gone worker's
 //! partition goes to anyone", and a partition's
 //! data placed on workers ahead of the first unit (a worker loads a partition from the store when
 //! it first trains it: [`PartitionCache`], which keeps only the training rows of the partitions
@@ -59,6 +66,91 @@ use crate::unit::{Executed, LATENCY};
 
 /// Salt of the ranks' seeds (so they are not the sub-epochs' own seeds).
 const RANK_SALT: u64 = 0x7261_6e6b;
+
+/// How a coordinator shares an app's runs among its workers ([`crate::EngineConfig::parallelism`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parallelism {
+    /// Task parallelism: every run is a whole-run unit, trained by one worker on all the app's
+    /// data.
+    Task,
+    /// Model hopper parallelism for every network that can hop ([`can_hop`]) when two or more
+    /// workers are live: its run is a MOP run over them. Other candidates train as whole runs.
+    Mop,
+    /// Per decision, by [`uses_mop`]'s rule (the default).
+    Auto,
+}
+
+impl Parallelism {
+    /// The names `--parallelism` takes.
+    pub const NAMES: &'static str = "auto, task, mop";
+
+    /// The parallelism of a name in [`Parallelism::NAMES`].
+    pub fn from_name(name: &str) -> Option<Parallelism> {
+        match name {
+            "auto" => Some(Parallelism::Auto),
+            "task" => Some(Parallelism::Task),
+            "mop" => Some(Parallelism::Mop),
+            _ => None,
+        }
+    }
+}
+
+/// The default [`crate::EngineConfig::mop_above_bytes`]: 1 GiB.
+pub const DEFAULT_MOP_ABOVE_BYTES: u64 = 1 << 30;
+
+/// Whether a candidate can train by hopping (a network without an adversary:
+/// [`easeml_trainer::mop::can_hop`]).
+pub fn can_hop(candidate: &str) -> bool {
+    easeml_trainer::Candidate::parse(candidate)
+        .is_ok_and(|candidate| easeml_trainer::mop::can_hop(candidate.model))
+}
+
+/// What the coordinator knows about one decision when it chooses how to train it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MopChoice<'a> {
+    /// The decided candidate.
+    pub candidate: &'a str,
+    /// The live workers (the partitions a MOP run would have).
+    pub workers: usize,
+    /// The bytes of the app's enabled examples ([`Examples::bytes`]).
+    pub data_bytes: usize,
+    /// The app's candidates that can hop and have no finished run on its current data (this one
+    /// included): the models a MOP run of the app can share the workers with.
+    pub open_models: usize,
+}
+
+/// Whether the decided run is a MOP run. Never with fewer than two live workers or for a
+/// candidate that cannot hop; always, otherwise, under [`Parallelism::Mop`]. Under
+/// [`Parallelism::Auto`], when both of Cerebro's conditions hold:
+/// - copying the app's data to every worker (task parallelism's price) would hold more than
+///   `mop_above_bytes` in all (`data_bytes x workers`): MOP keeps one copy, cut into partitions;
+/// - at least half as many of the app's models are left to train as there are workers (the
+///   paper's section 6.2: below `p / 2` models MOP leaves workers idle, and Cerebro switches to
+///   data parallelism; here the app's last models train as whole runs, task-parallel).
+pub fn uses_mop(parallelism: Parallelism, choice: &MopChoice<'_>, mop_above_bytes: u64) -> bool {
+    if choice.workers < 2 || !can_hop(choice.candidate) {
+        return false;
+    }
+    match parallelism {
+        Parallelism::Task => false,
+        Parallelism::Mop => true,
+        Parallelism::Auto => {
+            let replicated = (choice.data_bytes as u64).saturating_mul(choice.workers as u64);
+            replicated > mop_above_bytes && 2 * choice.open_models >= choice.workers
+        }
+    }
+}
+
+/// The seed of an app's MOP run of a candidate: the engine's seed mixed with both names
+/// (FNV-1a), so the run is the same in every session and on every host.
+pub fn run_seed(seed: u64, app: &str, candidate: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+    for byte in app.bytes().chain([0]).chain(candidate.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
 
 /// How a MOP run trains.
 #[derive(Debug, Clone, PartialEq)]
@@ -405,6 +497,39 @@ pub fn advance(store: &mut Store, run: RunId) -> Result<MopStatus> {
     finish(store, run, &spec, &log)
 }
 
+/// The partitions and epochs of a MOP run; `None` for a run without sub-epoch units (a whole
+/// run).
+pub fn partitions_and_epochs(store: &Store, run: RunId) -> Result<Option<(u64, u64)>> {
+    let log = store.sub_epochs(run)?;
+    if log.is_empty() {
+        return Ok(None);
+    }
+    let spec = run_spec(store, &log)?;
+    Ok(Some((spec.partitions, spec.epochs)))
+}
+
+/// Fails an open MOP run from its coordinator (a step of its own failed, `reason` says how),
+/// with the seconds its committed sub-epochs took: recorded as its outcome once every sub-epoch
+/// is committed, else the run fails at once and its other units are never leased again (the
+/// store leases units of open runs only).
+pub fn fail_run(store: &mut Store, run: RunId, reason: &str) -> Result<()> {
+    let log = store.sub_epochs(run)?;
+    let cost: f64 = log.iter().filter_map(|unit| unit.seconds).sum();
+    if log.iter().all(|unit| unit.state == UnitState::Committed) {
+        store.finish_sub_epoch_run(
+            run,
+            &UnitResult::Failed {
+                reason,
+                cost_seconds: Some(cost),
+                infer_latency_seconds: None,
+            },
+        )?;
+    } else {
+        store.fail_run(run, reason, Some(cost))?;
+    }
+    Ok(())
+}
+
 /// Evaluates each epoch's last state, records the best as the run's model.
 fn finish(
     store: &mut Store,
@@ -438,14 +563,7 @@ fn finish(
     }
     let Some((quality, _, state)) = best else {
         let reason = "every epoch's model gives non-finite outputs on the validation rows";
-        store.finish_sub_epoch_run(
-            run,
-            &UnitResult::Failed {
-                reason,
-                cost_seconds: Some(cost),
-                infer_latency_seconds: None,
-            },
-        )?;
+        fail_run(store, run, reason)?;
         return Ok(MopStatus::Failed(reason.to_owned()));
     };
     let checkpoint = checkpoint_of_state(&spec.setup, &state)?;
@@ -505,4 +623,62 @@ pub fn replay(store: &Store, run: RunId) -> Result<Vec<u8>> {
         };
     }
     Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn choice(candidate: &str, workers: usize, data_bytes: usize, open_models: usize) -> bool {
+        let choice = MopChoice {
+            candidate,
+            workers,
+            data_bytes,
+            open_models,
+        };
+        uses_mop(Parallelism::Auto, &choice, 1000)
+    }
+
+    #[test]
+    fn auto_hops_when_the_copies_are_large_and_enough_models_are_left() {
+        // 2 workers x 600 bytes > 1000, 1 model of 2 workers is half.
+        assert!(choice("mlp_small", 2, 600, 1));
+        // The copies fit under the limit.
+        assert!(!choice("mlp_small", 2, 500, 3));
+        // Fewer models than half the workers: they train whole (section 6.2's switch).
+        assert!(!choice("mlp_small", 8, 600, 3));
+        assert!(choice("mlp_small", 8, 600, 4));
+        // One worker has nothing to hop between; classic models cannot hop.
+        assert!(!choice("mlp_small", 1, 1 << 20, 9));
+        assert!(!choice("gbdt", 4, 1 << 20, 9));
+        assert!(!choice("not_a_model", 4, 1 << 20, 9));
+    }
+
+    #[test]
+    fn task_and_mop_are_what_they_say() {
+        let large = MopChoice {
+            candidate: "mlp_small",
+            workers: 8,
+            data_bytes: 1 << 20,
+            open_models: 1,
+        };
+        assert!(!uses_mop(Parallelism::Task, &large, 0));
+        assert!(uses_mop(Parallelism::Mop, &large, u64::MAX));
+        let classic = MopChoice {
+            candidate: "random_forest",
+            ..large
+        };
+        assert!(!uses_mop(Parallelism::Mop, &classic, 0));
+        for name in Parallelism::NAMES.split(", ") {
+            assert!(Parallelism::from_name(name).is_some(), "{name}");
+        }
+        assert_eq!(Parallelism::from_name("hop"), None);
+    }
+
+    #[test]
+    fn a_runs_seed_depends_on_its_app_and_candidate_only() {
+        assert_eq!(run_seed(0, "a", "mlp"), run_seed(0, "a", "mlp"));
+        assert_ne!(run_seed(0, "a", "mlp"), run_seed(1, "a", "mlp"));
+        assert_ne!(run_seed(0, "ab", "c"), run_seed(0, "a", "bc"));
+    }
 }

@@ -252,6 +252,32 @@ impl Examples {
         self.ids.is_empty()
     }
 
+    /// The bytes the examples take in memory (their values, labels and ids; not the allocators'
+    /// overhead): what a worker holds when it keeps the app's data, for the choice between
+    /// model hopper and task parallelism.
+    pub fn bytes(&self) -> usize {
+        const F32: usize = std::mem::size_of::<f32>();
+        fn sequences(sequences: &Sequences) -> usize {
+            sequences.values.len() * F32 + sequences.offsets.len() * std::mem::size_of::<usize>()
+        }
+        let inputs = match &self.inputs {
+            Inputs::Dense { values, .. } => values.len() * F32,
+            Inputs::Sequences(values) => sequences(values),
+            Inputs::Trees { node, trees } => {
+                let nodes: usize = trees.iter().map(Tree::n_nodes).sum();
+                nodes * (*node).max(0) as usize * F32
+            }
+            Inputs::Bytes(bytes) => bytes.iter().map(Vec::len).sum(),
+        };
+        let targets = match &self.targets {
+            Targets::Classes { labels, .. } => labels.len() * std::mem::size_of::<i64>(),
+            Targets::Dense { values, .. } => values.len() * F32,
+            Targets::Sequences(values) => sequences(values),
+            Targets::Bytes(bytes) => bytes.iter().map(Vec::len).sum(),
+        };
+        inputs + targets + self.ids.len() * std::mem::size_of::<u64>()
+    }
+
     /// Ids `0..n`, for data made in tests and examples.
     pub fn sequential_ids(n: usize) -> Vec<u64> {
         (0..n as u64).collect()

@@ -93,6 +93,12 @@ pub fn partition_rows(
         .collect()
 }
 
+/// Whether a model can train by hopping sub-epochs: the networks, less the adversarial pair (a
+/// classic model fits all its rows at once; a GAN's two optimizers take turns within a batch).
+pub fn can_hop(model: ModelKind) -> bool {
+    !crate::classic::is_classic(model) && !matches!(model, ModelKind::Gan | ModelKind::Pix2Pix)
+}
+
 /// The trainer's lock on libtorch's generator (initializations of [`crate::train`] take it too).
 fn lock() -> std::sync::MutexGuard<'static, ()> {
     crate::train::INIT_LOCK
@@ -103,9 +109,7 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 /// A model and optimizer of the setup on `device` (initialized from `init_seed`).
 fn build(setup: &MopSetup, device: Device, init_seed: u64) -> Result<(nn::VarStore, Model, Adam)> {
     let candidate = Candidate::parse(&setup.candidate)?;
-    if crate::classic::is_classic(candidate.model)
-        || matches!(candidate.model, ModelKind::Gan | ModelKind::Pix2Pix)
-    {
+    if !can_hop(candidate.model) {
         return Err(Error::Mop(format!(
             "`{}` cannot train by hopping sub-epochs (only networks without an adversary can): train it with task parallelism",
             setup.candidate
