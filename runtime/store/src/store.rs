@@ -878,20 +878,7 @@ impl Store {
     ) -> Result<()> {
         let context = format!("marking run {} {wanted}", run.0);
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
-        let state: Option<String> = transaction
-            .query_row(
-                &format!(
-                    "SELECT state FROM runs WHERE id = ?1{}",
-                    transaction.dialect().for_update()
-                ),
-                [run.0],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(db(context.clone()))?;
-        let Some(state) = state else {
-            return Err(Error::NoSuchRun(run.0));
-        };
+        let state = locked_run_state(&transaction, run, &context)?;
         if !from.contains(&RunState::parse(&state)) {
             return Err(Error::RunState {
                 id: run.0,
@@ -902,6 +889,24 @@ impl Store {
         update(&transaction).map_err(db(context.clone()))?;
         transaction.commit().map_err(db(context))
     }
+}
+
+/// A run's state as stored, its row locked for the rest of `transaction` (PostgreSQL's `FOR
+/// UPDATE`; a SQLite write transaction holds the whole database): the one read before a run's
+/// state changes. [`Error::NoSuchRun`] when there is no such run.
+pub(crate) fn locked_run_state(transaction: &Db, run: RunId, context: &str) -> Result<String> {
+    transaction
+        .query_row(
+            &format!(
+                "SELECT state FROM runs WHERE id = ?1{}",
+                transaction.dialect().for_update()
+            ),
+            [run.0],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(db(context.to_owned()))?
+        .ok_or(Error::NoSuchRun(run.0))
 }
 
 /// `Ok` when a finished run's values are in range: quality in [0, 1], cost and spread >= 0.

@@ -50,7 +50,7 @@
 use crate::blobs::BlobHash;
 use crate::db::{DbResult, OptionalExt, Row};
 use crate::params;
-use crate::store::{AppId, RunId, RunValidation};
+use crate::store::{AppId, RunId, RunValidation, locked_run_state};
 use crate::time::now_ms;
 use crate::{Error, Result, Store, db};
 
@@ -778,16 +778,9 @@ impl Store {
     ) -> Result<Vec<UnitId>> {
         let context = format!("queueing sub-epochs of run {}", run.0);
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
-        let open: Option<String> = transaction
-            .query_row("SELECT state FROM runs WHERE id = ?1", [run.0], |row| {
-                row.get(0)
-            })
-            .optional()
-            .map_err(db(context.clone()))?;
-        match open.as_deref() {
-            None => return Err(Error::NoSuchRun(run.0)),
-            Some("queued" | "running") => {}
-            Some(state) => {
+        match locked_run_state(&transaction, run, &context)?.as_str() {
+            "queued" | "running" => {}
+            state => {
                 return Err(Error::InvalidInput(format!(
                     "run {} is {state}: it takes no more sub-epochs",
                     run.0
@@ -953,21 +946,9 @@ impl Store {
         check_result(run, result)?;
         let context = format!("finishing MOP run {}", run.0);
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
-        let state: Option<String> = transaction
-            .query_row(
-                &format!(
-                    "SELECT state FROM runs WHERE id = ?1{}",
-                    transaction.dialect().for_update()
-                ),
-                [run.0],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(db(context.clone()))?;
-        match state.as_deref() {
-            None => return Err(Error::NoSuchRun(run.0)),
-            Some("queued" | "running") => {}
-            Some(state) => {
+        match locked_run_state(&transaction, run, &context)?.as_str() {
+            "queued" | "running" => {}
+            state => {
                 return Err(Error::InvalidInput(format!(
                     "run {} is {state} already: its outcome is not recorded again",
                     run.0
