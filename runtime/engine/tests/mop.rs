@@ -1,5 +1,6 @@
-//! Model hopper parallelism end to end over a real SQLite store with real workers (threads of this
-//! process, and a worker process killed with SIGKILL): every (model, epoch, partition) committed
+//! Model hopper parallelism end to end over a real SQLite store, and a real PostgreSQL server's
+//! (started by the test: `../store/tests/support/postgres_server.rs`), with real workers
+//! (threads of this process, and a worker process killed with SIGKILL): every (model, epoch, partition) committed
 //! exactly once, the visit log replayed on one thread bit-identical to what the workers trained,
 //! a lost sub-epoch re-leased after its lease expires, a stale worker's commit refused, and a
 //! coordinator that restarts between any two steps (each step opens the store afresh).
@@ -24,6 +25,11 @@ use easeml_engine::worker::{WorkerConfig, run_worker};
 use easeml_object::{Object, codec};
 use easeml_store::{AppId, Blob, NewApp, NewExample, NewOutput, RunId, RunState, Store, UnitState};
 use tch::Device;
+
+#[path = "../../store/tests/support/postgres_server.rs"]
+mod postgres_server;
+#[path = "../../store/tests/support/watchdog.rs"]
+mod watchdog;
 
 const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]\n";
 const CHILD: &str = "EASEML_MOP_CHILD_HOME";
@@ -178,23 +184,40 @@ fn plan(seed: u64) -> MopPlan {
 
 #[test]
 fn two_workers_train_two_models_by_hopping_and_a_replay_is_bit_identical() {
-    tch::set_num_threads(1);
     let home = tempfile::tempdir().unwrap();
-    let mut store = Store::open(home.path()).unwrap();
+    hop_two_models(home.path());
+}
+
+#[test]
+fn on_postgres_two_workers_train_two_models_by_hopping_and_a_replay_is_bit_identical() {
+    let Some(url) = postgres_server::database() else {
+        return;
+    };
+    let blobs = tempfile::tempdir().unwrap();
+    // The folder every worker is given: the blobs, and the database it is bound to.
+    let home = easeml_store::store_home(&url, Some(blobs.path())).unwrap();
+    hop_two_models(&home);
+}
+
+/// Two workers (threads) hop two models over the store at `home`; then a worker's partition
+/// cache and a stale worker's refused commit.
+fn hop_two_models(home: &Path) {
+    tch::set_num_threads(1);
+    let mut store = Store::open(home).unwrap();
     let app = register(&mut store);
     feed(&mut store, app, 60);
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..2)
-        .map(|_| worker_thread(home.path(), Duration::from_secs(10), &stop))
+        .map(|_| worker_thread(home, Duration::from_secs(10), &stop))
         .collect();
-    let ids = live_workers(home.path(), 2);
+    let ids = live_workers(home, 2);
     let plans = [plan(1), plan(2)];
     let runs: Vec<RunId> = ["mlp_small", "mlp_large"]
         .iter()
         .zip(&plans)
         .map(|(candidate, plan)| mop::start_run(&mut store, app, candidate, plan, &ids).unwrap())
         .collect();
-    coordinate(home.path(), &runs);
+    coordinate(home, &runs);
     stop.store(true, Ordering::SeqCst);
     for worker in workers {
         worker.join().unwrap();

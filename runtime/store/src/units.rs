@@ -582,6 +582,25 @@ impl Store {
                     .map_err(db(context.clone()))?;
                 continue;
             }
+            if kind == UnitKind::SubEpoch {
+                // "The model is not training elsewhere" once more, under the run's row lock:
+                // PostgreSQL's SKIP LOCKED lets two transactions pick two units of one run at
+                // once (neither sees the other's lease before it commits); the second waits here
+                // for the first, then sees its lease and looks for another unit. (SQLite
+                // serializes writers: the check holds already.)
+                locked_run_state(&transaction, RunId(run), &context)?;
+                let busy: Option<i64> = transaction
+                    .query_row(
+                        "SELECT id FROM units WHERE run = ?1 AND id <> ?2 AND state = 'leased' AND lease_expires_ms >= ?3 LIMIT 1",
+                        params![run, unit, now],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(db(context.clone()))?;
+                if busy.is_some() {
+                    continue;
+                }
+            }
             // A sub-epoch starts from its run's last committed result, or (none yet) from the
             // run's initial state, queued as its first units' input.
             let input: Option<String> = match kind {
