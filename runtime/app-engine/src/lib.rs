@@ -182,11 +182,12 @@ pub fn train_with_progress(
             app,
             candidate,
             run,
+            learning_rate,
             partitions,
             epochs,
             resumed,
         } => say(format!(
-            "{app}: {candidate:<22} {} by model hopping (run {}): {epochs} epoch(s) over {partitions} partition(s), one per worker",
+            "{app}: {candidate:<22} {} by model hopping (run {}, learning rate {learning_rate}): {epochs} epoch(s) over {partitions} partition(s), one per worker",
             if resumed { "resumed" } else { "training" },
             run.0
         )),

@@ -297,11 +297,12 @@ fn log_event(event: Event) {
             app,
             candidate,
             run,
+            learning_rate,
             partitions,
             epochs,
             resumed,
         } => {
-            tracing::info!(%app, %candidate, run = run.0, partitions, epochs, resumed, "model hopping run started")
+            tracing::info!(%app, %candidate, run = run.0, learning_rate, partitions, epochs, resumed, "model hopping run started")
         }
         Event::RunProgress {
             app,

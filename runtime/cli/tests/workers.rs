@@ -180,33 +180,40 @@ fn mop_logs(store: &Store) -> MopLogs {
     logs
 }
 
-/// Every candidate ran once and is done: the networks by hopping, `epochs` x 2 sub-epochs each
-/// trained once, the others as whole runs. Returns the workers that trained sub-epochs.
+/// The learning rates a decision trained by hopping tries (one MOP run each).
+const MOP_RATES: usize = 3;
+
+/// Every candidate was decided once and is done: each network by hopping (one run per learning
+/// rate, `epochs` x 2 sub-epochs each trained once), the others as one whole run. Returns the
+/// workers that trained sub-epochs.
 fn check_hopped_once(logs: &MopLogs, epochs: u64) -> std::collections::BTreeSet<String> {
     let mut owners = std::collections::BTreeSet::new();
     for (candidate, runs) in logs {
-        assert_eq!(runs.len(), 1, "{candidate} ran more than once: {runs:?}");
-        let (state, log) = &runs[0];
-        assert_eq!(*state, RunState::Done, "{candidate}: {runs:?}");
-        if !SIDES_NETWORKS.contains(&candidate.as_str()) {
-            assert!(log.is_empty(), "{candidate} cannot hop: {log:?}");
-            continue;
+        let network = SIDES_NETWORKS.contains(&candidate.as_str());
+        let expected = if network { MOP_RATES } else { 1 };
+        assert_eq!(runs.len(), expected, "{candidate}: {runs:?}");
+        for (state, log) in runs {
+            assert_eq!(*state, RunState::Done, "{candidate}: {runs:?}");
+            if !network {
+                assert!(log.is_empty(), "{candidate} cannot hop: {log:?}");
+                continue;
+            }
+            assert!(
+                log.iter()
+                    .all(|(_, _, state, _)| *state == UnitState::Committed),
+                "{candidate}: {log:?}"
+            );
+            let visits: std::collections::BTreeSet<_> = log
+                .iter()
+                .map(|(epoch, partition, _, _)| (*epoch, *partition))
+                .collect();
+            assert_eq!(
+                (visits.len(), log.len()),
+                (2 * epochs as usize, 2 * epochs as usize),
+                "{candidate}: {log:?}"
+            );
+            owners.extend(log.iter().filter_map(|(_, _, _, owner)| owner.clone()));
         }
-        assert!(
-            log.iter()
-                .all(|(_, _, state, _)| *state == UnitState::Committed),
-            "{candidate}: {log:?}"
-        );
-        let visits: std::collections::BTreeSet<_> = log
-            .iter()
-            .map(|(epoch, partition, _, _)| (*epoch, *partition))
-            .collect();
-        assert_eq!(
-            (visits.len(), log.len()),
-            (2 * epochs as usize, 2 * epochs as usize),
-            "{candidate}: {log:?}"
-        );
-        owners.extend(log.iter().filter_map(|(_, _, _, owner)| owner.clone()));
     }
     for network in SIDES_NETWORKS {
         assert!(logs.contains_key(network), "{network} never ran: {logs:?}");
@@ -263,7 +270,14 @@ fn two_local_workers_train_the_networks_by_model_hopping() {
     .unwrap();
     let log = text(&output);
     assert!(output.status.success(), "{log}");
-    assert_eq!(log.matches("training by model hopping").count(), 3, "{log}");
+    assert_eq!(
+        log.matches("training by model hopping").count(),
+        SIDES_NETWORKS.len() * MOP_RATES,
+        "{log}"
+    );
+    for rate in ["0.001", "0.01", "0.1"] {
+        assert!(log.contains(&format!("learning rate {rate})")), "{log}");
+    }
     assert!(log.contains("nothing is left to train"), "{log}");
     let owners = check_hopped_once(&mop_logs(&Store::open(&data).unwrap()), 2);
     assert_eq!(owners.len(), 2, "{owners:?}");
@@ -297,7 +311,10 @@ fn auto_parallelism_hops_when_copying_the_data_to_every_worker_costs_more_than_i
     // Three networks on two workers: at least half as many models as workers, so all three hop.
     check_hopped_once(&logs, 1);
     for network in SIDES_NETWORKS {
-        assert!(!logs[network][0].1.is_empty(), "{network}: {logs:?}");
+        assert!(
+            logs[network].iter().all(|(_, log)| !log.is_empty()),
+            "{network}: {logs:?}"
+        );
     }
 }
 
@@ -306,8 +323,8 @@ fn a_killed_mop_coordinator_is_resumed_by_the_next_session() {
     use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("home");
-    feed_sides(&data, 400);
-    let epochs = "30";
+    feed_sides(&data, 200);
+    let epochs = "10";
     let mop = || {
         easeml(&[
             "train",
@@ -326,32 +343,37 @@ fn a_killed_mop_coordinator_is_resumed_by_the_next_session() {
         .unwrap()
     };
     let mut reaper = Reaper(Vec::new());
-    // The first coordinator is killed with SIGKILL as soon as it has started a MOP run (its
-    // workers stop when their stdin pipe closes with it).
+    // The first coordinator is killed with SIGKILL as soon as it has started a decision's MOP
+    // runs (its workers stop when their stdin pipe closes with it).
     let mut first = reaper.watch(mop());
     let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
     let mut seen = Vec::new();
-    loop {
+    let mut started = 0;
+    // A decision's runs (one per learning rate) are queued one after the other: the kill comes
+    // once the first decision has all of them (then no worker's place is free for another
+    // decision until one of its 10-epoch runs ends).
+    while started < MOP_RATES {
         let line = lines
             .next()
             .expect("the first session ended early")
             .unwrap();
-        let started = line.contains("training by model hopping");
+        started += usize::from(line.contains("training by model hopping"));
         seen.push(line);
-        if started {
-            break;
-        }
     }
     first.kill().unwrap();
     first.wait().unwrap();
     let store = Store::open(&data).unwrap();
-    let open: Vec<String> = mop_logs(&store)
+    // The open MOP runs, by candidate.
+    let open: BTreeMap<String, usize> = mop_logs(&store)
         .into_iter()
-        .filter(|(_, runs)| {
-            runs.iter()
-                .any(|(state, log)| *state != RunState::Done && !log.is_empty())
+        .map(|(candidate, runs)| {
+            let open = runs
+                .iter()
+                .filter(|(state, log)| *state != RunState::Done && !log.is_empty())
+                .count();
+            (candidate, open)
         })
-        .map(|(candidate, _)| candidate)
+        .filter(|(_, open)| *open > 0)
         .collect();
     assert!(!open.is_empty(), "{seen:?}");
 
@@ -360,18 +382,20 @@ fn a_killed_mop_coordinator_is_resumed_by_the_next_session() {
     let second = mop().wait_with_output().unwrap();
     let log = String::from_utf8_lossy(&second.stderr);
     assert!(second.status.success(), "{log}");
-    for candidate in &open {
-        assert!(
-            log.contains(&format!("{candidate:<22} resumed by model hopping")),
+    for (candidate, runs) in &open {
+        assert_eq!(
+            log.matches(&format!("{candidate:<22} resumed by model hopping"))
+                .count(),
+            *runs,
             "{candidate}: {log}"
         );
     }
     assert_eq!(
         log.matches("resumed by model hopping").count(),
-        open.len(),
+        open.values().sum::<usize>(),
         "{log}"
     );
-    check_hopped_once(&mop_logs(&store), 30);
+    check_hopped_once(&mop_logs(&store), 10);
     assert!(store.open_units().unwrap().is_empty());
 }
 
@@ -421,14 +445,13 @@ fn serve_coordinates_local_workers_by_model_hopping_and_stops_them_on_sigterm() 
             .flatten()
             .filter(|(state, _, _)| matches!(state, RunState::Done | RunState::Failed))
             .count();
-        (finished == candidates).then_some(())
+        // A network's decision is one run per learning rate.
+        let runs = candidates + SIDES_NETWORKS.len() * (MOP_RATES - 1);
+        (finished == runs).then_some(())
     });
     signal(&server, "-TERM");
     let status = server.wait().unwrap();
     assert!(status.success(), "{status}");
-    for (candidate, runs) in runs_by_candidate(&data) {
-        assert_eq!(runs.len(), 1, "{candidate}: {runs:?}");
-    }
     let store = Store::open(&data).unwrap();
     // The networks trained by hopping over both workers, the rest as whole runs.
     assert_eq!(check_hopped_once(&mop_logs(&store), 1).len(), 2);

@@ -24,10 +24,10 @@
 //! re-queues the runs a crashed engine left `running`.
 //!
 //! A coordinator ([`Engine::coordinate`]) turns each decision into a whole-run unit, or, by
-//! [`crate::mop::uses_mop`]'s rule, into a MOP run over the live workers ([`crate::mop`]): it
-//! keeps one decision in flight per live worker (a MOP run trains on one worker at a time),
-//! advances its MOP runs, and reports a MOP run to the scheduler when it is done, like a whole
-//! run. A MOP run the session's end leaves open stays in the store and is resumed by the next
+//! [`crate::mop::uses_mop`]'s rule, into MOP runs over the live workers, one per learning rate
+//! ([`crate::mop`]): it keeps one unit or MOP run in flight per live worker (a MOP run trains on
+//! one worker at a time), advances its MOP runs, and reports the decision to the scheduler when
+//! its last run ends (the best quality, the summed cost), like a whole run. A MOP run the session's end leaves open stays in the store and is resumed by the next
 //! coordinating session. The in-process loop ([`Engine::step`]) trains whole runs only.
 
 use std::collections::{BTreeMap, HashMap};
@@ -104,6 +104,9 @@ pub struct EngineConfig {
     pub parallelism: Parallelism,
     /// The epochs of a MOP run.
     pub mop_epochs: u64,
+    /// The learning rates a decision trained by hopping tries: one MOP run each, hopping
+    /// independently (Cerebro's configurations; the whole-run grid's rates by default).
+    pub mop_learning_rates: Vec<f64>,
     /// [`Parallelism::Auto`]: an app's data copied to every live worker must exceed this many
     /// bytes in all before its networks train by hopping
     /// ([`crate::mop::DEFAULT_MOP_ABOVE_BYTES`]).
@@ -138,6 +141,7 @@ impl EngineConfig {
             coordinate: false,
             parallelism: Parallelism::Auto,
             mop_epochs: DEFAULT_MOP_EPOCHS,
+            mop_learning_rates: Budget::new(device).learning_rates,
             mop_above_bytes: mop::DEFAULT_MOP_ABOVE_BYTES,
         }
     }
@@ -225,6 +229,8 @@ pub enum Event {
         candidate: String,
         /// The run.
         run: RunId,
+        /// Its learning rate (one MOP run per rate of the decision).
+        learning_rate: f64,
         /// Its partitions (the live workers when it was queued).
         partitions: u64,
         /// Its epochs.
@@ -329,8 +335,9 @@ pub struct Engine {
     worker: Option<Worker>,
     /// Units queued or leased that the engine reports when they commit.
     in_flight: BTreeMap<UnitId, InFlight>,
-    /// MOP runs the coordinator advances, reported when they are done.
-    mop_runs: BTreeMap<RunId, MopFlight>,
+    /// Decisions trained by model hopping: the coordinator advances their runs and reports each
+    /// decision when its last run ends.
+    mop_flights: Vec<MopFlight>,
     _lock: File,
 }
 
@@ -378,7 +385,7 @@ impl Engine {
             skipped: BTreeMap::new(),
             worker: None,
             in_flight: BTreeMap::new(),
-            mop_runs: BTreeMap::new(),
+            mop_flights: Vec::new(),
             _lock: lock,
         })
     }
@@ -534,27 +541,37 @@ impl Engine {
             .collect()
     }
 
-    /// The app's finished runs on its current data, as the scheduler's prior history (qualities as
-    /// [`scheduler_quality`] reports them: the current data's protocol says how many examples
-    /// validated them).
+    /// The app's finished runs on its current data, as the scheduler's prior history, one
+    /// observation per candidate as the scheduler was told it: the best quality of its runs (a
+    /// decision trained by hopping has one run per learning rate), as [`scheduler_quality`]
+    /// reports it (the current data's protocol says how many examples validated them), and their
+    /// summed cost.
     fn prior_history(&self, state: &AppState) -> Result<Vec<PriorObservation>> {
-        let mut seen = std::collections::HashSet::new();
         let budget = self.budget(state, None);
         let validated = Validation::choose(&state.examples, &budget).validated(&state.examples);
-        Ok(self
-            .store
-            .runs(state.id)?
-            .into_iter()
-            .filter(|run| run.data_version == state.data_version)
-            .filter(|run| matches!(run.state, RunState::Done | RunState::Failed))
-            .filter(|run| state.model.candidates.contains(&run.candidate))
-            .filter(|run| seen.insert(run.candidate.clone()))
-            .map(|run| PriorObservation {
-                model_id: run.candidate,
-                quality: scheduler_quality(run.quality.unwrap_or(0.0), validated),
-                cost: run.cost_seconds.unwrap_or(1.0).max(1e-3),
-            })
-            .collect())
+        let mut by_candidate: BTreeMap<String, PriorObservation> = BTreeMap::new();
+        for run in self.store.runs(state.id)? {
+            if run.data_version != state.data_version
+                || !matches!(run.state, RunState::Done | RunState::Failed)
+                || !state.model.candidates.contains(&run.candidate)
+            {
+                continue;
+            }
+            let quality = scheduler_quality(run.quality.unwrap_or(0.0), validated);
+            let cost = run.cost_seconds.unwrap_or(1.0).max(1e-3);
+            by_candidate
+                .entry(run.candidate.clone())
+                .and_modify(|seen| {
+                    seen.quality = seen.quality.max(quality);
+                    seen.cost += cost;
+                })
+                .or_insert(PriorObservation {
+                    model_id: run.candidate,
+                    quality,
+                    cost,
+                });
+        }
+        Ok(by_candidate.into_values().collect())
     }
 
     /// The spec of a unit of the app, ending by `deadline` at the latest: the run's time limit is
@@ -772,6 +789,17 @@ impl Engine {
         decision: Option<&Decision>,
         events: &mut dyn FnMut(Event),
     ) -> Result<RunRecord> {
+        let (record, reported) = self.announce(run, events)?;
+        if let Some(decision) = decision {
+            let cost = record.cost_seconds.unwrap_or(0.0);
+            self.scheduler.report(decision, reported, cost.max(1e-3))?;
+        }
+        Ok(record)
+    }
+
+    /// A committed run's event, and the quality the scheduler is told for it (see
+    /// [`Engine::observe`]).
+    fn announce(&mut self, run: RunId, events: &mut dyn FnMut(Event)) -> Result<(RunRecord, f64)> {
         let record = self.store.run(run)?;
         let app = self.app_name(record.app);
         let state = self.apps.get(&app);
@@ -822,10 +850,7 @@ impl Engine {
                 0.0
             }
         };
-        if let Some(decision) = decision {
-            self.scheduler.report(decision, reported, cost.max(1e-3))?;
-        }
-        Ok(record)
+        Ok((record, reported))
     }
 
     /// How many examples validate a run of the app on its current data.
@@ -990,8 +1015,8 @@ impl Engine {
                 events(Event::WorkersChanged { live });
                 live_before = live;
             }
-            // A MOP run trains on one worker at a time: it holds one worker's place.
-            while live > self.in_flight.len() + self.mop_runs.len() {
+            // A MOP run trains on one worker at a time: each holds one worker's place.
+            while live > self.in_flight.len() + self.mop_places() {
                 let Some(decision) = self.scheduler.next_decision() else {
                     decided_everything = true;
                     break;
@@ -1011,7 +1036,7 @@ impl Engine {
                     },
                 );
             }
-            if decided_everything && self.in_flight.is_empty() && self.mop_runs.is_empty() {
+            if decided_everything && self.in_flight.is_empty() && self.mop_flights.is_empty() {
                 summary.exhausted = true;
                 return Ok(summary);
             }
@@ -1078,9 +1103,11 @@ impl Engine {
             .collect())
     }
 
-    /// Starts the decision as a MOP run over `workers` when [`mop::uses_mop`] says so. `false`
-    /// when it is not one, or when the app's data cannot be cut into that many partitions with
-    /// training rows in each (it then trains as a whole run, which needs no cut).
+    /// Starts the decision as MOP runs over `workers`, one per learning rate of
+    /// [`EngineConfig::mop_learning_rates`] (Cerebro's configurations, hopping independently),
+    /// when [`mop::uses_mop`] says so. `false` when it is not one, or when the app's data cannot be
+    /// cut into that many partitions with training rows in each (it then trains as a whole run,
+    /// which needs no cut).
     fn start_mop_run(
         &mut self,
         decision: &Decision,
@@ -1110,14 +1137,16 @@ impl Engine {
             .filter(|run| matches!(run.state, RunState::Done | RunState::Failed))
             .map(|run| run.candidate)
             .collect();
+        let rates = self.config.mop_learning_rates.len().max(1);
         let choice = MopChoice {
             candidate: &decision.model_id,
             workers: workers.len(),
             data_bytes,
-            open_models: hoppable
-                .iter()
-                .filter(|candidate| !finished.contains(*candidate))
-                .count(),
+            open_models: rates
+                * hoppable
+                    .iter()
+                    .filter(|candidate| !finished.contains(*candidate))
+                    .count(),
         };
         if !mop::uses_mop(
             self.config.parallelism,
@@ -1126,143 +1155,194 @@ impl Engine {
         ) {
             return Ok(false);
         }
-        let mut plan = MopPlan::new(workers.len() as u64, self.config.mop_epochs);
-        plan.seed = mop::run_seed(self.config.seed, &decision.user_id, &decision.model_id);
-        let run = match mop::start_run(&mut self.store, app, &decision.model_id, &plan, workers) {
-            Ok(run) => run,
-            Err(Error::Store(error)) => return Err(error.into()),
-            Err(_) => return Ok(false),
-        };
-        events(Event::MopRunStarted {
+        let seed = mop::run_seed(self.config.seed, &decision.user_id, &decision.model_id);
+        let mut flight = MopFlight {
+            decision: Some(decision.clone()),
             app: decision.user_id.clone(),
             candidate: decision.model_id.clone(),
-            run,
-            partitions: plan.partitions,
-            epochs: plan.epochs,
-            resumed: false,
-        });
-        self.mop_runs.insert(
-            run,
-            MopFlight {
-                decision: Some(decision.clone()),
+            open: BTreeMap::new(),
+            best: 0.0,
+            cost: 0.0,
+        };
+        for (index, &rate) in self.config.mop_learning_rates.iter().enumerate() {
+            let mut plan = MopPlan::new(workers.len() as u64, self.config.mop_epochs);
+            plan.learning_rate = rate;
+            plan.seed = seed.wrapping_add(index as u64);
+            let run = match mop::start_run(&mut self.store, app, &decision.model_id, &plan, workers)
+            {
+                Ok(run) => run,
+                Err(Error::Store(error)) => return Err(error.into()),
+                // The same data for every rate: the first refusal is every rate's.
+                Err(_) if flight.open.is_empty() => return Ok(false),
+                Err(_) => break,
+            };
+            events(Event::MopRunStarted {
                 app: decision.user_id.clone(),
                 candidate: decision.model_id.clone(),
-                committed: 0,
-            },
-        );
+                run,
+                learning_rate: rate,
+                partitions: plan.partitions,
+                epochs: plan.epochs,
+                resumed: false,
+            });
+            flight.open.insert(run, 0);
+        }
+        if flight.open.is_empty() {
+            return Ok(false);
+        }
+        self.mop_flights.push(flight);
         Ok(true)
     }
 
+    /// The workers' places the MOP runs in flight hold: one per open run.
+    fn mop_places(&self) -> usize {
+        self.mop_flights
+            .iter()
+            .map(|flight| flight.open.len())
+            .sum()
+    }
+
     /// Takes over the MOP runs a previous session left open (queued or running, with sub-epoch
-    /// units): their candidates are in flight for the scheduler, and they are advanced and
-    /// reported like the ones this session starts.
+    /// units): the open runs of one candidate on one data version are one decision in flight
+    /// for the scheduler, advanced and reported like the ones this session starts.
     fn adopt_mop_runs(&mut self, events: &mut dyn FnMut(Event)) -> Result<()> {
+        let known: std::collections::HashSet<RunId> = self
+            .mop_flights
+            .iter()
+            .flat_map(|flight| flight.open.keys().copied())
+            .collect();
         for app in self.store.apps()? {
+            let mut groups: BTreeMap<(String, u64), Vec<RunId>> = BTreeMap::new();
             for run in self.store.runs(app.id)? {
                 if !matches!(run.state, RunState::Queued | RunState::Running)
-                    || self.mop_runs.contains_key(&run.id)
+                    || known.contains(&run.id)
                 {
                     continue;
                 }
-                let Some((partitions, epochs)) = mop::partitions_and_epochs(&self.store, run.id)?
-                else {
+                let Some(shape) = mop::mop_shape(&self.store, run.id)? else {
                     continue;
                 };
-                let decision = self.decision_for_run(run.app, run.data_version, &run.candidate);
-                if let Some(decision) = &decision {
-                    self.scheduler.mark_in_flight(decision)?;
-                }
                 events(Event::MopRunStarted {
                     app: app.name.clone(),
                     candidate: run.candidate.clone(),
                     run: run.id,
-                    partitions,
-                    epochs,
+                    learning_rate: shape.learning_rate,
+                    partitions: shape.partitions,
+                    epochs: shape.epochs,
                     resumed: true,
                 });
-                self.mop_runs.insert(
-                    run.id,
-                    MopFlight {
-                        decision,
-                        app: app.name.clone(),
-                        candidate: run.candidate,
-                        committed: 0,
-                    },
-                );
+                groups
+                    .entry((run.candidate, run.data_version))
+                    .or_default()
+                    .push(run.id);
+            }
+            for ((candidate, data_version), runs) in groups {
+                let decision = self.decision_for_run(app.id, data_version, &candidate);
+                if let Some(decision) = &decision {
+                    self.scheduler.mark_in_flight(decision)?;
+                }
+                self.mop_flights.push(MopFlight {
+                    decision,
+                    app: app.name.clone(),
+                    candidate,
+                    open: runs.into_iter().map(|run| (run, 0)).collect(),
+                    best: 0.0,
+                    cost: 0.0,
+                });
             }
         }
         Ok(())
     }
 
-    /// One step of each MOP run ([`mop::advance`]): progress events, and a done or failed run
-    /// reported like a whole run. A run whose coordinator step fails for a reason of its own (not
-    /// the store's) fails, saying why. True when a run ended.
+    /// One step of each open MOP run ([`mop::advance`]): progress events; a done or failed run's
+    /// event; and a decision whose last run ended reported to the scheduler with the best of its
+    /// runs' qualities and the sum of their costs. A run whose coordinator step fails for a
+    /// reason of its own (not the store's) fails, saying why. True when a decision ended.
     fn advance_mop_runs(
         &mut self,
         summary: &mut TrainSummary,
         events: &mut dyn FnMut(Event),
     ) -> Result<bool> {
         let mut ended = false;
-        let runs: Vec<RunId> = self.mop_runs.keys().copied().collect();
-        for run in runs {
-            let status = match mop::advance(&mut self.store, run) {
-                Ok(status) => status,
-                Err(Error::Store(easeml_store::Error::NoSuchRun(_))) => {
-                    // Gone with its app.
-                    self.mop_runs.remove(&run);
-                    continue;
-                }
-                Err(Error::Store(error)) => return Err(error.into()),
-                Err(error) => {
-                    let reason = error.to_string();
-                    mop::fail_run(&mut self.store, run, &reason)?;
-                    MopStatus::Failed(reason)
-                }
-            };
-            match status {
-                MopStatus::Training { committed, total } => {
-                    if let Some(flight) = self.mop_runs.get_mut(&run)
-                        && committed > flight.committed
-                    {
-                        flight.committed = committed;
-                        events(Event::RunProgress {
-                            app: flight.app.clone(),
-                            candidate: flight.candidate.clone(),
-                            run,
-                            done: committed,
-                            total,
-                        });
+        let mut flights = std::mem::take(&mut self.mop_flights);
+        let outcome = (|| -> Result<()> {
+            for flight in &mut flights {
+                let runs: Vec<RunId> = flight.open.keys().copied().collect();
+                for run in runs {
+                    let status = match mop::advance(&mut self.store, run) {
+                        Ok(status) => status,
+                        Err(Error::Store(easeml_store::Error::NoSuchRun(_))) => {
+                            // Gone with its app.
+                            flight.open.remove(&run);
+                            continue;
+                        }
+                        Err(Error::Store(error)) => return Err(error.into()),
+                        Err(error) => {
+                            let reason = error.to_string();
+                            mop::fail_run(&mut self.store, run, &reason)?;
+                            MopStatus::Failed(reason)
+                        }
+                    };
+                    match status {
+                        MopStatus::Training { committed, total } => {
+                            if let Some(seen) = flight.open.get_mut(&run)
+                                && committed > *seen
+                            {
+                                *seen = committed;
+                                events(Event::RunProgress {
+                                    app: flight.app.clone(),
+                                    candidate: flight.candidate.clone(),
+                                    run,
+                                    done: committed,
+                                    total,
+                                });
+                            }
+                        }
+                        MopStatus::Done(_) | MopStatus::Failed(_) => {
+                            flight.open.remove(&run);
+                            let (record, reported) = self.announce(run, events)?;
+                            if record.state == RunState::Done {
+                                summary.finished += 1;
+                            } else {
+                                summary.failed += 1;
+                            }
+                            flight.best = flight.best.max(reported);
+                            flight.cost += record.cost_seconds.unwrap_or(0.0);
+                        }
                     }
-                }
-                MopStatus::Done(_) | MopStatus::Failed(_) => {
-                    let decision = self
-                        .mop_runs
-                        .remove(&run)
-                        .and_then(|flight| flight.decision);
-                    let record = self.observe(run, decision.as_ref(), events)?;
-                    if record.state == RunState::Done {
-                        summary.finished += 1;
-                    } else {
-                        summary.failed += 1;
-                    }
-                    ended = true;
                 }
             }
+            Ok(())
+        })();
+        let mut reported = Ok(());
+        for flight in flights {
+            if !flight.open.is_empty() {
+                self.mop_flights.push(flight);
+                continue;
+            }
+            ended = true;
+            if let Some(decision) = &flight.decision
+                && let Err(error) =
+                    self.scheduler
+                        .report(decision, flight.best, flight.cost.max(1e-3))
+            {
+                reported = Err(error.into());
+            }
         }
-        Ok(ended)
+        outcome.and(reported).map(|()| ended)
     }
 
     /// At the session's end: the MOP runs stay open in the store (their units are leased by
     /// whichever workers are live, and the next coordinating session resumes them); their
-    /// candidates are no longer in flight for this session's scheduler. Returns how many.
+    /// decisions are no longer in flight for this session's scheduler. Returns how many runs.
     fn leave_mop_runs_open(&mut self) -> Result<usize> {
-        let runs = std::mem::take(&mut self.mop_runs);
-        for flight in runs.values() {
+        let flights = std::mem::take(&mut self.mop_flights);
+        for flight in &flights {
             if let Some(decision) = &flight.decision {
                 self.scheduler.cancel(decision)?;
             }
         }
-        Ok(runs.len())
+        Ok(flights.iter().map(|flight| flight.open.len()).sum())
     }
 }
 
@@ -1280,17 +1360,22 @@ struct InFlight {
     run: RunId,
 }
 
-/// A MOP run the coordinator advances.
+/// A decision trained by model hopping: its MOP runs, one per learning rate.
 #[derive(Debug)]
 struct MopFlight {
-    /// The scheduler's decision it answers (`None`: a run of data that changed since).
+    /// The scheduler's decision it answers (`None`: runs of data that changed since).
     decision: Option<Decision>,
     /// Its app's name.
     app: String,
     /// Its candidate.
     candidate: String,
-    /// The sub-epochs committed when progress was last reported.
-    committed: usize,
+    /// Its runs still training, each with the sub-epochs committed when progress was last
+    /// reported.
+    open: BTreeMap<RunId, usize>,
+    /// The best quality for the scheduler among its ended runs.
+    best: f64,
+    /// The summed cost of its ended runs, in seconds.
+    cost: f64,
 }
 
 /// The scheduler's prior over models, fitted on the store's own history (appendix A): one row per app

@@ -114,8 +114,9 @@ pub struct MopChoice<'a> {
     pub workers: usize,
     /// The bytes of the app's enabled examples ([`Examples::bytes`]).
     pub data_bytes: usize,
-    /// The app's candidates that can hop and have no finished run on its current data (this one
-    /// included): the models a MOP run of the app can share the workers with.
+    /// The models the app has left to train by hopping: its candidates that can hop and have no
+    /// finished run on its current data (this one included), times the learning rates each
+    /// decision tries (one MOP run each).
     pub open_models: usize,
 }
 
@@ -497,15 +498,29 @@ pub fn advance(store: &mut Store, run: RunId) -> Result<MopStatus> {
     finish(store, run, &spec, &log)
 }
 
-/// The partitions and epochs of a MOP run; `None` for a run without sub-epoch units (a whole
-/// run).
-pub fn partitions_and_epochs(store: &Store, run: RunId) -> Result<Option<(u64, u64)>> {
+/// What a MOP run trains ([`mop_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MopShape {
+    /// Its partitions.
+    pub partitions: u64,
+    /// Its epochs.
+    pub epochs: u64,
+    /// Adam's learning rate.
+    pub learning_rate: f64,
+}
+
+/// What a MOP run trains; `None` for a run without sub-epoch units (a whole run).
+pub fn mop_shape(store: &Store, run: RunId) -> Result<Option<MopShape>> {
     let log = store.sub_epochs(run)?;
     if log.is_empty() {
         return Ok(None);
     }
     let spec = run_spec(store, &log)?;
-    Ok(Some((spec.partitions, spec.epochs)))
+    Ok(Some(MopShape {
+        partitions: spec.partitions,
+        epochs: spec.epochs,
+        learning_rate: spec.setup.learning_rate,
+    }))
 }
 
 /// Fails an open MOP run from its coordinator (a step of its own failed, `reason` says how),
