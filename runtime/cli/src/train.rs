@@ -61,9 +61,13 @@ pub struct ParallelismArgs {
     /// to train as there are workers; task parallelism otherwise).
     #[arg(long, value_name = "auto|task|mop", default_value = "auto", value_parser = parse_parallelism)]
     pub parallelism: Parallelism,
-    /// The epochs of a model trained by hopping.
+    /// The epochs of a model trained by hopping, at most.
     #[arg(long, value_name = "N", default_value_t = easeml_runtime::engine::DEFAULT_MOP_EPOCHS)]
     pub epochs: u64,
+    /// A model trained by hopping stops once this many epochs have passed without a better
+    /// validation quality (0: it trains all --epochs).
+    #[arg(long, value_name = "N", default_value_t = easeml_runtime::engine::DEFAULT_MOP_PATIENCE)]
+    pub patience: u64,
     /// `--parallelism auto`: the size above which an app's data copied to every worker makes its
     /// networks hop instead, e.g. 512M, 2G, 0 (bytes, or with K, M, G: binary units).
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
@@ -83,6 +87,7 @@ impl ParallelismArgs {
         }
         config.parallelism = self.parallelism;
         config.mop_epochs = self.epochs;
+        config.mop_patience = self.patience;
         config.mop_above_bytes = self.mop_above;
         Ok(())
     }

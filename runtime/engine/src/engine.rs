@@ -102,8 +102,11 @@ pub struct EngineConfig {
     /// Coordinating: how a decision is trained, as a whole run or by model hopping
     /// ([`crate::mop::uses_mop`]; [`Parallelism::Auto`] by default).
     pub parallelism: Parallelism,
-    /// The epochs of a MOP run.
+    /// The epochs of a MOP run at most.
     pub mop_epochs: u64,
+    /// A MOP run stops once this many epochs have passed without a better validation quality
+    /// (0: it trains all its epochs); [`DEFAULT_MOP_PATIENCE`].
+    pub mop_patience: u64,
     /// The learning rates a decision trained by hopping tries: one MOP run each, hopping
     /// independently (Cerebro's configurations; the whole-run grid's rates by default).
     pub mop_learning_rates: Vec<f64>,
@@ -113,10 +116,13 @@ pub struct EngineConfig {
     pub mop_above_bytes: u64,
 }
 
-/// The default [`EngineConfig::mop_epochs`]: a MOP run has no early stopping (it serves its best
-/// epoch), so its epochs are fixed ahead; 10 is half the whole-run default of 20 at most, for
-/// the large data that MOP is chosen for.
-pub const DEFAULT_MOP_EPOCHS: u64 = 10;
+/// The default [`EngineConfig::mop_epochs`]: at most 20 epochs, as a whole run's default; early
+/// stopping ([`DEFAULT_MOP_PATIENCE`]) ends most runs sooner.
+pub const DEFAULT_MOP_EPOCHS: u64 = 20;
+
+/// The default [`EngineConfig::mop_patience`]: 3 epochs without a better validation quality, the
+/// trainer's patience for whole runs.
+pub const DEFAULT_MOP_PATIENCE: u64 = 3;
 
 /// The default [`EngineConfig::min_steps`]: 400 optimizer steps (20 epochs of 20 batches), and a
 /// patience of 40 steps. On GunPoint (50 training series), 200 epochs with a patience of 20 took a
@@ -141,6 +147,7 @@ impl EngineConfig {
             coordinate: false,
             parallelism: Parallelism::Auto,
             mop_epochs: DEFAULT_MOP_EPOCHS,
+            mop_patience: DEFAULT_MOP_PATIENCE,
             mop_learning_rates: Budget::new(device).learning_rates,
             mop_above_bytes: mop::DEFAULT_MOP_ABOVE_BYTES,
         }
@@ -1168,6 +1175,7 @@ impl Engine {
             let mut plan = MopPlan::new(workers.len() as u64, self.config.mop_epochs);
             plan.learning_rate = rate;
             plan.seed = seed.wrapping_add(index as u64);
+            plan.patience = self.config.mop_patience;
             let run = match mop::start_run(&mut self.store, app, &decision.model_id, &plan, workers)
             {
                 Ok(run) => run,
@@ -1185,7 +1193,7 @@ impl Engine {
                 epochs: plan.epochs,
                 resumed: false,
             });
-            flight.open.insert(run, 0);
+            flight.open.insert(run, OpenMopRun::default());
         }
         if flight.open.is_empty() {
             return Ok(false);
@@ -1245,7 +1253,10 @@ impl Engine {
                     decision,
                     app: app.name.clone(),
                     candidate,
-                    open: runs.into_iter().map(|run| (run, 0)).collect(),
+                    open: runs
+                        .into_iter()
+                        .map(|run| (run, OpenMopRun::default()))
+                        .collect(),
                     best: 0.0,
                     cost: 0.0,
                 });
@@ -1269,7 +1280,11 @@ impl Engine {
             for flight in &mut flights {
                 let runs: Vec<RunId> = flight.open.keys().copied().collect();
                 for run in runs {
-                    let status = match mop::advance(&mut self.store, run) {
+                    let Some(entry) = flight.open.get_mut(&run) else {
+                        continue;
+                    };
+                    let status = match mop::advance_with(&mut self.store, run, &mut entry.progress)
+                    {
                         Ok(status) => status,
                         Err(Error::Store(easeml_store::Error::NoSuchRun(_))) => {
                             // Gone with its app.
@@ -1285,10 +1300,10 @@ impl Engine {
                     };
                     match status {
                         MopStatus::Training { committed, total } => {
-                            if let Some(seen) = flight.open.get_mut(&run)
-                                && committed > *seen
+                            if let Some(entry) = flight.open.get_mut(&run)
+                                && committed > entry.committed
                             {
-                                *seen = committed;
+                                entry.committed = committed;
                                 events(Event::RunProgress {
                                     app: flight.app.clone(),
                                     candidate: flight.candidate.clone(),
@@ -1369,13 +1384,21 @@ struct MopFlight {
     app: String,
     /// Its candidate.
     candidate: String,
-    /// Its runs still training, each with the sub-epochs committed when progress was last
-    /// reported.
-    open: BTreeMap<RunId, usize>,
+    /// Its runs still training.
+    open: BTreeMap<RunId, OpenMopRun>,
     /// The best quality for the scheduler among its ended runs.
     best: f64,
     /// The summed cost of its ended runs, in seconds.
     cost: f64,
+}
+
+/// A MOP run still training, as its coordinator follows it.
+#[derive(Debug, Default)]
+struct OpenMopRun {
+    /// The sub-epochs committed when progress was last reported.
+    committed: usize,
+    /// Its validation rows and evaluated epochs (early stopping).
+    progress: mop::MopProgress,
 }
 
 /// The scheduler's prior over models, fitted on the store's own history (appendix A): one row per app

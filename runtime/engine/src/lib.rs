@@ -28,8 +28,8 @@ pub use easeml_store::{ConstraintLimits, best_run, broken_constraints};
 pub use easeml_trainer::Tuning;
 pub use easeml_trainer::device::{choose_device, device_name};
 pub use engine::{
-    DEFAULT_MOP_EPOCHS, Engine, EngineConfig, Event, MIN_EXAMPLES, Step, TrainSummary,
-    load_examples, load_examples_where, scheduler_quality,
+    DEFAULT_MOP_EPOCHS, DEFAULT_MOP_PATIENCE, Engine, EngineConfig, Event, MIN_EXAMPLES, Step,
+    TrainSummary, load_examples, load_examples_where, scheduler_quality,
 };
 pub use error::{Error, Result};
 pub use local::{EngineModels, install_local_models};

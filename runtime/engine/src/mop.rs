@@ -31,7 +31,7 @@
 //! [`Parallelism`]): the engine's coordinator ([`crate::Engine::coordinate`]) starts a decided
 //! network's run here when the app's data copied to every worker would be large and enough of
 //! the app's models are left to keep the workers busy, advances it, and reports it to the
-//! scheduler when it is done. Not here yet: per-epoch early stopping, data parallelism for the
+//! scheduler when it is done. Not here yet: data parallelism for the
 //! last models (the paper trains one model on all workers below `p / 2` models; these train as
 //! whole runs instead), replica-aware placement beyond "a gone worker's
 //! partition goes to anyone", and a partition's
@@ -170,6 +170,9 @@ pub struct MopPlan {
     pub validation_fraction: f64,
     /// The models' widths.
     pub config: ModelConfig,
+    /// Early stopping: the run ends once this many complete epochs have passed without a better
+    /// validation quality than its best epoch's (0: all its epochs train).
+    pub patience: u64,
 }
 
 impl MopPlan {
@@ -184,6 +187,7 @@ impl MopPlan {
             batch_size: 32,
             validation_fraction: 0.2,
             config: ModelConfig::for_device(Device::Cpu),
+            patience: 0,
         }
     }
 }
@@ -201,6 +205,9 @@ pub struct SubEpochSpec {
     pub validation_fraction: f64,
     /// The run's initial state, a blob hash.
     pub initial: String,
+    /// [`MopPlan::patience`] (absent from the specs of runs queued before it: 0).
+    #[serde(default)]
+    pub patience: u64,
 }
 
 impl SubEpochSpec {
@@ -299,6 +306,7 @@ pub fn start_run(
         epochs: plan.epochs,
         validation_fraction: plan.validation_fraction,
         initial: initial.as_str().to_owned(),
+        patience: plan.patience,
     };
     let spec = serde_json::to_string(&spec)
         .map_err(|error| Error::Input(format!("cannot write a sub-epoch spec: {error}")))?;
@@ -459,9 +467,126 @@ fn run_spec(store: &Store, log: &[SubEpochRecord]) -> Result<SubEpochSpec> {
     SubEpochSpec::from_json(&store.unit(first.unit)?.spec)
 }
 
-/// One step of a MOP run's coordinator (see the module docs); call it until the run is done or
-/// failed.
+/// What a coordinator keeps of a MOP run between its steps: the validation rows (read once) and
+/// the validation quality of each complete epoch evaluated so far. Only a cache: a coordinator
+/// that starts afresh evaluates the same states again and gets the same numbers.
+#[derive(Debug, Default)]
+pub struct MopProgress {
+    validation: Option<Examples>,
+    qualities: BTreeMap<u64, Option<f64>>,
+}
+
+impl MopProgress {
+    /// The validation rows of the app (only those are read: the examples whose ids the split's
+    /// hash rule holds out, which `start_run` checked is the run's split).
+    fn validation(&mut self, store: &Store, app: AppId, fraction: f64) -> Result<&Examples> {
+        let rows = match self.validation.take() {
+            Some(rows) => rows,
+            None => {
+                let record = store.app(app)?;
+                let model = AppModel::from_manifest(&record.name, &record.manifest)?;
+                load_examples_where(
+                    store,
+                    app,
+                    &model,
+                    &|id| hashed_to_validation(id, fraction),
+                    1,
+                )?
+                .ok_or_else(|| {
+                    Error::Input(format!(
+                        "app `{}` has no enabled example left to validate on",
+                        record.name
+                    ))
+                })?
+            }
+        };
+        Ok(self.validation.insert(rows))
+    }
+
+    /// Evaluates the complete epochs not evaluated yet.
+    fn evaluate(
+        &mut self,
+        store: &Store,
+        app: AppId,
+        spec: &SubEpochSpec,
+        complete: &[(u64, BlobHash)],
+    ) -> Result<()> {
+        for (epoch, hash) in complete {
+            if self.qualities.contains_key(epoch) {
+                continue;
+            }
+            let state = store.blob(hash)?;
+            let validation = self.validation(store, app, spec.validation_fraction)?;
+            let rows: Vec<usize> = (0..validation.len()).collect();
+            let quality = evaluate_state(&spec.setup, &state, validation, &rows, Device::Cpu)?;
+            self.qualities.insert(*epoch, quality);
+        }
+        Ok(())
+    }
+
+    /// The best epoch evaluated (the first of the highest finite quality) and its quality.
+    fn best(&self) -> Option<(u64, f64)> {
+        self.qualities
+            .iter()
+            .filter_map(|(&epoch, &quality)| quality.map(|quality| (epoch, quality)))
+            .fold(None, |best, (epoch, quality)| match best {
+                Some((_, top)) if quality <= top => best,
+                _ => Some((epoch, quality)),
+            })
+    }
+
+    /// Whether `patience` complete epochs have passed since the best one (none better).
+    fn stops(&self, patience: u64) -> bool {
+        let Some(&last) = self.qualities.keys().next_back() else {
+            return false;
+        };
+        let since = match self.best() {
+            Some((best, _)) => last - best,
+            // No epoch with a finite quality yet: counted from before the first.
+            None => last + 1,
+        };
+        patience > 0 && since >= patience
+    }
+}
+
+/// The epochs of the log whose every partition was trained and committed, in order, each with
+/// its end state (the result of its last sub-epoch in the visit log).
+fn complete_epochs(log: &[SubEpochRecord], partitions: u64) -> Vec<(u64, BlobHash)> {
+    let mut by_epoch: BTreeMap<u64, (u64, u64, Option<BlobHash>)> = BTreeMap::new();
+    for unit in log {
+        let (Some(result), Some(seq)) = (&unit.result, unit.seq) else {
+            continue;
+        };
+        let entry = by_epoch.entry(unit.epoch).or_insert((0, 0, None));
+        entry.0 += 1;
+        if seq >= entry.1 {
+            entry.1 = seq;
+            entry.2 = Some(result.clone());
+        }
+    }
+    by_epoch
+        .into_iter()
+        .filter(|(_, (count, _, _))| *count == partitions)
+        .filter_map(|(epoch, (_, _, end))| end.map(|end| (epoch, end)))
+        .collect()
+}
+
+/// One step of a MOP run's coordinator (see the module docs) with nothing kept from earlier
+/// steps: [`advance_with`] and a fresh [`MopProgress`].
 pub fn advance(store: &mut Store, run: RunId) -> Result<MopStatus> {
+    advance_with(store, run, &mut MopProgress::default())
+}
+
+/// One step of a MOP run's coordinator (see the module docs); call it until the run is done or
+/// failed, with the same `progress` (a coordinator that restarts starts a new one). With a
+/// patience, each epoch is evaluated once it is complete, and the run stops early (its other
+/// units closed: [`Store::close_sub_epochs`]) once `patience` epochs have passed without a
+/// better one.
+pub fn advance_with(
+    store: &mut Store,
+    run: RunId,
+    progress: &mut MopProgress,
+) -> Result<MopStatus> {
     let record = store.run(run)?;
     match record.state {
         RunState::Done => return Ok(MopStatus::Done(record.quality.unwrap_or(0.0))),
@@ -475,6 +600,15 @@ pub fn advance(store: &mut Store, run: RunId) -> Result<MopStatus> {
         .iter()
         .filter(|unit| unit.state == UnitState::Committed)
         .count();
+    let complete = complete_epochs(&log, spec.partitions);
+    if spec.patience > 0 && (complete.len() as u64) < spec.epochs {
+        progress.evaluate(store, record.app, &spec, &complete)?;
+        if progress.stops(spec.patience) {
+            store.close_sub_epochs(run)?;
+            let log = store.sub_epochs(run)?;
+            return finish(store, run, &spec, &log, progress);
+        }
+    }
     let current = log.iter().map(|unit| unit.epoch).max().unwrap_or(0);
     let open = log
         .iter()
@@ -495,7 +629,7 @@ pub fn advance(store: &mut Store, run: RunId) -> Result<MopStatus> {
         store.queue_sub_epochs(run, &units)?;
         return Ok(MopStatus::Training { committed, total });
     }
-    finish(store, run, &spec, &log)
+    finish(store, run, &spec, &log, progress)
 }
 
 /// What a MOP run trains ([`mop_shape`]).
@@ -545,56 +679,63 @@ pub fn fail_run(store: &mut Store, run: RunId, reason: &str) -> Result<()> {
     Ok(())
 }
 
-/// Evaluates each epoch's last state, records the best as the run's model.
+/// Evaluates each complete epoch's end state (those `progress` has not), records the best as
+/// the run's model.
 fn finish(
     store: &mut Store,
     run: RunId,
     spec: &SubEpochSpec,
     log: &[SubEpochRecord],
+    progress: &mut MopProgress,
 ) -> Result<MopStatus> {
     let app = store.run(run)?.app;
-    let (examples, _, validation) = load(store, app, spec.validation_fraction)?;
     let cost: f64 = log.iter().filter_map(|unit| unit.seconds).sum();
-    let mut best: Option<(f64, u64, Vec<u8>)> = None;
-    let mut epochs = Vec::new();
-    for epoch in 0..spec.epochs {
-        // The log is in visit order: an epoch's last entry holds its end state.
-        let Some(hash) = log
+    let complete = complete_epochs(log, spec.partitions);
+    progress.evaluate(store, app, spec, &complete)?;
+    let epochs: Vec<serde_json::Value> = progress
+        .qualities
+        .iter()
+        .map(|(epoch, quality)| serde_json::json!({"epoch": epoch + 1, "validation_quality": quality}))
+        .collect();
+    let best = progress.best().and_then(|(epoch, quality)| {
+        complete
             .iter()
-            .rev()
-            .find(|unit| unit.epoch == epoch && unit.result.is_some())
-            .and_then(|unit| unit.result.clone())
-        else {
-            continue;
-        };
-        let state = store.blob(&hash)?;
-        let quality = evaluate_state(&spec.setup, &state, &examples, &validation, Device::Cpu)?;
-        epochs.push(serde_json::json!({"epoch": epoch + 1, "validation_quality": quality}));
-        if let Some(quality) = quality
-            && best.as_ref().is_none_or(|(best, _, _)| quality > *best)
-        {
-            best = Some((quality, epoch, state));
-        }
-    }
-    let Some((quality, _, state)) = best else {
+            .find(|(complete, _)| *complete == epoch)
+            .map(|(_, hash)| (quality, hash.clone()))
+    });
+    let Some((quality, hash)) = best else {
         let reason = "every epoch's model gives non-finite outputs on the validation rows";
         fail_run(store, run, reason)?;
         return Ok(MopStatus::Failed(reason.to_owned()));
     };
+    let state = store.blob(&hash)?;
     let checkpoint = checkpoint_of_state(&spec.setup, &state)?;
+    let validation = progress.validation(store, app, spec.validation_fraction)?;
+    let validated = validation.len();
     let latency = measure_latency(
         &Predictor::new(&checkpoint, Device::Cpu)?,
-        &examples.inputs,
+        &validation.inputs,
         &LATENCY,
     )?;
     let blob = store.put_blob(&checkpoint_blob::encode(&checkpoint)?)?;
     let quality = quality.clamp(0.0, 1.0);
+    let trained = complete.len() as u64;
     let trials = serde_json::json!([{
         "learning_rate": spec.setup.learning_rate,
         "seed": spec.setup.seed,
-        "mop": {"partitions": spec.partitions, "epochs": epochs},
+        "mop": {
+            "partitions": spec.partitions,
+            "epochs": epochs,
+            "epochs_planned": spec.epochs,
+            "stopped_early": trained < spec.epochs,
+        },
     }])
     .to_string();
+    let stopped = if trained < spec.epochs {
+        format!(", stopped after {trained} of {} epochs", spec.epochs)
+    } else {
+        String::new()
+    };
     store.finish_sub_epoch_run(
         run,
         &UnitResult::Finished {
@@ -603,12 +744,12 @@ fn finish(
             checkpoint: &blob,
             validation: &RunValidation {
                 protocol: Some(format!(
-                    "split {:.0}% by id (model hopper parallelism, {} partitions)",
+                    "split {:.0}% by id (model hopper parallelism, {} partitions{stopped})",
                     spec.validation_fraction * 100.0,
                     spec.partitions
                 )),
                 quality_std: None,
-                validated_examples: Some(validation.len() as u64),
+                validated_examples: Some(validated as u64),
             },
             infer_latency_seconds: latency,
             trials: Some(&trials),
@@ -688,6 +829,34 @@ mod tests {
             assert!(Parallelism::from_name(name).is_some(), "{name}");
         }
         assert_eq!(Parallelism::from_name("hop"), None);
+    }
+
+    fn progress(qualities: &[Option<f64>]) -> MopProgress {
+        MopProgress {
+            validation: None,
+            qualities: qualities
+                .iter()
+                .enumerate()
+                .map(|(epoch, quality)| (epoch as u64, *quality))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_run_stops_after_patience_epochs_without_a_better_one() {
+        assert!(!progress(&[]).stops(2));
+        assert!(!progress(&[Some(0.5), Some(0.6), Some(0.6)]).stops(2));
+        assert!(progress(&[Some(0.5), Some(0.6), Some(0.6), Some(0.55)]).stops(2));
+        // Equal is not better; no patience never stops.
+        assert!(progress(&[Some(0.5), Some(0.5), Some(0.5)]).stops(2));
+        assert!(!progress(&[Some(0.5), Some(0.5), Some(0.5)]).stops(0));
+        // Epochs without a finite quality count as no better.
+        assert!(progress(&[None, None]).stops(2));
+        assert!(!progress(&[None, Some(0.1)]).stops(2));
+        assert_eq!(
+            progress(&[Some(0.2), None, Some(0.7), Some(0.7)]).best(),
+            Some((2, 0.7))
+        );
     }
 
     #[test]

@@ -402,3 +402,69 @@ fn a_worker_killed_mid_sub_epoch_loses_its_unit_to_another() {
         |unit| unit.lease_owner.as_deref() != Some(child_id.as_str()) || unit.seq <= entry.seq
     ));
 }
+
+#[test]
+fn a_run_stops_once_its_patience_runs_out_and_serves_its_best_epoch() {
+    tch::set_num_threads(1);
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let app = register(&mut store);
+    feed(&mut store, app, 60);
+    // A rate so small that no epoch is better than the first: the run stops after epoch 0 and
+    // `patience` more.
+    let mut plan = plan(7);
+    plan.epochs = 10;
+    plan.patience = 2;
+    plan.learning_rate = 1e-12;
+    let run = mop::start_run(&mut store, app, "mlp_small", &plan, &[]).unwrap();
+    // One worker, in step with the coordinator: a step after every sub-epoch.
+    let mut progress = mop::MopProgress::default();
+    let mut cache = PartitionCache::default();
+    let quality = loop {
+        match mop::advance_with(&mut store, run, &mut progress).unwrap() {
+            MopStatus::Done(quality) => break quality,
+            MopStatus::Failed(reason) => panic!("{reason}"),
+            MopStatus::Training { .. } => {}
+        }
+        let lease = store
+            .lease_unit("worker:one", Duration::from_secs(60))
+            .unwrap()
+            .expect("a sub-epoch to train while the run trains");
+        let executed = mop::execute_sub_epoch(&mut store, &lease, Device::Cpu, &mut cache).unwrap();
+        assert!(matches!(executed, Executed::Committed), "{executed:?}");
+    };
+    let log = store.sub_epochs(run).unwrap();
+    let trained: Vec<(u64, u64)> = log
+        .iter()
+        .filter(|unit| unit.result.is_some())
+        .map(|unit| (unit.epoch, unit.partition))
+        .collect();
+    assert_eq!(
+        trained.len(),
+        3 * 2,
+        "epochs 0, 1 and 2 of two partitions: {log:?}"
+    );
+    assert!(trained.iter().all(|(epoch, _)| *epoch <= 2));
+    // The other epochs were closed, never trained; nothing is left to lease.
+    assert!(log.iter().all(|unit| unit.state == UnitState::Committed));
+    assert!(store.open_units().unwrap().is_empty());
+    let record = store.run(run).unwrap();
+    assert_eq!(record.state, RunState::Done);
+    assert_eq!(record.quality, Some(quality));
+    let protocol = record.validation.protocol.unwrap();
+    assert!(
+        protocol.contains("stopped after 3 of 10 epochs"),
+        "{protocol}"
+    );
+    let trials: serde_json::Value = serde_json::from_str(&record.trials.unwrap()).unwrap();
+    let mop = &trials[0]["mop"];
+    assert_eq!(mop["stopped_early"], true, "{trials}");
+    assert_eq!(mop["epochs"].as_array().map(Vec::len), Some(3), "{trials}");
+    // The replay of what was trained equals it.
+    let head = log
+        .iter()
+        .filter_map(|unit| unit.result.as_ref())
+        .next_back();
+    let last = store.blob(head.unwrap()).unwrap();
+    assert!(mop::replay(&store, run).unwrap() == last);
+}

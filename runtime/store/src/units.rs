@@ -958,6 +958,33 @@ impl Store {
             .map_err(db(format!("reading the sub-epochs of run {}", run.0)))
     }
 
+    /// Stops a MOP run's training early (its coordinator's early stopping): every unit of the run
+    /// not committed yet is closed (committed without a result: never leased again; a worker
+    /// holding one finds its lease gone when it commits, and nothing of its sub-epoch is
+    /// recorded). The run stays open for [`Store::finish_sub_epoch_run`]. Returns how many units
+    /// were closed; refused when the run is not open.
+    pub fn close_sub_epochs(&mut self, run: RunId) -> Result<usize> {
+        let context = format!("stopping MOP run {} early", run.0);
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        match locked_run_state(&transaction, run, &context)?.as_str() {
+            "queued" | "running" => {}
+            state => {
+                return Err(Error::InvalidInput(format!(
+                    "run {} is {state}: there is no training to stop",
+                    run.0
+                )));
+            }
+        }
+        let closed = transaction
+            .execute(
+                "UPDATE units SET state = 'committed', committed_ms = ?1, lease_expires_ms = NULL WHERE run = ?2 AND kind = 'sub_epoch' AND state <> 'committed'",
+                params![now_ms(), run.0],
+            )
+            .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))?;
+        Ok(closed)
+    }
+
     /// Records a MOP run's outcome (its coordinator's last step, once every sub-epoch is
     /// committed): the same values as [`Store::commit_unit`]. Refused when the run is not open or
     /// has a sub-epoch that is not committed.

@@ -247,6 +247,64 @@ fn a_failed_sub_epoch_fails_its_run_and_closes_its_units() {
 }
 
 #[test]
+fn a_run_stopped_early_closes_its_open_units_and_a_late_commit_is_refused() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    let (run, units) = store
+        .queue_sub_epoch_run(
+            app,
+            "mlp_small",
+            &initial(&store),
+            &[
+                sub_epoch(0, 0, None, 0),
+                sub_epoch(1, 0, None, 0),
+                sub_epoch(2, 0, None, 0),
+            ],
+        )
+        .unwrap();
+    let first = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+    let after = store.put_blob(b"epoch 0").unwrap();
+    store.commit_sub_epoch(&first, &after, 1.0).unwrap();
+    // A worker trains epoch 1 when the coordinator stops the run.
+    let busy = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+    assert_eq!(busy.unit, units[1]);
+    assert_eq!(store.close_sub_epochs(run).unwrap(), 2);
+    assert!(store.open_units().unwrap().is_empty());
+    assert_eq!(store.lease_unit("worker:b", LONG).unwrap(), None);
+    // The busy worker's commit is refused; the log holds epoch 0's result only.
+    let late = store.put_blob(b"epoch 1").unwrap();
+    assert!(matches!(
+        store.commit_sub_epoch(&busy, &late, 1.0),
+        Err(Error::StaleLease { .. })
+    ));
+    let log = store.sub_epochs(run).unwrap();
+    assert_eq!(log.iter().filter(|unit| unit.result.is_some()).count(), 1);
+    assert!(log.iter().all(|unit| unit.state == UnitState::Committed));
+    // The run is still open for its outcome; a stopped run cannot be stopped again.
+    assert_eq!(store.run(run).unwrap().state, RunState::Running);
+    store
+        .finish_sub_epoch_run(
+            run,
+            &UnitResult::Failed {
+                reason: "stopped",
+                cost_seconds: Some(1.0),
+                infer_latency_seconds: None,
+            },
+        )
+        .unwrap();
+    assert!(matches!(
+        store.close_sub_epochs(run),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        store.close_sub_epochs(RunId(run.0 + 100)),
+        Err(Error::NoSuchRun(_))
+    ));
+}
+
+#[test]
 fn a_sub_epoch_lost_too_often_fails_its_run_and_closes_its_units() {
     let Some((_fixture, mut store)) = open() else {
         return;
