@@ -720,8 +720,12 @@ fn finish(
     let blob = store.put_blob(&checkpoint_blob::encode(&checkpoint)?)?;
     let quality = quality.clamp(0.0, 1.0);
     let trained = complete.len() as u64;
+    // The trainer's trial shape (`status` reads learning rate, epochs and best quality), with
+    // the hops' details beside it.
     let trials = serde_json::json!([{
         "learning_rate": spec.setup.learning_rate,
+        "epochs": trained,
+        "best_quality": quality,
         "seed": spec.setup.seed,
         "mop": {
             "partitions": spec.partitions,

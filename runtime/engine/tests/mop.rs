@@ -460,6 +460,9 @@ fn a_run_stops_once_its_patience_runs_out_and_serves_its_best_epoch() {
     let mop = &trials[0]["mop"];
     assert_eq!(mop["stopped_early"], true, "{trials}");
     assert_eq!(mop["epochs"].as_array().map(Vec::len), Some(3), "{trials}");
+    // As `status` reads a trial: the epochs trained and the best quality.
+    assert_eq!(trials[0]["epochs"], 3, "{trials}");
+    assert_eq!(trials[0]["best_quality"], quality, "{trials}");
     // The replay of what was trained equals it.
     let head = log
         .iter()
