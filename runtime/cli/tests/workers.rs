@@ -376,6 +376,22 @@ fn a_killed_mop_coordinator_is_resumed_by_the_next_session() {
         .filter(|(_, open)| *open > 0)
         .collect();
     assert!(!open.is_empty(), "{seen:?}");
+    // The app's status says how far each open run's hops are.
+    let status = easeml_runtime::Client::open(
+        &easeml_runtime::Connection::embedded(&data),
+        common::spec_of(SIDES),
+    )
+    .unwrap()
+    .status()
+    .unwrap();
+    let hops: Vec<_> = status.runs.iter().filter_map(|run| run.hops).collect();
+    assert_eq!(hops.len(), open.values().sum::<usize>(), "{status}");
+    assert!(
+        hops.iter()
+            .all(|hops| hops.committed < hops.total && hops.total == 2 * 10),
+        "{status}"
+    );
+    assert!(status.to_string().contains("(model hopping: "), "{status}");
 
     // The next session takes the open runs over (its workers the killed session's partitions),
     // finishes them, and decides the rest; nothing runs twice.

@@ -51,5 +51,7 @@ pub use feed::{
 };
 pub use models::{LoadedModel, LocalModels, install_local_models, local_models};
 pub use remote::TokenOrigin;
-pub use status::{RunReport, Status, TrialReport, TunedTrialReport, constraint_limits};
+pub use status::{
+    HopProgress, RunReport, Status, TrialReport, TunedTrialReport, constraint_limits,
+};
 pub use tensor::{ShapeError, Tensor, UnknownLabel};

@@ -12,7 +12,7 @@ use crate::backend::{Backend, Batch, Drive};
 use crate::client::{FeedReport, InferReport, LoadedExample};
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions};
 use crate::models::{LoadedModel, local_models};
-use crate::{Error, Result, Status, constraint_limits};
+use crate::{Error, HopProgress, Result, Status, constraint_limits};
 
 /// The embedded backend: a store connection and the app's row.
 #[derive(Debug)]
@@ -112,14 +112,20 @@ impl Backend for Local {
     fn status(&self, schema: &Schema) -> Result<Status> {
         let app = self.store.app(self.app.id)?;
         let runs = self.store.runs(self.app.id)?;
-        Ok(Status::from_runs(
+        let mut status = Status::from_runs(
             app.name,
             app.system_type,
             app.data_version,
             self.store.example_counts(self.app.id)?,
             &runs,
             &constraint_limits(schema),
-        ))
+        );
+        for report in &mut status.runs {
+            if matches!(report.state, RunState::Queued | RunState::Running) {
+                report.hops = HopProgress::of(&self.store.sub_epochs(report.id)?);
+            }
+        }
+        Ok(status)
     }
 
     /// Answers with the app's best model, through the process's model loader (none: `NoEngine`).

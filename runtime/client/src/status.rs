@@ -5,7 +5,9 @@
 use std::fmt;
 
 use easeml_schema::Schema;
-use easeml_store::{ConstraintLimits, RunId, RunRecord, RunState, format_seconds, format_utc};
+use easeml_store::{
+    ConstraintLimits, RunId, RunRecord, RunState, SubEpochRecord, format_seconds, format_utc,
+};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// An app's status (the JSON of `GET /api/v1/apps/{name}/status`, both ways).
@@ -78,8 +80,32 @@ pub struct RunReport {
     /// the same words as `status`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuning: Option<String>,
+    /// For a run trained by model hopping that is still open: how far its sub-epochs are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hops: Option<HopProgress>,
     /// Why it failed.
     pub error: Option<String>,
+}
+
+/// How far a run trained by model hopping is: its sub-epochs trained, of all it plans (epochs x
+/// partitions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HopProgress {
+    /// Sub-epochs trained and committed.
+    pub committed: u64,
+    /// Sub-epochs in all.
+    pub total: u64,
+}
+
+impl HopProgress {
+    /// The progress of a run's sub-epoch log (`easeml_store::Store::sub_epochs`); `None` for a
+    /// run without sub-epochs (a whole run).
+    pub fn of(log: &[SubEpochRecord]) -> Option<HopProgress> {
+        (!log.is_empty()).then(|| HopProgress {
+            committed: log.iter().filter(|unit| unit.result.is_some()).count() as u64,
+            total: log.len() as u64,
+        })
+    }
 }
 
 /// One trial of a run, as the trainer records it (`easeml_trainer::LearningRateTrial`; read
@@ -271,6 +297,7 @@ impl Status {
                     broken_constraints: broken.iter().map(ToString::to_string).collect(),
                     tuning: tuner_summary(&trials),
                     trials,
+                    hops: None,
                     error: run.error.clone(),
                 }
             })
@@ -325,6 +352,12 @@ impl fmt::Display for Status {
                 .infer_latency_seconds
                 .map_or_else(|| "-".to_owned(), format_seconds);
             let mut state = run.state.as_str().to_owned();
+            if let Some(hops) = run.hops {
+                state.push_str(&format!(
+                    " (model hopping: {}/{} sub-epochs)",
+                    hops.committed, hops.total
+                ));
+            }
             if !run.broken_constraints.is_empty() {
                 state.push_str(&format!(" (broke {})", run.broken_constraints.join(", ")));
             } else if run.over_train_time {
@@ -398,6 +431,10 @@ mod tests {
                 broken_constraints: Vec::new(),
                 trials: Vec::new(),
                 tuning: None,
+                hops: (state == RunState::Running).then_some(HopProgress {
+                    committed: 3,
+                    total: 40,
+                }),
                 error: (state == RunState::Failed).then(|| "diverged".to_owned()),
             })
             .collect(),
@@ -438,6 +475,7 @@ mod tests {
             broken_constraints: Vec::new(),
             trials: Vec::new(),
             tuning: None,
+            hops: None,
             error: None,
         };
         let mut slow = run(4, None, Some("split 20%"));
@@ -445,6 +483,15 @@ mod tests {
         slow.broken_constraints = vec!["infer_latency 12.30 ms > 5.00 ms".to_owned()];
         let mut old = run(3, None, None);
         old.infer_latency_seconds = None;
+        let mut hopping = run(5, None, None);
+        hopping.state = RunState::Running;
+        hopping.quality = None;
+        hopping.cost_seconds = None;
+        hopping.infer_latency_seconds = None;
+        hopping.hops = Some(HopProgress {
+            committed: 12,
+            total: 40,
+        });
         let status = Status {
             app: "pics".to_owned(),
             system_type: "{input: {[Tensor[2]], []}, output: {[Tensor[2]], []}}".to_owned(),
@@ -456,6 +503,7 @@ mod tests {
                 run(2, None, Some("split 20%")),
                 old,
                 slow,
+                hopping,
             ],
             best: Some(RunId(1)),
         };
@@ -469,6 +517,7 @@ mod tests {
                 "  2     2023-11-14 22:13:20Z  mlp_small                        0.875      1.5 s   420.0 µs  split 20%          done",
                 "  3     2023-11-14 22:13:20Z  mlp_small                        0.875      1.5 s          -  -                  done",
                 "  4     2023-11-14 22:13:20Z  mlp_small                        0.875      1.5 s   12.30 ms  split 20%          done (broke infer_latency 12.30 ms > 5.00 ms)",
+                "  5     2023-11-14 22:13:20Z  mlp_small                            -          -          -  -                  running (model hopping: 12/40 sub-epochs)",
                 "* best so far",
                 "latency: one example's inference (batch 1) on the device that trained it",
             ]
