@@ -1171,24 +1171,32 @@ impl Engine {
             best: 0.0,
             cost: 0.0,
         };
-        for (index, &rate) in self.config.mop_learning_rates.iter().enumerate() {
-            let mut plan = MopPlan::new(workers.len() as u64, self.config.mop_epochs);
-            plan.learning_rate = rate;
-            plan.seed = seed.wrapping_add(index as u64);
-            plan.patience = self.config.mop_patience;
-            let run = match mop::start_run(&mut self.store, app, &decision.model_id, &plan, workers)
-            {
-                Ok(run) => run,
-                Err(Error::Store(error)) => return Err(error.into()),
-                // The same data for every rate: the first refusal is every rate's.
-                Err(_) if flight.open.is_empty() => return Ok(false),
-                Err(_) => break,
-            };
+        let plans: Vec<MopPlan> = self
+            .config
+            .mop_learning_rates
+            .iter()
+            .enumerate()
+            .map(|(index, &rate)| {
+                let mut plan = MopPlan::new(workers.len() as u64, self.config.mop_epochs);
+                plan.learning_rate = rate;
+                plan.seed = seed.wrapping_add(index as u64);
+                plan.patience = self.config.mop_patience;
+                plan
+            })
+            .collect();
+        let runs = match mop::start_runs(&mut self.store, app, &decision.model_id, &plans, workers)
+        {
+            Ok(runs) => runs,
+            Err(Error::Store(error)) => return Err(error.into()),
+            // Every plan is checked before any run is queued: none was.
+            Err(_) => return Ok(false),
+        };
+        for (run, plan) in runs.into_iter().zip(&plans) {
             events(Event::MopRunStarted {
                 app: decision.user_id.clone(),
                 candidate: decision.model_id.clone(),
                 run,
-                learning_rate: rate,
+                learning_rate: plan.learning_rate,
                 partitions: plan.partitions,
                 epochs: plan.epochs,
                 resumed: false,

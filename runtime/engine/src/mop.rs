@@ -262,66 +262,96 @@ pub fn start_run(
     plan: &MopPlan,
     workers: &[String],
 ) -> Result<RunId> {
-    if plan.partitions == 0 || plan.epochs == 0 {
-        return Err(Error::Input(format!(
-            "a MOP run needs at least one partition and one epoch, not {} and {}",
-            plan.partitions, plan.epochs
-        )));
-    }
-    let (examples, train, _) = load(store, app, plan.validation_fraction)?;
-    // Workers load only their partition's training rows, by the split's hash rule alone: the
-    // split must not have moved an example to keep a part non-empty.
-    let by_rule: Vec<usize> = (0..examples.len())
-        .filter(|&row| !hashed_to_validation(examples.ids[row], plan.validation_fraction))
-        .collect();
-    if by_rule != train {
-        return Err(Error::Input(format!(
-            "a {:.0}% validation split of {} examples leaves one part empty: feed more examples before training by model hopping",
-            plan.validation_fraction * 100.0,
-            examples.len()
-        )));
-    }
-    if let Some(empty) = (0..plan.partitions)
-        .find(|&partition| partition_rows(&examples, &train, plan.partitions, partition).is_empty())
-    {
-        return Err(Error::Input(format!(
-            "partition {empty} of {} has no training example ({} in all): use fewer partitions",
-            plan.partitions,
-            train.len()
-        )));
-    }
-    let setup = MopSetup {
-        candidate: candidate.to_owned(),
-        task: Task::of(&examples)?,
-        config: plan.config,
-        learning_rate: plan.learning_rate,
-        seed: plan.seed,
-        batch_size: plan.batch_size,
+    let runs = start_runs(store, app, candidate, std::slice::from_ref(plan), workers)?;
+    runs.into_iter()
+        .next()
+        .ok_or_else(|| Error::Input("no MOP run was queued".into()))
+}
+
+/// Queues one MOP run of `candidate` for `app` per plan (a decision's learning rates), reading
+/// the app's examples once; every plan is checked and its initial state built before any run is
+/// queued, so an error that is not the store's queues nothing. See [`start_run`].
+pub fn start_runs(
+    store: &mut Store,
+    app: AppId,
+    candidate: &str,
+    plans: &[MopPlan],
+    workers: &[String],
+) -> Result<Vec<RunId>> {
+    let Some(first) = plans.first() else {
+        return Ok(Vec::new());
     };
-    let initial = initial_state(&setup, &examples, &train, Device::Cpu)?;
-    let initial = store.put_blob(&initial)?;
-    let spec = SubEpochSpec {
-        setup,
-        partitions: plan.partitions,
-        epochs: plan.epochs,
-        validation_fraction: plan.validation_fraction,
-        initial: initial.as_str().to_owned(),
-        patience: plan.patience,
-    };
-    let spec = serde_json::to_string(&spec)
-        .map_err(|error| Error::Input(format!("cannot write a sub-epoch spec: {error}")))?;
-    let targets: Vec<Option<&str>> = (0..plan.partitions)
-        .map(|partition| {
-            (!workers.is_empty()).then(|| workers[partition as usize % workers.len()].as_str())
-        })
-        .collect();
-    // Every epoch at once: the store leases an epoch's units only once the earlier epochs are
-    // committed, so no worker waits for the coordinator between epochs.
-    let units: Vec<NewSubEpoch<'_>> = (0..plan.epochs)
-        .flat_map(|epoch| epoch_units(epoch, plan.seed, &targets, &spec))
-        .collect();
-    let (run, _) = store.queue_sub_epoch_run(app, candidate, &initial, &units)?;
-    Ok(run)
+    let (examples, _, _) = load(store, app, first.validation_fraction)?;
+    let task = Task::of(&examples)?;
+    let mut checked = Vec::with_capacity(plans.len());
+    for plan in plans {
+        if plan.partitions == 0 || plan.epochs == 0 {
+            return Err(Error::Input(format!(
+                "a MOP run needs at least one partition and one epoch, not {} and {}",
+                plan.partitions, plan.epochs
+            )));
+        }
+        let (train, _) = split_by_id(&examples.ids, plan.validation_fraction);
+        // Workers load only their partition's training rows, by the split's hash rule alone:
+        // the split must not have moved an example to keep a part non-empty.
+        let by_rule: Vec<usize> = (0..examples.len())
+            .filter(|&row| !hashed_to_validation(examples.ids[row], plan.validation_fraction))
+            .collect();
+        if by_rule != train {
+            return Err(Error::Input(format!(
+                "a {:.0}% validation split of {} examples leaves one part empty: feed more examples before training by model hopping",
+                plan.validation_fraction * 100.0,
+                examples.len()
+            )));
+        }
+        if let Some(empty) = (0..plan.partitions).find(|&partition| {
+            partition_rows(&examples, &train, plan.partitions, partition).is_empty()
+        }) {
+            return Err(Error::Input(format!(
+                "partition {empty} of {} has no training example ({} in all): use fewer partitions",
+                plan.partitions,
+                train.len()
+            )));
+        }
+        let setup = MopSetup {
+            candidate: candidate.to_owned(),
+            task: task.clone(),
+            config: plan.config,
+            learning_rate: plan.learning_rate,
+            seed: plan.seed,
+            batch_size: plan.batch_size,
+        };
+        let initial = initial_state(&setup, &examples, &train, Device::Cpu)?;
+        checked.push((plan, setup, initial));
+    }
+    // Only the store can fail from here on.
+    let mut runs = Vec::with_capacity(plans.len());
+    for (plan, setup, initial) in checked {
+        let initial = store.put_blob(&initial)?;
+        let spec = SubEpochSpec {
+            setup,
+            partitions: plan.partitions,
+            epochs: plan.epochs,
+            validation_fraction: plan.validation_fraction,
+            initial: initial.as_str().to_owned(),
+            patience: plan.patience,
+        };
+        let spec = serde_json::to_string(&spec)
+            .map_err(|error| Error::Input(format!("cannot write a sub-epoch spec: {error}")))?;
+        let targets: Vec<Option<&str>> = (0..plan.partitions)
+            .map(|partition| {
+                (!workers.is_empty()).then(|| workers[partition as usize % workers.len()].as_str())
+            })
+            .collect();
+        // Every epoch at once: the store leases an epoch's units only once the earlier epochs
+        // are committed, so no worker waits for the coordinator between epochs.
+        let units: Vec<NewSubEpoch<'_>> = (0..plan.epochs)
+            .flat_map(|epoch| epoch_units(epoch, plan.seed, &targets, &spec))
+            .collect();
+        let (run, _) = store.queue_sub_epoch_run(app, candidate, &initial, &units)?;
+        runs.push(run);
+    }
+    Ok(runs)
 }
 
 fn epoch_units<'a>(
