@@ -31,10 +31,10 @@
 //! [`Parallelism`]): the engine's coordinator ([`crate::Engine::coordinate`]) starts a decided
 //! network's run here when the app's data copied to every worker would be large and enough of
 //! the app's models are left to keep the workers busy, advances it, and reports it to the
-//! scheduler when it is done. Not here yet: data parallelism for the
-//! last models (the paper trains one model on all workers below `p / 2` models; these train as
-//! whole runs instead), replica-aware placement beyond "a gone worker's
-//! partition goes to anyone", and a partition's
+//! scheduler when it is done. A partition taken over from a gone worker stays with its new
+//! holder ([`advance_with`] re-addresses its later sub-epochs). Not here yet: data parallelism
+//! for the last models (the paper trains one model on all workers below `p / 2` models; these
+//! train as whole runs instead), and a partition's
 //! data placed on workers ahead of the first unit (a worker loads a partition from the store when
 //! it first trains it: [`PartitionCache`], which keeps only the training rows of the partitions
 //! the worker has trained).
@@ -579,6 +579,34 @@ impl MopProgress {
     }
 }
 
+/// Replica-aware placement: a partition's queued sub-epochs go to the worker that trained its
+/// last committed one (it holds the partition's rows). In a run without faults that is the
+/// partition's own worker and nothing changes; once another worker took the partition over from
+/// a gone one, the later epochs follow it instead of going to whichever worker asks first (which
+/// would load the partition once more).
+fn follow_holders(store: &mut Store, run: RunId, log: &[SubEpochRecord]) -> Result<()> {
+    let mut holders: BTreeMap<u64, (u64, &str)> = BTreeMap::new();
+    for unit in log {
+        if let (Some(seq), Some(owner), Some(_)) = (unit.seq, &unit.lease_owner, &unit.result) {
+            let holder = holders.entry(unit.partition).or_insert((seq, owner));
+            if seq >= holder.0 {
+                *holder = (seq, owner);
+            }
+        }
+    }
+    for (partition, (_, holder)) in holders {
+        let moved = log.iter().any(|unit| {
+            unit.partition == partition
+                && unit.state == UnitState::Queued
+                && unit.target_worker.as_deref() != Some(holder)
+        });
+        if moved {
+            store.retarget_sub_epochs(run, partition, holder)?;
+        }
+    }
+    Ok(())
+}
+
 /// The epochs of the log whose every partition was trained and committed, in order, each with
 /// its end state (the result of its last sub-epoch in the visit log).
 fn complete_epochs(log: &[SubEpochRecord], partitions: u64) -> Vec<(u64, BlobHash)> {
@@ -630,6 +658,7 @@ pub fn advance_with(
         .iter()
         .filter(|unit| unit.state == UnitState::Committed)
         .count();
+    follow_holders(store, run, &log)?;
     let complete = complete_epochs(&log, spec.partitions);
     if spec.patience > 0 && (complete.len() as u64) < spec.epochs {
         progress.evaluate(store, record.app, &spec, &complete)?;

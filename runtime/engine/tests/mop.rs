@@ -471,3 +471,75 @@ fn a_run_stops_once_its_patience_runs_out_and_serves_its_best_epoch() {
     let last = store.blob(head.unwrap()).unwrap();
     assert!(mop::replay(&store, run).unwrap() == last);
 }
+
+#[test]
+fn a_partition_taken_over_from_a_gone_worker_stays_with_its_new_holder() {
+    tch::set_num_threads(1);
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let app = register(&mut store);
+    feed(&mut store, app, 60);
+    for id in ["worker:a", "worker:b"] {
+        store
+            .register_worker(&easeml_store::NewWorker {
+                id: id.to_owned(),
+                host: "test".to_owned(),
+                pid: 1,
+                device: "cpu".to_owned(),
+                threads: 1,
+                slurm_job: None,
+            })
+            .unwrap();
+    }
+    let mut plan = plan(3);
+    plan.epochs = 3;
+    let workers = ["worker:a".to_owned(), "worker:b".to_owned()];
+    let run = mop::start_run(&mut store, app, "mlp_small", &plan, &workers).unwrap();
+    let targets = |store: &Store, partition: u64| -> Vec<Option<String>> {
+        let mut log = store.sub_epochs(run).unwrap();
+        log.sort_by_key(|unit| unit.epoch);
+        log.into_iter()
+            .filter(|unit| unit.partition == partition)
+            .map(|unit| unit.target_worker)
+            .collect()
+    };
+    assert_eq!(targets(&store, 0), vec![Some("worker:a".to_owned()); 3]);
+    // a goes silent: b, asking with a lease time to live shorter than a's silence, takes a's
+    // partition as well as its own, one sub-epoch at a time, and the coordinator steps between.
+    std::thread::sleep(Duration::from_millis(20));
+    let mut cache = PartitionCache::default();
+    let mut progress = mop::MopProgress::default();
+    for _ in 0..2 {
+        let lease = store
+            .lease_unit("worker:b", Duration::from_millis(10))
+            .unwrap()
+            .expect("b gets a unit");
+        let executed = mop::execute_sub_epoch(&mut store, &lease, Device::Cpu, &mut cache).unwrap();
+        assert!(matches!(executed, Executed::Committed), "{executed:?}");
+        mop::advance_with(&mut store, run, &mut progress).unwrap();
+    }
+    // Epoch 0 is done, partition 0 by b: its later epochs are b's now; partition 1 was b's.
+    let log = store.sub_epochs(run).unwrap();
+    let epoch0: Vec<_> = log.iter().filter(|unit| unit.epoch == 0).collect();
+    assert!(
+        epoch0
+            .iter()
+            .all(|unit| unit.lease_owner.as_deref() == Some("worker:b"))
+    );
+    assert_eq!(
+        targets(&store, 0),
+        vec![
+            Some("worker:a".to_owned()),
+            Some("worker:b".to_owned()),
+            Some("worker:b".to_owned())
+        ]
+    );
+    assert_eq!(targets(&store, 1), vec![Some("worker:b".to_owned()); 3]);
+    // b holds both partitions' rows; nothing else was loaded.
+    assert_eq!(
+        cache.rows_held(),
+        easeml_trainer::data::split_by_id(&(1..=60).collect::<Vec<u64>>(), 0.2)
+            .0
+            .len()
+    );
+}

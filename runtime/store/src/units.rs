@@ -958,6 +958,26 @@ impl Store {
             .map_err(db(format!("reading the sub-epochs of run {}", run.0)))
     }
 
+    /// Addresses the queued sub-epochs of a MOP run's `partition` to `worker` (the worker that took
+    /// the partition over from a gone one and now holds its rows: replica-aware placement).
+    /// Returns how many units changed; units leased or committed keep their address.
+    pub fn retarget_sub_epochs(
+        &mut self,
+        run: RunId,
+        partition: u64,
+        worker: &str,
+    ) -> Result<usize> {
+        self.connection
+            .execute(
+                "UPDATE units SET target_worker = ?1 WHERE run = ?2 AND kind = 'sub_epoch' AND part = ?3 AND state = 'queued' AND (target_worker IS NULL OR target_worker <> ?1)",
+                params![worker, run.0, partition as i64],
+            )
+            .map_err(db(format!(
+                "addressing partition {partition} of run {} to `{worker}`",
+                run.0
+            )))
+    }
+
     /// Stops a MOP run's training early (its coordinator's early stopping): every unit of the run
     /// not committed yet is closed (committed without a result: never leased again; a worker
     /// holding one finds its lease gone when it commits, and nothing of its sub-epoch is

@@ -247,6 +247,43 @@ fn a_failed_sub_epoch_fails_its_run_and_closes_its_units() {
 }
 
 #[test]
+fn a_partition_taken_over_goes_on_with_its_new_holder() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    registered(&mut store, "worker:b");
+    // Partition 0 is addressed to a worker that never registered (gone), partition 1 to b.
+    let (run, units) = store
+        .queue_sub_epoch_run(
+            app,
+            "mlp_small",
+            &initial(&store),
+            &[
+                sub_epoch(0, 0, Some("worker:gone"), 0),
+                sub_epoch(1, 0, Some("worker:gone"), 0),
+                sub_epoch(1, 1, Some("worker:b"), 1),
+            ],
+        )
+        .unwrap();
+    let lease = store.lease_unit("worker:b", LONG).unwrap().unwrap();
+    assert_eq!(lease.unit, units[0], "b takes the gone worker's partition");
+    // While it trains, the later epoch's unit of the partition moves to b (the leased one and
+    // other partitions keep their address).
+    assert_eq!(store.retarget_sub_epochs(run, 0, "worker:b").unwrap(), 1);
+    assert_eq!(store.retarget_sub_epochs(run, 0, "worker:b").unwrap(), 0);
+    let log = store.sub_epochs(run).unwrap();
+    let target = |epoch: u64, partition: u64| {
+        log.iter()
+            .find(|unit| unit.epoch == epoch && unit.partition == partition)
+            .and_then(|unit| unit.target_worker.clone())
+    };
+    assert_eq!(target(0, 0).as_deref(), Some("worker:gone"));
+    assert_eq!(target(1, 0).as_deref(), Some("worker:b"));
+    assert_eq!(target(1, 1).as_deref(), Some("worker:b"));
+}
+
+#[test]
 fn a_run_stopped_early_closes_its_open_units_and_a_late_commit_is_refused() {
     let Some((_fixture, mut store)) = open() else {
         return;
