@@ -66,6 +66,32 @@ fn bits_sequences(bytes: &[Vec<u8>], indices: &[usize], bytes_per_step: i64) -> 
     }
 }
 
+/// The shape of one dense input as the model takes it: an image task's declared image shape (the
+/// stored values may be a flat row of the same size), else the stored shape.
+pub(crate) fn dense_input_shape(task: &Task, stored: &[i64]) -> Vec<i64> {
+    match task {
+        Task::ImageClassification { input, .. } | Task::ImageRecovery { input, .. } => {
+            input.clone()
+        }
+        _ => stored.to_vec(),
+    }
+}
+
+/// The model input and the targets of the examples at `indices`: one batch of a training or an
+/// evaluation pass.
+pub(crate) fn example_batch(
+    examples: &Examples,
+    task: &Task,
+    config: &ModelConfig,
+    indices: &[usize],
+    device: Device,
+) -> (BatchInput, TargetBatch) {
+    let steps = target_steps(examples, indices);
+    let input = input_batch(&examples.inputs, task, config, indices, steps, device);
+    let targets = target_batch(examples, task, config, indices, device);
+    (input, targets)
+}
+
 /// The model input for the examples at `indices`; `output_steps` is the number of translation steps
 /// to produce.
 pub(crate) fn input_batch(
@@ -77,15 +103,12 @@ pub(crate) fn input_batch(
     device: Device,
 ) -> BatchInput {
     match inputs {
-        Inputs::Dense { shape, values } => {
-            let shape = match task {
-                Task::ImageClassification { input, .. } | Task::ImageRecovery { input, .. } => {
-                    input.clone()
-                }
-                _ => shape.clone(),
-            };
-            BatchInput::Dense(dense_batch(values, &shape, indices, device))
-        }
+        Inputs::Dense { shape, values } => BatchInput::Dense(dense_batch(
+            values,
+            &dense_input_shape(task, shape),
+            indices,
+            device,
+        )),
         Inputs::Sequences(sequences) => {
             let (values, lengths) = sequences.padded_batch(indices, device);
             BatchInput::Sequences {

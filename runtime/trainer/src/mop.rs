@@ -24,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
-use crate::batch::{QualityAccumulator, input_batch, loss, target_batch, target_steps};
+use crate::batch::{QualityAccumulator, dense_input_shape, example_batch, loss};
 use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::{Checkpoint, CheckpointMeta, safetensors_bytes};
 use crate::data::{Examples, Inputs, mix64};
@@ -153,13 +153,7 @@ pub fn initial_state(
     if let (Some(normalizer), Inputs::Dense { shape, values }) =
         (model.normalizer.as_mut(), &examples.inputs)
     {
-        let shape = match &setup.task {
-            Task::ImageClassification { input, .. } | Task::ImageRecovery { input, .. } => {
-                input.clone()
-            }
-            _ => shape.clone(),
-        };
-        normalizer.fit(values, &shape, train_rows);
+        normalizer.fit(values, &dense_input_shape(&setup.task, shape), train_rows);
     }
     TrainingState::capture(&store, &adam, setup.seed, None)?.to_bytes()
 }
@@ -196,16 +190,7 @@ pub fn train_sub_epoch(
     let mut loss_sum = 0.0;
     let mut batches = 0usize;
     for batch in order.chunks(setup.batch_size.max(1)) {
-        let steps = target_steps(examples, batch);
-        let input = input_batch(
-            &examples.inputs,
-            &setup.task,
-            &setup.config,
-            batch,
-            steps,
-            device,
-        );
-        let targets = target_batch(examples, &setup.task, &setup.config, batch, device);
+        let (input, targets) = example_batch(examples, &setup.task, &setup.config, batch, device);
         let outputs = model.forward(&input, true);
         let batch_loss = loss(&outputs, &targets);
         let value = batch_loss.double_value(&[]);
@@ -242,16 +227,7 @@ pub fn evaluate_state(
     let _guard = tch::no_grad_guard();
     let mut accumulator = QualityAccumulator::default();
     for batch in rows.chunks(setup.batch_size.max(1) * 4) {
-        let steps = target_steps(examples, batch);
-        let input = input_batch(
-            &examples.inputs,
-            &setup.task,
-            &setup.config,
-            batch,
-            steps,
-            device,
-        );
-        let targets = target_batch(examples, &setup.task, &setup.config, batch, device);
+        let (input, targets) = example_batch(examples, &setup.task, &setup.config, batch, device);
         accumulator.add(&model.forward(&input, false), &targets);
     }
     if accumulator.saw_non_finite() {

@@ -24,9 +24,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor, nn};
 
-use crate::batch::{
-    QualityAccumulator, TargetBatch, input_batch, loss, target_batch, target_steps,
-};
+use crate::batch::{QualityAccumulator, TargetBatch, dense_input_shape, example_batch, loss};
 use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::{Checkpoint, CheckpointMeta, safetensors_bytes};
 use crate::data::{Examples, Inputs, Targets, k_folds, mix64, split_by_id};
@@ -879,13 +877,11 @@ pub(crate) fn run_trial(
     if let (Some(normalizer), Inputs::Dense { shape, values }) =
         (model.normalizer.as_mut(), &context.examples.inputs)
     {
-        let shape = match context.task {
-            Task::ImageClassification { input, .. } | Task::ImageRecovery { input, .. } => {
-                input.clone()
-            }
-            _ => shape.clone(),
-        };
-        normalizer.fit(values, &shape, context.train_rows);
+        normalizer.fit(
+            values,
+            &dense_input_shape(context.task, shape),
+            context.train_rows,
+        );
     }
     // Adam with explicit state (`crate::optim`): libtorch's Adam, its moments readable.
     let mut optimizer = Adam::with_defaults(&store, learning_rate)?;
@@ -1078,24 +1074,13 @@ fn adversarial_step(
 }
 
 fn batches(context: &TrialContext<'_>, rows: &[usize]) -> (BatchInput, TargetBatch) {
-    let device = context.budget.device;
-    let steps = target_steps(context.examples, rows);
-    let input = input_batch(
-        &context.examples.inputs,
-        context.task,
-        &context.budget.model,
-        rows,
-        steps,
-        device,
-    );
-    let targets = target_batch(
+    example_batch(
         context.examples,
         context.task,
         &context.budget.model,
         rows,
-        device,
-    );
-    (input, targets)
+        context.budget.device,
+    )
 }
 
 fn forward(model: &Model, input: &BatchInput, train: bool, budget: &Budget) -> Tensor {
