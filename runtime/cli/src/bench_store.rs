@@ -67,20 +67,7 @@ impl Backend {
             Backend::Sqlite => Ok(folder),
             Backend::Postgres { server } => {
                 let database = format!("easeml_bench_{}_{label}", std::process::id());
-                let mut admin =
-                    postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
-                        .with_context(|| {
-                            format!(
-                                "connecting to {}/postgres",
-                                easeml_runtime::store::redact_url(server)
-                            )
-                        })?;
-                // One statement per call: neither may run inside a transaction block.
-                admin
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS {database}"))
-                    .and_then(|()| admin.batch_execute(&format!("CREATE DATABASE {database}")))
-                    .context("creating the bench database")?;
-                let url = format!("{server}/{database}");
+                let url = easeml_runtime::store::create_database(server, &database)?;
                 Ok(easeml_runtime::store::store_home(&url, Some(&folder))?)
             }
         }

@@ -305,6 +305,30 @@ pub fn is_postgres_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
+/// Makes an empty database `name` on the PostgreSQL server at `server`
+/// (`postgres://user@host:port`, no database; the user may create databases), dropping one of
+/// that name first; returns its URL, a store location. For benchmarks and tests that want a fresh
+/// store on a server. `name` must be a plain identifier (letters, digits, `_`; not starting with a
+/// digit): it is written into the statement.
+pub fn create_database(server: &str, name: &str) -> Result<String> {
+    let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.chars().next().is_some_and(|c| !c.is_ascii_digit());
+    if !plain || name.len() > 63 {
+        return Err(Error::Location(format!(
+            "`{name}` is not a plain database name: use letters, digits and `_` (not first), at most 63"
+        )));
+    }
+    let context = format!("creating the database {name} on {}", redact_url(server));
+    let mut admin = postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
+        .map_err(|error| Error::Location(format!("{context}: {error}")))?;
+    // One statement per call: neither may run inside a transaction block.
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+        .and_then(|()| admin.batch_execute(&format!("CREATE DATABASE {name}")))
+        .map_err(|error| Error::Location(format!("{context}: {error}")))?;
+    Ok(format!("{server}/{name}"))
+}
+
 /// The folder of the store at `location`, as users write it (`--store`, `EASEML_STORE`): a folder
 /// (the SQLite store, blobs inside), or a `postgres://user:password@host:port/database` URL whose
 /// blobs go to `blobs` (`--blobs`, `EASEML_BLOBS`): a folder every worker sees (default

@@ -264,3 +264,18 @@ fn units_of_a_store_from_before_sub_epochs_are_kept_and_leased_again() {
     assert!(store.queue_unit_for_run(RunId(7), "{}").unwrap().is_none());
     assert_eq!(store.integrity_check().unwrap(), Ok(()));
 }
+
+#[test]
+fn a_database_name_that_is_not_a_plain_identifier_is_refused_before_any_server_is_asked() {
+    for name in ["", "1st", "x; DROP DATABASE y", "naïve", &"n".repeat(64)] {
+        let error = easeml_store::create_database("postgres://nobody@127.0.0.1:1", name)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("not a plain database name"), "{name}: {error}");
+    }
+    // A plain name gets as far as the server (none listens there).
+    let error = easeml_store::create_database("postgres://nobody@127.0.0.1:1", "fine_name_2")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("creating the database fine_name_2"), "{error}");
+}

@@ -32,13 +32,7 @@ pub fn database() -> Option<String> {
     let server = SERVER.get_or_init(start).as_ref()?;
     let index = server.made.fetch_add(1, Ordering::SeqCst);
     let name = format!("easeml_test_{}_{index}", std::process::id());
-    let mut admin =
-        postgres::Client::connect(&format!("{}/postgres", server.base), postgres::NoTls)
-            .expect("connecting to the test server");
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .expect("creating a test database");
-    Some(format!("{}/{name}", server.base))
+    Some(easeml_store::create_database(&server.base, &name).expect("creating a test database"))
 }
 
 fn banner(why: &str) {
