@@ -271,11 +271,17 @@ fn a_database_name_that_is_not_a_plain_identifier_is_refused_before_any_server_i
         let error = easeml_store::create_database("postgres://nobody@127.0.0.1:1", name)
             .unwrap_err()
             .to_string();
-        assert!(error.contains("not a plain database name"), "{name}: {error}");
+        assert!(
+            error.contains("not a plain database name"),
+            "{name}: {error}"
+        );
     }
     // A plain name gets as far as the server (none listens there).
     let error = easeml_store::create_database("postgres://nobody@127.0.0.1:1", "fine_name_2")
         .unwrap_err()
         .to_string();
-    assert!(error.contains("creating the database fine_name_2"), "{error}");
+    assert!(
+        error.contains("creating the database fine_name_2"),
+        "{error}"
+    );
 }
