@@ -1129,6 +1129,8 @@ impl Engine {
         }
         let (app, data_version) = (state.id, state.data_version);
         let data_bytes = state.examples.bytes();
+        // A whole run's time limit (at most 0.9 x `train_time`), spent across the workers.
+        let max_seconds = self.unit_spec(state, None).max_seconds;
         let hoppable: Vec<String> = state
             .model
             .candidates
@@ -1181,6 +1183,7 @@ impl Engine {
                 plan.learning_rate = rate;
                 plan.seed = seed.wrapping_add(index as u64);
                 plan.patience = self.config.mop_patience;
+                plan.max_seconds = Some(max_seconds);
                 plan
             })
             .collect();

@@ -45,7 +45,7 @@ use std::time::Instant;
 
 use easeml_store::{
     AppId, BlobHash, Lease, NewSubEpoch, RunId, RunState, RunValidation, Store, SubEpochRecord,
-    UnitResult, UnitState,
+    UnitResult, UnitState, format_seconds,
 };
 use easeml_trainer::data::{hashed_to_validation, split_by_id};
 use easeml_trainer::hop::{SubEpoch, sub_epoch_seed};
@@ -173,6 +173,9 @@ pub struct MopPlan {
     /// Early stopping: the run ends once this many complete epochs have passed without a better
     /// validation quality than its best epoch's (0: all its epochs train).
     pub patience: u64,
+    /// The seconds its sub-epochs may take in all (a whole run's time limit, spent across the
+    /// workers): it stops after the epoch past which another would not fit (`None`: no limit).
+    pub max_seconds: Option<f64>,
 }
 
 impl MopPlan {
@@ -188,6 +191,7 @@ impl MopPlan {
             validation_fraction: 0.2,
             config: ModelConfig::for_device(Device::Cpu),
             patience: 0,
+            max_seconds: None,
         }
     }
 }
@@ -208,6 +212,9 @@ pub struct SubEpochSpec {
     /// [`MopPlan::patience`] (absent from the specs of runs queued before it: 0).
     #[serde(default)]
     pub patience: u64,
+    /// [`MopPlan::max_seconds`] (absent before it: no limit).
+    #[serde(default)]
+    pub max_seconds: Option<f64>,
 }
 
 impl SubEpochSpec {
@@ -335,6 +342,7 @@ pub fn start_runs(
             validation_fraction: plan.validation_fraction,
             initial: initial.as_str().to_owned(),
             patience: plan.patience,
+            max_seconds: plan.max_seconds,
         };
         let spec = serde_json::to_string(&spec)
             .map_err(|error| Error::Input(format!("cannot write a sub-epoch spec: {error}")))?;
@@ -660,12 +668,23 @@ pub fn advance_with(
         .count();
     follow_holders(store, run, &log)?;
     let complete = complete_epochs(&log, spec.partitions);
-    if spec.patience > 0 && (complete.len() as u64) < spec.epochs {
-        progress.evaluate(store, record.app, &spec, &complete)?;
-        if progress.stops(spec.patience) {
+    if (complete.len() as u64) < spec.epochs {
+        let mut stop = None;
+        if spec.patience > 0 {
+            progress.evaluate(store, record.app, &spec, &complete)?;
+            if progress.stops(spec.patience) {
+                stop = Some(format!("no better epoch in {}", spec.patience));
+            }
+        }
+        if let Some(limit) = spec.max_seconds
+            && out_of_time(&log, &complete, limit)
+        {
+            stop = Some(format!("its time limit, {}", format_seconds(limit)));
+        }
+        if let Some(why) = stop {
             store.close_sub_epochs(run)?;
             let log = store.sub_epochs(run)?;
-            return finish(store, run, &spec, &log, progress);
+            return finish(store, run, &spec, &log, progress, Some(&why));
         }
     }
     let current = log.iter().map(|unit| unit.epoch).max().unwrap_or(0);
@@ -688,7 +707,24 @@ pub fn advance_with(
         store.queue_sub_epochs(run, &units)?;
         return Ok(MopStatus::Training { committed, total });
     }
-    finish(store, run, &spec, &log, progress)
+    finish(store, run, &spec, &log, progress, None)
+}
+
+/// Whether another epoch would not fit a run's time limit: the seconds its sub-epochs took so far
+/// and one more epoch at the mean of its complete ones would pass `limit`. Never before the first
+/// epoch is complete (a run serves a complete epoch's model; one whose first epoch alone passes
+/// the limit breaks a `train_time` constraint and is never served).
+fn out_of_time(log: &[SubEpochRecord], complete: &[(u64, BlobHash)], limit: f64) -> bool {
+    if complete.is_empty() {
+        return false;
+    }
+    let spent: f64 = log.iter().filter_map(|unit| unit.seconds).sum();
+    let in_complete: f64 = log
+        .iter()
+        .filter(|unit| complete.iter().any(|(epoch, _)| *epoch == unit.epoch))
+        .filter_map(|unit| unit.seconds)
+        .sum();
+    spent + in_complete / complete.len() as f64 > limit
 }
 
 /// What a MOP run trains ([`mop_shape`]).
@@ -746,6 +782,7 @@ fn finish(
     spec: &SubEpochSpec,
     log: &[SubEpochRecord],
     progress: &mut MopProgress,
+    stopped_by: Option<&str>,
 ) -> Result<MopStatus> {
     let app = store.run(run)?.app;
     let cost: f64 = log.iter().filter_map(|unit| unit.seconds).sum();
@@ -794,10 +831,9 @@ fn finish(
         },
     }])
     .to_string();
-    let stopped = if trained < spec.epochs {
-        format!(", stopped after {trained} of {} epochs", spec.epochs)
-    } else {
-        String::new()
+    let stopped = match stopped_by {
+        Some(why) => format!(", stopped after {trained} of {} epochs: {why}", spec.epochs),
+        None => String::new(),
     };
     store.finish_sub_epoch_run(
         run,

@@ -453,7 +453,7 @@ fn a_run_stops_once_its_patience_runs_out_and_serves_its_best_epoch() {
     assert_eq!(record.quality, Some(quality));
     let protocol = record.validation.protocol.unwrap();
     assert!(
-        protocol.contains("stopped after 3 of 10 epochs"),
+        protocol.contains("stopped after 3 of 10 epochs: no better epoch in 2"),
         "{protocol}"
     );
     let trials: serde_json::Value = serde_json::from_str(&record.trials.unwrap()).unwrap();
@@ -541,5 +541,47 @@ fn a_partition_taken_over_from_a_gone_worker_stays_with_its_new_holder() {
         easeml_trainer::data::split_by_id(&(1..=60).collect::<Vec<u64>>(), 0.2)
             .0
             .len()
+    );
+}
+
+#[test]
+fn a_run_stops_after_the_epoch_past_which_another_would_not_fit_its_time_limit() {
+    tch::set_num_threads(1);
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let app = register(&mut store);
+    feed(&mut store, app, 60);
+    // No epoch fits a microsecond: the run serves its first epoch and stops.
+    let mut plan = plan(11);
+    plan.epochs = 10;
+    plan.max_seconds = Some(1e-6);
+    let run = mop::start_run(&mut store, app, "mlp_small", &plan, &[]).unwrap();
+    let mut progress = mop::MopProgress::default();
+    let mut cache = PartitionCache::default();
+    loop {
+        match mop::advance_with(&mut store, run, &mut progress).unwrap() {
+            MopStatus::Done(_) => break,
+            MopStatus::Failed(reason) => panic!("{reason}"),
+            MopStatus::Training { .. } => {}
+        }
+        let lease = store
+            .lease_unit("worker:one", Duration::from_secs(60))
+            .unwrap()
+            .expect("a sub-epoch to train while the run trains");
+        mop::execute_sub_epoch(&mut store, &lease, Device::Cpu, &mut cache).unwrap();
+    }
+    let log = store.sub_epochs(run).unwrap();
+    let trained: BTreeSet<u64> = log
+        .iter()
+        .filter(|unit| unit.result.is_some())
+        .map(|unit| unit.epoch)
+        .collect();
+    assert_eq!(trained, BTreeSet::from([0]), "{log:?}");
+    let record = store.run(run).unwrap();
+    assert_eq!(record.state, RunState::Done);
+    let protocol = record.validation.protocol.unwrap();
+    assert!(
+        protocol.contains("stopped after 1 of 10 epochs: its time limit"),
+        "{protocol}"
     );
 }
