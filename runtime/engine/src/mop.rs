@@ -753,24 +753,23 @@ pub fn mop_shape(store: &Store, run: RunId) -> Result<Option<MopShape>> {
 }
 
 /// Fails an open MOP run from its coordinator (a step of its own failed, `reason` says how),
-/// with the seconds its committed sub-epochs took: recorded as its outcome once every sub-epoch
-/// is committed, else the run fails at once and its other units are never leased again (the
-/// store leases units of open runs only).
+/// with the seconds its committed sub-epochs took: its units not committed yet are closed (never
+/// leased again; a worker holding one finds its lease gone) and the failure is its outcome.
 pub fn fail_run(store: &mut Store, run: RunId, reason: &str) -> Result<()> {
-    let log = store.sub_epochs(run)?;
-    let cost: f64 = log.iter().filter_map(|unit| unit.seconds).sum();
-    if log.iter().all(|unit| unit.state == UnitState::Committed) {
-        store.finish_sub_epoch_run(
-            run,
-            &UnitResult::Failed {
-                reason,
-                cost_seconds: Some(cost),
-                infer_latency_seconds: None,
-            },
-        )?;
-    } else {
-        store.fail_run(run, reason, Some(cost))?;
-    }
+    store.close_sub_epochs(run)?;
+    let cost: f64 = store
+        .sub_epochs(run)?
+        .iter()
+        .filter_map(|unit| unit.seconds)
+        .sum();
+    store.finish_sub_epoch_run(
+        run,
+        &UnitResult::Failed {
+            reason,
+            cost_seconds: Some(cost),
+            infer_latency_seconds: None,
+        },
+    )?;
     Ok(())
 }
 

@@ -283,9 +283,22 @@ pub(crate) async fn overview(
                 .find(|(app, _)| *app == id)
                 .map_or_else(String::new, |(_, name)| name.clone())
         };
-        let units: Vec<Value> = store
-            .open_units()?
+        let open = store.open_units()?;
+        // A MOP run queues every epoch's sub-epochs at once: the queue shows each run's current
+        // epoch (the units a worker can lease next), not the ones behind it.
+        let mut current: std::collections::HashMap<i64, u64> = std::collections::HashMap::new();
+        for unit in &open {
+            if let Some((epoch, _)) = unit.sub_epoch {
+                let entry = current.entry(unit.run.0).or_insert(epoch);
+                *entry = (*entry).min(epoch);
+            }
+        }
+        let units: Vec<Value> = open
             .iter()
+            .filter(|unit| {
+                unit.sub_epoch
+                    .is_none_or(|(epoch, _)| current.get(&unit.run.0) == Some(&epoch))
+            })
             .map(|unit| {
                 json!({
                     "unit": unit.id.0,
@@ -296,6 +309,8 @@ pub(crate) async fn overview(
                     "attempt": unit.attempt,
                     "owner": unit.lease_owner,
                     "queued_ms": unit.created_ms,
+                    "epoch": unit.sub_epoch.map(|(epoch, _)| epoch),
+                    "partition": unit.sub_epoch.map(|(_, partition)| partition),
                 })
             })
             .collect();

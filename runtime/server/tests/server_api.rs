@@ -919,6 +919,44 @@ fn the_web_console_without_a_compiler_says_so_and_the_overview_is_the_operators(
     assert_eq!(body["apps"][0]["status"]["app"], "pics");
     assert_eq!(body["units"], json!([]));
     assert_eq!(body["workers"], json!([]));
+    // A MOP run queues three epochs of two partitions: the queue shows the current epoch's two
+    // sub-epochs, and the app's status how far the run is.
+    {
+        let mut store = easeml_store::Store::open(&server.home).unwrap();
+        let pics = store.app_by_name("pics").unwrap().unwrap();
+        let initial = store.put_blob(b"initial state").unwrap();
+        let units: Vec<easeml_store::NewSubEpoch<'_>> = (0..3)
+            .flat_map(|epoch| {
+                (0..2).map(move |partition| easeml_store::NewSubEpoch {
+                    epoch,
+                    partition,
+                    target_worker: None,
+                    rank: 0,
+                    spec: "{}",
+                })
+            })
+            .collect();
+        store
+            .queue_sub_epoch_run(pics.id, "mlp_small", &initial, &units)
+            .unwrap();
+    }
+    let (status, body) = overview(Some(admin));
+    assert_eq!(status, 200, "{body}");
+    let units = body["units"].as_array().unwrap();
+    assert_eq!(units.len(), 2, "{body}");
+    assert!(units.iter().all(|unit| unit["epoch"] == 0), "{body}");
+    assert_eq!(
+        units
+            .iter()
+            .map(|unit| unit["partition"].clone())
+            .collect::<Vec<_>>(),
+        [json!(0), json!(1)]
+    );
+    assert_eq!(
+        body["apps"][0]["status"]["runs"][0]["hops"],
+        json!({"committed": 0, "total": 6}),
+        "{body}"
+    );
 
     // A server without an admin token has no operator.
     let open = TestServer::start(|_| {});

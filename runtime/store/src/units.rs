@@ -200,6 +200,8 @@ pub struct UnitRecord {
     pub created_ms: i64,
     /// When it was committed.
     pub committed_ms: Option<i64>,
+    /// A sub-epoch's epoch and partition (`None` for a whole run).
+    pub sub_epoch: Option<(u64, u64)>,
 }
 
 /// A worker's hold on a unit: the fencing token `(unit, attempt, owner)` and what it needs to work.
@@ -343,7 +345,7 @@ pub fn worker_id(role: &str, host: &str, pid: u32) -> String {
     format!("{role}:{host}:{pid}:{random:08x}")
 }
 
-const UNIT_COLUMNS: &str = "u.id, u.run, r.app, r.candidate, u.state, u.attempt, u.losses, u.lease_owner, u.lease_expires_ms, u.spec, u.created_ms, u.committed_ms, u.kind";
+const UNIT_COLUMNS: &str = "u.id, u.run, r.app, r.candidate, u.state, u.attempt, u.losses, u.lease_owner, u.lease_expires_ms, u.spec, u.created_ms, u.committed_ms, u.kind, u.epoch, u.part";
 
 fn unit_from_row(row: &Row) -> DbResult<UnitRecord> {
     Ok(UnitRecord {
@@ -360,6 +362,10 @@ fn unit_from_row(row: &Row) -> DbResult<UnitRecord> {
         created_ms: row.get(10)?,
         committed_ms: row.get(11)?,
         kind: UnitKind::parse(&row.get::<String>(12)?),
+        sub_epoch: match (row.get::<Option<i64>>(13)?, row.get::<Option<i64>>(14)?) {
+            (Some(epoch), Some(part)) => Some((epoch.max(0) as u64, part.max(0) as u64)),
+            _ => None,
+        },
     })
 }
 
