@@ -438,6 +438,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn examples_count_their_bytes_by_what_they_hold() {
+        // 3 examples of 4 floats and a label each: 3 x (16 + 8 + 8) bytes.
+        let dense = Examples {
+            ids: Examples::sequential_ids(3),
+            inputs: Inputs::Dense {
+                shape: vec![4],
+                values: vec![0.0; 12],
+            },
+            targets: Targets::Classes {
+                n_classes: 2,
+                labels: vec![0, 1, 0],
+            },
+        };
+        assert_eq!(dense.bytes(), 3 * (16 + 8 + 8));
+        // Two byte strings of 5 and 7 bytes to themselves.
+        let bytes = Examples {
+            ids: Examples::sequential_ids(2),
+            inputs: Inputs::Bytes(vec![vec![1; 5], vec![2; 7]]),
+            targets: Targets::Bytes(vec![vec![1; 5], vec![2; 7]]),
+        };
+        assert_eq!(bytes.bytes(), 2 * 12 + 2 * 8);
+        // A tree of three nodes of 2 floats: 24 bytes of values.
+        let tree = Tree::node(
+            vec![0.0; 2],
+            vec![Tree::leaf(vec![0.0; 2]), Tree::leaf(vec![0.0; 2])],
+        );
+        let trees = Examples {
+            ids: Examples::sequential_ids(1),
+            inputs: Inputs::Trees {
+                node: 2,
+                trees: vec![tree],
+            },
+            targets: Targets::Classes {
+                n_classes: 2,
+                labels: vec![1],
+            },
+        };
+        assert_eq!(trees.bytes(), 24 + 8 + 8);
+    }
+
+    #[test]
     fn split_is_deterministic_and_by_id() {
         let ids: Vec<u64> = (0..1000).collect();
         let (train, validation) = split_by_id(&ids, 0.2);
