@@ -855,3 +855,68 @@ fn workers_submit_writes_a_slurm_job_array_and_workers_record_their_job() {
     assert_eq!(rows[0]["slurm_job"], "77_3", "{rows}");
     assert_eq!(rows[0]["state"], "stopped", "{rows}");
 }
+
+#[test]
+fn a_run_in_flight_when_its_apps_data_changes_leaves_its_candidate_to_be_trained_again() {
+    use easeml_runtime::engine::worker::{Worker, WorkerConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_sides(&data, 80);
+    let mut reaper = Reaper(Vec::new());
+    // A coordinator of workers started elsewhere; this test is its first worker.
+    let coordinator = reaper.watch(
+        easeml(&["train", "--workers", "0", "--parallelism", "task", "--data"])
+            .arg(&data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut store = Store::open(&data).unwrap();
+    let mut config = WorkerConfig::for_device(tch::Device::Cpu);
+    config.threads = Some(1);
+    let mut worker = Worker::register(&mut store, "test", config).unwrap();
+    let ttl = Duration::from_secs(30);
+    let lease = wait_until(
+        "the coordinator's first unit",
+        Duration::from_secs(60),
+        || store.lease_unit(worker.id(), ttl).unwrap(),
+    );
+    let app = store.apps().unwrap().remove(0);
+    // New examples while the unit trains: the coordinator re-registers the app before it sees
+    // the unit committed (it syncs first in every step).
+    common::feed(&data, SIDES, common::sides_lines(100));
+    let changed = store.app(app.id).unwrap().data_version;
+    assert!(changed > app.data_version);
+    worker.work(&mut store, &lease).unwrap();
+    worker.stop(&mut store).unwrap();
+    // A worker process trains the rest, until the coordinator has decided everything.
+    let mut finisher = reaper.watch(
+        easeml(&["worker", "--threads", "1", "--quiet", "--store"])
+            .arg(&data)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut coordinator = coordinator;
+    let status = wait_until(
+        "the coordinator to finish",
+        Duration::from_secs(300),
+        || coordinator.try_wait().unwrap(),
+    );
+    assert!(status.success(), "{status}");
+    signal(&finisher, "-TERM");
+    finisher.wait().unwrap();
+    // The candidate of the unit in flight ran on the old data (its worker found that data gone:
+    // failed, or done when it read it first) and again on the new.
+    let runs: Vec<_> = store
+        .runs(app.id)
+        .unwrap()
+        .into_iter()
+        .filter(|run| run.candidate == lease.candidate)
+        .map(|run| (run.data_version, run.state))
+        .collect();
+    assert_eq!(runs.len(), 2, "{}: {runs:?}", lease.candidate);
+    assert_eq!(runs[0].0, app.data_version, "{runs:?}");
+    assert_eq!(runs[1], (changed, RunState::Done), "{runs:?}");
+}

@@ -419,7 +419,7 @@ impl Engine {
             .collect();
         for name in gone {
             self.apps.remove(&name);
-            self.scheduler.remove_user(&name)?;
+            self.forget_user(&name)?;
         }
         for app in apps {
             let known_version = self.apps.get(&app.name).map(|state| state.data_version);
@@ -433,7 +433,7 @@ impl Engine {
                     let candidates = self.candidate_specs(&app.name, &state, events);
                     let history = self.prior_history(&state)?;
                     if known_version.is_some() {
-                        self.scheduler.remove_user(&app.name)?;
+                        self.forget_user(&app.name)?;
                         events(Event::DataChanged {
                             app: app.name.clone(),
                             data_version: app.data_version,
@@ -452,7 +452,7 @@ impl Engine {
                 Ok(None) => {
                     // Too few examples for now: say so once, look again when the data changes.
                     if self.apps.remove(&app.name).is_some() {
-                        self.scheduler.remove_user(&app.name)?;
+                        self.forget_user(&app.name)?;
                     }
                     self.skipped.insert(app.name.clone(), app.data_version);
                     let (_, enabled) = self.store.example_counts(app.id)?;
@@ -465,7 +465,7 @@ impl Engine {
                 }
                 Err(error) => {
                     if self.apps.remove(&app.name).is_some() {
-                        self.scheduler.remove_user(&app.name)?;
+                        self.forget_user(&app.name)?;
                     }
                     self.skipped.insert(app.name.clone(), app.data_version);
                     events(Event::AppSkipped {
@@ -473,6 +473,30 @@ impl Engine {
                         reason: error.to_string(),
                     });
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes an app out of the scheduler (removed, its data changed, or left out), with the
+    /// decisions in flight for it: a unit or MOP run decided for its old registration still
+    /// commits to the store, but it is not reported to the new one (it trained on other data; the
+    /// candidate is eligible again on the new data, as a feed promises).
+    fn forget_user(&mut self, name: &str) -> Result<()> {
+        self.scheduler.remove_user(name)?;
+        let of_app = |decision: &Option<Decision>| {
+            decision
+                .as_ref()
+                .is_some_and(|decision| decision.user_id == name)
+        };
+        for entry in self.in_flight.values_mut() {
+            if of_app(&entry.decision) {
+                entry.decision = None;
+            }
+        }
+        for flight in &mut self.mop_flights {
+            if of_app(&flight.decision) {
+                flight.decision = None;
             }
         }
         Ok(())
