@@ -461,6 +461,9 @@ pub fn worker_devices(workers: usize, list: Option<&[String]>) -> Result<Vec<Dev
     Ok(devices)
 }
 
+/// The most local worker processes per core (or device) a coordinator starts.
+pub const MAX_LOCAL_WORKERS_PER_CORE: usize = 4;
+
 /// Worker processes started by a coordinator: `easeml worker --supervised` children of this
 /// process, one per device in turn, their intra-op threads dividing the cores; they stop when
 /// dropped (their standard input closes) and are killed if they do not.
@@ -479,6 +482,14 @@ impl LocalWorkers {
     ) -> Result<LocalWorkers> {
         let executable = std::env::current_exe().context("finding the easeml binary")?;
         let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+        // Each worker process loads libtorch (hundreds of MB): a count far past the machine's
+        // cores and devices is a typo, not a plan, and would exhaust its memory.
+        let most = MAX_LOCAL_WORKERS_PER_CORE * cores.max(devices.len());
+        if count > most {
+            bail!(
+                "--workers {count} local worker processes on {cores} core(s): at most {most} ({MAX_LOCAL_WORKERS_PER_CORE} per core or device) run on one machine; run `easeml worker` on other machines and coordinate them with --workers 0"
+            );
+        }
         let threads = (cores / count).max(1);
         // One connection watches the registrations (each query reads the store as it is now).
         let store = Store::open(home)?;
