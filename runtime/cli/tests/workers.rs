@@ -650,8 +650,14 @@ fn bad_worker_and_device_arguments_are_clear_errors() {
             "one worker trains on one device",
         ),
         (&["train", "--workers", "many"], "invalid value"),
-        (&["train", "--workers", "100000"], "local worker processes on"),
-        (&["serve", "--workers", "100000"], "local worker processes on"),
+        (
+            &["train", "--workers", "100000"],
+            "local worker processes on",
+        ),
+        (
+            &["serve", "--workers", "100000"],
+            "local worker processes on",
+        ),
         (&["worker", "--device", "gpu"], "`gpu`"),
         (&["worker", "--threads", "0"], "--threads"),
         (&["worker", "--lease-ttl", "soon"], "not a duration"),
