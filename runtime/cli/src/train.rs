@@ -61,8 +61,14 @@ pub struct ParallelismArgs {
     /// to train as there are workers; task parallelism otherwise).
     #[arg(long, value_name = "auto|task|mop", default_value = "auto", value_parser = parse_parallelism)]
     pub parallelism: Parallelism,
-    /// The epochs of a model trained by hopping, at most.
-    #[arg(long, value_name = "N", default_value_t = easeml_runtime::engine::DEFAULT_MOP_EPOCHS)]
+    /// The epochs of a model trained by hopping, at most (1 to 1000: every epoch's units are
+    /// queued when the run starts).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = easeml_runtime::engine::DEFAULT_MOP_EPOCHS,
+        value_parser = clap::value_parser!(u64).range(1..=easeml_runtime::engine::mop::MAX_MOP_EPOCHS)
+    )]
     pub epochs: u64,
     /// A model trained by hopping stops once this many epochs have passed without a better
     /// validation quality (0: it trains all --epochs).
@@ -81,9 +87,6 @@ impl ParallelismArgs {
             bail!(
                 "--parallelism mop needs --workers N with N >= 2 (the data is cut into one partition per worker), or --workers 0 with at least two `easeml worker`s running; with one worker, task parallelism trains the same models without hopping"
             );
-        }
-        if self.epochs == 0 {
-            bail!("--epochs must be at least 1");
         }
         config.parallelism = self.parallelism;
         config.mop_epochs = self.epochs;

@@ -241,7 +241,8 @@ fn two_local_workers_train_the_networks_by_model_hopping() {
         (&["--parallelism", "hops"][..], "unknown parallelism `hops`"),
         (&["--mop-above", "12Q"][..], "`12Q` is not a size"),
         (&["--mop-above", "99999999999G"][..], "too large a size"),
-        (&["--epochs", "0"][..], "--epochs must be at least 1"),
+        (&["--epochs", "0"][..], "0 is not in 1..=1000"),
+        (&["--epochs", "99999999999"][..], "is not in 1..=1000"),
     ] {
         let output = easeml(&["train", "--workers", "2"])
             .args(args)

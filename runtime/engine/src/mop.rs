@@ -95,6 +95,10 @@ impl Parallelism {
     }
 }
 
+/// The most epochs a MOP run plans: it queues every epoch's sub-epochs (one per partition) when
+/// it starts, so the count bounds the units one run writes.
+pub const MAX_MOP_EPOCHS: u64 = 1000;
+
 /// The default [`crate::EngineConfig::mop_above_bytes`]: 1 GiB.
 pub const DEFAULT_MOP_ABOVE_BYTES: u64 = 1 << 30;
 
@@ -296,6 +300,12 @@ pub fn start_runs(
             return Err(Error::Input(format!(
                 "a MOP run needs at least one partition and one epoch, not {} and {}",
                 plan.partitions, plan.epochs
+            )));
+        }
+        if plan.epochs > MAX_MOP_EPOCHS {
+            return Err(Error::Input(format!(
+                "a MOP run plans at most {MAX_MOP_EPOCHS} epochs, not {}",
+                plan.epochs
             )));
         }
         let (train, _) = split_by_id(&examples.ids, plan.validation_fraction);

@@ -585,3 +585,21 @@ fn a_run_stops_after_the_epoch_past_which_another_would_not_fit_its_time_limit()
         "{protocol}"
     );
 }
+
+#[test]
+fn a_plan_past_the_epoch_limit_is_refused_before_anything_is_queued() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let app = register(&mut store);
+    feed(&mut store, app, 60);
+    let mut plan = plan(1);
+    plan.epochs = mop::MAX_MOP_EPOCHS + 1;
+    let error = mop::start_run(&mut store, app, "mlp_small", &plan, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("at most 1000 epochs"), "{error}");
+    plan.epochs = 0;
+    assert!(mop::start_run(&mut store, app, "mlp_small", &plan, &[]).is_err());
+    assert!(store.runs(app).unwrap().is_empty());
+    assert!(store.open_units().unwrap().is_empty());
+}
