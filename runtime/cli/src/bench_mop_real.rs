@@ -27,6 +27,12 @@ use easeml_trainer::mop::partition_rows;
 
 use crate::worker::LocalWorkers;
 
+/// The most examples `--real` makes (they are generated in memory and fed at once).
+const MAX_EXAMPLES: usize = 1_000_000;
+
+/// The most models `--real` trains in each mode.
+const MAX_MODELS: usize = 1000;
+
 /// The benchmark's app: 16 features, 2 classes.
 const APP: &str = "app bench_mop\nInput = [16]\nOutput = [2]\nlabels = [low, high]";
 
@@ -184,6 +190,13 @@ pub fn run(args: &RealArgs) -> anyhow::Result<()> {
             args.models,
             args.epochs,
             args.workers
+        );
+    }
+    if args.examples > MAX_EXAMPLES || args.models > MAX_MODELS {
+        bail!(
+            "--real trains at most {MAX_MODELS} models on at most {MAX_EXAMPLES} examples (got {} and {})",
+            args.models,
+            args.examples
         );
     }
     if args.examples < 10 * args.workers {

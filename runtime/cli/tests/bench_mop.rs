@@ -202,6 +202,22 @@ fn bad_arguments_are_clear_errors() {
         ),
         (
             vec![
+                "--real",
+                "--models",
+                "2",
+                "--workers",
+                "2",
+                "--examples",
+                "99999999999",
+            ],
+            "at most 1000 models on at most 1000000 examples",
+        ),
+        (
+            vec!["--real", "--models", "100000", "--workers", "2"],
+            "at most 1000 models",
+        ),
+        (
+            vec![
                 "--simulate",
                 "--models",
                 "4",
