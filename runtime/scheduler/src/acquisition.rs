@@ -125,7 +125,8 @@ pub fn expected_remaining_regret(marginals: &[(f64, f64)], best_quality: f64, ce
         .map(|&(mean, sd)| mean + 6.0 * sd.max(0.0))
         .fold(f64::NEG_INFINITY, f64::max)
         .min(ceiling);
-    if !(top > best_quality) || !best_quality.is_finite() {
+    // NaN bounds (or best) fall through to 0 as well.
+    if top.is_nan() || top <= best_quality || !best_quality.is_finite() {
         return 0.0;
     }
     let step = (top - best_quality) / REGRET_QUADRATURE_POINTS as f64;
