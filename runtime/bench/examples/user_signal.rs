@@ -11,8 +11,8 @@ use std::sync::Arc;
 use easeml_bench::dataset::load_delgado179;
 use easeml_scheduler::acquisition::{BetaForm, CandidatePolicy, beta, expected_improvement};
 use easeml_scheduler::{
-    CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory, Scheduler,
-    SchedulerConfig, UserPickerKind,
+    AmplitudeRule, CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory,
+    Scheduler, SchedulerConfig, UserPickerKind,
 };
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -71,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 user_picker: UserPickerKind::RoundRobin,
                 seed: 0,
                 amplitude_prior_strength: (amplitude > 0.0).then_some(amplitude),
+                amplitude_rule: AmplitudeRule::AllResiduals,
                 calibrate_costs: false,
                 quality_ceiling: Some(1.0),
                 line8_rule: Default::default(),

@@ -38,7 +38,9 @@ use easeml_scheduler::kernel::{
     HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel, QualityHistory,
 };
 use easeml_scheduler::picker::{Line8Rule, UserPickerKind};
-use easeml_scheduler::scheduler::{CandidateSpec, Decision, Scheduler, SchedulerConfig};
+use easeml_scheduler::scheduler::{
+    AmplitudeRule, CandidateSpec, Decision, Scheduler, SchedulerConfig,
+};
 use easeml_scheduler::{Result, SchedulerError};
 
 /// The loss levels of `summary.json`'s `cost_to_mean_loss`.
@@ -60,6 +62,19 @@ pub enum PolicyName {
     /// Ablation of `default`: no round-robin floor (Hybrid's picker as it is: `hybrid_ei`'s
     /// policy with the default's settings).
     DefaultNoFloor,
+    /// Ablation of `default`: Algorithm 2's line 8 ranks the users of `V_t` by their expected
+    /// remaining regret (per unit cost of the next run when cost-aware;
+    /// [`Line8Rule::ExpectedRegret`]) instead of the UCB gap.
+    DefaultRegret,
+    /// Ablation of `default`: the kernel shape, RBF or `--kernel`'s (Matern 5/2 by default), whose
+    /// fit gives the kernel users' history the larger marginal likelihood, chosen per repetition.
+    DefaultMlKernel,
+    /// Ablation of `default`: the per-user amplitude leaves out each user's first residual (its
+    /// level; [`AmplitudeRule::LevelFree`]).
+    DefaultLevelAmplitude,
+    /// Ablation of `default`: the per-user amplitude reads every residual
+    /// ([`AmplitudeRule::AllResiduals`]; the default before the level test).
+    DefaultAllResiduals,
     /// FCFS over (cost-aware) GP-UCB.
     Fcfs,
     /// RoundRobin over (cost-aware) GP-UCB.
@@ -93,7 +108,7 @@ pub enum PolicyName {
 
 impl PolicyName {
     /// Every policy implemented in Rust, in report order.
-    pub const ALL: [PolicyName; 15] = [
+    pub const ALL: [PolicyName; 19] = [
         PolicyName::Default,
         PolicyName::Hybrid,
         PolicyName::Greedy,
@@ -109,6 +124,10 @@ impl PolicyName {
         PolicyName::DefaultUcb,
         PolicyName::DefaultMatern,
         PolicyName::DefaultNoFloor,
+        PolicyName::DefaultRegret,
+        PolicyName::DefaultMlKernel,
+        PolicyName::DefaultLevelAmplitude,
+        PolicyName::DefaultAllResiduals,
     ];
 
     /// The peers run outside this crate (by the Python harness under `bench/peers/`).
@@ -124,6 +143,23 @@ impl PolicyName {
                 | PolicyName::Default
                 | PolicyName::DefaultUcb
                 | PolicyName::DefaultNoFloor
+                | PolicyName::DefaultRegret
+                | PolicyName::DefaultLevelAmplitude
+                | PolicyName::DefaultAllResiduals
+        )
+    }
+
+    /// Whether the policy is an ablation of `default` (run only when named).
+    pub fn is_ablation(self) -> bool {
+        matches!(
+            self,
+            PolicyName::DefaultUcb
+                | PolicyName::DefaultMatern
+                | PolicyName::DefaultNoFloor
+                | PolicyName::DefaultRegret
+                | PolicyName::DefaultMlKernel
+                | PolicyName::DefaultLevelAmplitude
+                | PolicyName::DefaultAllResiduals
         )
     }
 
@@ -139,6 +175,10 @@ impl PolicyName {
             PolicyName::DefaultUcb => "default_ucb",
             PolicyName::DefaultMatern => "default_matern",
             PolicyName::DefaultNoFloor => "default_no_floor",
+            PolicyName::DefaultRegret => "default_regret",
+            PolicyName::DefaultMlKernel => "default_ml_kernel",
+            PolicyName::DefaultLevelAmplitude => "default_level_amplitude",
+            PolicyName::DefaultAllResiduals => "default_all_residuals",
             PolicyName::Fcfs => "fcfs",
             PolicyName::RoundRobin => "round_robin",
             PolicyName::Random => "random",
@@ -439,7 +479,13 @@ fn policy_config(
             },
             UserPickerKind::Hybrid { patience },
         ),
-        PolicyName::Default | PolicyName::DefaultMatern | PolicyName::DefaultNoFloor => (
+        PolicyName::Default
+        | PolicyName::DefaultMatern
+        | PolicyName::DefaultNoFloor
+        | PolicyName::DefaultRegret
+        | PolicyName::DefaultMlKernel
+        | PolicyName::DefaultLevelAmplitude
+        | PolicyName::DefaultAllResiduals => (
             CandidatePolicy::ExpectedImprovement {
                 per_cost: cost_aware,
             },
@@ -465,9 +511,25 @@ fn policy_config(
         user_picker,
         seed,
         amplitude_prior_strength: config.amplitude_prior_strength,
+        // The default's amplitude rule is the default's and its ablations' (but the two that
+        // change it); the peers keep the estimate as it always was.
+        amplitude_rule: match policy {
+            PolicyName::DefaultLevelAmplitude => AmplitudeRule::LevelFree,
+            PolicyName::Default
+            | PolicyName::DefaultUcb
+            | PolicyName::DefaultMatern
+            | PolicyName::DefaultNoFloor
+            | PolicyName::DefaultRegret
+            | PolicyName::DefaultMlKernel => SchedulerConfig::default().amplitude_rule,
+            _ => AmplitudeRule::AllResiduals,
+        },
         calibrate_costs: false,
         quality_ceiling: config.quality_ceiling,
-        line8_rule: config.line8_rule,
+        line8_rule: if policy == PolicyName::DefaultRegret {
+            Line8Rule::ExpectedRegret
+        } else {
+            config.line8_rule
+        },
         hallucinate_in_flight: config.hallucinate_in_flight,
     }
 }
@@ -527,7 +589,10 @@ fn run_repetition(
         config.kernel,
         HyperparameterChoice::FitMarginalLikelihood,
     )?);
-    let rbf_kernel = if config.policies.iter().any(|p| p.uses_rbf_kernel())
+    let rbf_kernel = if config
+        .policies
+        .iter()
+        .any(|&p| p.uses_rbf_kernel() || p == PolicyName::DefaultMlKernel)
         && config.kernel != KernelKind::Rbf
     {
         Arc::new(KernelModel::from_history(
@@ -582,7 +647,14 @@ fn run_repetition(
     for &policy in &config.policies {
         let scheduler_seed = rng.r#gen::<u64>();
         let started = Instant::now();
-        let policy_kernel = if policy.uses_rbf_kernel() {
+        let policy_kernel = if policy == PolicyName::DefaultMlKernel {
+            // Both shapes are fitted already (the GP-UCB policies' and the RBF): the better fit.
+            if kernel.fits_better_than(&rbf_kernel) {
+                Arc::clone(&kernel)
+            } else {
+                Arc::clone(&rbf_kernel)
+            }
+        } else if policy.uses_rbf_kernel() {
             Arc::clone(&rbf_kernel)
         } else {
             Arc::clone(&kernel)

@@ -59,15 +59,9 @@ fn one_worker_is_the_sequential_replay_bit_for_bit() {
     for cost_aware in [false, true] {
         for repetition in 0..3 {
             let mut config = small_config(cost_aware, 1);
-            config.policies.retain(|p| {
-                !matches!(
-                    p,
-                    PolicyName::Default
-                        | PolicyName::DefaultUcb
-                        | PolicyName::DefaultMatern
-                        | PolicyName::DefaultNoFloor
-                )
-            });
+            config
+                .policies
+                .retain(|&p| p != PolicyName::Default && !p.is_ablation());
             let traces = replay_traces(&data, &config, repetition).unwrap();
             fingerprint(&traces, &mut hash);
         }

@@ -46,8 +46,10 @@ pub struct SchedulerBenchArgs {
     /// round-robin floor over users), fcfs, round_robin, random, greedy, hybrid (the paper's),
     /// most_cited, most_recent, spearmint, hybrid_cost_oblivious (lesion), oracle_user (diagnostic:
     /// serves the user with the largest true loss), hybrid_ei (diagnostic: Hybrid's user picker over
-    /// Spearmint*'s EI per second), default_ucb / default_matern / default_no_floor (ablations of
-    /// default). Default: all but the lesion, the diagnostics and the ablations.
+    /// Spearmint*'s EI per second), default_ucb / default_matern / default_no_floor /
+    /// default_all_residuals / default_level_amplitude / default_regret / default_ml_kernel
+    /// (ablations of default).
+    /// Default: all but the lesion, the diagnostics and the ablations.
     #[arg(long, value_delimiter = ',', value_name = "a,b,...")]
     policies: Option<Vec<String>>,
     /// Output folder (created if missing).
@@ -257,13 +259,8 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
             .filter(|p| {
                 !matches!(
                     p,
-                    PolicyName::HybridCostOblivious
-                        | PolicyName::OracleUser
-                        | PolicyName::HybridEi
-                        | PolicyName::DefaultUcb
-                        | PolicyName::DefaultMatern
-                        | PolicyName::DefaultNoFloor
-                )
+                    PolicyName::HybridCostOblivious | PolicyName::OracleUser | PolicyName::HybridEi
+                ) && !p.is_ablation()
             })
             .collect(),
     };

@@ -107,6 +107,53 @@ pub fn expected_improvement(mean: f64, standard_deviation: f64, best_quality: f6
     sanitise((mean - best_quality) * normal_cdf(z) + standard_deviation * normal_pdf(z))
 }
 
+/// Points of the quadrature in [`expected_remaining_regret`].
+const REGRET_QUADRATURE_POINTS: usize = 48;
+
+/// The expected remaining regret of a user: `E[max(best, max_k min(f_k, ceiling))] - best`, how much
+/// better than `best_quality` its best candidate is expected to be, under the independent normal
+/// marginals `(mean, standard deviation)` of its candidates (the posterior's, ignoring their
+/// correlation) and a quality ceiling no model exceeds. Computed as `integral over x in
+/// [best, ceiling] of P(max_k f_k > x)`, with `P(max_k f_k <= x) = prod_k Phi((x - mean_k) / sd_k)`,
+/// by the midpoint rule over [`REGRET_QUADRATURE_POINTS`] points up to 6 standard deviations past the
+/// largest mean. Unlike an upper confidence bound it grows with the number of plausible candidates,
+/// not only with the widest one; unlike one candidate's expected improvement it counts every run
+/// the user still needs. 0 without candidates; never NaN.
+pub fn expected_remaining_regret(marginals: &[(f64, f64)], best_quality: f64, ceiling: f64) -> f64 {
+    let top = marginals
+        .iter()
+        .map(|&(mean, sd)| mean + 6.0 * sd.max(0.0))
+        .fold(f64::NEG_INFINITY, f64::max)
+        .min(ceiling);
+    // NaN bounds (or best) fall through to 0 as well.
+    if top.is_nan() || top <= best_quality || !best_quality.is_finite() {
+        return 0.0;
+    }
+    let step = (top - best_quality) / REGRET_QUADRATURE_POINTS as f64;
+    let mut integral = 0.0;
+    for point in 0..REGRET_QUADRATURE_POINTS {
+        let x = best_quality + (point as f64 + 0.5) * step;
+        let below: f64 = marginals
+            .iter()
+            .map(|&(mean, sd)| {
+                if sd > 1e-12 && sd.is_finite() {
+                    normal_cdf((x - mean) / sd)
+                } else if mean <= x {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .product();
+        integral += (1.0 - below) * step;
+    }
+    if integral.is_finite() {
+        integral.max(0.0)
+    } else {
+        0.0
+    }
+}
+
 /// Maps NaN to negative infinity (it never wins) and +infinity to `f64::MAX` (finite).
 fn sanitise(score: f64) -> f64 {
     if score.is_nan() {
@@ -182,6 +229,27 @@ mod tests {
         let expensive = upper_confidence_bound(0.5, 0.1, 4.0, 1.0);
         assert!((cheap - 0.9).abs() < 1e-12);
         assert!((expensive - 0.7).abs() < 1e-12);
+    }
+
+    #[test]
+    fn expected_remaining_regret_counts_every_plausible_candidate() {
+        // One candidate, no ceiling: E[max(best, f)] - best is its expected improvement.
+        let single = expected_remaining_regret(&[(0.6, 0.1)], 0.55, f64::INFINITY);
+        let improvement = expected_improvement(0.6, 0.1, 0.55);
+        assert!(
+            (single - improvement).abs() < 1e-3 * improvement,
+            "{single} {improvement}"
+        );
+        // More plausible candidates: more regret left than the best single one's improvement.
+        let three = expected_remaining_regret(&[(0.6, 0.1); 3], 0.55, f64::INFINITY);
+        assert!(three > single + 0.02, "{three} {single}");
+        // Nothing can beat the ceiling; a certain candidate counts only above the best.
+        let capped = expected_remaining_regret(&[(0.9, 0.5)], 0.8, 1.0);
+        assert!(capped > 0.0 && capped <= 0.2 + 1e-12, "{capped}");
+        assert!((expected_remaining_regret(&[(0.7, 0.0)], 0.6, 1.0) - 0.1).abs() < 1e-12);
+        assert_eq!(expected_remaining_regret(&[(0.5, 0.0)], 0.6, 1.0), 0.0);
+        assert_eq!(expected_remaining_regret(&[], 0.6, 1.0), 0.0);
+        assert_eq!(expected_remaining_regret(&[(0.5, f64::NAN)], 0.6, 1.0), 0.0);
     }
 
     #[test]

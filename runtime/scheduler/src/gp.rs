@@ -42,6 +42,9 @@ pub struct UserGp {
     posterior_variance: Vec<f64>,
     /// Pseudo-observations of the per-user amplitude estimate (`None`: amplitude fixed at 1).
     amplitude_prior_strength: Option<f64>,
+    /// Whether the amplitude estimate leaves out the first observation's residual (see
+    /// [`UserGp::with_level_free_amplitude`]).
+    amplitude_skips_first_residual: bool,
     /// The amplitude factor for the current observations (kept up to date: decisions read it once
     /// per candidate).
     amplitude_factor: f64,
@@ -73,6 +76,7 @@ impl UserGp {
             observed_candidates: Vec::new(),
             posterior_variance,
             amplitude_prior_strength: None,
+            amplitude_skips_first_residual: false,
             amplitude_factor: 1.0,
             hallucinated_candidates: Vec::new(),
             hallucinated_rows: Vec::new(),
@@ -92,6 +96,30 @@ impl UserGp {
         self
     }
 
+    /// The same GP whose amplitude estimate (if on) leaves out the whitened residual of the first
+    /// observation. That residual is the user's surprise against the history's mean: it measures
+    /// how far the user's *level* is from the history users' (a data set much harder or easier than
+    /// theirs), which the kernel's offset term then absorbs, not how widely its candidates spread;
+    /// the later residuals are predictions given that level. `a^2 = (c + sum_{i>=2} z_i^2) / (c + t - 1)`.
+    pub fn with_level_free_amplitude(mut self) -> Self {
+        self.set_level_free_amplitude(true);
+        self
+    }
+
+    /// Switches the level-free amplitude estimate (see [`UserGp::with_level_free_amplitude`]) on
+    /// or off.
+    pub fn set_level_free_amplitude(&mut self, level_free: bool) {
+        self.amplitude_skips_first_residual = level_free;
+        self.amplitude_factor = self.estimate_amplitude();
+    }
+
+    /// The whitened residual of the first observation (`None` before it): the user's first
+    /// quality against the history's prior, in prior standard deviations (noise included); its
+    /// square has expectation 1 when the user is one of the history's kind.
+    pub fn first_whitened_residual(&self) -> Option<f64> {
+        self.whitened_targets.first().copied()
+    }
+
     /// The user's amplitude factor `a` (1 when the estimate is off).
     pub fn amplitude(&self) -> f64 {
         self.amplitude_factor
@@ -101,9 +129,11 @@ impl UserGp {
         match self.amplitude_prior_strength {
             None => 1.0,
             Some(strength) => {
-                let squared: f64 = self.whitened_targets.iter().map(|z| z * z).sum();
-                let estimate =
-                    ((strength + squared) / (strength + self.whitened_targets.len() as f64)).sqrt();
+                let skipped = usize::from(self.amplitude_skips_first_residual)
+                    .min(self.whitened_targets.len());
+                let residuals = &self.whitened_targets[skipped..];
+                let squared: f64 = residuals.iter().map(|z| z * z).sum();
+                let estimate = ((strength + squared) / (strength + residuals.len() as f64)).sqrt();
                 if estimate.is_finite() { estimate } else { 1.0 }
             }
         }
@@ -558,5 +588,33 @@ mod tests {
         plain.add_observation(3, 0.6);
         assert_eq!(gp.mean(), plain.mean());
         assert_eq!(gp.variance(), plain.variance());
+    }
+
+    #[test]
+    fn the_level_free_amplitude_ignores_the_first_residual() {
+        let (mean, covariance) = example();
+        let noise = 0.01;
+        let plain =
+            UserGp::new(mean.clone(), covariance.clone(), noise).with_amplitude_estimate(1.0);
+        let level_free = UserGp::new(mean, covariance, noise)
+            .with_amplitude_estimate(1.0)
+            .with_level_free_amplitude();
+        let mut gps = [plain, level_free];
+        for gp in &mut gps {
+            // A user far above the history's level (3 prior standard deviations) ...
+            gp.add_observation(0, 3.5);
+        }
+        let z1_squared = 3.0f64.powi(2) / (1.0 + noise);
+        assert!((gps[0].amplitude() - ((1.0 + z1_squared) / 2.0).sqrt()).abs() < 1e-9);
+        assert_eq!(gps[1].amplitude(), 1.0);
+        for gp in &mut gps {
+            // ... whose next quality is exactly what the posterior predicts given that level.
+            let predicted = gp.mean()[1];
+            gp.add_observation(1, predicted);
+        }
+        assert!((gps[0].amplitude() - ((1.0 + z1_squared) / 3.0).sqrt()).abs() < 1e-9);
+        assert!((gps[1].amplitude() - 0.5f64.sqrt()).abs() < 1e-9);
+        // The mean never depends on the amplitude.
+        assert_eq!(gps[0].mean(), gps[1].mean());
     }
 }

@@ -152,6 +152,9 @@ pub struct KernelModel {
     default_prior_mean: f64,
     /// The kin of a model (by the id before any `+`), for the no-history prior.
     kin_by_model: HashMap<String, String>,
+    /// The log marginal likelihood per history row at the hyperparameters in use (`None` without
+    /// a history, or where it cannot be computed).
+    log_marginal_likelihood: Option<f64>,
 }
 
 /// Squared Euclidean distances between quality vectors, the residual rows, and the prior means.
@@ -464,6 +467,18 @@ impl KernelModel {
             }
         }
         let covariance = latent_covariance(kind, &hyperparameters, &prepared.squared_distances);
+        let log_marginal_likelihood = (prepared.residuals.ncols() > 0)
+            .then(|| {
+                log_marginal_likelihood(
+                    kind,
+                    &hyperparameters,
+                    &prepared.squared_distances,
+                    &prepared.residuals,
+                )
+                .ok()
+            })
+            .flatten()
+            .filter(|value| value.is_finite());
         let default_prior_mean = if prepared.prior_mean_by_model.is_empty() {
             0.5
         } else {
@@ -483,7 +498,24 @@ impl KernelModel {
             covariance,
             default_prior_mean,
             kin_by_model: HashMap::new(),
+            log_marginal_likelihood,
         })
+    }
+
+    /// Whether this prior's marginal likelihood is strictly larger than `other`'s (a prior without
+    /// one never fits better; any prior fits better than one without).
+    pub fn fits_better_than(&self, other: &KernelModel) -> bool {
+        match (self.log_marginal_likelihood, other.log_marginal_likelihood) {
+            (Some(mine), Some(theirs)) => mine > theirs,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
+    /// The log marginal likelihood per history row at the hyperparameters in use (`None` without
+    /// a history).
+    pub fn log_marginal_likelihood(&self) -> Option<f64> {
+        self.log_marginal_likelihood
     }
 
     /// A prior with no history at all: every model gets the no-history prior.
@@ -496,6 +528,7 @@ impl KernelModel {
             covariance: DMatrix::zeros(0, 0),
             default_prior_mean: 0.5,
             kin_by_model: HashMap::new(),
+            log_marginal_likelihood: None,
         }
     }
 
@@ -729,6 +762,38 @@ mod tests {
         .unwrap()
         .0;
         assert!(fitted_value >= default_value);
+    }
+
+    #[test]
+    fn the_marginal_likelihood_ranks_fitted_priors() {
+        let history = small_history();
+        let prepared = prepare_history(&history).unwrap();
+        let fit = |kind| {
+            KernelModel::from_history(&history, kind, HyperparameterChoice::FitMarginalLikelihood)
+                .unwrap()
+        };
+        let (rbf, matern) = (fit(KernelKind::Rbf), fit(KernelKind::Matern52));
+        // The stored value is the likelihood at the fitted hyperparameters.
+        let expected = log_marginal_likelihood(
+            KernelKind::Rbf,
+            &rbf.hyperparameters(),
+            &prepared.squared_distances,
+            &prepared.residuals,
+        )
+        .unwrap();
+        assert_eq!(rbf.log_marginal_likelihood(), Some(expected));
+        let (a, b) = (
+            rbf.log_marginal_likelihood().unwrap(),
+            matern.log_marginal_likelihood().unwrap(),
+        );
+        assert_eq!(rbf.fits_better_than(&matern), a > b);
+        assert_eq!(matern.fits_better_than(&rbf), b > a);
+        assert!(!rbf.fits_better_than(&rbf));
+        // A prior without history has no likelihood: never the better fit.
+        let bare = KernelModel::without_history(KernelKind::Rbf, KernelHyperparameters::default());
+        assert_eq!(bare.log_marginal_likelihood(), None);
+        assert!(rbf.fits_better_than(&bare));
+        assert!(!bare.fits_better_than(&rbf));
     }
 
     #[test]

@@ -21,5 +21,5 @@ pub use kernel::{
 };
 pub use picker::{Line8Rule, UserPicker, UserPickerKind, UserSummary};
 pub use scheduler::{
-    BestModel, CandidateSpec, Decision, PriorObservation, Scheduler, SchedulerConfig,
+    AmplitudeRule, BestModel, CandidateSpec, Decision, PriorObservation, Scheduler, SchedulerConfig,
 };

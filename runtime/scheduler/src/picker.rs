@@ -37,6 +37,10 @@ pub struct UserSummary {
     /// (GP posterior; quality capped at the ceiling): what [`Line8Rule::ExpectedImprovement`] ranks.
     /// The scheduler computes it only under that rule (0 otherwise).
     pub next_expected_improvement: f64,
+    /// The user's expected remaining regret (GP posterior over its eligible candidates; see
+    /// [`crate::acquisition::expected_remaining_regret`]): what [`Line8Rule::ExpectedRegret`] ranks.
+    /// The scheduler computes it only under that rule (0 otherwise).
+    pub expected_remaining_regret: f64,
 }
 
 /// The rule of Algorithm 2's line 8: which user of the candidate set `V_t` to serve. The paper
@@ -51,6 +55,10 @@ pub enum Line8Rule {
     /// so far (per unit cost in cost-aware mode): the posterior's own estimate of how much the next
     /// run of that user lowers the total regret, instead of an upper bound on it.
     ExpectedImprovement,
+    /// The largest expected remaining regret (per unit cost of the user's next run in cost-aware
+    /// mode): the posterior's estimate of how far the user's best so far is from its best
+    /// candidate, which the oracle user picker ranks by with the true values.
+    ExpectedRegret,
 }
 
 impl Line8Rule {
@@ -59,6 +67,7 @@ impl Line8Rule {
         match self {
             Line8Rule::UcbGap => "ucb_gap",
             Line8Rule::ExpectedImprovement => "expected_improvement",
+            Line8Rule::ExpectedRegret => "expected_regret",
         }
     }
 
@@ -67,6 +76,7 @@ impl Line8Rule {
         match name {
             "ucb_gap" => Some(Line8Rule::UcbGap),
             "expected_improvement" | "ei" => Some(Line8Rule::ExpectedImprovement),
+            "expected_regret" => Some(Line8Rule::ExpectedRegret),
             _ => None,
         }
     }
@@ -78,6 +88,7 @@ impl Line8Rule {
                 user.largest_upper_confidence_bound - user.best_quality.unwrap_or(0.0)
             }
             Line8Rule::ExpectedImprovement => user.next_expected_improvement,
+            Line8Rule::ExpectedRegret => user.expected_remaining_regret,
         };
         finite_or_zero(gain / user.next_cost)
     }
@@ -484,6 +495,7 @@ mod tests {
             empirical_gap: (observations > 0).then_some(gap),
             next_cost: 1.0,
             next_expected_improvement: 0.0,
+            expected_remaining_regret: 0.0,
         }
     }
 
@@ -559,7 +571,19 @@ mod tests {
         // A NaN estimate never wins.
         users[0].next_expected_improvement = f64::NAN;
         assert_eq!(greedy_decision(&users, by_gain).unwrap().picked, 1);
-        for rule in [Line8Rule::UcbGap, Line8Rule::ExpectedImprovement] {
+        // By expected remaining regret: user 1's (0.08 against 0.03), per unit cost as well.
+        users[0].next_cost = 1.0;
+        users[0].expected_remaining_regret = 0.03;
+        users[1].expected_remaining_regret = 0.08;
+        let by_regret = Line8Rule::ExpectedRegret;
+        assert_eq!(greedy_decision(&users, by_regret).unwrap().picked, 1);
+        users[0].next_cost = 0.3;
+        assert_eq!(greedy_decision(&users, by_regret).unwrap().picked, 0);
+        for rule in [
+            Line8Rule::UcbGap,
+            Line8Rule::ExpectedImprovement,
+            Line8Rule::ExpectedRegret,
+        ] {
             assert_eq!(Line8Rule::from_name(rule.name()), Some(rule));
         }
         assert_eq!(Line8Rule::from_name("largest"), None);

@@ -44,7 +44,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::acquisition::{
-    BetaForm, CandidatePolicy, argmax_eligible, beta, expected_improvement, upper_confidence_bound,
+    BetaForm, CandidatePolicy, argmax_eligible, beta, expected_improvement,
+    expected_remaining_regret, upper_confidence_bound,
 };
 use crate::error::{Result, SchedulerError};
 use crate::gp::UserGp;
@@ -63,6 +64,10 @@ pub struct SchedulerConfig {
     /// Per-user amplitude estimate with this many pseudo-observations (see
     /// [`UserGp::with_amplitude_estimate`]); `None` keeps the shared amplitude.
     pub amplitude_prior_strength: Option<f64>,
+    /// Which residuals the per-user amplitude estimate reads ([`AmplitudeRule`]; the default's is
+    /// [`AmplitudeRule::ByLevelTest`]). No effect without the estimate
+    /// (`amplitude_prior_strength: None`).
+    pub amplitude_rule: AmplitudeRule,
     /// Calibrate expected costs from observed ones: when a run's observed cost differs from the
     /// cost expected for it, the expected costs of the user's untrained candidates are scaled by the
     /// same ratio (clamped to [0.1, 10] per observation). For the runtime, whose expected costs are
@@ -82,6 +87,39 @@ pub struct SchedulerConfig {
     pub hallucinate_in_flight: bool,
 }
 
+/// The level test's one-sided 5% significance: the standard normal 95% quantile.
+const LEVEL_TEST_NORMAL_QUANTILE: f64 = 1.644_853_6;
+
+/// The quantile of the chi-squared distribution with `degrees` degrees of freedom at the standard
+/// normal quantile `z` (Wilson and Hilferty's cube-root approximation: within 3% for 1 degree,
+/// 0.2% for 8, closer for more).
+fn chi_squared_quantile(degrees: usize, z: f64) -> f64 {
+    let n = degrees.max(1) as f64;
+    let spread = 2.0 / (9.0 * n);
+    n * (1.0 - spread + z * spread.sqrt()).powi(3)
+}
+
+/// Which of a user's whitened residuals the per-user amplitude estimate reads (see
+/// [`UserGp::with_amplitude_estimate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmplitudeRule {
+    /// Every residual (the estimate as it always was).
+    AllResiduals,
+    /// All but the first, which measures the user's level against the history rather than the
+    /// spread of its candidates ([`UserGp::with_level_free_amplitude`]).
+    LevelFree,
+    /// Level-free while the users' first residuals are too large for the kernel, else every
+    /// residual: under the kernel each squared first residual has expectation 1, so their sum over
+    /// `n` users is chi-squared with `n` degrees of freedom, and the test is its one-sided 5% level.
+    /// Residuals that large say that the users' levels are not the history's (data sets much harder or easier than the history users'): a user's
+    /// distance from the history's level then says little about how widely its candidates
+    /// spread, and inflating its bounds by it sends the search to the users farthest from the
+    /// history instead of those with the most to gain. Users drawn from the history's population
+    /// keep the estimate as it always was. Decided over every first observation so far (each
+    /// user's first in each data version); every user's GP follows the decision.
+    ByLevelTest,
+}
+
 impl SchedulerConfig {
     /// The paper's ease.ml: Hybrid (s = 10) over cost-aware GP-UCB (the default before
     /// [`UserPickerKind::Default`]; the lesions of the paper run it).
@@ -89,6 +127,7 @@ impl SchedulerConfig {
         SchedulerConfig {
             candidate_policy: CandidatePolicy::ucb(true),
             user_picker: UserPickerKind::Hybrid { patience: 10 },
+            amplitude_rule: AmplitudeRule::AllResiduals,
             ..SchedulerConfig::default()
         }
     }
@@ -96,13 +135,15 @@ impl SchedulerConfig {
 
 impl Default for SchedulerConfig {
     /// easeml's default: GP-EI per unit cost inside each user (Spearmint's rule), Hybrid (s = 10)
-    /// with a round-robin floor over users ([`UserPickerKind::default`]); see DECISIONS.md.
+    /// with a round-robin floor over users ([`UserPickerKind::default`]), and, where the per-user
+    /// amplitude estimate is on, its level test ([`AmplitudeRule::ByLevelTest`]); see DECISIONS.md.
     fn default() -> Self {
         SchedulerConfig {
             candidate_policy: CandidatePolicy::ExpectedImprovement { per_cost: true },
             user_picker: UserPickerKind::default(),
             seed: 0,
             amplitude_prior_strength: None,
+            amplitude_rule: AmplitudeRule::ByLevelTest,
             calibrate_costs: false,
             quality_ceiling: Some(1.0),
             line8_rule: Line8Rule::default(),
@@ -217,6 +258,10 @@ pub struct Scheduler {
     users: Vec<UserState>,
     next_registration_sequence: u64,
     amplitude_prior_strength: Option<f64>,
+    amplitude_rule: AmplitudeRule,
+    /// The sum of the squared first residuals of the users, and their number
+    /// ([`AmplitudeRule::ByLevelTest`]).
+    first_residuals: (f64, usize),
     calibrate_costs: bool,
     quality_ceiling: f64,
     line8_rule: Line8Rule,
@@ -257,6 +302,8 @@ impl Scheduler {
             users: Vec::new(),
             next_registration_sequence: 0,
             amplitude_prior_strength: config.amplitude_prior_strength,
+            amplitude_rule: config.amplitude_rule,
+            first_residuals: (0.0, 0),
             calibrate_costs: config.calibrate_costs,
             quality_ceiling: config
                 .quality_ceiling
@@ -288,8 +335,45 @@ impl Scheduler {
             self.kernel.hyperparameters().noise_variance,
         );
         match self.amplitude_prior_strength {
+            Some(strength) if self.level_free_amplitude() => gp
+                .with_amplitude_estimate(strength)
+                .with_level_free_amplitude(),
             Some(strength) => gp.with_amplitude_estimate(strength),
             None => gp,
+        }
+    }
+
+    /// Whether the users' amplitude estimates currently leave out their first residual.
+    fn level_free_amplitude(&self) -> bool {
+        match self.amplitude_rule {
+            AmplitudeRule::AllResiduals => false,
+            AmplitudeRule::LevelFree => true,
+            AmplitudeRule::ByLevelTest => {
+                let (sum, count) = self.first_residuals;
+                count > 0 && sum > chi_squared_quantile(count, LEVEL_TEST_NORMAL_QUANTILE)
+            }
+        }
+    }
+
+    /// [`AmplitudeRule::ByLevelTest`]: counts the user's first residual after its first
+    /// observation and, when the decision changes, switches every user's GP to it.
+    fn test_level(&mut self, index: usize) {
+        let gp = &self.users[index].gp;
+        if self.amplitude_rule != AmplitudeRule::ByLevelTest || gp.n_observations() != 1 {
+            return;
+        }
+        let Some(residual) = gp.first_whitened_residual().filter(|z| z.is_finite()) else {
+            return;
+        };
+        let before = self.level_free_amplitude();
+        self.first_residuals.0 += residual * residual;
+        self.first_residuals.1 += 1;
+        let after = self.level_free_amplitude();
+        if after != before {
+            for user in &mut self.users {
+                user.gp.set_level_free_amplitude(after);
+                user.summary_cache = None;
+            }
         }
     }
 
@@ -703,6 +787,19 @@ impl Scheduler {
             // No model beats the ceiling: the gain is at most what is left below it.
             improvement.min((self.quality_ceiling - best_quality.unwrap_or(0.0)).max(0.0))
         });
+        let expected_remaining_regret = if self.line8_rule == Line8Rule::ExpectedRegret {
+            let marginals: Vec<(f64, f64)> = bounds
+                .iter()
+                .map(|&(k, _)| (user.gp.mean()[k], user.gp.standard_deviation(k)))
+                .collect();
+            expected_remaining_regret(
+                &marginals,
+                best_quality.unwrap_or(0.0),
+                self.quality_ceiling,
+            )
+        } else {
+            0.0
+        };
         let summary = UserSummary {
             registration_sequence: user.registration_sequence,
             n_observations: user.gp.n_observations(),
@@ -716,6 +813,7 @@ impl Scheduler {
             empirical_gap: self.pending_empirical_gap(user).or(user.empirical_gap),
             next_cost,
             next_expected_improvement,
+            expected_remaining_regret,
         };
         Some((summary, bounds))
     }
@@ -951,6 +1049,8 @@ impl Scheduler {
         // The real observation replaces the run's hallucinated one (a no-op without one).
         user.gp
             .observe_in_place_of_hallucination(candidate, quality);
+        self.test_level(index);
+        let user = &mut self.users[index];
         // Algorithm 2, line 6: the empirical confidence bound is the running minimum of the UCBs
         // of the picked arms; the gap is that bound minus the latest observation.
         if let Some(bound) = bound_at_pick.filter(|b| b.is_finite()) {
@@ -967,5 +1067,24 @@ impl Scheduler {
             user.best_current = Some(observed);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chi_squared_quantiles_match_the_tables() {
+        // 95% quantiles: 3.841 (1 degree), 15.507 (8), 124.342 (100).
+        for (degrees, expected, tolerance) in
+            [(1, 3.841, 0.03), (8, 15.507, 0.002), (100, 124.342, 0.001)]
+        {
+            let value = chi_squared_quantile(degrees, LEVEL_TEST_NORMAL_QUANTILE);
+            assert!(
+                (value - expected).abs() < tolerance * expected,
+                "{degrees}: {value}"
+            );
+        }
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use easeml_scheduler::acquisition::CandidatePolicy;
 use easeml_scheduler::picker::Line8Rule;
 use easeml_scheduler::{
-    CandidateSpec, KernelHyperparameters, KernelKind, KernelModel, PriorObservation, Scheduler,
-    SchedulerConfig, UserPickerKind,
+    AmplitudeRule, CandidateSpec, KernelHyperparameters, KernelKind, KernelModel, PriorObservation,
+    Scheduler, SchedulerConfig, UserPickerKind,
 };
 
 fn no_history_kernel() -> Arc<KernelModel> {
@@ -26,6 +26,7 @@ fn scheduler(picker: UserPickerKind, seed: u64) -> Scheduler {
             user_picker: picker,
             seed,
             amplitude_prior_strength: None,
+            amplitude_rule: AmplitudeRule::AllResiduals,
             calibrate_costs: false,
             quality_ceiling: Some(1.0),
             line8_rule: Line8Rule::UcbGap,
@@ -133,6 +134,7 @@ fn never_picks_a_finished_user_or_a_trained_candidate() {
                     user_picker: picker,
                     seed: 11,
                     amplitude_prior_strength: Some(2.0),
+                    amplitude_rule: AmplitudeRule::ByLevelTest,
                     calibrate_costs: false,
                     quality_ceiling: Some(1.0),
                     line8_rule,
@@ -338,6 +340,7 @@ fn greedy_scheduler(cost_aware: bool, quality_ceiling: Option<f64>) -> Scheduler
             user_picker: UserPickerKind::Greedy,
             seed: 0,
             amplitude_prior_strength: None,
+            amplitude_rule: AmplitudeRule::AllResiduals,
             calibrate_costs: false,
             quality_ceiling,
             line8_rule: Line8Rule::UcbGap,
@@ -463,4 +466,40 @@ fn a_poor_model_sends_the_search_to_a_new_kin_before_its_siblings() {
     assert_eq!(choose_after_poor_gru(plain.clone()), "lstm");
     let with_kin = plain.with_kin(kin.map(|(model, kin)| (model.to_owned(), kin.to_owned())));
     assert_eq!(choose_after_poor_gru(with_kin), "fcn");
+}
+
+/// The amplitude rule by the level test: users whose first qualities sit far from the prior's
+/// level (squared first residuals above 1 on average) get the level-free amplitude (the same
+/// posterior as `LevelFree`), users at the prior's level keep every residual.
+#[test]
+fn the_amplitude_rule_by_level_test_follows_the_users_levels() {
+    let models = ["m1", "m2", "m3", "m4"];
+    let run = |rule: AmplitudeRule, first_quality: f64| {
+        let mut scheduler = Scheduler::new(
+            no_history_kernel(),
+            SchedulerConfig {
+                amplitude_prior_strength: Some(1.0),
+                amplitude_rule: rule,
+                ..SchedulerConfig::default()
+            },
+        );
+        for user in ["u1", "u2"] {
+            let candidates = models.map(CandidateSpec::new).to_vec();
+            scheduler.register_user(user, candidates, &[]).unwrap();
+        }
+        for user in ["u1", "u2"] {
+            observe(&mut scheduler, user, "m1", first_quality, 1.0);
+            observe(&mut scheduler, user, "m2", first_quality + 0.2, 1.0);
+        }
+        scheduler.posterior("u1").unwrap()[3].2
+    };
+    // The prior: mean 0.5, standard deviation about 0.14 (no history).
+    for (first_quality, far) in [(0.05, true), (0.55, false)] {
+        let all = run(AmplitudeRule::AllResiduals, first_quality);
+        let level_free = run(AmplitudeRule::LevelFree, first_quality);
+        let by_test = run(AmplitudeRule::ByLevelTest, first_quality);
+        assert_ne!(all, level_free);
+        let expected = if far { level_free } else { all };
+        assert_eq!(by_test, expected, "first quality {first_quality}");
+    }
 }
