@@ -115,7 +115,7 @@ const REGRET_QUADRATURE_POINTS: usize = 48;
 /// marginals `(mean, standard deviation)` of its candidates (the posterior's, ignoring their
 /// correlation) and a quality ceiling no model exceeds. Computed as `integral over x in
 /// [best, ceiling] of P(max_k f_k > x)`, with `P(max_k f_k <= x) = prod_k Phi((x - mean_k) / sd_k)`,
-/// by the midpoint rule over [`REGRET_QUADRATURE_POINTS`] points up to 6 standard deviations past the
+/// by the midpoint rule over 48 points (`REGRET_QUADRATURE_POINTS`) up to 6 standard deviations past the
 /// largest mean. Unlike an upper confidence bound it grows with the number of plausible candidates,
 /// not only with the widest one; unlike one candidate's expected improvement it counts every run
 /// the user still needs. 0 without candidates; never NaN.
