@@ -280,7 +280,7 @@ impl Default for ReplayConfig {
             ucb_delta: 0.1,
             beta_scale: 1.0,
             beta_form: BetaForm::Practical,
-            amplitude_prior_strength: Some(1.0),
+            amplitude_prior_strength: SchedulerConfig::default().amplitude_prior_strength,
             quality_ceiling: Some(1.0),
             line8_rule: Line8Rule::default(),
             parallel: 1,

@@ -88,7 +88,7 @@ pub struct SchedulerBenchArgs {
     beta_scale: f64,
     /// Per-user amplitude estimate of the GPs, as pseudo-observations at the shared amplitude
     /// (0 turns it off; 1: each user's amplitude is nearly its own maximum-likelihood value).
-    #[arg(long, default_value_t = 1.0, value_name = "C")]
+    #[arg(long, default_value_t = easeml_scheduler::DEFAULT_AMPLITUDE_PRIOR_STRENGTH, value_name = "C")]
     amplitude_prior: f64,
     /// Reproduce a lesion study of the paper (section 5.3) on --dataset: `cost` (figure 13: hybrid
     /// against hybrid_cost_oblivious; implies --cost-aware), `kernel` (figure 14: hybrid with the

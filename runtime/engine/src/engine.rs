@@ -1148,13 +1148,23 @@ impl Engine {
         let Some(state) = self.apps.get(&decision.user_id) else {
             return Ok(false);
         };
-        if self.config.parallelism == Parallelism::Task || workers.len() < 2 {
-            return Ok(false);
-        }
         let (app, data_version) = (state.id, state.data_version);
         let data_bytes = state.examples.bytes();
-        // A whole run's time limit (at most 0.9 x `train_time`), spent across the workers.
-        let max_seconds = self.unit_spec(state, None).max_seconds;
+        let rates = self.config.mop_learning_rates.len().max(1);
+        let mut choice = MopChoice {
+            candidate: &decision.model_id,
+            workers: workers.len(),
+            data_bytes,
+            // The most the app could have open: `uses_mop` only grows with it, so a choice it
+            // refuses even so needs no read of the app's runs.
+            open_models: usize::MAX,
+        };
+        let uses_mop = |choice: &MopChoice<'_>| {
+            mop::uses_mop(self.config.parallelism, choice, self.config.mop_above_bytes)
+        };
+        if !uses_mop(&choice) {
+            return Ok(false);
+        }
         let hoppable: Vec<String> = state
             .model
             .candidates
@@ -1170,24 +1180,16 @@ impl Engine {
             .filter(|run| matches!(run.state, RunState::Done | RunState::Failed))
             .map(|run| run.candidate)
             .collect();
-        let rates = self.config.mop_learning_rates.len().max(1);
-        let choice = MopChoice {
-            candidate: &decision.model_id,
-            workers: workers.len(),
-            data_bytes,
-            open_models: rates
-                * hoppable
-                    .iter()
-                    .filter(|candidate| !finished.contains(*candidate))
-                    .count(),
-        };
-        if !mop::uses_mop(
-            self.config.parallelism,
-            &choice,
-            self.config.mop_above_bytes,
-        ) {
+        choice.open_models = rates
+            * hoppable
+                .iter()
+                .filter(|candidate| !finished.contains(*candidate))
+                .count();
+        if !uses_mop(&choice) {
             return Ok(false);
         }
+        // A whole run's time limit (at most 0.9 x `train_time`), spent across the workers.
+        let max_seconds = self.unit_spec(state, None).max_seconds;
         let seed = mop::run_seed(self.config.seed, &decision.user_id, &decision.model_id);
         let mut flight = MopFlight {
             decision: Some(decision.clone()),
@@ -1556,6 +1558,25 @@ pub fn load_examples_where(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 20: the engine decides with the replay's `default` policy (one definition,
+    /// `SchedulerConfig::default`), its costs calibrated since they start as estimates.
+    #[test]
+    fn the_engine_decides_with_the_schedulers_default() {
+        let engine = EngineConfig::for_device(Device::Cpu).scheduler;
+        assert_eq!(
+            engine,
+            SchedulerConfig {
+                calibrate_costs: true,
+                ..SchedulerConfig::default()
+            }
+        );
+        assert!(engine.amplitude_prior_strength.is_some());
+        assert_eq!(
+            engine.amplitude_rule,
+            easeml_scheduler::AmplitudeRule::ByLevelTest
+        );
+    }
 
     #[test]
     fn a_perfect_score_on_few_examples_is_capped_by_the_rule_of_succession() {

@@ -21,5 +21,6 @@ pub use kernel::{
 };
 pub use picker::{Line8Rule, UserPicker, UserPickerKind, UserSummary};
 pub use scheduler::{
-    AmplitudeRule, BestModel, CandidateSpec, Decision, PriorObservation, Scheduler, SchedulerConfig,
+    AmplitudeRule, BestModel, CandidateSpec, DEFAULT_AMPLITUDE_PRIOR_STRENGTH, Decision,
+    PriorObservation, Scheduler, SchedulerConfig,
 };

@@ -87,6 +87,11 @@ pub struct SchedulerConfig {
     pub hallucinate_in_flight: bool,
 }
 
+/// The default's per-user amplitude estimate: this many pseudo-observations at the history's
+/// amplitude ([`UserGp::with_amplitude_estimate`]; 1: a user's amplitude is soon its own
+/// maximum-likelihood value). The replay's `--amplitude-prior` defaults to it.
+pub const DEFAULT_AMPLITUDE_PRIOR_STRENGTH: f64 = 1.0;
+
 /// The level test's one-sided 5% significance: the standard normal 95% quantile.
 const LEVEL_TEST_NORMAL_QUANTILE: f64 = 1.644_853_6;
 
@@ -135,14 +140,16 @@ impl SchedulerConfig {
 
 impl Default for SchedulerConfig {
     /// easeml's default: GP-EI per unit cost inside each user (Spearmint's rule), Hybrid (s = 10)
-    /// with a round-robin floor over users ([`UserPickerKind::default`]), and, where the per-user
-    /// amplitude estimate is on, its level test ([`AmplitudeRule::ByLevelTest`]); see DECISIONS.md.
+    /// with a round-robin floor over users ([`UserPickerKind::default`]), and a per-user kernel
+    /// amplitude ([`DEFAULT_AMPLITUDE_PRIOR_STRENGTH`] pseudo-observation at the history's) with its
+    /// level test ([`AmplitudeRule::ByLevelTest`]); see DECISIONS.md. The engine and the replay's
+    /// `default` policy both start from this value.
     fn default() -> Self {
         SchedulerConfig {
             candidate_policy: CandidatePolicy::ExpectedImprovement { per_cost: true },
             user_picker: UserPickerKind::default(),
             seed: 0,
-            amplitude_prior_strength: None,
+            amplitude_prior_strength: Some(DEFAULT_AMPLITUDE_PRIOR_STRENGTH),
             amplitude_rule: AmplitudeRule::ByLevelTest,
             calibrate_costs: false,
             quality_ceiling: Some(1.0),
