@@ -16,6 +16,8 @@
 //! - `cargo xtask fuzz [--seconds N]`: the cargo-fuzz target over parse + check + explain.
 //! - `cargo xtask bench`: the criterion benchmarks.
 //! - `cargo xtask bless`: refresh the golden generated files under `tests/golden/`.
+//! - `cargo xtask gpu-bundle`: the GPU check's binaries built against a lent machine's PyTorch
+//!   2.11, with the script that runs them there (`gpu.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,6 +27,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 mod demo;
+mod gpu;
 mod packages;
 mod tidy;
 mod torch;
@@ -79,6 +82,10 @@ enum Task {
     Bench,
     /// Refresh the golden generated files under `tests/golden/` (review the diff afterwards).
     Bless,
+    /// Build the GPU check for a lent GPU machine (PyTorch 2.11 there): `easeml` and the trainer's
+    /// tests against libtorch 2.11 (tch 0.24) into `gpu-check/`, with `run.sh`; then run it there
+    /// with the device tool (`carry: ["gpu-check"]`, `bash gpu-check/run.sh`).
+    GpuBundle,
 }
 
 /// The optional features `cargo xtask test` builds with: S3 blobs (`easeml-store/s3`, through the
@@ -119,6 +126,15 @@ fn main() -> Result<()> {
             let mut bless = cargo(&["test", "-q", "-p", "easeml-tests", "--test", "golden_files"]);
             bless.env("EASEML_BLESS", "1");
             run_step("refresh tests/golden", bless)
+        }
+        Task::GpuBundle => {
+            let torch = TorchEnv::locate()?;
+            let python = if torch.is_installed() {
+                torch.python()
+            } else {
+                PathBuf::from("python3")
+            };
+            gpu::bundle(&root, &python)
         }
     }
 }

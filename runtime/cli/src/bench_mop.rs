@@ -28,6 +28,16 @@ pub struct MopBenchArgs {
     /// `--real`: the app's examples.
     #[arg(long, default_value_t = 4000, value_name = "N")]
     examples: usize,
+    /// `--real`: the workers' devices, in turn, as `easeml train --devices` takes them (default:
+    /// the one $EASEML_DEVICE names, else CUDA when available, else the CPU); several workers may
+    /// share one GPU (`cuda:0,cuda:0`).
+    #[arg(
+        long,
+        value_name = "cpu,cuda:0,...",
+        value_delimiter = ',',
+        requires = "real"
+    )]
+    devices: Option<Vec<String>>,
     /// Models trained (M).
     #[arg(long, value_name = "M")]
     models: usize,
@@ -87,6 +97,7 @@ pub fn run(args: &MopBenchArgs) -> anyhow::Result<()> {
             workers: args.workers,
             epochs: args.epochs,
             examples: args.examples,
+            devices: crate::worker::worker_devices(args.workers, args.devices.as_deref())?,
             out: args.out.clone(),
         });
     }

@@ -51,6 +51,8 @@ pub struct RealArgs {
     pub epochs: usize,
     /// Examples of the app.
     pub examples: usize,
+    /// The workers' devices, in turn (the sequential mode's one worker takes the first).
+    pub devices: Vec<Device>,
     /// The output folder.
     pub out: PathBuf,
 }
@@ -114,7 +116,7 @@ fn mode(
             .with_context(|| format!("removing the old store {}", home.display()))?;
     }
     let app = make_store(&home, args.examples)?;
-    let local = LocalWorkers::start(&home, workers, &[Device::Cpu], Duration::from_secs(30))?;
+    let local = LocalWorkers::start(&home, workers, &args.devices, Duration::from_secs(30))?;
     let mut store = Store::open(&home)?;
     let ids = worker_ids(&store, &local.pids())?;
     // Targets only when the data is partitioned: task parallelism lets any worker take any unit.
@@ -220,6 +222,7 @@ pub fn run(args: &RealArgs) -> anyhow::Result<()> {
         "models": args.models,
         "epochs": args.epochs,
         "workers": args.workers,
+        "devices": args.devices.iter().map(|&device| easeml_trainer::device::device_name(device)).collect::<Vec<_>>(),
         "cores": cores,
         "threads_per_worker": {"sequential": cores, "parallel": (cores / args.workers).max(1)},
         "model_list": (0..args.models).map(|index| json!({
