@@ -101,6 +101,9 @@ pub fn run(args: &MopBenchArgs) -> anyhow::Result<()> {
             out: args.out.clone(),
         });
     }
+    if args.devices.is_some() {
+        bail!("--devices is for `--real` (the simulation has no devices): drop it or add --real");
+    }
     if !args.simulate {
         bail!(
             "say how: `easeml bench mop --simulate` (the schedules simulated) or `--real` (models trained)"

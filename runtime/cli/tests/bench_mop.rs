@@ -231,6 +231,30 @@ fn bad_arguments_are_clear_errors() {
             vec!["--simulate", "--models", "-3", "--workers", "2"],
             "--models",
         ),
+        (
+            vec![
+                "--simulate",
+                "--models",
+                "4",
+                "--workers",
+                "2",
+                "--devices",
+                "cpu",
+            ],
+            "--real",
+        ),
+        (
+            vec![
+                "--real",
+                "--models",
+                "2",
+                "--workers",
+                "2",
+                "--devices",
+                "tpu:0",
+            ],
+            "--devices: ",
+        ),
     ] {
         let output = mop(&args, &out);
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -250,7 +274,15 @@ fn a_real_run_trains_every_mode_and_writes_the_summary() {
     let out = out_dir("real");
     let output = easeml()
         .args(["bench", "mop", "--real", "--models", "2", "--workers", "2"])
-        .args(["--epochs", "1", "--examples", "200", "--out"])
+        .args([
+            "--epochs",
+            "1",
+            "--examples",
+            "200",
+            "--devices",
+            "cpu",
+            "--out",
+        ])
         .arg(&out)
         .env("EASEML_DEVICE", "cpu")
         .output()
@@ -265,6 +297,7 @@ fn a_real_run_trains_every_mode_and_writes_the_summary() {
         assert_eq!(entry["qualities"].as_array().unwrap().len(), 2, "{summary}");
         assert_eq!(entry["data_copies"].as_f64(), Some(copies), "{summary}");
     }
+    assert_eq!(summary["devices"], serde_json::json!(["cpu"]), "{summary}");
     // The scratch stores are gone.
     assert!(!out.join("stores").exists());
     let _ = std::fs::remove_dir_all(&out);
