@@ -71,8 +71,8 @@ macro_rules! suite {
         use easeml_store::{
             AppId, Blob, BlobHash, ConstraintLimits, Error, ExampleId, Lease, MAX_LOSSES, NewApp,
             NewExample, NewOutput, NewSubEpoch, NewWorker, PageRequest, RunId, RunState,
-            RunValidation, Store, StoredOutput, UnitKind, UnitResult, UnitState, WorkerState,
-            best_run, broken_constraints, worker_id,
+            RunValidation, Store, StoredOutput, UnitId, UnitKind, UnitResult, UnitState,
+            WorkerState, best_run, broken_constraints, worker_id,
         };
 
         include!("conformance/helpers.rs");

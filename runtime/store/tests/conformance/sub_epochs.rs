@@ -20,6 +20,14 @@ fn initial(store: &Store) -> BlobHash {
     store.put_blob(b"initial state").unwrap()
 }
 
+/// Queues a MOP run of `mlp_small` for `app` over `units`, from [`initial`]'s state.
+fn queue(store: &mut Store, app: AppId, units: &[NewSubEpoch<'_>]) -> (RunId, Vec<UnitId>) {
+    let initial = initial(store);
+    store
+        .queue_sub_epoch_run(app, "mlp_small", &initial, units)
+        .unwrap()
+}
+
 fn sub_epoch<'a>(epoch: u64, partition: u64, target: Option<&'a str>, rank: i64) -> NewSubEpoch<'a> {
     NewSubEpoch {
         epoch,
@@ -38,14 +46,7 @@ fn sub_epochs_go_to_their_partitions_worker_one_at_a_time_and_form_a_log() {
     let app = app(&mut store);
     registered(&mut store, "worker:a");
     registered(&mut store, "worker:b");
-    let (run, units) = store
-        .queue_sub_epoch_run(
-            app,
-            "mlp_small",
-            &initial(&store),
-            &[sub_epoch(0, 0, Some("worker:a"), 2), sub_epoch(0, 1, Some("worker:b"), 1)],
-        )
-        .unwrap();
+    let (run, units) = queue(&mut store, app, &[sub_epoch(0, 0, Some("worker:a"), 2), sub_epoch(0, 1, Some("worker:b"), 1)]);
     assert_eq!(units.len(), 2);
     // A MOP run has no whole-run unit, and no coordinator gives it one.
     assert_eq!(store.unit_of_run(run).unwrap(), None);
@@ -140,14 +141,7 @@ fn a_sub_epoch_of_a_gone_worker_moves_and_its_stale_commit_is_refused() {
     };
     let app = app(&mut store);
     registered(&mut store, "worker:a");
-    let (run, units) = store
-        .queue_sub_epoch_run(
-            app,
-            "mlp_small",
-            &initial(&store),
-            &[sub_epoch(0, 0, Some("worker:a"), 0)],
-        )
-        .unwrap();
+    let (run, units) = queue(&mut store, app, &[sub_epoch(0, 0, Some("worker:a"), 0)]);
     // a leases it, and dies: its lease expires.
     let stale = store.lease_unit("worker:a", EXPIRED).unwrap().unwrap();
     assert_eq!(stale.unit, units[0]);
@@ -179,14 +173,7 @@ fn two_leases_of_one_run_cannot_fork_its_log() {
         return;
     };
     let app = app(&mut store);
-    let (run, units) = store
-        .queue_sub_epoch_run(
-            app,
-            "mlp_small",
-            &initial(&store),
-            &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)],
-        )
-        .unwrap();
+    let (run, units) = queue(&mut store, app, &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)]);
     // The first lease expires (its worker hangs), so the run's other unit is leased meanwhile
     // (the lower rank first).
     let hung = store
@@ -215,14 +202,7 @@ fn a_failed_sub_epoch_fails_its_run_and_closes_its_units() {
         return;
     };
     let app = app(&mut store);
-    let (run, _) = store
-        .queue_sub_epoch_run(
-            app,
-            "mlp_small",
-            &initial(&store),
-            &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)],
-        )
-        .unwrap();
+    let (run, _) = queue(&mut store, app, &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)]);
     let lease = store.lease_unit("worker:a", LONG).unwrap().unwrap();
     // A whole run's failure is not a sub-epoch's.
     let failed = UnitResult::Failed {
@@ -254,18 +234,11 @@ fn a_partition_taken_over_goes_on_with_its_new_holder() {
     let app = app(&mut store);
     registered(&mut store, "worker:b");
     // Partition 0 is addressed to a worker that never registered (gone), partition 1 to b.
-    let (run, units) = store
-        .queue_sub_epoch_run(
-            app,
-            "mlp_small",
-            &initial(&store),
-            &[
+    let (run, units) = queue(&mut store, app, &[
                 sub_epoch(0, 0, Some("worker:gone"), 0),
                 sub_epoch(1, 0, Some("worker:gone"), 0),
                 sub_epoch(1, 1, Some("worker:b"), 1),
-            ],
-        )
-        .unwrap();
+            ]);
     let lease = store.lease_unit("worker:b", LONG).unwrap().unwrap();
     assert_eq!(lease.unit, units[0], "b takes the gone worker's partition");
     // While it trains, the later epoch's unit of the partition moves to b (the leased one and
@@ -289,18 +262,11 @@ fn a_run_stopped_early_closes_its_open_units_and_a_late_commit_is_refused() {
         return;
     };
     let app = app(&mut store);
-    let (run, units) = store
-        .queue_sub_epoch_run(
-            app,
-            "mlp_small",
-            &initial(&store),
-            &[
+    let (run, units) = queue(&mut store, app, &[
                 sub_epoch(0, 0, None, 0),
                 sub_epoch(1, 0, None, 0),
                 sub_epoch(2, 0, None, 0),
-            ],
-        )
-        .unwrap();
+            ]);
     let first = store.lease_unit("worker:a", LONG).unwrap().unwrap();
     let after = store.put_blob(b"epoch 0").unwrap();
     store.commit_sub_epoch(&first, &after, 1.0).unwrap();
@@ -347,14 +313,7 @@ fn a_sub_epoch_lost_too_often_fails_its_run_and_closes_its_units() {
         return;
     };
     let app = app(&mut store);
-    let (run, units) = store
-        .queue_sub_epoch_run(
-            app,
-            "mlp_small",
-            &initial(&store),
-            &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)],
-        )
-        .unwrap();
+    let (run, units) = queue(&mut store, app, &[sub_epoch(0, 0, None, 0), sub_epoch(0, 1, None, 1)]);
     // The first unit kills every worker that takes it.
     for _ in 0..MAX_LOSSES {
         let lease = store.lease_unit("worker:doomed", EXPIRED).unwrap().unwrap();
@@ -375,18 +334,11 @@ fn an_epoch_is_leased_only_after_the_earlier_ones_are_committed() {
     };
     let app = app(&mut store);
     // Epoch 1's unit has the lowest rank, yet waits for both of epoch 0's.
-    let (run, _) = store
-        .queue_sub_epoch_run(
-            app,
-            "mlp_small",
-            &initial(&store),
-            &[
+    let (run, _) = queue(&mut store, app, &[
                 sub_epoch(0, 0, None, 5),
                 sub_epoch(0, 1, None, 6),
                 sub_epoch(1, 0, None, 0),
-            ],
-        )
-        .unwrap();
+            ]);
     let mut visits = Vec::new();
     while let Some(lease) = store.lease_unit("worker:a", LONG).unwrap() {
         let at = lease.sub_epoch.clone().unwrap();
