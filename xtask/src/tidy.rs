@@ -87,6 +87,13 @@ pub const RULES: &[Rule] = &[
         why: "generated apps depend on the runtime, never on the compiler",
     },
     Rule {
+        from: "easeml-python",
+        // libtorch: the workspace's resolve unifies easeml-runtime's `engine` feature, so the
+        // extension's freedom from it is checked on the built extension (python_package.rs, NEEDED).
+        never: &["handlebars", "pest", "easeml-compiler"],
+        why: "the Python extensions never reach the compiler",
+    },
+    Rule {
         from: "easeml-app-engine",
         never: &[
             "syn",

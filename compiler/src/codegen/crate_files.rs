@@ -142,6 +142,8 @@ struct PythonView<'a> {
     system_type_literal: String,
     workload: &'a str,
     runtime_path: String,
+    /// `runtime/python` (`easeml-python`, the extensions' shared half), as the Python crate reaches it.
+    python_runtime_path: String,
     has_labels: bool,
     labels_literal: String,
     label_literals: String,
@@ -264,6 +266,10 @@ fn python_files(
         system_type_literal: json_literal(&schema.system_type()),
         workload: compiled.workload(),
         runtime_path: toml_string(&python_runtime_path(&options.runtime_path)),
+        python_runtime_path: toml_string(&sibling_path(
+            &python_runtime_path(&options.runtime_path),
+            "python",
+        )),
         has_labels: schema.labels.is_some(),
         labels_literal: if schema.labels.is_some() {
             format!("[{}]", literals.join(", "))

@@ -2,230 +2,63 @@
 
 //! `plankton_species._native`: the Python extension of the easeml app `plankton_species` ({input: {[Tensor[64,64,3]], []}, output: {[Tensor[4]], []}}).
 //!
-//! A thin layer over the generated crate one folder up: every call goes through its typed
-//! [`app::Client`] and its [`app::Input`] / [`app::Output`] constructors (which check each field's
-//! shape), so Python and the Rust binaries share one client. Whole numpy arrays cross the boundary
-//! once (the buffer protocol, `float32`, C order); the examples are cut from them here, with the GIL
-//! released while they are checked and stored. The Python API (`connect`, `App`, the exception
-//! classes) is the pure-Python package beside it; errors are raised as its classes, one per kind of
-//! the client's `Error`. No libtorch here: training and embedded inference run the app's engine
-//! binaries, which `plankton_species/__init__.py` starts.
+//! The app as `easeml-python` sees it ([`PyApp`]: its manifest, the tensor fields of each side,
+//! the typed [`app::Input`] / [`app::Output`] constructors of the generated crate one folder up,
+//! its labels) and the class the Python package holds, whose methods delegate to
+//! `easeml_python::Session`: numpy arrays in, checked examples through the app's client with the
+//! GIL released, errors raised as the classes of `plankton_species._errors`. No libtorch here: training and
+//! embedded inference run the app's engine binaries, which `plankton_species/__init__.py` starts.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 
-use easeml_runtime::{Connection, Error, ExampleId, PageRequest, StoredOutput, Tensor};
-use pyo3::buffer::PyBuffer;
+use easeml_python::{Fields, PyApp, Session};
+use easeml_runtime::Tensor;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict};
 
-/// The Python module that holds the exception classes.
-const ERRORS_MODULE: &str = "plankton_species._errors";
+/// The app `plankton_species`.
+struct App;
 
-/// A value handed to a closure that runs while the GIL is released. `easeml_runtime::Client` is not
-/// `Send` (an embedded client may hold a model that is not); `Python::allow_threads` runs its closure
-/// on the calling thread, and `Native` is `unsendable` (pyo3 checks that it is only used on the
-/// thread that made it), so the client never changes threads.
-struct OnThisThread<T>(T);
+impl PyApp for App {
+    type Input = app::Input;
+    type Output = app::Output;
+    const ERRORS_MODULE: &'static str = "plankton_species._errors";
+    const MANIFEST: &'static str = app::MANIFEST;
+    const SERVER: Option<&'static str> = app::SERVER;
+    const INPUT_FIELDS: Fields = &[("image", &[64, 64, 3])];
+    const OUTPUT_FIELDS: Fields = &[("species", &[4])];
+    const HAS_LABELS: bool = true;
 
-// SAFETY: see the type's documentation: the value is only used on the thread that owns it.
-unsafe impl<T> Send for OnThisThread<T> {}
-
-/// Raises the exception class `class` of `plankton_species._errors` with `message`.
-fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
-    match py
-        .import(ERRORS_MODULE)
-        .and_then(|module| module.getattr(class))
-    {
-        Ok(class) => match class.call1((message,)) {
-            Ok(value) => PyErr::from_value(value),
-            Err(error) => error,
-        },
-        Err(error) => error,
+    fn input_from_tensors(tensors: Vec<Tensor>) -> Result<app::Input, String> {
+        let mut tensors = tensors.into_iter();
+        let mut next = || {
+            tensors
+                .next()
+                .ok_or_else(|| "a field is missing".to_owned())
+        };
+        app::Input::new(next()?).map_err(|error| error.to_string())
     }
-}
 
-/// The exception class for each kind of the client's error.
-fn error_class(error: &Error) -> &'static str {
-    match error {
-        Error::Store(_) => "StoreError",
-        Error::BadServerUrl { .. } => "ServerUrlError",
-        Error::Unreachable { .. } => "UnreachableError",
-        Error::Unauthorized { .. } => "UnauthorizedError",
-        Error::Server { .. } => "ServerError",
-        Error::Protocol { .. } => "ProtocolError",
-        Error::PartlyStored { .. } => "PartlyStoredError",
-        Error::TokenFile { .. } => "TokenFileError",
-        Error::Manifest(_) => "ManifestError",
-        Error::SchemaMismatch { .. } => "SchemaMismatchError",
-        Error::BadInput { .. } => "BadInputError",
-        Error::Read(_) => "ReadError",
-        Error::NoModel { .. } => "NoModelError",
-        Error::NoEngine => "NoEngineError",
-        Error::Model(_) => "ModelError",
-        Error::Decode { .. } => "DecodeError",
+    fn output_from_tensors(tensors: Vec<Tensor>) -> Result<app::Output, String> {
+        let mut tensors = tensors.into_iter();
+        let mut next = || {
+            tensors
+                .next()
+                .ok_or_else(|| "a field is missing".to_owned())
+        };
+        app::Output::new(next()?).map_err(|error| error.to_string())
     }
-}
 
-fn client_error(py: Python<'_>, error: Error) -> PyErr {
-    raise(py, error_class(&error), error.to_string())
-}
-
-/// One side's fields: name, declared shape.
-type Fields = &'static [(&'static str, &'static [u64])];
-
-const INPUT_FIELDS: Fields = &[("image", &[64, 64, 3])];
-const OUTPUT_FIELDS: Fields = &[("species", &[4])];
-
-fn shape_text(dims: &[u64]) -> String {
-    let dims: Vec<String> = dims.iter().map(u64::to_string).collect();
-    format!("[{}]", dims.join(","))
-}
-
-/// The values of one side given as one array per tensor field (each with a leading batch axis):
-/// the tensors of every example, field by field, after the shapes are checked. `batched` says
-/// whether the caller's arrays had the batch axis (else it was added for one example), so that a
-/// message shows the shape that was given.
-fn tensors_from_arrays(
-    py: Python<'_>,
-    side: &str,
-    fields: Fields,
-    arrays: &Bound<'_, PyList>,
-    batched: bool,
-) -> PyResult<Vec<Vec<Tensor>>> {
-    if arrays.len() != fields.len() {
-        let names: Vec<&str> = fields.iter().map(|(name, _)| *name).collect();
-        return Err(raise(
-            py,
-            "ShapeError",
-            format!(
-                "the {side} has {} tensor field(s) ({}); {} array(s) given",
-                fields.len(),
-                names.join(", "),
-                arrays.len()
-            ),
-        ));
+    fn label_name(name: &str) -> Result<&'static str, String> {
+        name.parse::<app::Label>()
+            .map(app::Label::name)
+            .map_err(|error| error.to_string())
     }
-    let mut count: Option<(usize, &str)> = None;
-    let mut columns = Vec::with_capacity(fields.len());
-    for ((name, dims), array) in fields.iter().zip(arrays.iter()) {
-        let buffer = PyBuffer::<f32>::get(&array)?;
-        let shape: Vec<u64> = buffer.shape().iter().map(|&side| side as u64).collect();
-        let per_example = shape.get(1..).unwrap_or(&[]);
-        if shape.is_empty() || per_example != *dims {
-            let found = if batched { &shape[..] } else { per_example };
-            return Err(raise(
-                py,
-                "ShapeError",
-                format!(
-                    "field `{side}.{name}`: expected shape {} (one example) or {} (a batch of N), found {}",
-                    shape_text(dims),
-                    shape_text(dims).replacen('[', "[N,", 1),
-                    shape_text(found)
-                ),
-            ));
-        }
-        let examples = shape[0] as usize;
-        if let Some((first, first_name)) = count {
-            if first != examples {
-                return Err(raise(
-                    py,
-                    "ShapeError",
-                    format!(
-                        "field `{side}.{name}` has {examples} example(s), but field `{side}.{first_name}` has {first}"
-                    ),
-                ));
-            }
-        } else {
-            count = Some((examples, name));
-        }
-        let values = buffer.to_vec(py)?;
-        columns.push((dims, values));
-    }
-    let examples = count.map_or(0, |(examples, _)| examples);
-    let columns = OnThisThread(columns);
-    let rows = py.allow_threads(move || {
-        let columns = columns;
-        let mut rows: Vec<Vec<Tensor>> = (0..examples)
-            .map(|_| Vec::with_capacity(fields.len()))
-            .collect();
-        for (dims, values) in columns.0 {
-            let size: usize = dims.iter().product::<u64>() as usize;
-            if size == 0 {
-                continue;
-            }
-            for (row, chunk) in rows.iter_mut().zip(values.chunks_exact(size)) {
-                if let Ok(tensor) = Tensor::new(dims.to_vec(), chunk.to_vec()) {
-                    row.push(tensor);
-                }
-            }
-        }
-        OnThisThread(rows)
-    });
-    Ok(rows.0)
-}
-
-fn shape_error(py: Python<'_>, index: usize, error: impl std::fmt::Display) -> PyErr {
-    raise(py, "ShapeError", format!("example {}: {error}", index + 1))
-}
-
-fn input_from_tensors(tensors: Vec<Tensor>) -> Result<app::Input, String> {
-    let mut tensors = tensors.into_iter();
-    let mut next = || {
-        tensors
-            .next()
-            .ok_or_else(|| "a field is missing".to_owned())
-    };
-    app::Input::new(next()?).map_err(|error| error.to_string())
-}
-
-fn output_from_tensors(tensors: Vec<Tensor>) -> Result<app::Output, String> {
-    let mut tensors = tensors.into_iter();
-    let mut next = || {
-        tensors
-            .next()
-            .ok_or_else(|| "a field is missing".to_owned())
-    };
-    app::Output::new(next()?).map_err(|error| error.to_string())
-}
-
-/// One side's values: JSON text (a list of values in the feed's JSON form), or a list of arrays,
-/// one per tensor field.
-fn side_values<T: for<'de> easeml_runtime::__private::serde::Deserialize<'de>>(
-    py: Python<'_>,
-    side: &str,
-    fields: Fields,
-    given: &Bound<'_, PyAny>,
-    batched: bool,
-    from_tensors: fn(Vec<Tensor>) -> Result<T, String>,
-) -> PyResult<Vec<T>> {
-    if let Ok(text) = given.downcast::<PyString>() {
-        let text = text.to_cow()?;
-        return serde_json::from_str::<Vec<T>>(&text).map_err(|error| {
-            raise(
-                py,
-                "BadInputError",
-                format!("the {side} values are not in this app's JSON form: {error}"),
-            )
-        });
-    }
-    let arrays = given.downcast::<PyList>()?;
-    let rows = tensors_from_arrays(py, side, fields, arrays, batched)?;
-    rows.into_iter()
-        .enumerate()
-        .map(|(index, tensors)| {
-            from_tensors(tensors).map_err(|error| shape_error(py, index, error))
-        })
-        .collect()
 }
 
 /// The app's client, as the Python package holds it.
 #[pyclass(unsendable, module = "plankton_species._native")]
-struct Native {
-    client: app::Client,
-    home: Option<PathBuf>,
-    server: Option<String>,
-}
+struct Native(Session<App>);
 
 #[pymethods]
 impl Native {
@@ -240,50 +73,19 @@ impl Native {
         token: Option<String>,
         home: Option<PathBuf>,
     ) -> PyResult<Native> {
-        let server = server
-            .filter(|url| !url.trim().is_empty())
-            .or_else(|| {
-                std::env::var("EASEML_SERVER")
-                    .ok()
-                    .filter(|url| !url.trim().is_empty())
-            })
-            .or(app::SERVER.map(str::to_owned));
-        let connection = match &server {
-            Some(url) => {
-                let mut connection = Connection::remote(url.as_str());
-                if let (Connection::Remote { token: slot, .. }, Some(token)) =
-                    (&mut connection, token)
-                {
-                    *slot = Some(token);
-                }
-                connection
-            }
-            None => {
-                Connection::from_settings(None, home).map_err(|error| client_error(py, error))?
-            }
-        };
-        let home = match &connection {
-            Connection::Embedded { home } => Some(home.clone()),
-            _ => None,
-        };
-        let client = app::Client::open(&connection).map_err(|error| client_error(py, error))?;
-        Ok(Native {
-            client,
-            home,
-            server,
-        })
+        Session::open(py, server, token, home).map(Native)
     }
 
     /// The local store's directory (`None` on a server).
     #[getter]
     fn home(&self) -> Option<PathBuf> {
-        self.home.clone()
+        self.0.home()
     }
 
     /// The server's URL (`None` for the local store).
     #[getter]
     fn server(&self) -> Option<String> {
-        self.server.clone()
+        self.0.server()
     }
 
     /// Stores labelled examples, all or none. `inputs`: a list of arrays (one per tensor field,
@@ -297,50 +99,7 @@ impl Native {
         outputs: &Bound<'_, PyAny>,
         batched: bool,
     ) -> PyResult<(usize, Vec<i64>, u64)> {
-        let inputs = side_values(
-            py,
-            "input",
-            INPUT_FIELDS,
-            inputs,
-            batched,
-            input_from_tensors,
-        )?;
-        let labels = labels_given(outputs)?;
-        let outputs = match labels {
-            Some(_) => Vec::new(),
-            None => side_values(
-                py,
-                "output",
-                OUTPUT_FIELDS,
-                outputs,
-                batched,
-                output_from_tensors,
-            )?,
-        };
-        let given = labels.as_ref().map_or(outputs.len(), Vec::len);
-        if given != inputs.len() {
-            return Err(raise(
-                py,
-                "ShapeError",
-                format!("{} input(s) but {given} output(s) given", inputs.len()),
-            ));
-        }
-        let client = OnThisThread(&mut self.client);
-        let work = OnThisThread((inputs, outputs, labels));
-        let fed = py.allow_threads(move || {
-            let (client, work) = (client, work);
-            let (inputs, outputs, labels) = work.0;
-            OnThisThread(feed_typed(client.0, inputs, outputs, labels))
-        });
-        let report = fed.0.map_err(|error| match error {
-            Fed::Client(error) => client_error(py, error),
-            Fed::Label(message) => raise(py, "BadInputError", message),
-        })?;
-        Ok((
-            report.added,
-            report.ids.iter().map(|id| id.0).collect(),
-            report.data_version,
-        ))
+        self.0.feed(py, inputs, outputs, batched)
     }
 
     /// Checks inputs and writes them to `path` as JSON Lines (`{"input": ...}`), the form the app's
@@ -353,33 +112,7 @@ impl Native {
         path: PathBuf,
         batched: bool,
     ) -> PyResult<usize> {
-        let inputs = side_values(
-            py,
-            "input",
-            INPUT_FIELDS,
-            inputs,
-            batched,
-            input_from_tensors,
-        )?;
-        let count = inputs.len();
-        let work = OnThisThread((inputs, path));
-        let written = py.allow_threads(move || {
-            let work = work;
-            let (inputs, path) = work.0;
-            let result = (|| -> std::io::Result<()> {
-                let mut file = std::io::BufWriter::new(std::fs::File::create(&path)?);
-                for input in &inputs {
-                    serde_json::to_writer(&mut file, &serde_json::json!({ "input": input }))?;
-                    file.write_all(b"\n")?;
-                }
-                file.flush()
-            })();
-            OnThisThread(result.map_err(|error| format!("{}: {error}", path.display())))
-        });
-        written
-            .0
-            .map_err(|message| raise(py, "ReadError", message))?;
-        Ok(count)
+        self.0.write_inputs(py, inputs, path, batched)
     }
 
     /// Answers inputs with the server's best model (remote apps); a list of JSON texts, one
@@ -391,25 +124,7 @@ impl Native {
         inputs: &Bound<'_, PyAny>,
         batched: bool,
     ) -> PyResult<Vec<String>> {
-        let inputs = side_values(
-            py,
-            "input",
-            INPUT_FIELDS,
-            inputs,
-            batched,
-            input_from_tensors,
-        )?;
-        let client = OnThisThread(&mut self.client);
-        let work = OnThisThread(inputs);
-        let answered = py.allow_threads(move || {
-            let (client, work) = (client, work);
-            OnThisThread(client.0.infer(work.0))
-        });
-        let answers = answered.0.map_err(|error| client_error(py, error))?;
-        Ok(answers
-            .iter()
-            .map(|answer| serde_json::to_string(answer).unwrap_or_default())
-            .collect())
+        self.0.infer(py, inputs, batched)
     }
 
     /// The values a file gives for the input (a `.npy` file or a PNG / JPEG image), read as the
@@ -418,16 +133,8 @@ impl Native {
         &self,
         py: Python<'py>,
         path: PathBuf,
-    ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
-        let shown = path.display().to_string();
-        let values =
-            easeml_runtime::feed::read_input_file(&self.client_schema_input(), &path, &shown)
-                .map_err(|message| raise(py, "BadInputError", message))?;
-        let bytes: Vec<u8> = values
-            .iter()
-            .flat_map(|value| value.to_le_bytes())
-            .collect();
-        Ok(pyo3::types::PyBytes::new(py, &bytes))
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.0.read_input_file(py, path)
     }
 
     /// One page of the stored examples, in id order: dicts with `id`, `enabled`, `label` (or
@@ -439,97 +146,17 @@ impl Native {
         after: Option<i64>,
         limit: u32,
     ) -> PyResult<(Vec<Bound<'py, PyDict>>, Option<i64>, u64)> {
-        let page = self
-            .client
-            .examples(PageRequest {
-                after: after.map(ExampleId),
-                limit,
-            })
-            .map_err(|error| client_error(py, error))?;
-        let mut items = Vec::with_capacity(page.items.len());
-        for record in &page.items {
-            let item = PyDict::new(py);
-            item.set_item("id", record.id.0)?;
-            item.set_item("enabled", record.enabled)?;
-            match &record.output {
-                StoredOutput::Label { name, .. } => item.set_item("label", name)?,
-                StoredOutput::Blob(_) => item.set_item("label", py.None())?,
-            }
-            item.set_item("data_version", record.data_version)?;
-            item.set_item("created_ms", record.created_ms)?;
-            items.push(item);
-        }
-        let next = page.next.and_then(|next| next.after).map(|id| id.0);
-        Ok((items, next, page.total))
+        self.0.examples(py, after, limit)
     }
 
     /// Turns an example on or off for training; returns the app's data version.
     fn set_enabled(&mut self, py: Python<'_>, id: i64, enabled: bool) -> PyResult<u64> {
-        self.client
-            .set_enabled(ExampleId(id), enabled)
-            .map_err(|error| client_error(py, error))
+        self.0.set_enabled(py, id, enabled)
     }
 
     /// The status report (every run, the best) as JSON text.
     fn status(&self, py: Python<'_>) -> PyResult<String> {
-        let status = self
-            .client
-            .status()
-            .map_err(|error| client_error(py, error))?;
-        serde_json::to_string(&status).map_err(|error| raise(py, "EasemlError", error.to_string()))
-    }
-}
-
-impl Native {
-    fn client_schema_input(&self) -> easeml_runtime::schema::DataType {
-        // The manifest is the generated crate's; it parsed when the client opened.
-        easeml_runtime::AppSpec::from_manifest_json(app::MANIFEST)
-            .map(|spec| spec.schema().input.clone())
-            .unwrap_or(easeml_runtime::schema::DataType { fields: Vec::new() })
-    }
-}
-
-enum Fed {
-    Client(Error),
-    Label(String),
-}
-
-/// The label names given as outputs (a list of strings), if that is what `outputs` is.
-fn labels_given(outputs: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
-    let Ok(list) = outputs.downcast::<PyList>() else {
-        return Ok(None);
-    };
-    if list.is_empty() || !list.get_item(0)?.is_instance_of::<PyString>() {
-        return Ok(None);
-    }
-    list.iter()
-        .map(|item| item.extract::<String>())
-        .collect::<PyResult<Vec<_>>>()
-        .map(Some)
-}
-
-fn feed_typed(
-    client: &mut app::Client,
-    inputs: Vec<app::Input>,
-    outputs: Vec<app::Output>,
-    labels: Option<Vec<String>>,
-) -> Result<easeml_runtime::FeedReport, Fed> {
-    match labels {
-        Some(names) => {
-            let mut labels = Vec::with_capacity(names.len());
-            for (index, name) in names.iter().enumerate() {
-                let label = name
-                    .parse::<app::Label>()
-                    .map_err(|error| Fed::Label(format!("example {}: {error}", index + 1)))?;
-                labels.push(label);
-            }
-            client
-                .feed_labelled(inputs.into_iter().zip(labels))
-                .map_err(Fed::Client)
-        }
-        None => client
-            .feed(inputs.into_iter().zip(outputs))
-            .map_err(Fed::Client),
+        self.0.status(py)
     }
 }
 

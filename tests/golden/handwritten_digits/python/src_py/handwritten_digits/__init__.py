@@ -360,11 +360,33 @@ def _engine_binary(command):
         return found
     crate, target, profile = _build_info()
     path = os.path.join(target, profile, name)
-    if not os.path.isfile(path):
+    # Binaries built for another build of this extension (an older easeml, say) are built again:
+    # cargo rebuilds what changed, and the stamp records which extension they were built for.
+    stamp = os.path.join(target, profile, f".{APP}-engine-built-for")
+    signature = _extension_signature()
+    if not os.path.isfile(path) or _read_text(stamp) != signature:
         _build_engine(crate, target, profile)
+        with open(stamp, "w", encoding="utf-8") as file:
+            file.write(signature)
     if not os.path.isfile(path):
         raise EngineError(f"building the engine binaries did not make {path}")
     return path
+
+
+def _extension_signature():
+    """Which build of the extension this is: its file, size and modification time."""
+    from . import _native
+
+    status = os.stat(_native.__file__)
+    return f"{_native.__file__} {status.st_size} {status.st_mtime_ns}"
+
+
+def _read_text(path):
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except OSError:
+        return None
 
 
 def _build_engine(crate, target, profile):
