@@ -1,6 +1,9 @@
-//! Plots of the replay (plotters): mean and worst-case accuracy loss against cost, one line per
-//! policy, as `loss.svg` and `loss.png`. Text needs a TrueType font: the first of the usual system
-//! fonts (or `$EASEML_FONT`) is used; without one the plots are drawn without text and a note says so.
+//! The CLI's plots (plotters), each written as `STEM.svg` and `STEM.png` by one function
+//! (`write_svg_and_png`, over the `Figure` each plot implements): the replay's mean and worst-case
+//! accuracy loss against cost (one line per policy), every app's best quality over time, the tuner
+//! replay's `Accuracy_C`, and grouped bars. Text needs a TrueType font: the first of the usual
+//! system fonts (or `$EASEML_FONT`) is used; without one the plots are drawn without text and a
+//! note says so.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -220,22 +223,7 @@ pub fn write_loss_plots(
     out: &Path,
     stem: &str,
 ) -> anyhow::Result<Vec<String>> {
-    let (with_text, notes) = text_support();
-    let svg_path = out.join(format!("{stem}.svg"));
-    draw(
-        SVGBackend::new(&svg_path, (WIDTH, HEIGHT)).into_drawing_area(),
-        plot,
-        with_text,
-    )
-    .with_context(|| format!("cannot draw `{}`", svg_path.display()))?;
-    let png_path = out.join(format!("{stem}.png"));
-    draw(
-        BitMapBackend::new(&png_path, (WIDTH, HEIGHT)).into_drawing_area(),
-        plot,
-        with_text,
-    )
-    .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
-    Ok(notes)
+    write_svg_and_png(plot, out, stem, (WIDTH, HEIGHT))
 }
 
 /// One app's best quality over time: `(minutes since the first run started, best quality so far)`,
@@ -335,25 +323,106 @@ fn text_support() -> (bool, Vec<String>) {
     (with_text, notes)
 }
 
+/// A figure that draws itself on any plotters backend: [`write_svg_and_png`] draws it twice.
+trait Figure {
+    /// Draws the figure on `root` (text only `with_text`: a font was found).
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+        with_text: bool,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static;
+}
+
+/// Writes `STEM.svg` and `STEM.png` of `figure`, `size` pixels, into `out`; returns notes for the
+/// user (e.g. no font found).
+fn write_svg_and_png<F: Figure + ?Sized>(
+    figure: &F,
+    out: &Path,
+    stem: &str,
+    size: (u32, u32),
+) -> anyhow::Result<Vec<String>> {
+    let (with_text, notes) = text_support();
+    let svg_path = out.join(format!("{stem}.svg"));
+    figure
+        .draw_on(
+            SVGBackend::new(&svg_path, size).into_drawing_area(),
+            with_text,
+        )
+        .with_context(|| format!("cannot draw `{}`", svg_path.display()))?;
+    let png_path = out.join(format!("{stem}.png"));
+    figure
+        .draw_on(
+            BitMapBackend::new(&png_path, size).into_drawing_area(),
+            with_text,
+        )
+        .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
+    Ok(notes)
+}
+
+impl Figure for LossPlot<'_> {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+        with_text: bool,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw(root, self, with_text)
+    }
+}
+
+impl Figure for [QualityCurve] {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+        with_text: bool,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw_quality(root, self, with_text)
+    }
+}
+
+/// The tuner replay's figure: its subject (the title) and one line per policy.
+struct AccuracyFigure<'a> {
+    subject: &'a str,
+    series: &'a [AccuracySeries],
+}
+
+impl Figure for AccuracyFigure<'_> {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+        with_text: bool,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw_accuracy(root, self.subject, self.series, with_text)
+    }
+}
+
+impl Figure for BarPlot {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+        with_text: bool,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw_bars(root, self, with_text)
+    }
+}
+
 /// Writes `quality.svg` and `quality.png` into `out`; returns notes for the user.
 pub fn write_quality_plots(curves: &[QualityCurve], out: &Path) -> anyhow::Result<Vec<String>> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create `{}`", out.display()))?;
-    let (with_text, notes) = text_support();
-    let svg_path = out.join("quality.svg");
-    draw_quality(
-        SVGBackend::new(&svg_path, (900, 500)).into_drawing_area(),
-        curves,
-        with_text,
-    )
-    .with_context(|| format!("cannot draw `{}`", svg_path.display()))?;
-    let png_path = out.join("quality.png");
-    draw_quality(
-        BitMapBackend::new(&png_path, (900, 500)).into_drawing_area(),
-        curves,
-        with_text,
-    )
-    .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
-    Ok(notes)
+    write_svg_and_png(curves, out, "quality", (900, 500))
 }
 
 /// One line of the tuner replay's plot: a policy's mean `Accuracy_C` (Eq. 7 of TrimTuner) on a
@@ -429,24 +498,12 @@ pub fn write_accuracy_plots(
     series: &[AccuracySeries],
     out: &Path,
 ) -> anyhow::Result<Vec<String>> {
-    let (with_text, notes) = text_support();
-    let svg_path = out.join("accuracy_c.svg");
-    draw_accuracy(
-        SVGBackend::new(&svg_path, (900, 500)).into_drawing_area(),
-        subject,
-        series,
-        with_text,
+    write_svg_and_png(
+        &AccuracyFigure { subject, series },
+        out,
+        "accuracy_c",
+        (900, 500),
     )
-    .with_context(|| format!("cannot draw `{}`", svg_path.display()))?;
-    let png_path = out.join("accuracy_c.png");
-    draw_accuracy(
-        BitMapBackend::new(&png_path, (900, 500)).into_drawing_area(),
-        subject,
-        series,
-        with_text,
-    )
-    .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
-    Ok(notes)
 }
 
 /// A grouped bar plot: one group per subject (a task), one bar per series (a method) in each.
@@ -538,21 +595,6 @@ where
 
 /// Writes `STEM.svg` and `STEM.png` (a grouped bar plot) into `out`; returns notes for the user.
 pub fn write_bar_plots(plot: &BarPlot, out: &Path, stem: &str) -> anyhow::Result<Vec<String>> {
-    let (with_text, notes) = text_support();
     let width = (200 + 110 * plot.groups.len() as u32).clamp(600, 1600);
-    let svg_path = out.join(format!("{stem}.svg"));
-    draw_bars(
-        SVGBackend::new(&svg_path, (width, 500)).into_drawing_area(),
-        plot,
-        with_text,
-    )
-    .with_context(|| format!("cannot draw `{}`", svg_path.display()))?;
-    let png_path = out.join(format!("{stem}.png"));
-    draw_bars(
-        BitMapBackend::new(&png_path, (width, 500)).into_drawing_area(),
-        plot,
-        with_text,
-    )
-    .with_context(|| format!("cannot draw `{}`", png_path.display()))?;
-    Ok(notes)
+    write_svg_and_png(plot, out, stem, (width, 500))
 }
