@@ -1,40 +1,19 @@
 //! Each model family learns an easy task clearly above chance, in seconds, on the CPU (or on the
 //! device `EASEML_DEVICE` names).
 
+mod common;
+
 use easeml_trainer::data::{Inputs, Sequences, Targets};
-use easeml_trainer::models::ModelConfig;
 use easeml_trainer::{
     Budget, Candidate, Checkpoint, Examples, Prediction, Predictor, RunOutcome, estimate_cost,
     synthetic, train,
 };
 use tch::Device;
 
-/// The device of the training runs: the CPU, unless `EASEML_DEVICE` names one (`cuda`, `cuda:N`) to
-/// run the same tests on a GPU. Predictions stay on the CPU (checkpoints move across devices).
-fn test_device() -> Device {
-    match std::env::var(easeml_trainer::device::DEVICE_ENV) {
-        Ok(value) if !value.trim().is_empty() => {
-            easeml_trainer::device::parse_device(&value).unwrap()
-        }
-        _ => Device::Cpu,
-    }
-}
-
 fn budget(epochs: usize) -> Budget {
-    tch::set_num_threads(1);
-    let mut budget = Budget::new(test_device());
-    budget.learning_rates = vec![0.01];
-    budget.max_epochs = epochs;
+    let mut budget = common::small_budget(epochs);
     budget.max_seconds = 60.0;
-    budget.batch_size = 16;
     budget.patience = 4;
-    budget.model = ModelConfig {
-        width: 1.0 / 16.0,
-        max_bytes: 8,
-        input_bytes: 0,
-        output_bytes: 0,
-        bytes_per_step: 1,
-    };
     budget
 }
 
