@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use easeml_bench::dataset::{SyntheticSpec, generate_synthetic};
+use easeml_bench::dataset::{Dataset, SyntheticSpec, generate_synthetic};
 use easeml_scheduler::gp::UserGp;
 use easeml_scheduler::{
     CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory, Scheduler,
@@ -19,32 +19,34 @@ use easeml_scheduler::{
 
 const N_MODELS: usize = 179;
 
-fn scheduler_after(observations: usize) -> (Scheduler, Vec<Option<f64>>) {
+/// A synthetic table (SIGMA_M 0.5, ALPHA 0.1) of `users` x `models`, and a scheduler with the
+/// default policy (EI per unit cost, Hybrid with a round-robin floor, per-user amplitudes: the
+/// replay's and the engine's) over a `kind` kernel fitted to every user but the first.
+fn synthetic_scheduler(
+    users: usize,
+    models: usize,
+    seed: u64,
+    kind: KernelKind,
+) -> (Dataset, Scheduler) {
     let spec = SyntheticSpec {
-        n_users: 110,
-        n_models: N_MODELS,
+        n_users: users,
+        n_models: models,
         ..SyntheticSpec::paper(0.5, 0.1)
     };
-    let data = generate_synthetic(spec, 7).unwrap();
+    let data = generate_synthetic(spec, seed).unwrap();
     let history = QualityHistory {
         model_ids: data.model_ids.clone(),
         rows: data.quality[1..].to_vec(),
     };
-    let kernel = KernelModel::from_history(
-        &history,
-        KernelKind::Matern52,
-        HyperparameterChoice::FitMarginalLikelihood,
-    )
-    .unwrap();
-    // The default policy (EI per unit cost, Hybrid with a round-robin floor) with the per-user
-    // amplitude, as the replay runs it.
-    let mut scheduler = Scheduler::new(
-        Arc::new(kernel),
-        SchedulerConfig {
-            amplitude_prior_strength: Some(1.0),
-            ..SchedulerConfig::default()
-        },
-    );
+    let kernel =
+        KernelModel::from_history(&history, kind, HyperparameterChoice::FitMarginalLikelihood)
+            .unwrap();
+    let scheduler = Scheduler::new(Arc::new(kernel), SchedulerConfig::default());
+    (data, scheduler)
+}
+
+fn scheduler_after(observations: usize) -> (Scheduler, Vec<Option<f64>>) {
+    let (data, mut scheduler) = synthetic_scheduler(110, N_MODELS, 7, KernelKind::Matern52);
     let candidates = data
         .model_ids
         .iter()
@@ -132,29 +134,7 @@ fn decision(c: &mut Criterion) {
 /// 0.1-1.0), every user with `observations` observations (its own decisions, reported at the
 /// synthetic table's quality of user 0).
 fn service_scheduler(users: usize, models: usize, observations: usize) -> Scheduler {
-    let spec = SyntheticSpec {
-        n_users: 60,
-        n_models: models,
-        ..SyntheticSpec::paper(0.5, 0.1)
-    };
-    let data = generate_synthetic(spec, 11).unwrap();
-    let history = QualityHistory {
-        model_ids: data.model_ids.clone(),
-        rows: data.quality[1..].to_vec(),
-    };
-    let kernel = KernelModel::from_history(
-        &history,
-        KernelKind::Rbf,
-        HyperparameterChoice::FitMarginalLikelihood,
-    )
-    .unwrap();
-    let mut scheduler = Scheduler::new(
-        Arc::new(kernel),
-        SchedulerConfig {
-            amplitude_prior_strength: Some(1.0),
-            ..SchedulerConfig::default()
-        },
-    );
+    let (data, mut scheduler) = synthetic_scheduler(60, models, 11, KernelKind::Rbf);
     for u in 0..users {
         let user = format!("user{u}");
         let candidates = data
