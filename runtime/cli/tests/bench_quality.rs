@@ -273,6 +273,21 @@ fn fails(args: &[&str], out: &Path) -> String {
     log
 }
 
+/// [`fails`] on one task folder with a one-second budget and the knn1 peer.
+fn fails_on(task: &Path, out: &Path) -> String {
+    fails(
+        &[
+            "--task",
+            task.to_str().unwrap(),
+            "--budget",
+            "1s",
+            "--peers",
+            "knn1",
+        ],
+        out,
+    )
+}
+
 #[test]
 fn bad_task_folders_are_clear_errors() {
     let dir = scratch_dir("folders");
@@ -285,17 +300,7 @@ fn bad_task_folders_are_clear_errors() {
     std::fs::create_dir_all(&no_eml).unwrap();
     std::fs::write(no_eml.join("train.txt"), "").unwrap();
     std::fs::write(no_eml.join("test.txt"), "").unwrap();
-    let log = fails(
-        &[
-            "--task",
-            no_eml.to_str().unwrap(),
-            "--budget",
-            "1s",
-            "--peers",
-            "knn1",
-        ],
-        &out,
-    );
+    let log = fails_on(&no_eml, &out);
     assert!(
         log.contains(&format!("task `{}`: no `.eml` file", no_eml.display())),
         "{log}"
@@ -303,17 +308,7 @@ fn bad_task_folders_are_clear_errors() {
 
     let two = write_task(&dir, "two", BLOBS_EML, &good_train, &good_test);
     std::fs::write(two.join("other.eml"), BLOBS_EML).unwrap();
-    let log = fails(
-        &[
-            "--task",
-            two.to_str().unwrap(),
-            "--budget",
-            "1s",
-            "--peers",
-            "knn1",
-        ],
-        &out,
-    );
+    let log = fails_on(&two, &out);
     assert!(
         log.contains(&format!(
             "task `{}`: 2 `.eml` files (other.eml, two.eml)",
@@ -324,17 +319,7 @@ fn bad_task_folders_are_clear_errors() {
 
     let no_train = write_task(&dir, "no_train", BLOBS_EML, &good_train, &good_test);
     std::fs::remove_file(no_train.join("train.txt")).unwrap();
-    let log = fails(
-        &[
-            "--task",
-            no_train.to_str().unwrap(),
-            "--budget",
-            "1s",
-            "--peers",
-            "knn1",
-        ],
-        &out,
-    );
+    let log = fails_on(&no_train, &out);
     assert!(
         log.contains(&format!("task `{}`: no train.txt", no_train.display())),
         "{log}"
@@ -342,34 +327,14 @@ fn bad_task_folders_are_clear_errors() {
 
     let no_test = write_task(&dir, "no_test", BLOBS_EML, &good_train, &good_test);
     std::fs::remove_file(no_test.join("test.txt")).unwrap();
-    let log = fails(
-        &[
-            "--task",
-            no_test.to_str().unwrap(),
-            "--budget",
-            "1s",
-            "--peers",
-            "knn1",
-        ],
-        &out,
-    );
+    let log = fails_on(&no_test, &out);
     assert!(
         log.contains(&format!("task `{}`: no test.txt", no_test.display())),
         "{log}"
     );
 
     let missing = dir.join("missing");
-    let log = fails(
-        &[
-            "--task",
-            missing.to_str().unwrap(),
-            "--budget",
-            "1s",
-            "--peers",
-            "knn1",
-        ],
-        &out,
-    );
+    let log = fails_on(&missing, &out);
     assert!(
         log.contains(&format!("task `{}`: not a folder", missing.display())),
         "{log}"
@@ -393,17 +358,7 @@ fn bad_programs_and_lines_are_clear_errors() {
     .collect();
     let test = vec!["[0, 0] left".to_owned()];
     let bad_lines = write_task(&dir, "bad_lines", BLOBS_EML, &train, &test);
-    let log = fails(
-        &[
-            "--task",
-            bad_lines.to_str().unwrap(),
-            "--budget",
-            "1s",
-            "--peers",
-            "knn1",
-        ],
-        &out,
-    );
+    let log = fails_on(&bad_lines, &out);
     assert!(
         log.contains(&format!(
             "task `{}`: 2 bad line(s) in train.txt",
@@ -424,17 +379,7 @@ fn bad_programs_and_lines_are_clear_errors() {
         &good_train,
         &["# nothing".to_owned()],
     );
-    let log = fails(
-        &[
-            "--task",
-            empty_test.to_str().unwrap(),
-            "--budget",
-            "1s",
-            "--peers",
-            "knn1",
-        ],
-        &out,
-    );
+    let log = fails_on(&empty_test, &out);
     assert!(
         log.contains(&format!(
             "task `{}`: test.txt has no examples",
@@ -450,17 +395,7 @@ fn bad_programs_and_lines_are_clear_errors() {
         &good_train,
         &["[0, 0]".to_owned()],
     );
-    let log = fails(
-        &[
-            "--task",
-            unlabelled.to_str().unwrap(),
-            "--budget",
-            "1s",
-            "--peers",
-            "knn1",
-        ],
-        &out,
-    );
+    let log = fails_on(&unlabelled, &out);
     assert!(log.contains("test.txt line 1: missing the output"), "{log}");
 
     let broken = write_task(
@@ -470,17 +405,7 @@ fn bad_programs_and_lines_are_clear_errors() {
         &good_train,
         &test,
     );
-    let log = fails(
-        &[
-            "--task",
-            broken.to_str().unwrap(),
-            "--budget",
-            "1s",
-            "--peers",
-            "knn1",
-        ],
-        &out,
-    );
+    let log = fails_on(&broken, &out);
     assert!(
         log.contains(&format!(
             "task `{}`: `broken.eml` does not compile",
