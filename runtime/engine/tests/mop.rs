@@ -403,13 +403,40 @@ fn a_worker_killed_mid_sub_epoch_loses_its_unit_to_another() {
     ));
 }
 
-#[test]
-fn a_run_stops_once_its_patience_runs_out_and_serves_its_best_epoch() {
+/// A fresh store (one thread for tch) with the test app and 60 of its examples; keep the first
+/// value alive while the store is used.
+fn store_with_app() -> (tempfile::TempDir, Store, AppId) {
     tch::set_num_threads(1);
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path()).unwrap();
     let app = register(&mut store);
     feed(&mut store, app, 60);
+    (home, store, app)
+}
+
+/// Trains `run` with one worker in step with the coordinator (a step after every sub-epoch, each
+/// committed) until it is done; returns its quality.
+fn train_in_step(store: &mut Store, run: RunId) -> f64 {
+    let mut progress = mop::MopProgress::default();
+    let mut cache = PartitionCache::default();
+    loop {
+        match mop::advance_with(store, run, &mut progress).unwrap() {
+            MopStatus::Done(quality) => return quality,
+            MopStatus::Failed(reason) => panic!("{reason}"),
+            MopStatus::Training { .. } => {}
+        }
+        let lease = store
+            .lease_unit("worker:one", Duration::from_secs(60))
+            .unwrap()
+            .expect("a sub-epoch to train while the run trains");
+        let executed = mop::execute_sub_epoch(store, &lease, Device::Cpu, &mut cache).unwrap();
+        assert!(matches!(executed, Executed::Committed), "{executed:?}");
+    }
+}
+
+#[test]
+fn a_run_stops_once_its_patience_runs_out_and_serves_its_best_epoch() {
+    let (_home, mut store, app) = store_with_app();
     // A rate so small that no epoch is better than the first: the run stops after epoch 0 and
     // `patience` more.
     let mut plan = plan(7);
@@ -418,21 +445,7 @@ fn a_run_stops_once_its_patience_runs_out_and_serves_its_best_epoch() {
     plan.learning_rate = 1e-12;
     let run = mop::start_run(&mut store, app, "mlp_small", &plan, &[]).unwrap();
     // One worker, in step with the coordinator: a step after every sub-epoch.
-    let mut progress = mop::MopProgress::default();
-    let mut cache = PartitionCache::default();
-    let quality = loop {
-        match mop::advance_with(&mut store, run, &mut progress).unwrap() {
-            MopStatus::Done(quality) => break quality,
-            MopStatus::Failed(reason) => panic!("{reason}"),
-            MopStatus::Training { .. } => {}
-        }
-        let lease = store
-            .lease_unit("worker:one", Duration::from_secs(60))
-            .unwrap()
-            .expect("a sub-epoch to train while the run trains");
-        let executed = mop::execute_sub_epoch(&mut store, &lease, Device::Cpu, &mut cache).unwrap();
-        assert!(matches!(executed, Executed::Committed), "{executed:?}");
-    };
+    let quality = train_in_step(&mut store, run);
     let log = store.sub_epochs(run).unwrap();
     let trained: Vec<(u64, u64)> = log
         .iter()
@@ -474,11 +487,7 @@ fn a_run_stops_once_its_patience_runs_out_and_serves_its_best_epoch() {
 
 #[test]
 fn a_partition_taken_over_from_a_gone_worker_stays_with_its_new_holder() {
-    tch::set_num_threads(1);
-    let home = tempfile::tempdir().unwrap();
-    let mut store = Store::open(home.path()).unwrap();
-    let app = register(&mut store);
-    feed(&mut store, app, 60);
+    let (_home, mut store, app) = store_with_app();
     for id in ["worker:a", "worker:b"] {
         store
             .register_worker(&easeml_store::NewWorker {
@@ -546,30 +555,13 @@ fn a_partition_taken_over_from_a_gone_worker_stays_with_its_new_holder() {
 
 #[test]
 fn a_run_stops_after_the_epoch_past_which_another_would_not_fit_its_time_limit() {
-    tch::set_num_threads(1);
-    let home = tempfile::tempdir().unwrap();
-    let mut store = Store::open(home.path()).unwrap();
-    let app = register(&mut store);
-    feed(&mut store, app, 60);
+    let (_home, mut store, app) = store_with_app();
     // No epoch fits a microsecond: the run serves its first epoch and stops.
     let mut plan = plan(11);
     plan.epochs = 10;
     plan.max_seconds = Some(1e-6);
     let run = mop::start_run(&mut store, app, "mlp_small", &plan, &[]).unwrap();
-    let mut progress = mop::MopProgress::default();
-    let mut cache = PartitionCache::default();
-    loop {
-        match mop::advance_with(&mut store, run, &mut progress).unwrap() {
-            MopStatus::Done(_) => break,
-            MopStatus::Failed(reason) => panic!("{reason}"),
-            MopStatus::Training { .. } => {}
-        }
-        let lease = store
-            .lease_unit("worker:one", Duration::from_secs(60))
-            .unwrap()
-            .expect("a sub-epoch to train while the run trains");
-        mop::execute_sub_epoch(&mut store, &lease, Device::Cpu, &mut cache).unwrap();
-    }
+    train_in_step(&mut store, run);
     let log = store.sub_epochs(run).unwrap();
     let trained: BTreeSet<u64> = log
         .iter()
