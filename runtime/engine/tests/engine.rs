@@ -95,6 +95,15 @@ fn feed_regression(store: &mut Store, app: AppId, n: usize) {
 const SIDES: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]\n";
 const LEVEL: &str = "app level\nInput = [3]\nOutput = [1]\n";
 
+/// A fresh store with the app `sides` and `examples` of its [`clusters`], closed again.
+fn sides_home(examples: usize) -> (tempfile::TempDir, AppId) {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let sides = register(&mut store, SIDES, "sides");
+    feed_labels(&mut store, sides, &clusters(examples, 0));
+    (home, sides)
+}
+
 #[test]
 fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
     let home = tempfile::tempdir().unwrap();
@@ -291,12 +300,8 @@ fn a_model_over_the_latency_limit_is_not_trained_or_never_served() {
 
 #[test]
 fn with_trimtuner_a_network_run_searches_settings_and_shares_and_keeps_its_trials() {
-    let home = tempfile::tempdir().unwrap();
-    let mut store = Store::open(home.path()).unwrap();
-    let sides = register(&mut store, SIDES, "sides");
     // 300 examples: the split (200 or more), where the tuner runs.
-    feed_labels(&mut store, sides, &clusters(300, 0));
-    drop(store);
+    let (home, sides) = sides_home(300);
     let mut config = config();
     config.tuning = easeml_engine::Tuning::TrimTuner;
     config.max_run_seconds = 2.0;
@@ -344,11 +349,7 @@ fn with_trimtuner_a_network_run_searches_settings_and_shares_and_keeps_its_trial
 
 #[test]
 fn new_data_reopens_an_app_and_a_removed_app_is_dropped() {
-    let home = tempfile::tempdir().unwrap();
-    let mut store = Store::open(home.path()).unwrap();
-    let sides = register(&mut store, SIDES, "sides");
-    feed_labels(&mut store, sides, &clusters(40, 0));
-    drop(store);
+    let (home, sides) = sides_home(40);
     let mut engine = Engine::open(home.path(), config()).unwrap();
     assert!(engine.train(None, &mut |_| {}).unwrap().exhausted);
     assert!(engine.step(None, &mut |_| {}).unwrap().is_none());
@@ -554,11 +555,7 @@ fn apps_with_too_few_examples_or_a_broken_manifest_wait_without_stopping_the_oth
 
 #[test]
 fn a_time_budget_stops_the_loop() {
-    let home = tempfile::tempdir().unwrap();
-    let mut store = Store::open(home.path()).unwrap();
-    let sides = register(&mut store, SIDES, "sides");
-    feed_labels(&mut store, sides, &clusters(40, 0));
-    drop(store);
+    let (home, _) = sides_home(40);
     let mut engine = Engine::open(home.path(), config()).unwrap();
     // Under a second left: no run starts.
     let summary = engine
