@@ -141,7 +141,7 @@ pub fn uses_mop(parallelism: Parallelism, choice: &MopChoice<'_>, mop_above_byte
         Parallelism::Mop => true,
         Parallelism::Auto => {
             let replicated = (choice.data_bytes as u64).saturating_mul(choice.workers as u64);
-            replicated > mop_above_bytes && 2 * choice.open_models >= choice.workers
+            replicated > mop_above_bytes && choice.open_models.saturating_mul(2) >= choice.workers
         }
     }
 }
@@ -916,6 +916,11 @@ mod tests {
         assert!(!choice("mlp_small", 1, 1 << 20, 9));
         assert!(!choice("gbdt", 4, 1 << 20, 9));
         assert!(!choice("not_a_model", 4, 1 << 20, 9));
+        // The most models there could be (the coordinator asks so before reading the store) and
+        // the most bytes: no overflow, only the copies decide.
+        assert!(choice("mlp_small", 2, 600, usize::MAX));
+        assert!(!choice("mlp_small", 2, 500, usize::MAX));
+        assert!(choice("mlp_small", usize::MAX, usize::MAX, usize::MAX));
     }
 
     #[test]
