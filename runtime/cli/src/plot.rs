@@ -129,87 +129,90 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
         .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-fn draw<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    plot: &LossPlot<'_>,
-    with_text: bool,
-) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let panels = root.split_evenly((1, 2));
-    let x_max = plot.grid.last().copied().unwrap_or(1.0).max(1e-9);
-    let x_label = if plot.cost_aware {
-        "cost (summed)"
-    } else {
-        "runs"
-    };
-    for (panel_index, panel) in panels.iter().enumerate() {
-        let worst = panel_index == 1;
-        // Log scale: the first round takes the loss from ~0.5 to ~0.05, and the levels that tell
-        // the policies apart (0.02, 0.01) would be invisible on a linear axis. Losses below the
-        // floor (found the best model) are drawn at it.
-        let y_max = plot
-            .series
-            .iter()
-            .flat_map(|s| if worst { s.worst_loss } else { s.mean_loss }.iter())
-            .copied()
-            .fold(0.0, f64::max)
-            .max(LOSS_FLOOR * 10.0)
-            * 1.2;
-        let mut builder = ChartBuilder::on(panel);
-        builder.margin(15);
-        if with_text {
-            let title = format!(
-                "{}: {} accuracy loss",
-                plot.subject,
-                if worst { "worst-case" } else { "mean" }
-            );
-            builder
-                .caption(title, ("sans-serif", 18))
-                .x_label_area_size(40)
-                .y_label_area_size(55);
-        }
-        let mut chart = builder
-            .build_cartesian_2d(0.0..x_max, (LOSS_FLOOR..y_max).log_scale())
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut mesh = chart.configure_mesh();
-        if with_text {
-            mesh.x_desc(x_label)
-                .y_desc("accuracy loss (log scale, floor 0.001)");
+impl Figure for LossPlot<'_> {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+        with_text: bool,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let plot = self;
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let panels = root.split_evenly((1, 2));
+        let x_max = plot.grid.last().copied().unwrap_or(1.0).max(1e-9);
+        let x_label = if plot.cost_aware {
+            "cost (summed)"
         } else {
-            mesh.disable_x_mesh().disable_y_mesh();
-        }
-        mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
-        for (index, line) in plot.series.iter().enumerate() {
-            let color = COLORS[index % COLORS.len()].to_rgba();
-            let values = if worst {
-                line.worst_loss
-            } else {
-                line.mean_loss
-            };
-            let series = chart
-                .draw_series(LineSeries::new(
-                    plot.grid
-                        .iter()
-                        .copied()
-                        .zip(values.iter().map(|&loss| loss.max(LOSS_FLOOR))),
-                    color.stroke_width(2),
-                ))
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            "runs"
+        };
+        for (panel_index, panel) in panels.iter().enumerate() {
+            let worst = panel_index == 1;
+            // Log scale: the first round takes the loss from ~0.5 to ~0.05, and the levels that tell
+            // the policies apart (0.02, 0.01) would be invisible on a linear axis. Losses below the
+            // floor (found the best model) are drawn at it.
+            let y_max = plot
+                .series
+                .iter()
+                .flat_map(|s| if worst { s.worst_loss } else { s.mean_loss }.iter())
+                .copied()
+                .fold(0.0, f64::max)
+                .max(LOSS_FLOOR * 10.0)
+                * 1.2;
+            let mut builder = ChartBuilder::on(panel);
+            builder.margin(15);
             if with_text {
-                series.label(line.label.as_str()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
+                let title = format!(
+                    "{}: {} accuracy loss",
+                    plot.subject,
+                    if worst { "worst-case" } else { "mean" }
+                );
+                builder
+                    .caption(title, ("sans-serif", 18))
+                    .x_label_area_size(40)
+                    .y_label_area_size(55);
+            }
+            let mut chart = builder
+                .build_cartesian_2d(0.0..x_max, (LOSS_FLOOR..y_max).log_scale())
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut mesh = chart.configure_mesh();
+            if with_text {
+                mesh.x_desc(x_label)
+                    .y_desc("accuracy loss (log scale, floor 0.001)");
+            } else {
+                mesh.disable_x_mesh().disable_y_mesh();
+            }
+            mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+            for (index, line) in plot.series.iter().enumerate() {
+                let color = COLORS[index % COLORS.len()].to_rgba();
+                let values = if worst {
+                    line.worst_loss
+                } else {
+                    line.mean_loss
+                };
+                let series = chart
+                    .draw_series(LineSeries::new(
+                        plot.grid
+                            .iter()
+                            .copied()
+                            .zip(values.iter().map(|&loss| loss.max(LOSS_FLOOR))),
+                        color.stroke_width(2),
+                    ))
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                if with_text {
+                    series.label(line.label.as_str()).legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                    });
+                }
+            }
+            if with_text {
+                draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
             }
         }
-        if with_text {
-            draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
-        }
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(())
     }
-    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(())
 }
 
 /// Writes `loss.svg` and `loss.png` into `out`; returns notes for the user (e.g. no font found).
@@ -235,78 +238,81 @@ pub struct QualityCurve {
     pub points: Vec<(f64, f64)>,
 }
 
-fn draw_quality<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    curves: &[QualityCurve],
-    with_text: bool,
-) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let x_max = curves
-        .iter()
-        .flat_map(|curve| curve.points.iter().map(|&(x, _)| x))
-        .fold(0.0, f64::max)
-        .max(1e-3)
-        * 1.05;
-    let mut builder = ChartBuilder::on(&root);
-    builder.margin(15);
-    if with_text {
-        builder
-            .caption(
-                "best model quality of every app over time",
-                ("sans-serif", 18),
-            )
-            .x_label_area_size(40)
-            .y_label_area_size(55);
-    }
-    let mut chart = builder
-        .build_cartesian_2d(0.0..x_max, 0.0..1.02)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut mesh = chart.configure_mesh();
-    if with_text {
-        mesh.x_desc("minutes of training")
-            .y_desc("best validation quality");
-    } else {
-        mesh.disable_x_mesh().disable_y_mesh();
-    }
-    mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
-    for (index, curve) in curves.iter().enumerate() {
-        let color = Palette99::pick(index).to_rgba();
-        // A step line: the best quality holds until the next improvement, and to the end.
-        let mut steps = Vec::new();
-        for (i, &(x, y)) in curve.points.iter().enumerate() {
-            if i > 0 {
-                steps.push((x, curve.points[i - 1].1));
-            }
-            steps.push((x, y));
-        }
-        if let Some(&(_, y)) = curve.points.last() {
-            steps.push((x_max, y));
-        }
-        chart
-            .draw_series(
-                curve
-                    .points
-                    .iter()
-                    .map(|&point| Circle::new(point, 3, color.filled())),
-            )
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let series = chart
-            .draw_series(LineSeries::new(steps, color.stroke_width(2)))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+impl Figure for [QualityCurve] {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+        with_text: bool,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let curves = self;
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let x_max = curves
+            .iter()
+            .flat_map(|curve| curve.points.iter().map(|&(x, _)| x))
+            .fold(0.0, f64::max)
+            .max(1e-3)
+            * 1.05;
+        let mut builder = ChartBuilder::on(&root);
+        builder.margin(15);
         if with_text {
-            series.label(curve.app.as_str()).legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
+            builder
+                .caption(
+                    "best model quality of every app over time",
+                    ("sans-serif", 18),
+                )
+                .x_label_area_size(40)
+                .y_label_area_size(55);
         }
+        let mut chart = builder
+            .build_cartesian_2d(0.0..x_max, 0.0..1.02)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut mesh = chart.configure_mesh();
+        if with_text {
+            mesh.x_desc("minutes of training")
+                .y_desc("best validation quality");
+        } else {
+            mesh.disable_x_mesh().disable_y_mesh();
+        }
+        mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+        for (index, curve) in curves.iter().enumerate() {
+            let color = Palette99::pick(index).to_rgba();
+            // A step line: the best quality holds until the next improvement, and to the end.
+            let mut steps = Vec::new();
+            for (i, &(x, y)) in curve.points.iter().enumerate() {
+                if i > 0 {
+                    steps.push((x, curve.points[i - 1].1));
+                }
+                steps.push((x, y));
+            }
+            if let Some(&(_, y)) = curve.points.last() {
+                steps.push((x_max, y));
+            }
+            chart
+                .draw_series(
+                    curve
+                        .points
+                        .iter()
+                        .map(|&point| Circle::new(point, 3, color.filled())),
+                )
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let series = chart
+                .draw_series(LineSeries::new(steps, color.stroke_width(2)))
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            if with_text {
+                series.label(curve.app.as_str()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            }
+        }
+        if with_text {
+            draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+        }
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(())
     }
-    if with_text {
-        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
-    }
-    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(())
 }
 
 /// Whether plots can have text (a font was found), and the note to show the user when not.
@@ -361,62 +367,10 @@ fn write_svg_and_png<F: Figure + ?Sized>(
     Ok(notes)
 }
 
-impl Figure for LossPlot<'_> {
-    fn draw_on<DB: DrawingBackend>(
-        &self,
-        root: DrawingArea<DB, Shift>,
-        with_text: bool,
-    ) -> anyhow::Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        draw(root, self, with_text)
-    }
-}
-
-impl Figure for [QualityCurve] {
-    fn draw_on<DB: DrawingBackend>(
-        &self,
-        root: DrawingArea<DB, Shift>,
-        with_text: bool,
-    ) -> anyhow::Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        draw_quality(root, self, with_text)
-    }
-}
-
 /// The tuner replay's figure: its subject (the title) and one line per policy.
 struct AccuracyFigure<'a> {
     subject: &'a str,
     series: &'a [AccuracySeries],
-}
-
-impl Figure for AccuracyFigure<'_> {
-    fn draw_on<DB: DrawingBackend>(
-        &self,
-        root: DrawingArea<DB, Shift>,
-        with_text: bool,
-    ) -> anyhow::Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        draw_accuracy(root, self.subject, self.series, with_text)
-    }
-}
-
-impl Figure for BarPlot {
-    fn draw_on<DB: DrawingBackend>(
-        &self,
-        root: DrawingArea<DB, Shift>,
-        with_text: bool,
-    ) -> anyhow::Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        draw_bars(root, self, with_text)
-    }
 }
 
 /// Writes `quality.svg` and `quality.png` into `out`; returns notes for the user.
@@ -434,62 +388,64 @@ pub struct AccuracySeries {
     pub points: Vec<(f64, f64)>,
 }
 
-fn draw_accuracy<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    subject: &str,
-    series: &[AccuracySeries],
-    with_text: bool,
-) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let x_max = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|&(x, _)| x))
-        .fold(0.0, f64::max)
-        .max(1e-9);
-    let mut builder = ChartBuilder::on(&root);
-    builder.margin(15);
-    if with_text {
-        builder
-            .caption(
-                format!("{subject}: Accuracy_C of the incumbent"),
-                ("sans-serif", 18),
-            )
-            .x_label_area_size(40)
-            .y_label_area_size(55);
-    }
-    let mut chart = builder
-        .build_cartesian_2d(0.0..x_max, 0.0..1.02)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut mesh = chart.configure_mesh();
-    if with_text {
-        mesh.x_desc("optimization cost (USD)")
-            .y_desc("mean Accuracy_C (Eq. 7)");
-    } else {
-        mesh.disable_x_mesh().disable_y_mesh();
-    }
-    mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
-    for (index, line) in series.iter().enumerate() {
-        let color = COLORS[index % COLORS.len()].to_rgba();
-        let drawn = chart
-            .draw_series(LineSeries::new(
-                line.points.iter().copied(),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+impl Figure for AccuracyFigure<'_> {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+        with_text: bool,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (subject, series) = (self.subject, self.series);
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let x_max = series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|&(x, _)| x))
+            .fold(0.0, f64::max)
+            .max(1e-9);
+        let mut builder = ChartBuilder::on(&root);
+        builder.margin(15);
         if with_text {
-            drawn.label(line.label.as_str()).legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
+            builder
+                .caption(
+                    format!("{subject}: Accuracy_C of the incumbent"),
+                    ("sans-serif", 18),
+                )
+                .x_label_area_size(40)
+                .y_label_area_size(55);
         }
+        let mut chart = builder
+            .build_cartesian_2d(0.0..x_max, 0.0..1.02)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut mesh = chart.configure_mesh();
+        if with_text {
+            mesh.x_desc("optimization cost (USD)")
+                .y_desc("mean Accuracy_C (Eq. 7)");
+        } else {
+            mesh.disable_x_mesh().disable_y_mesh();
+        }
+        mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+        for (index, line) in series.iter().enumerate() {
+            let color = COLORS[index % COLORS.len()].to_rgba();
+            let drawn = chart
+                .draw_series(LineSeries::new(
+                    line.points.iter().copied(),
+                    color.stroke_width(2),
+                ))
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            if with_text {
+                drawn.label(line.label.as_str()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            }
+        }
+        if with_text {
+            draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+        }
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(())
     }
-    if with_text {
-        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
-    }
-    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(())
 }
 
 /// Writes `accuracy_c.svg` and `accuracy_c.png` into `out`; returns notes for the user.
@@ -518,79 +474,82 @@ pub struct BarPlot {
     pub groups: Vec<(String, Vec<Option<f64>>)>,
 }
 
-fn draw_bars<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    plot: &BarPlot,
-    with_text: bool,
-) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let groups = plot.groups.len().max(1);
-    let values = plot.groups.iter().flat_map(|(_, v)| v.iter().flatten());
-    let y_min = values.clone().copied().fold(0.0, f64::min).max(-1.0);
-    let y_max = values.copied().fold(1.0, f64::max) * 1.3;
-    let mut builder = ChartBuilder::on(&root);
-    builder.margin(15);
-    if with_text {
-        builder
-            .caption(plot.title.as_str(), ("sans-serif", 18))
-            .x_label_area_size(40)
-            .y_label_area_size(55);
-    }
-    // Group i is centred on x = i, so the mesh's integer key points label the groups.
-    let mut chart = builder
-        .build_cartesian_2d(-0.5..groups as f64 - 0.5, y_min..y_max)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let names: Vec<String> = plot.groups.iter().map(|(name, _)| name.clone()).collect();
-    let label = |x: &f64| {
-        let index = x.round();
-        if (x - index).abs() < 1e-6 && index >= 0.0 {
-            names.get(index as usize).cloned().unwrap_or_default()
-        } else {
-            String::new()
-        }
-    };
-    let mut mesh = chart.configure_mesh();
-    mesh.disable_x_mesh();
-    if with_text {
-        mesh.x_labels(groups + 1)
-            .x_label_formatter(&label)
-            .y_desc(plot.y_label.as_str());
-    } else {
-        mesh.disable_y_mesh();
-    }
-    mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let width = 0.8 / plot.series.len().max(1) as f64;
-    for (index, name) in plot.series.iter().enumerate() {
-        let color = COLORS[index % COLORS.len()].to_rgba();
-        let bars = plot
-            .groups
-            .iter()
-            .enumerate()
-            .filter_map(|(group, (_, values))| {
-                let value = values.get(index).copied().flatten()?;
-                let left = group as f64 - 0.4 + index as f64 * width;
-                Some(Rectangle::new(
-                    [(left, 0.0), (left + width * 0.92, value)],
-                    color.filled(),
-                ))
-            });
-        let drawn = chart
-            .draw_series(bars)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+impl Figure for BarPlot {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+        with_text: bool,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let plot = self;
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let groups = plot.groups.len().max(1);
+        let values = plot.groups.iter().flat_map(|(_, v)| v.iter().flatten());
+        let y_min = values.clone().copied().fold(0.0, f64::min).max(-1.0);
+        let y_max = values.copied().fold(1.0, f64::max) * 1.3;
+        let mut builder = ChartBuilder::on(&root);
+        builder.margin(15);
         if with_text {
-            drawn.label(name.as_str()).legend(move |(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
-            });
+            builder
+                .caption(plot.title.as_str(), ("sans-serif", 18))
+                .x_label_area_size(40)
+                .y_label_area_size(55);
         }
+        // Group i is centred on x = i, so the mesh's integer key points label the groups.
+        let mut chart = builder
+            .build_cartesian_2d(-0.5..groups as f64 - 0.5, y_min..y_max)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let names: Vec<String> = plot.groups.iter().map(|(name, _)| name.clone()).collect();
+        let label = |x: &f64| {
+            let index = x.round();
+            if (x - index).abs() < 1e-6 && index >= 0.0 {
+                names.get(index as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
+        let mut mesh = chart.configure_mesh();
+        mesh.disable_x_mesh();
+        if with_text {
+            mesh.x_labels(groups + 1)
+                .x_label_formatter(&label)
+                .y_desc(plot.y_label.as_str());
+        } else {
+            mesh.disable_y_mesh();
+        }
+        mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let width = 0.8 / plot.series.len().max(1) as f64;
+        for (index, name) in plot.series.iter().enumerate() {
+            let color = COLORS[index % COLORS.len()].to_rgba();
+            let bars = plot
+                .groups
+                .iter()
+                .enumerate()
+                .filter_map(|(group, (_, values))| {
+                    let value = values.get(index).copied().flatten()?;
+                    let left = group as f64 - 0.4 + index as f64 * width;
+                    Some(Rectangle::new(
+                        [(left, 0.0), (left + width * 0.92, value)],
+                        color.filled(),
+                    ))
+                });
+            let drawn = chart
+                .draw_series(bars)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            if with_text {
+                drawn.label(name.as_str()).legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
+                });
+            }
+        }
+        if with_text {
+            draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        }
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(())
     }
-    if with_text {
-        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
-    }
-    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(())
 }
 
 /// Writes `STEM.svg` and `STEM.png` (a grouped bar plot) into `out`; returns notes for the user.
