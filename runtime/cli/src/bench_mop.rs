@@ -31,12 +31,7 @@ pub struct MopBenchArgs {
     /// `--real`: the workers' devices, in turn, as `easeml train --devices` takes them (default:
     /// the one $EASEML_DEVICE names, else CUDA when available, else the CPU); several workers may
     /// share one GPU (`cuda:0,cuda:0`).
-    #[arg(
-        long,
-        value_name = "cpu,cuda:0,...",
-        value_delimiter = ',',
-        requires = "real"
-    )]
+    #[arg(long, value_name = "cpu,cuda:0,...", value_delimiter = ',')]
     devices: Option<Vec<String>>,
     /// Models trained (M).
     #[arg(long, value_name = "M")]
