@@ -451,11 +451,9 @@ impl<A: PyApp> Session<A> {
         path: PathBuf,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let shown = path.display().to_string();
-        // The manifest parsed when the client opened.
-        let input = AppSpec::from_manifest_json(A::MANIFEST)
-            .map(|spec| spec.schema().input.clone())
-            .map_err(|error| Self::client_error(py, error))?;
-        let values = easeml_runtime::feed::read_input_file(&input, &path, &shown)
+        // The schema the client parsed from the manifest when it opened.
+        let input = &self.client.schema().input;
+        let values = easeml_runtime::feed::read_input_file(input, &path, &shown)
             .map_err(|message| Self::raise(py, "BadInputError", message))?;
         let bytes: Vec<u8> = values
             .iter()

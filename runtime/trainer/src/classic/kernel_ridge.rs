@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use super::minirocket::softmax_prediction;
-use super::table::{Table, Target, standardization, standardize_into};
+use super::table::{Table, Target, evenly_spaced, standardization, standardize_into};
 use super::{ClassicModel, Clock, Learner};
 use crate::error::{Error, Result};
 use crate::infer::Prediction;
@@ -199,14 +199,6 @@ impl<'a> KernelRidgeLearner<'a> {
     pub(crate) fn new(table: Table<'a>, image: bool) -> Self {
         Self { table, image }
     }
-}
-
-/// At most `limit` of `rows`, evenly spaced, in their order.
-fn evenly_spaced(rows: &[usize], limit: usize) -> Vec<usize> {
-    if rows.len() <= limit {
-        return rows.to_vec();
-    }
-    (0..limit).map(|i| rows[i * rows.len() / limit]).collect()
 }
 
 impl Learner for KernelRidgeLearner<'_> {

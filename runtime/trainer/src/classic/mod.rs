@@ -344,7 +344,8 @@ pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<
         }
         // The tree and neighbour loops are branchy scalar code: one of their steps is counted as
         // `SCALAR_STEP` FLOPs of the tensor speed the estimate assumes (calibrated on digits,
-        // 1437 rows x 64 features, 10 classes: gbdt 5.7 s, random_forest 0.4 s, knn 0.06 s).
+        // 1437 rows x 64 features, 10 classes: gbdt 5.7 s, random_forest 0.4 s, knn 0.06 s before
+        // its leave-one-out, 0.2 s with it).
         // Per fitted row: about 100 rounds (early stopping) of one tree per output, each row
         // visiting every feature's histogram at each of ~5 levels; two depth settings.
         ModelKind::Gbdt => {
@@ -358,14 +359,23 @@ pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<
             let depth = (examples.len().max(2) as f64).log2();
             SCALAR_STEP * 2.0 * fits * 100.0 * depth * features.sqrt().max(1.0) * (outputs + 2.0)
         }
-        // Distances from every validation row to every training row, six settings at most.
+        // Each fit's leave-one-out (its rows against at most `MAX_LEAVE_ONE_OUT_QUERIES` of
+        // them, standardized and raw), then the distances from every validation row to every
+        // training row.
         ModelKind::Knn => {
             let (features, _) = table_shape(examples);
+            let queries = knn::MAX_LEAVE_ONE_OUT_QUERIES as f64;
+            let leave_one_out: f64 = sets
+                .iter()
+                .map(trained)
+                .chain([examples.len() as f64])
+                .map(|n| 2.0 * n * n.min(queries))
+                .sum();
             let pairs: f64 = sets
                 .iter()
                 .map(|(train, validation)| train.len() as f64 * validation.len() as f64)
                 .sum();
-            2.0 * (6.0 * pairs * 3.0 * features + fits * features)
+            2.0 * ((leave_one_out + pairs) * 3.0 * features + fits * features)
         }
         // Per fit and each of the three settings: the kernel matrix (n^2 features), its
         // eigendecomposition (about 10 n^3 in libtorch's LAPACK) and the validation rows' kernel

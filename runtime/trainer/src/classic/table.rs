@@ -99,6 +99,14 @@ impl<'a> Table<'a> {
     }
 }
 
+/// At most `limit` of `rows`, evenly spaced, in their order.
+pub(crate) fn evenly_spaced(rows: &[usize], limit: usize) -> Vec<usize> {
+    if rows.len() <= limit {
+        return rows.to_vec();
+    }
+    (0..limit).map(|i| rows[i * rows.len() / limit]).collect()
+}
+
 /// The standardization of `rows` of `table`: per feature, its mean and its standard deviation
 /// over those rows (a constant feature 1; values that are not finite are left out). Not
 /// `standardized`: means 0 and scales 1 (the raw features).
