@@ -7,7 +7,7 @@
 //!
 //! The run's one setting is [`CHOOSE`]: each fit chooses `k` and the scaling itself, by exact
 //! leave-one-out over the rows it is given (every row predicted from the others; at most
-//! [`MAX_LEAVE_ONE_OUT_QUERIES`] of them, evenly spaced, asked), from [`KnnLearner::grid`]: on
+//! [`MAX_LEAVE_ONE_OUT_QUERIES`] of them, evenly spaced, asked), from the learner's grid: on
 //! tables standardized `k` in {5, 9, 3, 1}, then raw {1, 5}; on images (inputs of two or more
 //! dimensions) raw {1, 5, 3} first, then standardized {1, 5} (pixels are on one scale already, and
 //! standardizing a nearly constant border pixel blows its noise up: on scikit-learn's 8x8 digits,
