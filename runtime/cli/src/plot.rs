@@ -129,6 +129,30 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
         .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// Draws `points` as a line 2 pixels wide in `color`, with a legend entry `label` when given (a
+/// short stroke of the same style).
+fn draw_line<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    points: impl IntoIterator<Item = CT::From>,
+    color: RGBAColor,
+    label: Option<&str>,
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+    CT::From: Clone + 'static,
+{
+    let series = chart
+        .draw_series(LineSeries::new(points, color.stroke_width(2)))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(label) = label {
+        series.label(label).legend(move |(x, y)| {
+            PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+        });
+    }
+    Ok(())
+}
+
 impl Figure for LossPlot<'_> {
     fn draw_on<DB: DrawingBackend>(
         &self,
@@ -191,20 +215,15 @@ impl Figure for LossPlot<'_> {
                 } else {
                     line.mean_loss
                 };
-                let series = chart
-                    .draw_series(LineSeries::new(
-                        plot.grid
-                            .iter()
-                            .copied()
-                            .zip(values.iter().map(|&loss| loss.max(LOSS_FLOOR))),
-                        color.stroke_width(2),
-                    ))
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                if with_text {
-                    series.label(line.label.as_str()).legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
-                }
+                draw_line(
+                    &mut chart,
+                    plot.grid
+                        .iter()
+                        .copied()
+                        .zip(values.iter().map(|&loss| loss.max(LOSS_FLOOR))),
+                    color,
+                    with_text.then_some(line.label.as_str()),
+                )?;
             }
             if with_text {
                 draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
@@ -298,14 +317,12 @@ impl Figure for [QualityCurve] {
                         .map(|&point| Circle::new(point, 3, color.filled())),
                 )
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let series = chart
-                .draw_series(LineSeries::new(steps, color.stroke_width(2)))
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            if with_text {
-                series.label(curve.app.as_str()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-            }
+            draw_line(
+                &mut chart,
+                steps,
+                color,
+                with_text.then_some(curve.app.as_str()),
+            )?;
         }
         if with_text {
             draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
@@ -428,17 +445,12 @@ impl Figure for AccuracyFigure<'_> {
         mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
         for (index, line) in series.iter().enumerate() {
             let color = COLORS[index % COLORS.len()].to_rgba();
-            let drawn = chart
-                .draw_series(LineSeries::new(
-                    line.points.iter().copied(),
-                    color.stroke_width(2),
-                ))
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            if with_text {
-                drawn.label(line.label.as_str()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-            }
+            draw_line(
+                &mut chart,
+                line.points.iter().copied(),
+                color,
+                with_text.then_some(line.label.as_str()),
+            )?;
         }
         if with_text {
             draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
