@@ -72,7 +72,7 @@ easeml-runtime = {runtime}
 
 [workspace]
 
-# The settings easeml's own crates and generated apps use, so that the target dir is shared.
+# The workspace's settings for dependencies, so that the target dir's registry crates are shared.
 [profile.dev]
 debug = "line-tables-only"
 

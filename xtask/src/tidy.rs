@@ -12,6 +12,13 @@
 //!    path ([`looks_like_path`]) must exist, and every backticked `Type::function` or
 //!    `module::function` ([`looks_like_item`]) must name a `fn` that exists in a Rust file of the
 //!    workspace, beside a type, module or crate of the first name.
+//! 3. **Generated crates build easeml's crates as the workspace does** ([`profile_violations`]):
+//!    the `[profile.dev]` sections of the generated app crate and of its Python crate (read from the
+//!    golden `breast_cancer` crate, which `golden_files.rs` keeps equal to the generator's output)
+//!    give every workspace crate the crate reaches (normal and build dependencies, from its declared
+//!    `easeml-*` dependencies) the opt-level the workspace gives it, name no other crate (cargo
+//!    warns about a package spec that matches nothing), and keep the workspace's settings for the
+//!    other dependencies (`"*"`) and build scripts.
 //!
 //! Every violation is printed (not just the first), each with what to do.
 
@@ -114,10 +121,36 @@ pub fn run(root: &Path) -> Result<()> {
         std::fs::read_to_string(root.join("ARCHITECTURE.md")).context("reading ARCHITECTURE.md")?;
     let code = RustCode::read(root)?;
     violations.extend(architecture_violations(&architecture, root, &code));
+    let read_toml = |relative: &str| -> Result<toml::Table> {
+        let text = std::fs::read_to_string(root.join(relative))
+            .with_context(|| format!("reading {relative}"))?;
+        text.parse()
+            .with_context(|| format!("{relative} is not valid TOML"))
+    };
+    let workspace = read_toml("Cargo.toml")?;
+    let app = read_toml(GENERATED_APP_MANIFEST)?;
+    let python = read_toml(GENERATED_PYTHON_MANIFEST)?;
+    let app_crates = reached_members(&metadata, &declared_easeml_dependencies(&app))?;
+    let mut python_crates = reached_members(&metadata, &declared_easeml_dependencies(&python))?;
+    python_crates.extend(app_crates.iter().cloned());
+    violations.extend(profile_violations(
+        &workspace,
+        &app,
+        &app_crates,
+        GENERATED_APP_MANIFEST,
+    ));
+    violations.extend(profile_violations(
+        &workspace,
+        &python,
+        &python_crates,
+        GENERATED_PYTHON_MANIFEST,
+    ));
     if violations.is_empty() {
         eprintln!(
-            "tidy: {} dependency rules hold; every path and item ARCHITECTURE.md names exists",
-            RULES.len()
+            "tidy: {} dependency rules hold; every path and item ARCHITECTURE.md names exists; \
+             generated crates build easeml's {} crates as the workspace does",
+            RULES.len(),
+            python_crates.len()
         );
         return Ok(());
     }
@@ -347,6 +380,150 @@ impl RustCode {
     }
 }
 
+/// The generated app crate that stands for every generated crate in the profile check.
+const GENERATED_APP_MANIFEST: &str = "tests/golden/breast_cancer/Cargo.toml";
+/// Its Python crate.
+const GENERATED_PYTHON_MANIFEST: &str = "tests/golden/breast_cancer/python/Cargo.toml";
+
+/// The `easeml-*` crates a manifest declares as normal or build dependencies.
+pub fn declared_easeml_dependencies(manifest: &toml::Table) -> BTreeSet<String> {
+    ["dependencies", "build-dependencies"]
+        .iter()
+        .filter_map(|section| manifest.get(*section).and_then(toml::Value::as_table))
+        .flat_map(|dependencies| dependencies.keys())
+        .filter(|name| name.starts_with("easeml-"))
+        .cloned()
+        .collect()
+}
+
+/// The workspace crates reached from `starts` (workspace crate names) through normal and build
+/// dependencies, `starts` included.
+pub fn reached_members(metadata: &Value, starts: &BTreeSet<String>) -> Result<BTreeSet<String>> {
+    let members: BTreeSet<&str> = metadata["workspace_members"]
+        .as_array()
+        .context("cargo metadata has no workspace members")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut names: BTreeMap<&str, &str> = BTreeMap::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        names.insert(
+            package["id"].as_str().unwrap_or_default(),
+            package["name"].as_str().unwrap_or_default(),
+        );
+    }
+    let mut deps: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for node in metadata["resolve"]["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let linked = node["deps"].as_array().into_iter().flatten().filter(|dep| {
+            dep["dep_kinds"].as_array().is_some_and(|kinds| {
+                kinds
+                    .iter()
+                    .any(|kind| kind["kind"].is_null() || kind["kind"] == "build")
+            })
+        });
+        deps.insert(
+            node["id"].as_str().unwrap_or_default(),
+            linked.filter_map(|dep| dep["pkg"].as_str()).collect(),
+        );
+    }
+    let mut queue: Vec<&str> = members
+        .iter()
+        .copied()
+        .filter(|id| names.get(id).is_some_and(|name| starts.contains(*name)))
+        .collect();
+    if let Some(missing) = starts.iter().find(|start| {
+        !queue
+            .iter()
+            .any(|id| names.get(id) == Some(&start.as_str()))
+    }) {
+        bail!("a generated crate depends on `{missing}`, which is not a workspace crate");
+    }
+    let mut seen: BTreeSet<&str> = queue.iter().copied().collect();
+    while let Some(id) = queue.pop() {
+        for &next in deps.get(id).into_iter().flatten() {
+            if members.contains(next) && seen.insert(next) {
+                queue.push(next);
+            }
+        }
+    }
+    Ok(seen.iter().map(|id| names[id].to_owned()).collect())
+}
+
+/// The dev profile's value of `key` for a package, as the manifest's profile resolves it: its
+/// `[profile.dev.package.NAME]`, else (when the package is no member) `[profile.dev.package."*"]`,
+/// else `[profile.dev]`.
+fn dev_setting<'a>(
+    manifest: &'a toml::Table,
+    package: &str,
+    member: bool,
+    key: &str,
+) -> Option<&'a toml::Value> {
+    let dev = manifest.get("profile")?.get("dev")?;
+    let packages = dev.get("package");
+    let named = packages.and_then(|packages| packages.get(package)?.get(key));
+    let any = (!member)
+        .then(|| packages.and_then(|packages| packages.get("*")?.get(key)))
+        .flatten();
+    named.or(any).or_else(|| dev.get(key))
+}
+
+/// The violations of check 3 for one generated manifest (`label` names it) whose dependency graph
+/// holds the workspace crates `crates`.
+pub fn profile_violations(
+    workspace: &toml::Table,
+    generated: &toml::Table,
+    crates: &BTreeSet<String>,
+    label: &str,
+) -> Vec<String> {
+    let opt_level = |value: Option<&toml::Value>| value.cloned().unwrap_or(toml::Value::Integer(0));
+    let mut violations = Vec::new();
+    for name in crates {
+        let expected = opt_level(dev_setting(workspace, name, true, "opt-level"));
+        let actual = opt_level(dev_setting(generated, name, false, "opt-level"));
+        if expected != actual {
+            violations.push(format!(
+                "{label} builds `{name}` at opt-level {actual}, the workspace at {expected}; \
+                 give it `[profile.dev.package.{name}] opt-level = {expected}` in templates/crate/profile.toml (the Python crate's own in its Cargo.toml.hbs)"
+            ));
+        }
+    }
+    let named = generated
+        .get("profile")
+        .and_then(|profile| profile.get("dev")?.get("package")?.as_table());
+    for name in named.into_iter().flat_map(|packages| packages.keys()) {
+        if name != "*" && !crates.contains(name) && name.starts_with("easeml-") {
+            violations.push(format!(
+                "{label} names `[profile.dev.package.{name}]`, a crate it does not depend on (cargo \
+                 warns at every build); remove it from the template"
+            ));
+        }
+    }
+    let section = |manifest: &toml::Table, path: &[&str]| {
+        path.iter()
+            .try_fold(&toml::Value::Table(manifest.clone()), |value, key| {
+                value.get(key)
+            })
+            .cloned()
+    };
+    for path in [
+        &["profile", "dev", "package", "*"][..],
+        &["profile", "dev", "build-override"],
+        &["profile", "dev", "debug"],
+    ] {
+        if section(workspace, path) != section(generated, path) {
+            violations.push(format!(
+                "{label}'s `{}` differs from the workspace's; make templates/crate/profile.toml match Cargo.toml",
+                path.join(".")
+            ));
+        }
+    }
+    violations
+}
+
 /// A backticked span that names a repository path: it has a `/` or a known file ending, and no
 /// placeholder (`<`, `*`, `{`, `$`), space, URL, home or `../shared` prefix.
 pub fn looks_like_path(span: &str) -> bool {
@@ -528,5 +705,95 @@ mod tests {
         assert!(looks_like_item("easeml_app_engine::run_engine"));
         assert!(!looks_like_item("easeml_runtime::Client"));
         assert!(!looks_like_path("Cargo.toml in the user's crate"));
+    }
+
+    #[test]
+    fn generated_profiles_are_held_to_the_workspace() {
+        let workspace: toml::Table = r#"
+            [profile.dev]
+            debug = "line-tables-only"
+            [profile.dev.package."*"]
+            opt-level = 1
+            [profile.dev.package.trainer]
+            opt-level = 2
+        "#
+        .parse()
+        .unwrap();
+        let crates = BTreeSet::from(["runtime".to_owned(), "trainer".to_owned()]);
+        let mirrored: toml::Table = r#"
+            [profile.dev]
+            debug = "line-tables-only"
+            [profile.dev.package."*"]
+            opt-level = 1
+            [profile.dev.package.runtime]
+            opt-level = 0
+            [profile.dev.package.trainer]
+            opt-level = 2
+        "#
+        .parse()
+        .unwrap();
+        assert_eq!(
+            profile_violations(&workspace, &mirrored, &crates, "app"),
+            Vec::<String>::new()
+        );
+        // Without its own sections, `"*"` optimizes the runtime and under-optimizes the trainer; a
+        // section for a crate the app does not reach, and a changed `"*"`, are reported too.
+        let drifted: toml::Table = r#"
+            [profile.dev]
+            debug = "line-tables-only"
+            [profile.dev.package."*"]
+            opt-level = 3
+            [profile.dev.package.easeml-gone]
+            opt-level = 0
+        "#
+        .parse()
+        .unwrap();
+        let violations = profile_violations(&workspace, &drifted, &crates, "app");
+        assert_eq!(violations.len(), 4, "{violations:#?}");
+        assert!(violations[0].contains("builds `runtime` at opt-level 3, the workspace at 0"));
+        assert!(violations[1].contains("builds `trainer` at opt-level 3, the workspace at 2"));
+        assert!(violations[2].contains("`[profile.dev.package.easeml-gone]`"));
+        assert!(violations[3].contains("`profile.dev.package.*` differs"));
+        let manifest: toml::Table = r#"
+            [dependencies]
+            easeml-runtime = { path = "r" }
+            serde = "1"
+            [build-dependencies]
+            easeml-torch-link = { path = "t" }
+            [dev-dependencies]
+            easeml-tests = { path = "x" }
+        "#
+        .parse()
+        .unwrap();
+        assert_eq!(
+            declared_easeml_dependencies(&manifest),
+            BTreeSet::from(["easeml-runtime".to_owned(), "easeml-torch-link".to_owned()])
+        );
+    }
+
+    #[test]
+    fn reached_members_follow_normal_and_build_edges_inside_the_workspace() {
+        let mut metadata = metadata();
+        metadata["resolve"]["nodes"][0]["deps"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"pkg": "tester 0.1.0", "dep_kinds": [{"kind": "build"}]}));
+        metadata["workspace_members"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!("tester 0.1.0"));
+        let reached = reached_members(&metadata, &BTreeSet::from(["app".to_owned()])).unwrap();
+        // `runtime` (normal) and `tester` (build) are members; `tch` and `syn` are not.
+        assert_eq!(
+            reached,
+            BTreeSet::from(["app".to_owned(), "runtime".to_owned(), "tester".to_owned()])
+        );
+        let error = reached_members(&metadata, &BTreeSet::from(["nowhere".to_owned()]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("`nowhere`, which is not a workspace crate"),
+            "{error}"
+        );
     }
 }

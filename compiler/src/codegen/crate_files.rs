@@ -110,6 +110,30 @@ const PYTHON_TEMPLATES: [(&str, &str, &str); 7] = [
     ),
 ];
 
+/// The `[profile]` sections of both Cargo.toml templates (`{{> profile}}`): plain TOML, easeml's
+/// crates built as the workspace builds them (`cargo xtask tidy` holds it to the workspace's).
+const PROFILE_PARTIAL: &str = include_str!("../../../templates/crate/profile.toml");
+
+/// A strict, unescaped renderer with `templates` and the shared partials registered.
+fn renderer(templates: &[(&str, &str, &str)]) -> Result<Handlebars<'static>, GenerateError> {
+    let mut handlebars = Handlebars::new();
+    handlebars.set_strict_mode(true);
+    handlebars.register_escape_fn(handlebars::no_escape);
+    let failed = |name: &str, error: handlebars::TemplateError| GenerateError::Template {
+        template: name.to_owned(),
+        message: error.to_string(),
+    };
+    for (name, _, text) in templates {
+        handlebars
+            .register_template_string(name, text)
+            .map_err(|error| failed(name, error))?;
+    }
+    handlebars
+        .register_partial("profile", PROFILE_PARTIAL)
+        .map_err(|error| failed("profile", error))?;
+    Ok(handlebars)
+}
+
 /// One tensor field as the Python templates see it.
 #[derive(Serialize)]
 struct PyTensorField {
@@ -244,17 +268,7 @@ fn python_files(
     options: &CrateOptions,
     files: &mut BTreeMap<String, String>,
 ) -> Result<(), GenerateError> {
-    let mut handlebars = Handlebars::new();
-    handlebars.set_strict_mode(true);
-    handlebars.register_escape_fn(handlebars::no_escape);
-    for (name, _, text) in PYTHON_TEMPLATES {
-        handlebars
-            .register_template_string(name, text)
-            .map_err(|error| GenerateError::Template {
-                template: name.to_owned(),
-                message: error.to_string(),
-            })?;
-    }
+    let handlebars = renderer(&PYTHON_TEMPLATES)?;
     let schema = &compiled.schema;
     let labels = schema.labels.clone().unwrap_or_default();
     let literals: Vec<String> = labels.iter().map(|label| json_literal(label)).collect();
@@ -346,17 +360,7 @@ pub fn crate_files(
     compiled: &Compiled,
     options: &CrateOptions,
 ) -> Result<BTreeMap<String, String>, GenerateError> {
-    let mut handlebars = Handlebars::new();
-    handlebars.set_strict_mode(true);
-    handlebars.register_escape_fn(handlebars::no_escape);
-    for (name, _, text) in TEMPLATES {
-        handlebars
-            .register_template_string(name, text)
-            .map_err(|error| GenerateError::Template {
-                template: name.to_owned(),
-                message: error.to_string(),
-            })?;
-    }
+    let handlebars = renderer(&TEMPLATES)?;
     let schema = &compiled.schema;
     let client = client_items(
         compiled,
