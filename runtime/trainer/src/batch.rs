@@ -4,6 +4,7 @@
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::data::{Examples, Inputs, Sequences, Targets, dense_batch, label_batch};
+use crate::infer::Prediction;
 use crate::models::tree::FlatTrees;
 use crate::models::{BatchInput, ModelConfig};
 use crate::task::Task;
@@ -223,6 +224,15 @@ pub(crate) fn loss(outputs: &Tensor, targets: &TargetBatch) -> Tensor {
     }
 }
 
+/// One example's expected output, as the models that are not tch modules are scored on it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Expected<'a> {
+    /// A class index.
+    Class(i64),
+    /// The output values, row-major.
+    Values(&'a [f32]),
+}
+
 /// Running sums for the validation quality: accuracy or clipped R^2.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct QualityAccumulator {
@@ -278,14 +288,31 @@ impl QualityAccumulator {
         self.count += mask.sum(Kind::Double).double_value(&[]);
     }
 
-    /// Adds one classified example (the models that are not tch modules, `crate::classic`).
-    pub(crate) fn add_class(&mut self, predicted: i64, actual: i64) {
+    /// Adds one prediction of a model that is not a tch module (`crate::classic`) against its
+    /// target; false, adding nothing, when the prediction is not of the target's kind.
+    pub(crate) fn add_prediction(
+        &mut self,
+        prediction: &Prediction,
+        expected: Expected<'_>,
+    ) -> bool {
+        match (prediction, expected) {
+            (Prediction::Class { index, .. }, Expected::Class(actual)) => {
+                self.add_class(*index, actual);
+            }
+            (Prediction::Values { values, .. }, Expected::Values(actual)) => {
+                self.add_values(values, actual);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    fn add_class(&mut self, predicted: i64, actual: i64) {
         self.correct += f64::from(u8::from(predicted == actual));
         self.count += 1.0;
     }
 
-    /// Adds one example's predicted and actual values (the models that are not tch modules).
-    pub(crate) fn add_values(&mut self, predicted: &[f32], actual: &[f32]) {
+    fn add_values(&mut self, predicted: &[f32], actual: &[f32]) {
         for (&p, &a) in predicted.iter().zip(actual) {
             if !p.is_finite() {
                 self.non_finite = true;
@@ -299,13 +326,14 @@ impl QualityAccumulator {
         }
     }
 
-    /// True when some output was NaN or infinite.
-    pub(crate) fn saw_non_finite(&self) -> bool {
-        self.non_finite
+    /// The quality ([`Self::quality`]), or `None` when some output was NaN or infinite: the
+    /// trainer's one rule for a model that diverged.
+    pub(crate) fn finite_quality(&self, classification: bool) -> Option<f64> {
+        (!self.non_finite).then(|| self.quality(classification))
     }
 
     /// Accuracy (classification) or `clamp(1 - SSE/SST, 0, 1)`.
-    pub(crate) fn quality(&self, classification: bool) -> f64 {
+    fn quality(&self, classification: bool) -> f64 {
         if self.count == 0.0 {
             return 0.0;
         }

@@ -230,10 +230,7 @@ pub fn evaluate_state(
         let (input, targets) = example_batch(examples, &setup.task, &setup.config, batch, device);
         accumulator.add(&model.forward(&input, false), &targets);
     }
-    if accumulator.saw_non_finite() {
-        return Ok(None);
-    }
-    Ok(Some(accumulator.quality(setup.task.is_classification())))
+    Ok(accumulator.finite_quality(setup.task.is_classification()))
 }
 
 /// The servable checkpoint of `state`: every variable (as a run of the trainer keeps them), with

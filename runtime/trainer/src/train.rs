@@ -1103,10 +1103,7 @@ fn evaluate(context: &TrialContext<'_>, model: &Model) -> Option<f64> {
         let outputs = forward(model, &input, false, context.budget);
         accumulator.add(&outputs, &targets);
     }
-    if accumulator.saw_non_finite() {
-        return None;
-    }
-    Some(accumulator.quality(context.task.is_classification()))
+    accumulator.finite_quality(context.task.is_classification())
 }
 
 /// Loads named tensors into a store's variables (used by inference).

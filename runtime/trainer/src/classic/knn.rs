@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::forest::class_prediction;
 use super::table::{Table, Target, evenly_spaced, standardization, standardize_into};
 use super::{ClassicModel, Clock, Learner};
-use crate::batch::QualityAccumulator;
+use crate::batch::{Expected, QualityAccumulator};
 use crate::error::{Error, Result};
 use crate::infer::Prediction;
 
@@ -155,29 +155,21 @@ impl Knn {
             let point = &self.points[query * self.features..(query + 1) * self.features];
             let nearest = self.nearest(point, most, Some(query));
             for (&k, accumulator) in ks.iter().zip(&mut accumulators) {
-                match self.vote(&nearest[..k.min(nearest.len())]) {
-                    Prediction::Class { index, .. } => {
-                        accumulator.add_class(index, self.targets[query] as i64);
-                    }
-                    Prediction::Values { values, .. } => accumulator.add_values(
-                        &values,
+                let expected = if self.classes > 0 {
+                    Expected::Class(self.targets[query] as i64)
+                } else {
+                    Expected::Values(
                         &self.targets[query * self.outputs..(query + 1) * self.outputs],
-                    ),
-                    _ => {}
-                }
+                    )
+                };
+                accumulator.add_prediction(&self.vote(&nearest[..k.min(nearest.len())]), expected);
             }
         }
         let classification = self.classes > 0;
         Some(
             accumulators
                 .iter()
-                .map(|accumulator| {
-                    if accumulator.saw_non_finite() {
-                        0.0
-                    } else {
-                        accumulator.quality(classification)
-                    }
-                })
+                .map(|accumulator| accumulator.finite_quality(classification).unwrap_or(0.0))
                 .collect(),
         )
     }

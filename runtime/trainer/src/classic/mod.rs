@@ -37,7 +37,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::batch::QualityAccumulator;
+use crate::batch::{Expected, QualityAccumulator};
 use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::{Checkpoint, CheckpointMeta};
 use crate::data::{Examples, Inputs, Targets};
@@ -449,26 +449,22 @@ pub(crate) fn quality(
     }
     let mut accumulator = QualityAccumulator::default();
     let classification = matches!(examples.targets, Targets::Classes { .. });
+    let wrong_kind =
+        || Error::BadExamples("a classic model predicted the wrong kind of output".into());
     for (&row, prediction) in rows.iter().zip(&predictions) {
-        match (&examples.targets, prediction) {
-            (Targets::Classes { labels, .. }, Prediction::Class { index, .. }) => {
-                accumulator.add_class(*index, labels[row]);
-            }
-            (Targets::Dense { shape, values }, Prediction::Values { values: got, .. }) => {
+        let expected = match &examples.targets {
+            Targets::Classes { labels, .. } => Expected::Class(labels[row]),
+            Targets::Dense { shape, values } => {
                 let width = crate::data::numel(shape);
-                accumulator.add_values(got, &values[row * width..(row + 1) * width]);
+                Expected::Values(&values[row * width..(row + 1) * width])
             }
-            _ => {
-                return Err(Error::BadExamples(
-                    "a classic model predicted the wrong kind of output".into(),
-                ));
-            }
+            _ => return Err(wrong_kind()),
+        };
+        if !accumulator.add_prediction(prediction, expected) {
+            return Err(wrong_kind());
         }
     }
-    if accumulator.saw_non_finite() {
-        return Ok(None);
-    }
-    Ok(Some(accumulator.quality(classification)))
+    Ok(accumulator.finite_quality(classification))
 }
 
 /// The training run of a classic model (called by [`crate::train()`]).
