@@ -64,6 +64,11 @@ enum Command {
         /// `import <app>`), a maturin project over the same generated client.
         #[arg(long)]
         python: bool,
+        /// Do not write `.cargo/config.toml`, which makes the crate's builds share the build dir
+        /// of the easeml build this easemlc comes from (libtorch's bindings and the runtime are
+        /// then built again, into the crate's own `target/`).
+        #[arg(long)]
+        no_shared_build: bool,
         #[command(flatten)]
         options: CommonOptions,
     },
@@ -167,6 +172,7 @@ fn run(cli: Cli) -> Result<bool> {
             server,
             runtime_path,
             python,
+            no_shared_build,
             options,
         } => {
             let registry = load_registry(&options)?;
@@ -207,6 +213,13 @@ fn run(cli: Cli) -> Result<bool> {
                 compiled.candidates.len(),
                 files.len()
             );
+            if !no_shared_build && let Some(build_dir) = share_build_dir(&out)? {
+                eprintln!(
+                    "easemlc: its builds share the build dir of this easemlc's build, `{}` \
+                     (`.cargo/config.toml`; `--no-shared-build` leaves it out)",
+                    build_dir.display()
+                );
+            }
             println!("{}", out.display());
             Ok(true)
         }
@@ -283,6 +296,63 @@ fn write_crate(out: &Path, files: &std::collections::BTreeMap<String, String>) -
         written += 1;
     }
     Ok(written)
+}
+
+/// The target dir this easemlc was built into (`<dir>/<profile>/easemlc`, with cargo's
+/// `CACHEDIR.TAG` in `<dir>`), if it runs from one.
+fn own_target_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?.parent()?;
+    dir.join("CACHEDIR.TAG")
+        .is_file()
+        .then(|| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned()))
+}
+
+/// Makes the crate at `out` build into the build dir of the easeml build this easemlc comes
+/// from (cargo's `build.build-dir`: intermediate artifacts there, the binaries still in the
+/// crate's `target/`), so that its first build reuses libtorch's bindings and every other
+/// registry crate instead of building them for minutes: writes `.cargo/config.toml` (unless the
+/// user wrote one of their own) and, when the crate has no `Cargo.lock` yet, copies this
+/// checkout's, so the crate resolves the very versions that are built there. Returns the build
+/// dir, or `None` when easemlc does not run from a target dir (an installed easemlc).
+fn share_build_dir(out: &Path) -> Result<Option<PathBuf>> {
+    let Some(build_dir) = own_target_dir() else {
+        return Ok(None);
+    };
+    let config = out.join(".cargo/config.toml");
+    let header = easeml_compiler::codegen::GENERATED_HEADER;
+    if let Ok(existing) = std::fs::read_to_string(&config)
+        && !existing.contains(header)
+    {
+        return Ok(None);
+    }
+    let text = format!(
+        "# {header}\n\
+         # Builds of this crate share the build dir of the easeml build easemlc came from, so the\n\
+         # libtorch bindings and the runtime built there serve this crate too; the binaries still\n\
+         # land in ./target/. Remove this file (and pass --no-shared-build to easemlc) to build\n\
+         # everything here instead.\n\
+         [build]\n\
+         build-dir = {}\n",
+        toml::Value::String(build_dir.display().to_string())
+    );
+    if std::fs::read_to_string(&config).ok().as_deref() != Some(text.as_str()) {
+        std::fs::create_dir_all(out.join(".cargo")).with_context(|| {
+            format!(
+                "cannot create the folder `{}`",
+                out.join(".cargo").display()
+            )
+        })?;
+        std::fs::write(&config, text)
+            .with_context(|| format!("cannot write `{}`", config.display()))?;
+    }
+    let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
+    let crate_lock = out.join("Cargo.lock");
+    if lock.is_file() && !crate_lock.exists() {
+        std::fs::copy(&lock, &crate_lock)
+            .with_context(|| format!("cannot write `{}`", crate_lock.display()))?;
+    }
+    Ok(Some(build_dir))
 }
 
 fn load_registry(options: &CommonOptions) -> Result<Registry> {
