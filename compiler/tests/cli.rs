@@ -427,25 +427,30 @@ fn build_writes_the_crate_then_only_what_changed() {
 }
 
 #[test]
-fn build_shares_the_build_dir_of_easemlcs_own_build_unless_told_not_to() {
+fn build_shares_one_build_dir_among_apps_unless_told_not_to() {
     let base = std::env::temp_dir().join(format!("easemlc-build-shared-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     let program = repo("examples/wine_cultivar.eml");
-    // easemlc runs from `<target>/debug/easemlc`: its crates build into `<target>`.
-    let target = std::fs::canonicalize(
-        Path::new(env!("CARGO_BIN_EXE_easemlc"))
-            .parent()
-            .and_then(Path::parent)
-            .unwrap(),
-    )
-    .unwrap();
+    let cache = base.join("cache");
+    let build = |out: &Path, extra: &[&str]| {
+        let mut arguments = vec![program.as_str(), "-o"];
+        let out = out.display().to_string();
+        arguments.push(&out);
+        arguments.extend(extra);
+        Command::new(env!("CARGO_BIN_EXE_easemlc"))
+            .args(&arguments)
+            .env("XDG_CACHE_HOME", &cache)
+            .output()
+            .expect("easemlc runs")
+    };
+    let build_dir = cache.join("easeml/app-build");
     let shared = base.join("shared");
-    let output = easemlc(&[&program, "-o", &shared.display().to_string()]);
+    let output = build(&shared, &[]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(
         stderr(&output).contains(&format!(
-            "share the build dir of this easemlc's build, `{}`",
-            target.display()
+            "share one build dir with every other app's, `{}`",
+            build_dir.display()
         )),
         "{}",
         stderr(&output)
@@ -455,29 +460,24 @@ fn build_shares_the_build_dir_of_easemlcs_own_build_unless_told_not_to() {
     let parsed: toml::Table = config.parse().unwrap();
     assert_eq!(
         parsed["build"]["build-dir"].as_str(),
-        Some(target.display().to_string().as_str())
+        Some(build_dir.display().to_string().as_str())
     );
-    // The checkout's lock, so the crate resolves the versions built there.
+    // The checkout's lock, so every app resolves the same versions and shares their builds.
     assert_eq!(
         std::fs::read(shared.join("Cargo.lock")).unwrap(),
         std::fs::read(repo("Cargo.lock")).unwrap()
     );
     // A config of the user's own is theirs: kept, and nothing is said about sharing.
     std::fs::write(shared.join(".cargo/config.toml"), "[build]\njobs = 1\n").unwrap();
-    let output = easemlc(&[&program, "-o", &shared.display().to_string()]);
+    let output = build(&shared, &[]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert!(!stderr(&output).contains("share the build dir"));
+    assert!(!stderr(&output).contains("share one build dir"));
     assert_eq!(
         std::fs::read_to_string(shared.join(".cargo/config.toml")).unwrap(),
         "[build]\njobs = 1\n"
     );
     let alone = base.join("alone");
-    let output = easemlc(&[
-        &program,
-        "-o",
-        &alone.display().to_string(),
-        "--no-shared-build",
-    ]);
+    let output = build(&alone, &["--no-shared-build"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(!alone.join(".cargo").exists());
     assert!(!alone.join("Cargo.lock").exists());

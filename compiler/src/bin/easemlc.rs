@@ -64,9 +64,9 @@ enum Command {
         /// `import <app>`), a maturin project over the same generated client.
         #[arg(long)]
         python: bool,
-        /// Do not write `.cargo/config.toml`, which makes the crate's builds share the build dir
-        /// of the easeml build this easemlc comes from (libtorch's bindings and the runtime are
-        /// then built again, into the crate's own `target/`).
+        /// Do not write `.cargo/config.toml`, which makes the crate's builds share one build dir
+        /// with every other app's (`$XDG_CACHE_HOME/easeml/app-build`); the crate then builds
+        /// libtorch's bindings and the runtime again, into its own `target/`.
         #[arg(long)]
         no_shared_build: bool,
         #[command(flatten)]
@@ -215,7 +215,7 @@ fn run(cli: Cli) -> Result<bool> {
             );
             if !no_shared_build && let Some(build_dir) = share_build_dir(&out)? {
                 eprintln!(
-                    "easemlc: its builds share the build dir of this easemlc's build, `{}` \
+                    "easemlc: its builds share one build dir with every other app's, `{}` \
                      (`.cargo/config.toml`; `--no-shared-build` leaves it out)",
                     build_dir.display()
                 );
@@ -298,25 +298,29 @@ fn write_crate(out: &Path, files: &std::collections::BTreeMap<String, String>) -
     Ok(written)
 }
 
-/// The target dir this easemlc was built into (`<dir>/<profile>/easemlc`, with cargo's
-/// `CACHEDIR.TAG` in `<dir>`), if it runs from one.
-fn own_target_dir() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?.parent()?;
-    dir.join("CACHEDIR.TAG")
-        .is_file()
-        .then(|| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned()))
+/// The build dir every app's crate shares: `${XDG_CACHE_HOME:-$HOME/.cache}/easeml/app-build`,
+/// beside the libtorch venv of `cargo xtask setup`; `None` when neither variable is set.
+fn shared_app_build_dir() -> Option<PathBuf> {
+    let cache = match std::env::var_os("XDG_CACHE_HOME").filter(|dir| !dir.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").filter(|dir| !dir.is_empty())?).join(".cache")
+        }
+    };
+    Some(cache.join("easeml").join("app-build"))
 }
 
-/// Makes the crate at `out` build into the build dir of the easeml build this easemlc comes
-/// from (cargo's `build.build-dir`: intermediate artifacts there, the binaries still in the
-/// crate's `target/`), so that its first build reuses libtorch's bindings and every other
-/// registry crate instead of building them for minutes: writes `.cargo/config.toml` (unless the
-/// user wrote one of their own) and, when the crate has no `Cargo.lock` yet, copies this
-/// checkout's, so the crate resolves the very versions that are built there. Returns the build
-/// dir, or `None` when easemlc does not run from a target dir (an installed easemlc).
+/// Makes the crate at `out` build into the build dir all apps share (cargo's `build.build-dir`:
+/// intermediate artifacts there, the binaries still in the crate's `target/`), so that only the
+/// first app of a machine builds libtorch's bindings, the runtime and every registry crate (for
+/// minutes), and the next ones reuse them: writes `.cargo/config.toml` (unless the user wrote one
+/// of their own) and, when the crate has no `Cargo.lock` yet, copies this checkout's, so every app
+/// resolves the very versions easeml is tested with and they share one build of each. Not the
+/// easeml workspace's own target dir, though its artifacts would serve the first app too:
+/// `cargo clean` in an app deletes its build dir, and must not delete easeml's build. Returns
+/// the build dir, or `None` when there is no cache folder to put it in.
 fn share_build_dir(out: &Path) -> Result<Option<PathBuf>> {
-    let Some(build_dir) = own_target_dir() else {
+    let Some(build_dir) = shared_app_build_dir() else {
         return Ok(None);
     };
     let config = out.join(".cargo/config.toml");
@@ -328,10 +332,10 @@ fn share_build_dir(out: &Path) -> Result<Option<PathBuf>> {
     }
     let text = format!(
         "# {header}\n\
-         # Builds of this crate share the build dir of the easeml build easemlc came from, so the\n\
-         # libtorch bindings and the runtime built there serve this crate too; the binaries still\n\
-         # land in ./target/. Remove this file (and pass --no-shared-build to easemlc) to build\n\
-         # everything here instead.\n\
+         # Every easeml app builds into one shared build dir, so libtorch's bindings and the runtime\n\
+         # are built once for all of them; the binaries still land in ./target/. `cargo clean` here\n\
+         # empties that shared dir (the next app build then takes minutes again). Remove this file\n\
+         # (and pass --no-shared-build to easemlc) to build everything in ./target/ instead.\n\
          [build]\n\
          build-dir = {}\n",
         toml::Value::String(build_dir.display().to_string())

@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use anyhow::Context;
 use easeml_bench::replay::ReplayOutcome;
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 const WIDTH: u32 = 1200;
@@ -129,6 +130,48 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
         .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// A chart builder on `area` with the frame every plot has: a 15-pixel margin and, with text, the
+/// caption and room for the axis labels.
+fn framed_builder<'a, 'b, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    with_text: bool,
+    caption: &str,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut builder = ChartBuilder::on(area);
+    builder.margin(15);
+    if with_text {
+        builder
+            .caption(caption, ("sans-serif", 18))
+            .x_label_area_size(40)
+            .y_label_area_size(55);
+    }
+    builder
+}
+
+/// The mesh of the line plots: with text, the axis descriptions `x_desc` and `y_desc`; without,
+/// no grid lines either (nothing to read them by).
+fn draw_line_mesh<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    with_text: bool,
+    x_desc: &str,
+    y_desc: &str,
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged + ValueFormatter<X::ValueType>,
+    Y: Ranged + ValueFormatter<Y::ValueType>,
+    X::ValueType: std::fmt::Debug,
+    Y::ValueType: std::fmt::Debug,
+{
+    let mut mesh = chart.configure_mesh();
+    if with_text {
+        mesh.x_desc(x_desc).y_desc(y_desc);
+    } else {
+        mesh.disable_x_mesh().disable_y_mesh();
+    }
+    mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))
+}
+
 /// Draws `points` as a line 2 pixels wide in `color`, with a legend entry `label` when given (a
 /// short stroke of the same style).
 fn draw_line<'a, DB, CT>(
@@ -184,30 +227,20 @@ impl Figure for LossPlot<'_> {
                 .fold(0.0, f64::max)
                 .max(LOSS_FLOOR * 10.0)
                 * 1.2;
-            let mut builder = ChartBuilder::on(panel);
-            builder.margin(15);
-            if with_text {
-                let title = format!(
-                    "{}: {} accuracy loss",
-                    plot.subject,
-                    if worst { "worst-case" } else { "mean" }
-                );
-                builder
-                    .caption(title, ("sans-serif", 18))
-                    .x_label_area_size(40)
-                    .y_label_area_size(55);
-            }
-            let mut chart = builder
+            let title = format!(
+                "{}: {} accuracy loss",
+                plot.subject,
+                if worst { "worst-case" } else { "mean" }
+            );
+            let mut chart = framed_builder(panel, with_text, &title)
                 .build_cartesian_2d(0.0..x_max, (LOSS_FLOOR..y_max).log_scale())
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let mut mesh = chart.configure_mesh();
-            if with_text {
-                mesh.x_desc(x_label)
-                    .y_desc("accuracy loss (log scale, floor 0.001)");
-            } else {
-                mesh.disable_x_mesh().disable_y_mesh();
-            }
-            mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+            draw_line_mesh(
+                &mut chart,
+                with_text,
+                x_label,
+                "accuracy loss (log scale, floor 0.001)",
+            )?;
             for (index, line) in plot.series.iter().enumerate() {
                 let color = COLORS[index % COLORS.len()].to_rgba();
                 let values = if worst {
@@ -274,28 +307,16 @@ impl Figure for [QualityCurve] {
             .fold(0.0, f64::max)
             .max(1e-3)
             * 1.05;
-        let mut builder = ChartBuilder::on(&root);
-        builder.margin(15);
-        if with_text {
-            builder
-                .caption(
-                    "best model quality of every app over time",
-                    ("sans-serif", 18),
-                )
-                .x_label_area_size(40)
-                .y_label_area_size(55);
-        }
-        let mut chart = builder
+        let caption = "best model quality of every app over time";
+        let mut chart = framed_builder(&root, with_text, caption)
             .build_cartesian_2d(0.0..x_max, 0.0..1.02)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut mesh = chart.configure_mesh();
-        if with_text {
-            mesh.x_desc("minutes of training")
-                .y_desc("best validation quality");
-        } else {
-            mesh.disable_x_mesh().disable_y_mesh();
-        }
-        mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+        draw_line_mesh(
+            &mut chart,
+            with_text,
+            "minutes of training",
+            "best validation quality",
+        )?;
         for (index, curve) in curves.iter().enumerate() {
             let color = Palette99::pick(index).to_rgba();
             // A step line: the best quality holds until the next improvement, and to the end.
@@ -421,28 +442,16 @@ impl Figure for AccuracyFigure<'_> {
             .flat_map(|s| s.points.iter().map(|&(x, _)| x))
             .fold(0.0, f64::max)
             .max(1e-9);
-        let mut builder = ChartBuilder::on(&root);
-        builder.margin(15);
-        if with_text {
-            builder
-                .caption(
-                    format!("{subject}: Accuracy_C of the incumbent"),
-                    ("sans-serif", 18),
-                )
-                .x_label_area_size(40)
-                .y_label_area_size(55);
-        }
-        let mut chart = builder
+        let caption = format!("{subject}: Accuracy_C of the incumbent");
+        let mut chart = framed_builder(&root, with_text, &caption)
             .build_cartesian_2d(0.0..x_max, 0.0..1.02)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut mesh = chart.configure_mesh();
-        if with_text {
-            mesh.x_desc("optimization cost (USD)")
-                .y_desc("mean Accuracy_C (Eq. 7)");
-        } else {
-            mesh.disable_x_mesh().disable_y_mesh();
-        }
-        mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+        draw_line_mesh(
+            &mut chart,
+            with_text,
+            "optimization cost (USD)",
+            "mean Accuracy_C (Eq. 7)",
+        )?;
         for (index, line) in series.iter().enumerate() {
             let color = COLORS[index % COLORS.len()].to_rgba();
             draw_line(
@@ -501,16 +510,8 @@ impl Figure for BarPlot {
         let values = plot.groups.iter().flat_map(|(_, v)| v.iter().flatten());
         let y_min = values.clone().copied().fold(0.0, f64::min).max(-1.0);
         let y_max = values.copied().fold(1.0, f64::max) * 1.3;
-        let mut builder = ChartBuilder::on(&root);
-        builder.margin(15);
-        if with_text {
-            builder
-                .caption(plot.title.as_str(), ("sans-serif", 18))
-                .x_label_area_size(40)
-                .y_label_area_size(55);
-        }
         // Group i is centred on x = i, so the mesh's integer key points label the groups.
-        let mut chart = builder
+        let mut chart = framed_builder(&root, with_text, &plot.title)
             .build_cartesian_2d(-0.5..groups as f64 - 0.5, y_min..y_max)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let names: Vec<String> = plot.groups.iter().map(|(name, _)| name.clone()).collect();
