@@ -476,6 +476,14 @@ fn build_shares_one_build_dir_among_apps_unless_told_not_to() {
         std::fs::read_to_string(shared.join(".cargo/config.toml")).unwrap(),
         "[build]\njobs = 1\n"
     );
+    // The Python crate is a workspace of its own: it gets the lock too.
+    let python = base.join("python");
+    let output = build(&python, &["--python"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        std::fs::read(python.join("python/Cargo.lock")).unwrap(),
+        std::fs::read(repo("Cargo.lock")).unwrap()
+    );
     let alone = base.join("alone");
     let output = build(&alone, &["--no-shared-build"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

@@ -314,11 +314,11 @@ fn shared_app_build_dir() -> Option<PathBuf> {
 /// intermediate artifacts there, the binaries still in the crate's `target/`), so that only the
 /// first app of a machine builds libtorch's bindings, the runtime and every registry crate (for
 /// minutes), and the next ones reuse them: writes `.cargo/config.toml` (unless the user wrote one
-/// of their own) and, when the crate has no `Cargo.lock` yet, copies this checkout's, so every app
-/// resolves the very versions easeml is tested with and they share one build of each. Not the
-/// easeml workspace's own target dir, though its artifacts would serve the first app too:
-/// `cargo clean` in an app deletes its build dir, and must not delete easeml's build. Returns
-/// the build dir, or `None` when there is no cache folder to put it in.
+/// of their own) and, when the crate (or its Python crate) has no `Cargo.lock` yet, copies this
+/// checkout's, so every app resolves the very versions easeml is tested with and they share one
+/// build of each. Not the easeml workspace's own target dir, though its artifacts would serve the
+/// first app too: `cargo clean` in an app deletes its build dir, and must not delete easeml's
+/// build. Returns the build dir, or `None` when there is no cache folder to put it in.
 fn share_build_dir(out: &Path) -> Result<Option<PathBuf>> {
     let Some(build_dir) = shared_app_build_dir() else {
         return Ok(None);
@@ -351,10 +351,13 @@ fn share_build_dir(out: &Path) -> Result<Option<PathBuf>> {
             .with_context(|| format!("cannot write `{}`", config.display()))?;
     }
     let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
-    let crate_lock = out.join("Cargo.lock");
-    if lock.is_file() && !crate_lock.exists() {
-        std::fs::copy(&lock, &crate_lock)
-            .with_context(|| format!("cannot write `{}`", crate_lock.display()))?;
+    // The app's crate, and its Python crate (a workspace of its own) when there is one.
+    for folder in [out.to_owned(), out.join("python")] {
+        let crate_lock = folder.join("Cargo.lock");
+        if lock.is_file() && folder.join("Cargo.toml").is_file() && !crate_lock.exists() {
+            std::fs::copy(&lock, &crate_lock)
+                .with_context(|| format!("cannot write `{}`", crate_lock.display()))?;
+        }
     }
     Ok(Some(build_dir))
 }
