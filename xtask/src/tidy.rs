@@ -116,7 +116,8 @@ pub const RULES: &[Rule] = &[
 /// Runs both checks over the workspace at `root`; an error lists every violation.
 pub fn run(root: &Path) -> Result<()> {
     let metadata = cargo_metadata(root)?;
-    let mut violations = dependency_violations(&metadata, RULES)?;
+    let graph = Graph::read(&metadata)?;
+    let mut violations = dependency_violations(&graph, RULES);
     let architecture =
         std::fs::read_to_string(root.join("ARCHITECTURE.md")).context("reading ARCHITECTURE.md")?;
     let code = RustCode::read(root)?;
@@ -130,8 +131,8 @@ pub fn run(root: &Path) -> Result<()> {
     let workspace = read_toml("Cargo.toml")?;
     let app = read_toml(GENERATED_APP_MANIFEST)?;
     let python = read_toml(GENERATED_PYTHON_MANIFEST)?;
-    let app_crates = reached_members(&metadata, &declared_easeml_dependencies(&app))?;
-    let mut python_crates = reached_members(&metadata, &declared_easeml_dependencies(&python))?;
+    let app_crates = reached_members(&graph, &declared_easeml_dependencies(&app))?;
+    let mut python_crates = reached_members(&graph, &declared_easeml_dependencies(&python))?;
     python_crates.extend(app_crates.iter().cloned());
     violations.extend(profile_violations(
         &workspace,
@@ -191,50 +192,89 @@ fn cargo_metadata(root: &Path) -> Result<Value> {
     serde_json::from_slice(&output.stdout).context("reading cargo metadata's JSON")
 }
 
-/// The violations of `rules` in a `cargo metadata` document.
-pub fn dependency_violations(metadata: &Value, rules: &[Rule]) -> Result<Vec<String>> {
-    let packages = metadata["packages"]
-        .as_array()
-        .context("cargo metadata has no packages")?;
-    let mut names: BTreeMap<&str, &str> = BTreeMap::new();
-    let mut proc_macros: BTreeSet<&str> = BTreeSet::new();
-    for package in packages {
-        let id = package["id"].as_str().unwrap_or_default();
-        names.insert(id, package["name"].as_str().unwrap_or_default());
-        let is_proc_macro = package["targets"].as_array().is_some_and(|targets| {
-            targets.iter().any(|target| {
-                target["kind"]
-                    .as_array()
-                    .is_some_and(|kinds| kinds.iter().any(|kind| kind == "proc-macro"))
-            })
-        });
-        if is_proc_macro {
-            proc_macros.insert(id);
-        }
-    }
-    let mut normal_deps: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for node in metadata["resolve"]["nodes"]
-        .as_array()
-        .context("cargo metadata has no resolve graph")?
-    {
-        let id = node["id"].as_str().unwrap_or_default();
-        let deps = node["deps"].as_array().map_or(Vec::new(), |deps| {
-            deps.iter()
-                .filter(|dep| {
-                    dep["dep_kinds"]
+/// The dependency graph of a `cargo metadata` document, read once for every check over it.
+pub struct Graph<'a> {
+    /// Package id -> crate name.
+    names: BTreeMap<&'a str, &'a str>,
+    /// The ids of proc-macro crates.
+    proc_macros: BTreeSet<&'a str>,
+    /// The ids of the workspace's crates.
+    members: BTreeSet<&'a str>,
+    /// Package id -> the ids of its normal dependencies.
+    normal_deps: BTreeMap<&'a str, Vec<&'a str>>,
+    /// Package id -> the ids of its build dependencies.
+    build_deps: BTreeMap<&'a str, Vec<&'a str>>,
+}
+
+impl<'a> Graph<'a> {
+    /// Reads the packages, the workspace's members and the resolve graph of `metadata`.
+    pub fn read(metadata: &'a Value) -> Result<Graph<'a>> {
+        let mut graph = Graph {
+            names: BTreeMap::new(),
+            proc_macros: BTreeSet::new(),
+            members: metadata["workspace_members"]
+                .as_array()
+                .map_or(BTreeSet::new(), |members| {
+                    members.iter().filter_map(Value::as_str).collect()
+                }),
+            normal_deps: BTreeMap::new(),
+            build_deps: BTreeMap::new(),
+        };
+        for package in metadata["packages"]
+            .as_array()
+            .context("cargo metadata has no packages")?
+        {
+            let id = package["id"].as_str().unwrap_or_default();
+            graph
+                .names
+                .insert(id, package["name"].as_str().unwrap_or_default());
+            let is_proc_macro = package["targets"].as_array().is_some_and(|targets| {
+                targets.iter().any(|target| {
+                    target["kind"]
                         .as_array()
-                        .is_some_and(|kinds| kinds.iter().any(|kind| kind["kind"].is_null()))
+                        .is_some_and(|kinds| kinds.iter().any(|kind| kind == "proc-macro"))
                 })
-                .filter_map(|dep| dep["pkg"].as_str())
-                .collect()
-        });
-        normal_deps.insert(id, deps);
+            });
+            if is_proc_macro {
+                graph.proc_macros.insert(id);
+            }
+        }
+        for node in metadata["resolve"]["nodes"]
+            .as_array()
+            .context("cargo metadata has no resolve graph")?
+        {
+            let id = node["id"].as_str().unwrap_or_default();
+            let of_kind = |wanted: &dyn Fn(&Value) -> bool| -> Vec<&'a str> {
+                node["deps"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|dep| {
+                        dep["dep_kinds"]
+                            .as_array()
+                            .is_some_and(|kinds| kinds.iter().any(|kind| wanted(&kind["kind"])))
+                    })
+                    .filter_map(|dep| dep["pkg"].as_str())
+                    .collect()
+            };
+            graph.normal_deps.insert(id, of_kind(&Value::is_null));
+            graph
+                .build_deps
+                .insert(id, of_kind(&|kind: &Value| kind == "build"));
+        }
+        Ok(graph)
     }
-    let workspace: BTreeSet<&str> = metadata["workspace_members"]
-        .as_array()
-        .map_or(BTreeSet::new(), |members| {
-            members.iter().filter_map(Value::as_str).collect()
-        });
+}
+
+/// The violations of `rules` in the dependency graph.
+pub fn dependency_violations(graph: &Graph<'_>, rules: &[Rule]) -> Vec<String> {
+    let Graph {
+        names,
+        proc_macros,
+        members: workspace,
+        normal_deps,
+        ..
+    } = graph;
     let known: BTreeSet<&str> = names.values().copied().collect();
     let mut violations = Vec::new();
     for rule in rules {
@@ -253,7 +293,7 @@ pub fn dependency_violations(metadata: &Value, rules: &[Rule]) -> Result<Vec<Str
                 // Not in the lock file at all: nothing can reach it (and the rule still documents).
                 continue;
             }
-            if let Some(path) = path_to(start, never, &names, &normal_deps, &proc_macros) {
+            if let Some(path) = path_to(start, never, names, normal_deps, proc_macros) {
                 violations.push(format!(
                     "`{}` reaches `{never}` ({}): {}; remove that dependency or move the code",
                     rule.from,
@@ -263,7 +303,7 @@ pub fn dependency_violations(metadata: &Value, rules: &[Rule]) -> Result<Vec<Str
             }
         }
     }
-    Ok(violations)
+    violations
 }
 
 /// The shortest chain of crate names from `start` to a crate named `target`, if any.
@@ -398,59 +438,30 @@ pub fn declared_easeml_dependencies(manifest: &toml::Table) -> BTreeSet<String> 
 
 /// The workspace crates reached from `starts` (workspace crate names) through normal and build
 /// dependencies, `starts` included.
-pub fn reached_members(metadata: &Value, starts: &BTreeSet<String>) -> Result<BTreeSet<String>> {
-    let members: BTreeSet<&str> = metadata["workspace_members"]
-        .as_array()
-        .context("cargo metadata has no workspace members")?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    let mut names: BTreeMap<&str, &str> = BTreeMap::new();
-    for package in metadata["packages"].as_array().into_iter().flatten() {
-        names.insert(
-            package["id"].as_str().unwrap_or_default(),
-            package["name"].as_str().unwrap_or_default(),
-        );
-    }
-    let mut deps: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for node in metadata["resolve"]["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let linked = node["deps"].as_array().into_iter().flatten().filter(|dep| {
-            dep["dep_kinds"].as_array().is_some_and(|kinds| {
-                kinds
-                    .iter()
-                    .any(|kind| kind["kind"].is_null() || kind["kind"] == "build")
-            })
-        });
-        deps.insert(
-            node["id"].as_str().unwrap_or_default(),
-            linked.filter_map(|dep| dep["pkg"].as_str()).collect(),
-        );
-    }
-    let mut queue: Vec<&str> = members
+pub fn reached_members(graph: &Graph<'_>, starts: &BTreeSet<String>) -> Result<BTreeSet<String>> {
+    let name = |id: &str| graph.names.get(id).copied().unwrap_or_default();
+    let mut queue: Vec<&str> = graph
+        .members
         .iter()
         .copied()
-        .filter(|id| names.get(id).is_some_and(|name| starts.contains(*name)))
+        .filter(|id| starts.contains(name(id)))
         .collect();
-    if let Some(missing) = starts.iter().find(|start| {
-        !queue
-            .iter()
-            .any(|id| names.get(id) == Some(&start.as_str()))
-    }) {
+    if let Some(missing) = starts
+        .iter()
+        .find(|start| !queue.iter().any(|id| name(id) == start.as_str()))
+    {
         bail!("a generated crate depends on `{missing}`, which is not a workspace crate");
     }
     let mut seen: BTreeSet<&str> = queue.iter().copied().collect();
     while let Some(id) = queue.pop() {
-        for &next in deps.get(id).into_iter().flatten() {
-            if members.contains(next) && seen.insert(next) {
+        let deps = graph.normal_deps.get(id).into_iter().flatten();
+        for &next in deps.chain(graph.build_deps.get(id).into_iter().flatten()) {
+            if graph.members.contains(next) && seen.insert(next) {
                 queue.push(next);
             }
         }
     }
-    Ok(seen.iter().map(|id| names[id].to_owned()).collect())
+    Ok(seen.iter().map(|id| name(id).to_owned()).collect())
 }
 
 /// The dev profile's value of `key` for a package, as the manifest's profile resolves it: its
@@ -502,11 +513,10 @@ pub fn profile_violations(
             ));
         }
     }
-    let section = |manifest: &toml::Table, path: &[&str]| {
-        path.iter()
-            .try_fold(&toml::Value::Table(manifest.clone()), |value, key| {
-                value.get(key)
-            })
+    let section = |manifest: &'_ toml::Table, path: &[&str]| {
+        let (first, rest) = path.split_first()?;
+        rest.iter()
+            .try_fold(manifest.get(*first)?, |value, key| value.get(key))
             .cloned()
     };
     for path in [
@@ -677,7 +687,8 @@ mod tests {
                 why: "a stale rule",
             },
         ];
-        let violations = dependency_violations(&metadata(), &rules).unwrap();
+        let metadata = metadata();
+        let violations = dependency_violations(&Graph::read(&metadata).unwrap(), &rules);
         assert_eq!(violations.len(), 2, "{violations:#?}");
         assert!(violations[0].contains("`app` reaches `tch` (app -> runtime -> tch)"));
         assert!(violations[1].contains("`gone` names a crate that is not in the workspace"));
@@ -782,13 +793,14 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .push(json!("tester 0.1.0"));
-        let reached = reached_members(&metadata, &BTreeSet::from(["app".to_owned()])).unwrap();
+        let graph = Graph::read(&metadata).unwrap();
+        let reached = reached_members(&graph, &BTreeSet::from(["app".to_owned()])).unwrap();
         // `runtime` (normal) and `tester` (build) are members; `tch` and `syn` are not.
         assert_eq!(
             reached,
             BTreeSet::from(["app".to_owned(), "runtime".to_owned(), "tester".to_owned()])
         );
-        let error = reached_members(&metadata, &BTreeSet::from(["nowhere".to_owned()]))
+        let error = reached_members(&graph, &BTreeSet::from(["nowhere".to_owned()]))
             .unwrap_err()
             .to_string();
         assert!(
