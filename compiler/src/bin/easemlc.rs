@@ -284,18 +284,24 @@ fn write_crate(out: &Path, files: &std::collections::BTreeMap<String, String>) -
     let mut written = 0;
     for (relative, content) in files {
         let path = out.join(relative);
-        if std::fs::read_to_string(&path).ok().as_deref() == Some(content.as_str()) {
-            continue;
-        }
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create the folder `{}`", parent.display()))?;
-        }
-        std::fs::write(&path, content)
-            .with_context(|| format!("cannot write `{}`", path.display()))?;
-        written += 1;
+        let existing = std::fs::read_to_string(&path).ok();
+        written += usize::from(write_if_changed(&path, existing.as_deref(), content)?);
     }
     Ok(written)
+}
+
+/// Writes `content` to `path` (creating its folder) unless `existing`, the file's current text,
+/// is already that; true when it wrote.
+fn write_if_changed(path: &Path, existing: Option<&str>, content: &str) -> Result<bool> {
+    if existing == Some(content) {
+        return Ok(false);
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create the folder `{}`", parent.display()))?;
+    }
+    std::fs::write(path, content).with_context(|| format!("cannot write `{}`", path.display()))?;
+    Ok(true)
 }
 
 /// The build dir every app's crate shares: `${XDG_CACHE_HOME:-$HOME/.cache}/easeml/app-build`,
@@ -325,8 +331,10 @@ fn share_build_dir(out: &Path) -> Result<Option<PathBuf>> {
     };
     let config = out.join(".cargo/config.toml");
     let header = easeml_compiler::codegen::GENERATED_HEADER;
-    if let Ok(existing) = std::fs::read_to_string(&config)
-        && !existing.contains(header)
+    let existing = std::fs::read_to_string(&config).ok();
+    if existing
+        .as_deref()
+        .is_some_and(|text| !text.contains(header))
     {
         return Ok(None);
     }
@@ -340,16 +348,7 @@ fn share_build_dir(out: &Path) -> Result<Option<PathBuf>> {
          build-dir = {}\n",
         toml::Value::String(build_dir.display().to_string())
     );
-    if std::fs::read_to_string(&config).ok().as_deref() != Some(text.as_str()) {
-        std::fs::create_dir_all(out.join(".cargo")).with_context(|| {
-            format!(
-                "cannot create the folder `{}`",
-                out.join(".cargo").display()
-            )
-        })?;
-        std::fs::write(&config, text)
-            .with_context(|| format!("cannot write `{}`", config.display()))?;
-    }
+    write_if_changed(&config, existing.as_deref(), &text)?;
     let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
     // The app's crate, and its Python crate (a workspace of its own) when there is one.
     for folder in [out.to_owned(), out.join("python")] {

@@ -154,14 +154,12 @@ impl Knn {
             }
             let point = &self.points[query * self.features..(query + 1) * self.features];
             let nearest = self.nearest(point, most, Some(query));
+            let expected = if self.classes > 0 {
+                Expected::Class(self.targets[query] as i64)
+            } else {
+                Expected::Values(&self.targets[query * self.outputs..(query + 1) * self.outputs])
+            };
             for (&k, accumulator) in ks.iter().zip(&mut accumulators) {
-                let expected = if self.classes > 0 {
-                    Expected::Class(self.targets[query] as i64)
-                } else {
-                    Expected::Values(
-                        &self.targets[query * self.outputs..(query + 1) * self.outputs],
-                    )
-                };
                 accumulator.add_prediction(&self.vote(&nearest[..k.min(nearest.len())]), expected);
             }
         }
