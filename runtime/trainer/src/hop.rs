@@ -7,9 +7,9 @@
 //! - the [`Adam`] state: hyper-parameters, learning rate, each variable's step count and moments;
 //! - the run's seed and the last sub-epoch done ([`SubEpoch`]).
 //!
-//! libtorch's global generator cannot be saved portably, so no generator state travels: every random
-//! draw of a sub-epoch (batch order, dropout masks) comes from [`begin_sub_epoch`], which seeds the
-//! generator with [`sub_epoch_seed`]`(seed, epoch, partition)`. A hop then equals sequential
+//! No generator state travels: every random draw of a sub-epoch (batch order, dropout masks) comes
+//! from [`begin_sub_epoch`], whose generator is seeded with [`sub_epoch_seed`]`(seed, epoch,
+//! partition)`. A hop then equals sequential
 //! training: restoring the bytes into a freshly built model and optimizer and running the next
 //! sub-epoch gives bit-identical weights on the CPU with one thread (`tests/hop.rs`).
 //!
@@ -29,6 +29,7 @@ use tch::{Device, Tensor, nn};
 use crate::checkpoint::{safetensors_bytes, tensors_from_safetensors};
 use crate::data::mix64;
 use crate::error::{Error, Result};
+use crate::native::RunRandomness;
 use crate::optim::{Adam, AdamHeader};
 
 /// The first bytes of a serialized [`TrainingState`].
@@ -41,14 +42,17 @@ pub fn sub_epoch_seed(seed: u64, epoch: u64, partition: u64) -> u64 {
     mix64(mix64(mix64(seed) ^ epoch) ^ partition)
 }
 
-/// Seeds libtorch's global generator for the sub-epoch (`tch::manual_seed` with
-/// [`sub_epoch_seed`]) and returns the seed. Call it before the sub-epoch's first random draw; the
-/// generator is process-wide, so no other training may draw from it meanwhile.
-pub fn begin_sub_epoch(seed: u64, epoch: u64, partition: u64) -> u64 {
+/// The sub-epoch's seed ([`sub_epoch_seed`]) and, while the guard lives, this thread's dropout
+/// generator on `device` seeded with it ([`RunRandomness`]). Call it before the sub-epoch's first
+/// random draw; other training in the process meanwhile draws from generators of its own.
+pub fn begin_sub_epoch(
+    seed: u64,
+    epoch: u64,
+    partition: u64,
+    device: Device,
+) -> Result<(u64, RunRandomness)> {
     let sub_seed = sub_epoch_seed(seed, epoch, partition);
-    // The bits reinterpreted: every u64 is a distinct generator seed.
-    tch::manual_seed(sub_seed as i64);
-    sub_seed
+    Ok((sub_seed, RunRandomness::enter(device, sub_seed)?))
 }
 
 /// One partition visited in one epoch.

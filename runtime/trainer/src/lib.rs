@@ -32,6 +32,7 @@ pub mod infer;
 pub mod latency;
 pub mod models;
 pub mod mop;
+pub mod native;
 pub mod normalize;
 pub mod optim;
 pub mod synthetic;

@@ -13,11 +13,10 @@
 //! - [`evaluate_state`]: a state's validation quality (the trainer's one quality rule, the same
 //!   accumulator as [`crate::train()`]); [`checkpoint_of_state`]: the servable checkpoint.
 //!
-//! libtorch's generator is process-wide, so sub-epochs and initializations in one process take
-//! turns (the trainer's initialization lock): one worker per process (as `easeml worker` runs)
-//! loses nothing to it. (A run of [`crate::train()`] training in the same process meanwhile would
-//! draw its dropout masks from the same generator: keep MOP workers to their own processes when
-//! bit-identical replays matter.)
+//! A sub-epoch's dropout masks come from a generator of its own ([`crate::native::RunRandomness`]),
+//! so sub-epochs, and runs of [`crate::train()`], train concurrently in one process without
+//! changing each other's results; only building a model (libtorch's process-wide generator,
+//! seeded, draws the initial weights) takes the trainer's initialization lock.
 //! Networks only: the classic models do not train by epochs, and the adversarial models keep a
 //! discriminator the state does not carry.
 
@@ -99,14 +98,8 @@ pub fn can_hop(model: ModelKind) -> bool {
     !crate::classic::is_classic(model) && !matches!(model, ModelKind::Gan | ModelKind::Pix2Pix)
 }
 
-/// The trainer's lock on libtorch's generator (initializations of [`crate::train`] take it too).
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    crate::train::INIT_LOCK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// A model and optimizer of the setup on `device` (initialized from `init_seed`).
+/// A model and optimizer of the setup on `device`, initialized from `init_seed` under the trainer's
+/// initialization lock (libtorch's generator is process-wide; [`crate::train()`] takes it too).
 fn build(setup: &MopSetup, device: Device, init_seed: u64) -> Result<(nn::VarStore, Model, Adam)> {
     let candidate = Candidate::parse(&setup.candidate)?;
     if !can_hop(candidate.model) {
@@ -122,8 +115,13 @@ fn build(setup: &MopSetup, device: Device, init_seed: u64) -> Result<(nn::VarSto
         )));
     }
     let store = nn::VarStore::new(device);
-    tch::manual_seed(init_seed as i64);
-    let model = models::build(&store.root(), &candidate, &setup.task, &setup.config)?;
+    let model = {
+        let _lock = crate::train::INIT_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        tch::manual_seed(init_seed as i64);
+        models::build(&store.root(), &candidate, &setup.task, &setup.config)?
+    };
     let adam = Adam::with_defaults(&store, setup.learning_rate)?;
     Ok((store, model, adam))
 }
@@ -148,7 +146,6 @@ pub fn initial_state(
     train_rows: &[usize],
     device: Device,
 ) -> Result<Vec<u8>> {
-    let _generator = lock();
     let (store, mut model, adam) = build(setup, device, setup.seed)?;
     if let (Some(normalizer), Inputs::Dense { shape, values }) =
         (model.normalizer.as_mut(), &examples.inputs)
@@ -181,10 +178,9 @@ pub fn train_sub_epoch(
             examples.len()
         )));
     }
-    let _generator = lock();
     let (store, model, mut adam, restored_state) = restored(setup, state, device)?;
     let seed = restored_state.header.seed;
-    let sub_seed = begin_sub_epoch(seed, at.epoch, at.partition);
+    let (sub_seed, _randomness) = begin_sub_epoch(seed, at.epoch, at.partition, device)?;
     let mut order = rows.to_vec();
     order.sort_by_key(|&row| (mix64(sub_seed ^ examples.ids[row]), row));
     let mut loss_sum = 0.0;
@@ -220,10 +216,7 @@ pub fn evaluate_state(
     rows: &[usize],
     device: Device,
 ) -> Result<Option<f64>> {
-    let (_store, model, _adam, _state) = {
-        let _generator = lock();
-        restored(setup, state, device)?
-    };
+    let (_store, model, _adam, _state) = restored(setup, state, device)?;
     let _guard = tch::no_grad_guard();
     let mut accumulator = QualityAccumulator::default();
     for batch in rows.chunks(setup.batch_size.max(1) * 4) {

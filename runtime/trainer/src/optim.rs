@@ -1,20 +1,17 @@
-//! Adam with explicit state: PyTorch's (libtorch's) Adam written with tensor ops, so its moments and
-//! step counts can be read, serialized and written back ([`crate::hop::TrainingState`]), which
-//! `tch::nn::Adam` cannot offer (its state lives inside libtorch's C++ optimizer).
+//! Adam with explicit state: PyTorch's Adam, its moments and step counts readable, serializable
+//! and writable ([`crate::hop::TrainingState`]), which `tch::nn::Adam` cannot offer (its state
+//! lives inside libtorch's C++ optimizer).
 //!
-//! The update is libtorch's `torch::optim::Adam` with `nn::Adam::default()`'s settings (betas 0.9 /
-//! 0.999, eps 1e-8, no weight decay, no AMSGrad), per trainable variable `p` with gradient `g`:
+//! The update is PyTorch's `Adam(fused=True)`: libtorch's fused kernel (`_fused_adam_`, through
+//! [`crate::native::fused_adam`]) with `nn::Adam::default()`'s settings (betas 0.9 / 0.999, eps
+//! 1e-8, no weight decay, no AMSGrad), per trainable variable `p` with gradient `g`:
 //!
 //! ```text
 //! step += 1
 //! m = lerp(m, g, 1 - beta1)                  // = beta1 m + (1 - beta1) g
-//! v = lerp(v, g * g, 1 - beta2)              // = beta2 v + (1 - beta2) g^2
-//! denom = sqrt(v) + eps * sqrt(1 - beta2^step)
-//! p += (m * -(lr * sqrt(1 - beta2^step) / (1 - beta1^step))) / denom
+//! v = beta2 v + (1 - beta2) g^2
+//! p -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
 //! ```
-//!
-//! which is libtorch's `p -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)`
-//! with `sqrt(1 - beta2^step)` moved out of the denominator (one pass fewer).
 //!
 //! Invariants:
 //! - the variables are the `VarStore`'s trainable ones (`requires_grad`), in name order; each has its
@@ -22,18 +19,12 @@
 //!   forward pass used is skipped, its moments untouched);
 //! - [`Adam::zero_grad`] sets the gradients to *none* (libtorch's `zero_grad`), not to zeros, so an
 //!   unused variable has no gradient at the next step, exactly as under `nn::Adam`;
-//! - a step allocates no tensor storage: the moments and two scratch buffers per variable are
-//!   allocated once, and every op writes in place (`lerp_`, `mul_out`, `sqrt_out`, `addcdiv_`):
-//!   seven passes over each variable per step (libtorch's Adam makes eight and allocates two
-//!   temporaries);
-//! - the results agree with `nn::Adam` to float rounding, not bit for bit (tch exposes no `alpha` /
-//!   `value` arguments, so `lerp_` and a pre-scaled numerator replace libtorch's fused forms); a
-//!   run is bit-reproducible against itself, which is what a hop needs.
-//!
-//! All parameters' state could live in one flat buffer per dtype and device (a step of a handful
-//! of kernels); it is not done: on the CPU the optimizer step is about 1% of a `small_cnn` training
-//! step, and this one is already as fast as `nn::Adam`'s (`tests/hop.rs`'s ignored speed test:
-//! the step alone 1.05x-1.07x, a training step 0.99x-1.17x; numbers in `ARCHITECTURE.md`).
+//! - a step is one fused kernel call per group of variables sharing a step count, dtype and device
+//!   (one group in practice), where the per-variable form launched seven kernels per variable
+//!   (on CUDA that launch overhead was the gap to PyTorch's training speed on ResNet-18); it
+//!   allocates no moment storage (the moments are allocated once);
+//! - the results agree with `nn::Adam` (libtorch's per-variable C++ Adam) to float rounding, not
+//!   bit for bit; a run is bit-reproducible against itself, which is what a hop needs.
 
 use std::collections::BTreeMap;
 
@@ -41,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use tch::{COptimizer, Tensor, nn};
 
 use crate::error::{Error, Result};
+use crate::native::{FusedAdamStep, fused_adam};
 
 /// Adam's hyper-parameters (the learning rate is separate: [`Adam::set_lr`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -74,10 +66,6 @@ struct Param {
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
     step: i64,
-    /// Scratch: the denominator.
-    denom: Tensor,
-    /// Scratch: `g * g`, then the scaled numerator.
-    scratch: Tensor,
 }
 
 /// The Adam state that travels: hyper-parameters, learning rate and each variable's step count
@@ -120,8 +108,6 @@ impl Adam {
             params.push(Param {
                 exp_avg: zeros()?,
                 exp_avg_sq: zeros()?,
-                denom: zeros()?,
-                scratch: zeros()?,
                 step: 0,
                 name,
                 tensor,
@@ -167,30 +153,47 @@ impl Adam {
         self.step()
     }
 
-    /// One update of every variable that has a gradient (see the module docs).
+    /// One update of every variable that has a gradient (see the module docs): libtorch's fused
+    /// Adam kernel, called once per group of variables that share a step count, dtype and device
+    /// (one group unless some variable missed a step).
     pub fn step(&mut self) -> Result<()> {
         let _guard = tch::no_grad_guard();
         let AdamConfig { beta1, beta2, eps } = self.config;
-        for param in &mut self.params {
+        let mut stepped: Vec<(usize, Tensor)> = Vec::with_capacity(self.params.len());
+        for (index, param) in self.params.iter_mut().enumerate() {
             let grad = param.tensor.grad();
-            if !grad.defined() {
+            if grad.defined() {
+                param.step += 1;
+                stepped.push((index, grad));
+            }
+        }
+        let group_of = |param: &Param| (param.step, param.tensor.kind(), param.tensor.device());
+        let mut done = vec![false; stepped.len()];
+        for first in 0..stepped.len() {
+            if done[first] {
                 continue;
             }
-            param.step += 1;
-            let step = param.step as f64;
-            let bias_correction1 = 1.0 - beta1.powf(step);
-            let bias_correction2 = 1.0 - beta2.powf(step);
-            // libtorch divides sqrt(v) by sqrt(bc2); multiplying the rest by it instead is the
-            // same quantity and saves one pass over the variable.
-            let bias_correction2_sqrt = bias_correction2.sqrt();
-            let step_size = self.learning_rate * bias_correction2_sqrt / bias_correction1;
-            let _ = param.exp_avg.f_lerp_(&grad, 1.0 - beta1)?;
-            let _ = grad.f_mul_out(&param.scratch, &grad)?;
-            let _ = param.exp_avg_sq.f_lerp_(&param.scratch, 1.0 - beta2)?;
-            let _ = param.exp_avg_sq.f_sqrt_out(&param.denom)?;
-            let _ = param.denom.f_add_scalar_(eps * bias_correction2_sqrt)?;
-            let _ = param.exp_avg.f_mul_scalar_out(&param.scratch, -step_size)?;
-            let _ = param.tensor.f_addcdiv_(&param.scratch, &param.denom)?;
+            let key = group_of(&self.params[stepped[first].0]);
+            let (mut params, mut grads, mut exp_avgs, mut exp_avg_sqs) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (member, (index, grad)) in stepped.iter().enumerate().skip(first) {
+                let param = &self.params[*index];
+                if !done[member] && group_of(param) == key {
+                    done[member] = true;
+                    params.push(&param.tensor);
+                    grads.push(grad);
+                    exp_avgs.push(&param.exp_avg);
+                    exp_avg_sqs.push(&param.exp_avg_sq);
+                }
+            }
+            let hyper = FusedAdamStep {
+                step: key.0,
+                lr: self.learning_rate,
+                beta1,
+                beta2,
+                eps,
+            };
+            fused_adam(&params, &grads, &exp_avgs, &exp_avg_sqs, hyper)?;
         }
         Ok(())
     }

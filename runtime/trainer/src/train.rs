@@ -31,6 +31,7 @@ use crate::data::{Examples, Inputs, Targets, k_folds, mix64, split_by_id};
 use crate::error::Result;
 use crate::models::recovery::Discriminator;
 use crate::models::{self, BatchInput, Model, ModelConfig};
+use crate::native::RunRandomness;
 use crate::optim::Adam;
 use crate::task::Task;
 
@@ -834,6 +835,12 @@ fn snapshot(store: &nn::VarStore) -> Weights {
     named
 }
 
+/// The seed of a trial's dropout generator: another stream than its initialization's (libtorch's
+/// generator seeded with `seed` itself).
+fn dropout_seed(seed: u64) -> u64 {
+    mix64(seed ^ 0xD809_0075_EED5_0000)
+}
+
 /// Trains one learning rate; returns its record and, unless it failed, its best weights.
 pub(crate) fn run_trial(
     context: &mut TrialContext<'_>,
@@ -883,18 +890,28 @@ pub(crate) fn run_trial(
             context.train_rows,
         );
     }
+    // The trial's dropout masks come from a generator of its own, so they, and with them the
+    // trial's weights, depend on its seed only, not on what else trains in this process.
+    let _randomness = RunRandomness::enter(device, dropout_seed(seed))?;
     // Adam with explicit state (`crate::optim`): libtorch's Adam, its moments readable.
     let mut optimizer = Adam::with_defaults(&store, learning_rate)?;
     let mut adversary = match (context.candidate.model, context.task) {
         (ModelKind::Gan | ModelKind::Pix2Pix, Task::ImageRecovery { input, output }) => {
             let adversary_store = nn::VarStore::new(device);
-            let discriminator = Discriminator::new(
-                &adversary_store.root(),
-                context.candidate.model,
-                input,
-                output,
-                &budget.model,
-            );
+            // Under the initialization lock too, from a stream of its own.
+            let discriminator = {
+                let _lock = INIT_LOCK
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                tch::manual_seed(mix64(seed ^ 0xAD5E_25A2_0000_0000) as i64);
+                Discriminator::new(
+                    &adversary_store.root(),
+                    context.candidate.model,
+                    input,
+                    output,
+                    &budget.model,
+                )
+            };
             let optimizer = Adam::with_defaults(&adversary_store, learning_rate)?;
             Some(Adversary {
                 _store: adversary_store,

@@ -27,8 +27,9 @@ const IMAGE_MODELS: [&str; 9] = [
     "small_cnn",
 ];
 
-/// Training draws dropout masks from libtorch's global generator, so runs are reproducible only
-/// when no other run trains in the same process at the same time: the tests here take turns.
+/// The tests here take turns: several bound or measure time (time limits, latency) and would
+/// measure each other. (Reproducibility does not need it: a run's random draws come from its own
+/// generator, `a_run_is_reproducible_while_other_runs_train_in_the_same_process`.)
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock()
@@ -411,6 +412,63 @@ fn predictions_of_every_kind() {
         offsets: vec![0, 2],
     });
     assert!(predictor.predict(&malformed).is_err());
+}
+
+/// The run's curve and weights, as bytes to compare.
+fn run_fingerprint(candidate: &str, examples: &Examples, budget: &Budget) -> (String, Vec<u8>) {
+    let run = train(&Candidate::parse(candidate).unwrap(), examples, budget).unwrap();
+    let RunOutcome::Succeeded { checkpoint, .. } = run.outcome else {
+        panic!("{candidate} failed: {:?}", run.outcome);
+    };
+    let curve: Vec<_> = run
+        .curve
+        .iter()
+        .map(|point| (point.train_loss, point.validation_quality))
+        .collect();
+    (format!("{curve:?}"), checkpoint.weights)
+}
+
+#[test]
+fn a_run_is_reproducible_while_other_runs_train_in_the_same_process() {
+    // alexnet and mlp_large draw dropout masks every batch. Each run alone, then the same runs
+    // on four threads at once (their initializations reseed libtorch's process-wide generator,
+    // their batches draw masks): every run must give the same curve and weights, bit for bit.
+    let images = synthetic::quadrant_images(96, [12, 12, 3], 5);
+    let table = synthetic::tabular_sign(160, 5, 6);
+    let budget = budget(3);
+    let cases = [
+        ("alexnet", &images),
+        ("mlp_large", &table),
+        ("alexnet", &images),
+        ("mlp_large", &table),
+    ];
+    let alone: Vec<_> = {
+        let _serial = serial();
+        cases
+            .iter()
+            .map(|(candidate, examples)| run_fingerprint(candidate, examples, &budget))
+            .collect()
+    };
+    let concurrent: Vec<_> = std::thread::scope(|scope| {
+        let runs: Vec<_> = cases
+            .iter()
+            .map(|(candidate, examples)| {
+                let budget = &budget;
+                scope.spawn(move || run_fingerprint(candidate, examples, budget))
+            })
+            .collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
+    });
+    for (index, (candidate, _)) in cases.iter().enumerate() {
+        assert_eq!(
+            concurrent[index].0, alone[index].0,
+            "{candidate}: the curve changed when other runs trained meanwhile"
+        );
+        assert!(
+            concurrent[index].1 == alone[index].1,
+            "{candidate}: the weights changed when other runs trained meanwhile"
+        );
+    }
 }
 
 #[test]

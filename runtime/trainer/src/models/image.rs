@@ -14,6 +14,7 @@ use super::{
     dense, linear, max_pool, to_nchw,
 };
 use crate::candidate::ModelKind;
+use crate::native::RunDropout;
 
 /// Builds the image classifier `model` for `channels` input channels and `n_classes` outputs.
 pub fn build(
@@ -130,10 +131,10 @@ impl Network for AlexNet {
         }
         xs.adaptive_avg_pool2d([6, 6])
             .flatten(1, -1)
-            .dropout(0.5, train)
+            .run_dropout(0.5, train)
             .apply(&self.fc1)
             .relu()
-            .dropout(0.5, train)
+            .run_dropout(0.5, train)
             .apply(&self.fc2)
             .relu()
             .apply(&self.fc3)
@@ -370,7 +371,7 @@ impl Network for GoogLeNet {
         }
         xs.adaptive_avg_pool2d([1, 1])
             .flatten(1, -1)
-            .dropout(0.2, train)
+            .run_dropout(0.2, train)
             .apply(&self.fc)
     }
 }
@@ -457,7 +458,7 @@ impl Network for SqueezeNet {
         // torchvision ends in ReLU before pooling; logits must be able to go negative, so the
         // classifier convolution's output is used directly.
         self.classifier
-            .forward(&xs.dropout(0.5, train))
+            .forward(&xs.run_dropout(0.5, train))
             .adaptive_avg_pool2d([1, 1])
             .flatten(1, -1)
     }
@@ -519,10 +520,10 @@ impl Network for Vgg16 {
             .flatten(1, -1)
             .apply(&self.fc1)
             .relu()
-            .dropout(0.5, train)
+            .run_dropout(0.5, train)
             .apply(&self.fc2)
             .relu()
-            .dropout(0.5, train)
+            .run_dropout(0.5, train)
             .apply(&self.fc3)
     }
 }
@@ -569,7 +570,7 @@ impl Network for Nin {
                 } else {
                     avg_pool(&xs, 3, 2)
                 };
-                xs = xs.dropout(0.5, train);
+                xs = xs.run_dropout(0.5, train);
             }
         }
         xs.adaptive_avg_pool2d([1, 1]).flatten(1, -1)

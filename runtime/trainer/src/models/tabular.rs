@@ -5,6 +5,7 @@ use tch::{Tensor, nn, nn::Module};
 
 use super::{BatchInput, Linear, ModelConfig, Network, dense, linear};
 use crate::candidate::ModelKind;
+use crate::native::RunDropout;
 
 /// Builds `mlp_small` (one hidden layer of 64), `mlp_large` (three of 256) or `logistic`/`linear`
 /// (no hidden layer) from `features` inputs to `outputs` logits or values.
@@ -83,7 +84,7 @@ impl Mlp {
             if index != last {
                 ys = ys.relu();
                 if self.dropout {
-                    ys = ys.dropout(0.1, train);
+                    ys = ys.run_dropout(0.1, train);
                 }
             }
         }

@@ -1,0 +1,120 @@
+// The libtorch operators the trainer needs and tch does not bind (its generator skips every
+// `_foreach` / `_fused` operator and every `Generator` argument): PyTorch's fused Adam step, and
+// random generators owned by one run. Every function catches C++ exceptions and returns the
+// message as a malloc'd C string (null on success), freed with `easeml_ops_free_error`.
+//
+// A `tensor` is tch's handle, a heap-allocated `at::Tensor` (libtch's `typedef torch::Tensor
+// *tensor`); tensors returned here are `new at::Tensor`, freed by tch's `at_free`.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/Context.h>
+#include <ATen/ops/_fused_adam.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <c10/core/GradMode.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+typedef at::Tensor *tensor;
+
+namespace {
+
+char *copy_message(const char *message) {
+  size_t length = std::strlen(message);
+  char *copy = static_cast<char *>(std::malloc(length + 1));
+  if (copy != nullptr) {
+    std::memcpy(copy, message, length + 1);
+  }
+  return copy;
+}
+
+template <typename F> char *catching(F body) {
+  try {
+    body();
+    return nullptr;
+  } catch (const std::exception &error) {
+    return copy_message(error.what());
+  } catch (...) {
+    return copy_message("unknown C++ exception");
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+void easeml_ops_free_error(char *error) { std::free(error); }
+
+// One Adam step (PyTorch's `_fused_adam_`, no weight decay, no AMSGrad, not maximizing) over `n`
+// variables that share a device, a dtype and a step count: `step` is the count after this step.
+// A gradient whose strides differ from its variable's is copied to the variable's layout first
+// (the fused kernels walk the four tensors of a variable as one flat buffer).
+char *easeml_ops_fused_adam(tensor *params, tensor *grads, tensor *exp_avgs, tensor *exp_avg_sqs,
+                            int64_t n, int64_t step, double lr, double beta1, double beta2,
+                            double eps) {
+  return catching([&] {
+    std::vector<at::Tensor> ps, gs, ms, vs, steps;
+    ps.reserve(n);
+    gs.reserve(n);
+    ms.reserve(n);
+    vs.reserve(n);
+    steps.reserve(n);
+    if (n == 0) {
+      return;
+    }
+    const at::Tensor &first = *params[0];
+    at::Tensor step_tensor = at::scalar_tensor(
+        static_cast<double>(step), first.options().dtype(at::kFloat).requires_grad(false));
+    for (int64_t i = 0; i < n; ++i) {
+      const at::Tensor &param = *params[i];
+      const at::Tensor &grad = *grads[i];
+      ps.push_back(param);
+      if (grad.strides() == param.strides()) {
+        gs.push_back(grad);
+      } else {
+        gs.push_back(at::empty_like(param).copy_(grad));
+      }
+      ms.push_back(*exp_avgs[i]);
+      vs.push_back(*exp_avg_sqs[i]);
+      steps.push_back(step_tensor);
+    }
+    at::_fused_adam_(ps, gs, ms, vs, {}, steps, lr, beta1, beta2, /*weight_decay=*/0.0, eps,
+                     /*amsgrad=*/false, /*maximize=*/false);
+  });
+}
+
+// A new random generator for `device_type` / `device_index` (c10's DeviceType numbering: 0 CPU,
+// 1 CUDA) seeded with `seed`, independent of the process-wide default one.
+char *easeml_ops_generator_new(int device_type, int device_index, uint64_t seed, void **out) {
+  return catching([&] {
+    at::Device device(static_cast<c10::DeviceType>(device_type),
+                      static_cast<c10::DeviceIndex>(device_index));
+    at::Generator generator =
+        at::globalContext().defaultGenerator(device).clone();
+    generator.set_current_seed(seed);
+    *out = new at::Generator(std::move(generator));
+  });
+}
+
+void easeml_ops_generator_free(void *generator) {
+  delete static_cast<at::Generator *>(generator);
+}
+
+// Inverted dropout of `input` with drop probability `p` (0 <= p < 1), its mask drawn from
+// `generator`: `input * bernoulli(1 - p) / (1 - p)`, differentiable in `input`.
+char *easeml_ops_dropout(tensor input, double p, void *generator, tensor *out) {
+  return catching([&] {
+    at::Generator &gen = *static_cast<at::Generator *>(generator);
+    at::Tensor mask;
+    {
+      c10::NoGradGuard no_grad;
+      mask = at::empty_like(*input).bernoulli_(1.0 - p, gen).div_(1.0 - p);
+    }
+    *out = new at::Tensor(input->mul(mask));
+  });
+}
+
+} // extern "C"
