@@ -72,7 +72,12 @@ fn the_interface_of_record_writes_the_summary() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    for name in ["mop_randomized", "task_parallel", "round_robin"] {
+    for name in [
+        "mop_randomized",
+        "mop_epoch_first",
+        "task_parallel",
+        "round_robin",
+    ] {
         assert!(stdout.contains(name), "{stdout}");
     }
     let summary: serde_json::Value =
@@ -84,7 +89,12 @@ fn the_interface_of_record_writes_the_summary() {
     assert_eq!(parameters["heterogeneous"], true);
     assert_eq!(parameters["seeds"], 3);
     assert_eq!(parameters["copy_seconds_per_partition"], 1.5);
-    for name in ["mop_randomized", "task_parallel", "round_robin"] {
+    for name in [
+        "mop_randomized",
+        "mop_epoch_first",
+        "task_parallel",
+        "round_robin",
+    ] {
         let entry = &summary["strategies"][name];
         let ratio = &entry["makespan_over_lower_bound"];
         let (mean, max) = (

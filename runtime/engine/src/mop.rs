@@ -8,8 +8,8 @@
 //!   epoch's sub-epoch units ([`easeml_store::Store::queue_sub_epoch_run`]; the store leases an
 //!   epoch's units only once the earlier epochs are committed, so no worker waits for the
 //!   coordinator between epochs): partition `j` addressed to the `j`-th of the given workers
-//!   (round robin), each unit a random rank (the scheduler's shuffle, seeded by the run's seed,
-//!   the epoch and the partition).
+//!   (round robin), each unit a rank of its epoch first, then a random shuffle (Cerebro's, seeded by
+//!   the run's seed, the epoch and the partition), so a run with the most epochs left goes first.
 //! - [`execute_sub_epoch`] (any worker, from [`crate::worker::Worker::work`]): trains one leased
 //!   sub-epoch from the state its lease names on the partition's training rows (which the
 //!   worker loads from the store once and keeps, and nothing else of the app: [`PartitionCache`])
@@ -24,8 +24,9 @@
 //!   run trained by hopping equals sequential training.
 //!
 //! The store's lease rule is Algorithm 1 of the paper (see `easeml_store::units`): an idle worker
-//! gets a queued unit of its partition whose model is not in flight elsewhere, the lowest random
-//! rank first.
+//! gets a queued unit of its partition whose model is not in flight elsewhere, the lowest rank
+//! first: the earliest epoch, then at random (the paper draws uniformly; the epoch first is the
+//! critical-path priority `easeml bench mop --simulate` measures as `mop_epoch_first`).
 //!
 //! Which runs hop is the coordinator's choice per decision ([`uses_mop`], under
 //! [`Parallelism`]): the engine's coordinator ([`crate::Engine::coordinate`]) starts a decided
@@ -260,8 +261,19 @@ fn load(store: &Store, app: AppId, fraction: f64) -> Result<(Examples, Vec<usize
     Ok((examples, train, validation))
 }
 
+/// Bits of a lease rank below its epoch: Cerebro's random shuffle.
+const RANK_SHUFFLE_BITS: u32 = 40;
+
+/// A sub-epoch unit's lease rank (lower ranks are leased first): its epoch in the high bits, then
+/// a random shuffle seeded by the run's seed, the epoch and the partition. Among the units a worker
+/// may take, one of a run in the earliest epoch (the most epochs left) goes first, at random
+/// among those: Algorithm 1 with a critical-path priority. In `easeml bench mop --simulate` that
+/// order (`mop_epoch_first`) keeps every chain moving where uniform choice lets the longest fall
+/// behind (16 models on 8 workers: 1.08 of the open-shop bound against 1.14).
 fn rank(seed: u64, epoch: u64, partition: u64) -> i64 {
-    (sub_epoch_seed(seed ^ RANK_SALT, epoch, partition) >> 1) as i64
+    let shuffle = sub_epoch_seed(seed ^ RANK_SALT, epoch, partition) >> (64 - RANK_SHUFFLE_BITS);
+    let epoch = epoch.min((1 << (63 - RANK_SHUFFLE_BITS)) - 1);
+    ((epoch << RANK_SHUFFLE_BITS) | shuffle) as i64
 }
 
 /// Queues a MOP run of `candidate` for `app` (see the module docs); `workers` are the ids of the
@@ -892,6 +904,28 @@ pub fn replay(store: &Store, run: RunId) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lease_ranks_order_by_epoch_then_shuffle() {
+        for seed in [0, 7, u64::MAX] {
+            for epoch in 0..5 {
+                let this: Vec<i64> = (0..8).map(|p| rank(seed, epoch, p)).collect();
+                let next: Vec<i64> = (0..8).map(|p| rank(seed, epoch + 1, p)).collect();
+                assert!(this.iter().all(|&r| r >= 0));
+                // Every unit of an epoch before every unit of the next.
+                assert!(this.iter().max() < next.iter().min(), "{this:?} {next:?}");
+                // Within an epoch, a shuffle: not the partitions' order, and no ties.
+                let mut sorted = this.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                assert_eq!(sorted.len(), 8);
+            }
+            let order: Vec<i64> = (0..8).map(|p| rank(seed, 3, p)).collect();
+            assert!(order.windows(2).any(|w| w[0] > w[1]), "{order:?}");
+        }
+        // Absurd epochs stay positive and ordered at the cap.
+        assert!(rank(1, u64::MAX, 0) > rank(1, 1_000, 0));
+    }
 
     fn choice(candidate: &str, workers: usize, data_bytes: usize, open_models: usize) -> bool {
         let choice = MopChoice {

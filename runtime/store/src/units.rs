@@ -41,8 +41,8 @@
 //!   once before the next begins, so the coordinator may queue every epoch at once);
 //! - whose run is still open (not failed or done);
 //!
-//! the lowest `lease_rank` first (the coordinator draws the ranks at random: Cerebro's shuffle of
-//! the unit queue). Two PostgreSQL transactions may still lease two units of one run at once
+//! the lowest `lease_rank` first (the coordinator ranks a run's units by epoch, then at random:
+//! Cerebro's shuffle of the unit queue behind a most-epochs-left-first priority). Two PostgreSQL transactions may still lease two units of one run at once
 //! (`SKIP LOCKED` reads no row locks); the commit catches it: [`Store::commit_sub_epoch`] locks
 //! the run, and refuses (and queues the unit again) a sub-epoch whose input is no longer the run's
 //! last result, so the log is always one chain. The fencing rules are the run units' rules.
@@ -126,7 +126,7 @@ pub struct NewSubEpoch<'a> {
     pub partition: u64,
     /// The worker holding the partition, if any.
     pub target_worker: Option<&'a str>,
-    /// Lower ranks are leased first (the coordinator draws them at random).
+    /// Lower ranks are leased first (the coordinator's: epoch, then a random shuffle).
     pub rank: i64,
     /// The coordinator's spec, JSON text.
     pub spec: &'a str,
