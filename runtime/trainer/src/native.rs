@@ -347,6 +347,31 @@ mod tests {
     }
 
     #[test]
+    fn a_gradient_laid_out_unlike_its_variable_updates_it_alike() {
+        let shape = [2, 3, 4, 5];
+        let start = Tensor::randn(shape, (Kind::Float, Device::Cpu));
+        let grad = Tensor::randn(shape, (Kind::Float, Device::Cpu));
+        // The same values in channels-last order: other strides, same logical tensor.
+        let strided = grad
+            .permute([0, 2, 3, 1])
+            .contiguous()
+            .permute([0, 3, 1, 2]);
+        assert_ne!(strided.stride(), grad.stride());
+        assert!(strided.equal(&grad));
+        let update = |grad: &Tensor| {
+            let param = start.copy();
+            let (m, v) = (param.zeros_like(), param.zeros_like());
+            for count in 1..=3 {
+                fused_adam(&[&param], &[grad], &[&m], &[&v], step(count)).unwrap();
+            }
+            param
+        };
+        let (plain, permuted) = (update(&grad), update(&strided));
+        assert!(!plain.equal(&start));
+        assert!(plain.equal(&permuted));
+    }
+
+    #[test]
     fn bad_arguments_are_errors_not_aborts() {
         let input = Tensor::ones([4], (Kind::Float, Device::Cpu));
         let generator = Generator::new(Device::Cpu, 1).unwrap();
