@@ -35,10 +35,9 @@
 //! scheduler when it is done. A partition taken over from a gone worker stays with its new
 //! holder ([`advance_with`] re-addresses its later sub-epochs). Not here yet: data parallelism
 //! for the last models (the paper trains one model on all workers below `p / 2` models; these
-//! train as whole runs instead), and a partition's
-//! data placed on workers ahead of the first unit (a worker loads a partition from the store when
-//! it first trains it: [`PartitionCache`], which keeps only the training rows of the partitions
-//! the worker has trained).
+//! train as whole runs instead). A worker loads a partition from the store with its first unit of
+//! it, not ahead (no idle time precedes that unit), and keeps it: [`PartitionCache`], which
+//! holds only the training rows of the partitions the worker has trained.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
