@@ -25,6 +25,7 @@ pub mod checkpoint;
 pub mod classic;
 pub mod cost;
 pub mod data;
+pub mod data_parallel;
 pub mod device;
 pub mod error;
 pub mod hop;

@@ -127,7 +127,7 @@ fn build(setup: &MopSetup, device: Device, init_seed: u64) -> Result<(nn::VarSto
 }
 
 /// A model and optimizer of the setup holding `state`.
-fn restored(
+pub(crate) fn restored(
     setup: &MopSetup,
     state: &[u8],
     device: Device,
