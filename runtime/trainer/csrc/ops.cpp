@@ -56,15 +56,15 @@ char *easeml_ops_fused_adam(tensor *params, tensor *grads, tensor *exp_avgs, ten
                             int64_t n, int64_t step, double lr, double beta1, double beta2,
                             double eps) {
   return catching([&] {
+    if (n == 0) {
+      return;
+    }
     std::vector<at::Tensor> ps, gs, ms, vs, steps;
     ps.reserve(n);
     gs.reserve(n);
     ms.reserve(n);
     vs.reserve(n);
     steps.reserve(n);
-    if (n == 0) {
-      return;
-    }
     const at::Tensor &first = *params[0];
     at::Tensor step_tensor = at::scalar_tensor(
         static_cast<double>(step), first.options().dtype(at::kFloat).requires_grad(false));

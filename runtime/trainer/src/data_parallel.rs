@@ -171,37 +171,29 @@ impl TcpRing {
         let bounds = |chunk: usize| (chunk * n / world, (chunk + 1) * n / world);
         let rank = self.rank;
         let mut received = Vec::with_capacity(n / world + 1);
-        // Reduce-scatter: after world - 1 steps rank r holds chunk r + 1 summed over all ranks.
-        for step in 0..world - 1 {
-            let send = (rank + world - step) % world;
-            let receive = (rank + world - step - 1) % world;
-            exchange(
-                right,
-                left,
-                values,
-                bounds(send),
-                bounds(receive),
-                &mut received,
-            )?;
-            let (start, _) = bounds(receive);
-            for (value, other) in values[start..].iter_mut().zip(&received) {
-                *value += other;
+        // Reduce-scatter (offset 0): after world - 1 steps rank r holds chunk r + 1 summed over
+        // all ranks. All-gather (offset 1): the summed chunks passed round. At every step a rank
+        // sends one chunk and receives the chunk before it.
+        for (offset, gathering) in [(0, false), (1, true)] {
+            for step in 0..world - 1 {
+                let send = (rank + offset + world - step) % world;
+                let receive = (send + world - 1) % world;
+                exchange(
+                    right,
+                    left,
+                    values,
+                    bounds(send),
+                    bounds(receive),
+                    &mut received,
+                )?;
+                let (start, end) = bounds(receive);
+                let chunk = &mut values[start..end];
+                if gathering {
+                    chunk.copy_from_slice(&received);
+                } else {
+                    chunk.iter_mut().zip(&received).for_each(|(v, r)| *v += r);
+                }
             }
-        }
-        // All-gather: pass the summed chunks round.
-        for step in 0..world - 1 {
-            let send = (rank + 1 + world - step) % world;
-            let receive = (rank + world - step) % world;
-            exchange(
-                right,
-                left,
-                values,
-                bounds(send),
-                bounds(receive),
-                &mut received,
-            )?;
-            let (start, _) = bounds(receive);
-            values[start..start + received.len()].copy_from_slice(&received);
         }
         let scale = 1.0 / world as f32;
         values.iter_mut().for_each(|value| *value *= scale);
@@ -282,11 +274,7 @@ pub fn train_data_parallel_epoch(
     let batch_size = setup.batch_size.max(1);
     // The trainable variables in Adam's order (by name), the same on every rank, so the flat
     // gradient buffers line up.
-    let by_name = store.variables();
-    let variables: Vec<Tensor> = adam
-        .names()
-        .filter_map(|name| by_name.get(name).map(Tensor::shallow_clone))
-        .collect();
+    let variables: Vec<Tensor> = adam.variables().map(Tensor::shallow_clone).collect();
     let mut loss_sum = 0.0;
     for step in 0..steps {
         let batch: Vec<usize> = (0..batch_size)

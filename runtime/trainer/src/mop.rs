@@ -115,13 +115,9 @@ fn build(setup: &MopSetup, device: Device, init_seed: u64) -> Result<(nn::VarSto
         )));
     }
     let store = nn::VarStore::new(device);
-    let model = {
-        let _lock = crate::train::INIT_LOCK
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        tch::manual_seed(init_seed as i64);
-        models::build(&store.root(), &candidate, &setup.task, &setup.config)?
-    };
+    let model = crate::train::seeded_init(init_seed, || {
+        models::build(&store.root(), &candidate, &setup.task, &setup.config)
+    })?;
     let adam = Adam::with_defaults(&store, setup.learning_rate)?;
     Ok((store, model, adam))
 }

@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tch::{COptimizer, Tensor, nn};
+use tch::{COptimizer, Device, Kind, Tensor, nn};
 
 use crate::error::{Error, Result};
 use crate::native::{FusedAdamStep, fused_adam};
@@ -67,6 +67,10 @@ struct Param {
     exp_avg_sq: Tensor,
     step: i64,
 }
+
+/// What the variables of one fused Adam call share: the step count after the step, the dtype and
+/// the device.
+type StepGroup = (i64, Kind, Device);
 
 /// The Adam state that travels: hyper-parameters, learning rate and each variable's step count
 /// (the moments are tensors, [`Adam::moments`]).
@@ -159,35 +163,30 @@ impl Adam {
     pub fn step(&mut self) -> Result<()> {
         let _guard = tch::no_grad_guard();
         let AdamConfig { beta1, beta2, eps } = self.config;
-        let mut stepped: Vec<(usize, Tensor)> = Vec::with_capacity(self.params.len());
-        for (index, param) in self.params.iter_mut().enumerate() {
+        // The variables with a gradient, grouped by (step count after this step, dtype, device):
+        // one group unless some variable missed a step.
+        let mut groups: Vec<(StepGroup, Vec<(&Param, Tensor)>)> = Vec::new();
+        for param in &mut self.params {
             let grad = param.tensor.grad();
-            if grad.defined() {
-                param.step += 1;
-                stepped.push((index, grad));
-            }
-        }
-        let group_of = |param: &Param| (param.step, param.tensor.kind(), param.tensor.device());
-        let mut done = vec![false; stepped.len()];
-        for first in 0..stepped.len() {
-            if done[first] {
+            if !grad.defined() {
                 continue;
             }
-            let key = group_of(&self.params[stepped[first].0]);
-            let (mut params, mut grads, mut exp_avgs, mut exp_avg_sqs) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-            for (member, (index, grad)) in stepped.iter().enumerate().skip(first) {
-                let param = &self.params[*index];
-                if !done[member] && group_of(param) == key {
-                    done[member] = true;
-                    params.push(&param.tensor);
-                    grads.push(grad);
-                    exp_avgs.push(&param.exp_avg);
-                    exp_avg_sqs.push(&param.exp_avg_sq);
-                }
+            param.step += 1;
+            let param: &Param = param;
+            let key = (param.step, param.tensor.kind(), param.tensor.device());
+            match groups.iter_mut().find(|(group, _)| *group == key) {
+                Some((_, members)) => members.push((param, grad)),
+                None => groups.push((key, vec![(param, grad)])),
             }
+        }
+        for ((step, _, _), members) in &groups {
+            let params: Vec<&Tensor> = members.iter().map(|(param, _)| &param.tensor).collect();
+            let grads: Vec<&Tensor> = members.iter().map(|(_, grad)| grad).collect();
+            let exp_avgs: Vec<&Tensor> = members.iter().map(|(param, _)| &param.exp_avg).collect();
+            let exp_avg_sqs: Vec<&Tensor> =
+                members.iter().map(|(param, _)| &param.exp_avg_sq).collect();
             let hyper = FusedAdamStep {
-                step: key.0,
+                step: *step,
                 lr: self.learning_rate,
                 beta1,
                 beta2,
@@ -196,6 +195,11 @@ impl Adam {
             fused_adam(&params, &grads, &exp_avgs, &exp_avg_sqs, hyper)?;
         }
         Ok(())
+    }
+
+    /// The variables it updates (the `VarStore`'s tensors), in name order.
+    pub fn variables(&self) -> impl Iterator<Item = &Tensor> {
+        self.params.iter().map(|param| &param.tensor)
     }
 
     /// The names of the variables it updates, in order.

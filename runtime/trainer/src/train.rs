@@ -821,8 +821,20 @@ pub(crate) struct BestTrial {
     pub(crate) weights: Weights,
 }
 
-/// Serializes seeding + initialization (see `run_trial`).
-pub(crate) static INIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Runs `build` with libtorch's process-wide generator seeded with `seed`, under the trainer's
+/// initialization lock: tch's initializers draw from that generator and take no other, so seeding
+/// and initializing under one lock is what makes an initialization reproducible while other runs
+/// in the process initialize too. Every model the trainer builds goes through here (the runs'
+/// other random draws come from generators of their own, [`RunRandomness`]).
+pub(crate) fn seeded_init<T>(seed: u64, build: impl FnOnce() -> T) -> T {
+    static INIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _lock = INIT_LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The bits reinterpreted: every u64 is a distinct generator seed.
+    tch::manual_seed(seed as i64);
+    build()
+}
 
 /// A copy of every variable, on the CPU.
 fn snapshot(store: &nn::VarStore) -> Weights {
@@ -867,20 +879,14 @@ pub(crate) fn run_trial(
         return Ok((record, None));
     }
     let store = nn::VarStore::new(device);
-    let mut model = {
-        // libtorch's generator is process-wide: seeding and initializing under one lock makes the
-        // initialization reproducible even when runs train concurrently.
-        let _lock = INIT_LOCK
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        tch::manual_seed(seed as i64);
+    let mut model = seeded_init(seed, || {
         models::build(
             &store.root(),
             context.candidate,
             context.task,
             &budget.model,
-        )?
-    };
+        )
+    })?;
     if let (Some(normalizer), Inputs::Dense { shape, values }) =
         (model.normalizer.as_mut(), &context.examples.inputs)
     {
@@ -898,12 +904,8 @@ pub(crate) fn run_trial(
     let mut adversary = match (context.candidate.model, context.task) {
         (ModelKind::Gan | ModelKind::Pix2Pix, Task::ImageRecovery { input, output }) => {
             let adversary_store = nn::VarStore::new(device);
-            // Under the initialization lock too, from a stream of its own.
-            let discriminator = {
-                let _lock = INIT_LOCK
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                tch::manual_seed(mix64(seed ^ 0xAD5E_25A2_0000_0000) as i64);
+            // From a stream of its own.
+            let discriminator = seeded_init(mix64(seed ^ 0xAD5E_25A2_0000_0000), || {
                 Discriminator::new(
                     &adversary_store.root(),
                     context.candidate.model,
@@ -911,7 +913,7 @@ pub(crate) fn run_trial(
                     output,
                     &budget.model,
                 )
-            };
+            });
             let optimizer = Adam::with_defaults(&adversary_store, learning_rate)?;
             Some(Adversary {
                 _store: adversary_store,
