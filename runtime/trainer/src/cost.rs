@@ -78,7 +78,9 @@ pub fn estimate_cost(
     }
     let (forward, forward_seconds) = {
         let store = nn::VarStore::new(Device::Cpu);
-        let model = models::build(&store.root(), candidate, &task, &budget.model)?;
+        let model = crate::train::seeded_init(0, || {
+            models::build(&store.root(), candidate, &task, &budget.model)
+        })?;
         let _guard = tch::no_grad_guard();
         let sample: Vec<usize> = (0..examples.len().min(8)).collect();
         let per_example = sample.len().max(1) as f64;

@@ -69,7 +69,9 @@ impl Predictor {
             )?)
         } else {
             let mut store = nn::VarStore::new(device);
-            let model = models::build(&store.root(), &candidate, &meta.task, &meta.config)?;
+            let model = crate::train::seeded_init(0, || {
+                models::build(&store.root(), &candidate, &meta.task, &meta.config)
+            })?;
             load_into(&mut store, checkpoint.tensors()?)?;
             Loaded::Torch {
                 _store: store,
@@ -98,7 +100,9 @@ impl Predictor {
             return Ok(None);
         }
         let store = nn::VarStore::new(device);
-        let model = models::build(&store.root(), candidate, task, &config)?;
+        let model = crate::train::seeded_init(0, || {
+            models::build(&store.root(), candidate, task, &config)
+        })?;
         Ok(Some(Self {
             task: task.clone(),
             config,

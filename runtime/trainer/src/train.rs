@@ -824,8 +824,10 @@ pub(crate) struct BestTrial {
 /// Runs `build` with libtorch's process-wide generator seeded with `seed`, under the trainer's
 /// initialization lock: tch's initializers draw from that generator and take no other, so seeding
 /// and initializing under one lock is what makes an initialization reproducible while other runs
-/// in the process initialize too. Every model the trainer builds goes through here (the runs'
-/// other random draws come from generators of their own, [`RunRandomness`]).
+/// in the process initialize too. Every model the trainer builds goes through here, also those
+/// whose initial weights do not matter (a checkpoint's, a cost or latency probe's, seeded with 0):
+/// drawing outside the lock would shift a concurrent run's seeded draws (the runs' other random
+/// draws come from generators of their own, [`RunRandomness`]).
 pub(crate) fn seeded_init<T>(seed: u64, build: impl FnOnce() -> T) -> T {
     static INIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _lock = INIT_LOCK
