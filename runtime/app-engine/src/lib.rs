@@ -186,10 +186,17 @@ pub fn train_with_progress(
             partitions,
             epochs,
             resumed,
+            data_parallel,
         } => say(format!(
-            "{app}: {candidate:<22} {} by model hopping (run {}, learning rate {learning_rate}): {epochs} epoch(s) over {partitions} partition(s), one per worker",
+            "{app}: {candidate:<22} {} by {} (run {}, learning rate {learning_rate}): {epochs} epoch(s) over {partitions} partition(s), one per worker{}",
             if resumed { "resumed" } else { "training" },
-            run.0
+            if data_parallel {
+                "data parallelism"
+            } else {
+                "model hopping"
+            },
+            run.0,
+            if data_parallel { ", all at once" } else { "" }
         )),
         Event::RunProgress {
             app,

@@ -301,8 +301,9 @@ fn log_event(event: Event) {
             partitions,
             epochs,
             resumed,
+            data_parallel,
         } => {
-            tracing::info!(%app, %candidate, run = run.0, learning_rate, partitions, epochs, resumed, "model hopping run started")
+            tracing::info!(%app, %candidate, run = run.0, learning_rate, partitions, epochs, resumed, data_parallel, "model hopping run started")
         }
         Event::RunProgress {
             app,

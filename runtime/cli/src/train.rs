@@ -56,10 +56,12 @@ pub struct ParallelismArgs {
     /// With two or more workers, how a decided run trains: `task` (a whole run on one worker,
     /// over all the app's data), `mop` (Cerebro's model hopper parallelism for every network: the
     /// data cut into one partition per live worker, the model hopping between them for --epochs
-    /// epochs) or `auto` (the default: model hopping for an app's networks when its data copied
-    /// to every worker would exceed --mop-above and at least half as many of its models are left
-    /// to train as there are workers; task parallelism otherwise).
-    #[arg(long, value_name = "auto|task|mop", default_value = "auto", value_parser = parse_parallelism)]
+    /// epochs), `data` (data parallelism for every network: the same partitions, every epoch
+    /// trained by all the workers at once, gradients averaged over TCP) or `auto` (the default:
+    /// when an app's data copied to every worker would exceed --mop-above, its networks hop
+    /// while at least half as many of its models are left to train as there are workers, and
+    /// train data-parallel below that; task parallelism otherwise).
+    #[arg(long, value_name = "auto|task|mop|data", default_value = "auto", value_parser = parse_parallelism)]
     pub parallelism: Parallelism,
     /// The epochs of a model trained by hopping, at most (1 to 1000: every epoch's units are
     /// queued when the run starts).
@@ -83,9 +85,14 @@ pub struct ParallelismArgs {
 impl ParallelismArgs {
     /// Checks the arguments against the worker count and writes them into `config`.
     pub fn apply(&self, workers: usize, config: &mut EngineConfig) -> anyhow::Result<()> {
-        if self.parallelism == Parallelism::Mop && workers == 1 {
+        if matches!(self.parallelism, Parallelism::Mop | Parallelism::Data) && workers == 1 {
+            let name = if self.parallelism == Parallelism::Mop {
+                "mop"
+            } else {
+                "data"
+            };
             bail!(
-                "--parallelism mop needs --workers N with N >= 2 (the data is cut into one partition per worker), or --workers 0 with at least two `easeml worker`s running; with one worker, task parallelism trains the same models without hopping"
+                "--parallelism {name} needs --workers N with N >= 2 (the data is cut into one partition per worker), or --workers 0 with at least two `easeml worker`s running; with one worker, task parallelism trains the same models on all the data"
             );
         }
         config.parallelism = self.parallelism;

@@ -305,6 +305,13 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
                     lease.unit.0, lease.run.0, lease.candidate
                 );
             }
+            WorkerEvent::GaveBack { lease, reason } => {
+                *held = None;
+                eprintln!(
+                    "{name}: unit {} (run {}) given back to be leased again: {reason}",
+                    lease.unit.0, lease.run.0
+                );
+            }
             WorkerEvent::Stopped { committed } => {
                 if !quiet {
                     eprintln!("{name}: stopped after {committed} unit(s)");

@@ -285,6 +285,75 @@ fn two_local_workers_train_the_networks_by_model_hopping() {
 }
 
 #[test]
+fn two_local_workers_train_the_networks_by_data_parallelism() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("home");
+    feed_sides(&data, 80);
+    let refused = easeml(&["train", "--parallelism", "data", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("--parallelism data needs --workers N with N >= 2"),
+        "{}",
+        text(&refused)
+    );
+    let output = easeml(&[
+        "train",
+        "--workers",
+        "2",
+        "--parallelism",
+        "data",
+        "--epochs",
+        "2",
+        "--data",
+    ])
+    .arg(&data)
+    .output()
+    .unwrap();
+    let log = text(&output);
+    assert!(output.status.success(), "{log}");
+    assert_eq!(
+        log.matches("training by data parallelism").count(),
+        SIDES_NETWORKS.len() * MOP_RATES,
+        "{log}"
+    );
+    assert!(log.contains("nothing is left to train"), "{log}");
+    // Each network's runs: every epoch's two ranks committed, trained at once by both workers,
+    // one state per epoch (rank 0's).
+    let store = Store::open(&data).unwrap();
+    let app = store.apps().unwrap().remove(0);
+    let mut gangs = 0;
+    for run in store.runs(app.id).unwrap() {
+        assert_eq!(run.state, RunState::Done, "{run:?}");
+        let log = store.sub_epochs(run.id).unwrap();
+        if !SIDES_NETWORKS.contains(&run.candidate.as_str()) {
+            assert!(log.is_empty(), "{} cannot hop: {log:?}", run.candidate);
+            continue;
+        }
+        gangs += 1;
+        assert_eq!(log.len(), 4, "{log:?}");
+        assert!(
+            log.iter()
+                .all(|unit| unit.gang == Some(2) && unit.state == UnitState::Committed)
+        );
+        for epoch in 0..2 {
+            let ranks: Vec<_> = log.iter().filter(|unit| unit.epoch == epoch).collect();
+            let owners: std::collections::BTreeSet<_> =
+                ranks.iter().map(|unit| unit.lease_owner.clone()).collect();
+            assert_eq!(owners.len(), 2, "{ranks:?}");
+            assert_eq!(
+                ranks.iter().filter(|unit| unit.result.is_some()).count(),
+                1,
+                "{ranks:?}"
+            );
+        }
+    }
+    assert_eq!(gangs, SIDES_NETWORKS.len() * MOP_RATES);
+}
+
+#[test]
 fn auto_parallelism_hops_when_copying_the_data_to_every_worker_costs_more_than_its_limit() {
     let dir = tempfile::tempdir().unwrap();
     let train = |data: &Path, above: &str| {

@@ -24,9 +24,10 @@
 //! re-queues the runs a crashed engine left `running`.
 //!
 //! A coordinator ([`Engine::coordinate`]) turns each decision into a whole-run unit, or, by
-//! [`crate::mop::uses_mop`]'s rule, into MOP runs over the live workers, one per learning rate
-//! ([`crate::mop`]): it keeps one unit or MOP run in flight per live worker (a MOP run trains on
-//! one worker at a time), advances its MOP runs, and reports the decision to the scheduler when
+//! [`crate::mop::choose_training`]'s rule, into MOP runs over the live workers, one per learning
+//! rate ([`crate::mop`]), hopping or data-parallel ([`crate::gang`]): it keeps the live workers'
+//! places filled (a unit or hopping run holds one, as it trains on one worker at a time; a
+//! data-parallel run holds one per rank), advances its MOP runs, and reports the decision to the scheduler when
 //! its last run ends (the best quality, the summed cost), like a whole run. A MOP run the session's end leaves open stays in the store and is resumed by the next
 //! coordinating session. The in-process loop ([`Engine::step`]) trains whole runs only.
 
@@ -53,7 +54,7 @@ use tch::Device;
 use crate::app::AppModel;
 use crate::dataset::{StoredTarget, examples_of};
 use crate::error::{Error, Result};
-use crate::mop::{self, MopChoice, MopPlan, MopStatus, Parallelism};
+use crate::mop::{self, MopChoice, MopPlan, MopStatus, Parallelism, Training};
 use crate::unit::{Executed, UnitSpec};
 use crate::worker::{DEFAULT_LEASE_TTL, Worker, WorkerConfig};
 
@@ -100,7 +101,7 @@ pub struct EngineConfig {
     /// one run at a time. `true`: it coordinates the store's workers ([`Engine::coordinate`]).
     pub coordinate: bool,
     /// Coordinating: how a decision is trained, as a whole run or by model hopping
-    /// ([`crate::mop::uses_mop`]; [`Parallelism::Auto`] by default).
+    /// ([`crate::mop::choose_training`]; [`Parallelism::Auto`] by default).
     pub parallelism: Parallelism,
     /// The epochs of a MOP run at most.
     pub mop_epochs: u64,
@@ -244,6 +245,9 @@ pub enum Event {
         epochs: u64,
         /// Whether a previous session queued it.
         resumed: bool,
+        /// Whether it trains by data parallelism (each epoch on all its partitions' workers at
+        /// once) rather than by hopping.
+        data_parallel: bool,
     },
     /// More sub-epochs of a MOP run are committed.
     RunProgress {
@@ -1046,7 +1050,8 @@ impl Engine {
                 events(Event::WorkersChanged { live });
                 live_before = live;
             }
-            // A MOP run trains on one worker at a time: each holds one worker's place.
+            // A unit or a hopping run trains on one worker at a time: each holds one worker's
+            // place; a data-parallel run holds one per rank.
             while live > self.in_flight.len() + self.mop_places() {
                 let Some(decision) = self.scheduler.next_decision() else {
                     decided_everything = true;
@@ -1135,8 +1140,8 @@ impl Engine {
     }
 
     /// Starts the decision as MOP runs over `workers`, one per learning rate of
-    /// [`EngineConfig::mop_learning_rates`] (Cerebro's configurations, hopping independently),
-    /// when [`mop::uses_mop`] says so. `false` when it is not one, or when the app's data cannot be
+    /// [`EngineConfig::mop_learning_rates`] (Cerebro's configurations, hopping independently, or
+    /// each data-parallel over all the workers), when [`mop::choose_training`] says so. `false` when it is not one, or when the app's data cannot be
     /// cut into that many partitions with training rows in each (it then trains as a whole run,
     /// which needs no cut).
     fn start_mop_run(
@@ -1155,14 +1160,14 @@ impl Engine {
             candidate: &decision.model_id,
             workers: workers.len(),
             data_bytes,
-            // The most the app could have open: `uses_mop` only grows with it, so a choice it
-            // refuses even so needs no read of the app's runs.
+            // The most the app could have open: whether a decision trains whole does not depend
+            // on it, so a decision that trains whole even so needs no read of the app's runs.
             open_models: usize::MAX,
         };
-        let uses_mop = |choice: &MopChoice<'_>| {
-            mop::uses_mop(self.config.parallelism, choice, self.config.mop_above_bytes)
+        let training = |choice: &MopChoice<'_>| {
+            mop::choose_training(self.config.parallelism, choice, self.config.mop_above_bytes)
         };
-        if !uses_mop(&choice) {
+        if training(&choice) == Training::Whole {
             return Ok(false);
         }
         let hoppable: Vec<String> = state
@@ -1185,9 +1190,11 @@ impl Engine {
                 .iter()
                 .filter(|candidate| !finished.contains(*candidate))
                 .count();
-        if !uses_mop(&choice) {
-            return Ok(false);
-        }
+        let gang = match training(&choice) {
+            Training::Whole => return Ok(false),
+            Training::Hop => false,
+            Training::Gang => true,
+        };
         // A whole run's time limit (at most 0.9 x `train_time`), spent across the workers.
         let max_seconds = self.unit_spec(state, None).max_seconds;
         let seed = mop::run_seed(self.config.seed, &decision.user_id, &decision.model_id);
@@ -1210,6 +1217,7 @@ impl Engine {
                 plan.seed = seed.wrapping_add(index as u64);
                 plan.patience = self.config.mop_patience;
                 plan.max_seconds = Some(max_seconds);
+                plan.gang = gang;
                 plan
             })
             .collect();
@@ -1229,8 +1237,11 @@ impl Engine {
                 partitions: plan.partitions,
                 epochs: plan.epochs,
                 resumed: false,
+                data_parallel: gang,
             });
-            flight.open.insert(run, OpenMopRun::default());
+            flight
+                .open
+                .insert(run, OpenMopRun::holding(plan.partitions, gang));
         }
         if flight.open.is_empty() {
             return Ok(false);
@@ -1239,11 +1250,13 @@ impl Engine {
         Ok(true)
     }
 
-    /// The workers' places the MOP runs in flight hold: one per open run.
+    /// The workers' places the MOP runs in flight hold: one per hopping run, one per rank of a
+    /// data-parallel run.
     fn mop_places(&self) -> usize {
         self.mop_flights
             .iter()
-            .map(|flight| flight.open.len())
+            .flat_map(|flight| flight.open.values())
+            .map(|run| run.places)
             .sum()
     }
 
@@ -1258,6 +1271,7 @@ impl Engine {
             .collect();
         for app in self.store.apps()? {
             let mut groups: BTreeMap<(String, u64), Vec<RunId>> = BTreeMap::new();
+            let mut places: BTreeMap<RunId, OpenMopRun> = BTreeMap::new();
             for run in self.store.runs(app.id)? {
                 if !matches!(run.state, RunState::Queued | RunState::Running)
                     || known.contains(&run.id)
@@ -1267,6 +1281,7 @@ impl Engine {
                 let Some(shape) = mop::mop_shape(&self.store, run.id)? else {
                     continue;
                 };
+                places.insert(run.id, OpenMopRun::holding(shape.partitions, shape.gang));
                 events(Event::MopRunStarted {
                     app: app.name.clone(),
                     candidate: run.candidate.clone(),
@@ -1275,6 +1290,7 @@ impl Engine {
                     partitions: shape.partitions,
                     epochs: shape.epochs,
                     resumed: true,
+                    data_parallel: shape.gang,
                 });
                 groups
                     .entry((run.candidate, run.data_version))
@@ -1292,7 +1308,7 @@ impl Engine {
                     candidate,
                     open: runs
                         .into_iter()
-                        .map(|run| (run, OpenMopRun::default()))
+                        .filter_map(|run| places.remove(&run).map(|open| (run, open)))
                         .collect(),
                     best: 0.0,
                     cost: 0.0,
@@ -1430,12 +1446,25 @@ struct MopFlight {
 }
 
 /// A MOP run still training, as its coordinator follows it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct OpenMopRun {
+    /// The workers' places it holds: 1 when it hops, its gang size when data-parallel.
+    places: usize,
     /// The sub-epochs committed when progress was last reported.
     committed: usize,
     /// Its validation rows and evaluated epochs (early stopping).
     progress: mop::MopProgress,
+}
+
+impl OpenMopRun {
+    /// A run over `partitions` partitions, data-parallel (`gang`) or hopping.
+    fn holding(partitions: u64, gang: bool) -> OpenMopRun {
+        OpenMopRun {
+            places: if gang { partitions as usize } else { 1 },
+            committed: 0,
+            progress: mop::MopProgress::default(),
+        }
+    }
 }
 
 /// The scheduler's prior over models, fitted on the store's own history (appendix A): one row per app

@@ -7,7 +7,8 @@
 //! - [`best_run`]: the one rule for "the best model" (shared with the status report).
 //! - [`dataset`]: between stored objects and the trainer's tensors, both ways.
 //! - [`mop`]: Cerebro's model hopper parallelism: a run trained by sub-epoch units that hop
-//!   between the workers holding the data's partitions.
+//!   between the workers holding the data's partitions; [`gang`]: the same runs trained by
+//!   data parallelism, every epoch a gang of ranks on all the workers at once.
 //!
 //! The engine knows nothing of HTTP; it sees the schema only through the app's stored manifest.
 
@@ -16,6 +17,7 @@ pub mod checkpoint_blob;
 pub mod dataset;
 mod engine;
 mod error;
+pub mod gang;
 mod local;
 mod model;
 pub mod mop;

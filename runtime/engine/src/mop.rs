@@ -33,9 +33,10 @@
 //! network's run here when the app's data copied to every worker would be large and enough of
 //! the app's models are left to keep the workers busy, advances it, and reports it to the
 //! scheduler when it is done. A partition taken over from a gone worker stays with its new
-//! holder ([`advance_with`] re-addresses its later sub-epochs). Not here yet: data parallelism
-//! for the last models (the paper trains one model on all workers below `p / 2` models; these
-//! train as whole runs instead). A worker loads a partition from the store with its first unit of
+//! holder ([`advance_with`] re-addresses its later sub-epochs). Below `p / 2` models the paper
+//! trains one model on all workers at once: a run planned with [`MopPlan::gang`] is the same run
+//! (the same state, partitions, coordinator and replay) whose every epoch is one gang of ranks
+//! trained together ([`crate::gang`]), and [`choose_training`] picks it. A worker loads a partition from the store with its first unit of
 //! it, not ahead (no idle time precedes that unit), and keeps it: [`PartitionCache`], which
 //! holds only the training rows of the partitions the worker has trained.
 
@@ -76,13 +77,17 @@ pub enum Parallelism {
     /// Model hopper parallelism for every network that can hop ([`can_hop`]) when two or more
     /// workers are live: its run is a MOP run over them. Other candidates train as whole runs.
     Mop,
-    /// Per decision, by [`uses_mop`]'s rule (the default).
+    /// Data parallelism for every network that can hop when two or more workers are live: its
+    /// run trains on all of them at once, each epoch a gang ([`crate::gang`]). Other candidates
+    /// train as whole runs.
+    Data,
+    /// Per decision, by [`choose_training`]'s rule (the default).
     Auto,
 }
 
 impl Parallelism {
     /// The names `--parallelism` takes.
-    pub const NAMES: &'static str = "auto, task, mop";
+    pub const NAMES: &'static str = "auto, task, mop, data";
 
     /// The parallelism of a name in [`Parallelism::NAMES`].
     pub fn from_name(name: &str) -> Option<Parallelism> {
@@ -90,6 +95,7 @@ impl Parallelism {
             "auto" => Some(Parallelism::Auto),
             "task" => Some(Parallelism::Task),
             "mop" => Some(Parallelism::Mop),
+            "data" => Some(Parallelism::Data),
             _ => None,
         }
     }
@@ -124,24 +130,47 @@ pub struct MopChoice<'a> {
     pub open_models: usize,
 }
 
-/// Whether the decided run is a MOP run. Never with fewer than two live workers or for a
-/// candidate that cannot hop; always, otherwise, under [`Parallelism::Mop`]. Under
-/// [`Parallelism::Auto`], when both of Cerebro's conditions hold:
-/// - copying the app's data to every worker (task parallelism's price) would hold more than
-///   `mop_above_bytes` in all (`data_bytes x workers`): MOP keeps one copy, cut into partitions;
-/// - at least half as many of the app's models are left to train as there are workers (the
-///   paper's section 6.2: below `p / 2` models MOP leaves workers idle, and Cerebro switches to
-///   data parallelism; here the app's last models train as whole runs, task-parallel).
-pub fn uses_mop(parallelism: Parallelism, choice: &MopChoice<'_>, mop_above_bytes: u64) -> bool {
+/// How the coordinator trains one decision ([`choose_training`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Training {
+    /// Whole runs, each on one worker with all the app's data (task parallelism).
+    Whole,
+    /// MOP runs, each hopping between the workers holding the partitions.
+    Hop,
+    /// Data-parallel runs, each on every worker at once ([`crate::gang`]).
+    Gang,
+}
+
+/// How the decided candidate trains. Whole runs with fewer than two live workers or for a
+/// candidate that cannot hop; otherwise [`Parallelism::Mop`] hops, [`Parallelism::Data`] gangs,
+/// [`Parallelism::Task`] trains whole, and [`Parallelism::Auto`] follows Cerebro:
+/// - while copying the app's data to every worker (task parallelism's price) would hold at most
+///   `mop_above_bytes` in all (`data_bytes x workers`), whole runs;
+/// - above that, the data stays cut into partitions, one per worker, and the run hops while at
+///   least half as many of the app's models are left to train as there are workers;
+/// - below `p / 2` models MOP would leave workers idle, and the paper's section 6.2 trains the
+///   last models by data parallelism (Horovod there; a gang here).
+pub fn choose_training(
+    parallelism: Parallelism,
+    choice: &MopChoice<'_>,
+    mop_above_bytes: u64,
+) -> Training {
     if choice.workers < 2 || !can_hop(choice.candidate) {
-        return false;
+        return Training::Whole;
     }
     match parallelism {
-        Parallelism::Task => false,
-        Parallelism::Mop => true,
+        Parallelism::Task => Training::Whole,
+        Parallelism::Mop => Training::Hop,
+        Parallelism::Data => Training::Gang,
         Parallelism::Auto => {
             let replicated = (choice.data_bytes as u64).saturating_mul(choice.workers as u64);
-            replicated > mop_above_bytes && choice.open_models.saturating_mul(2) >= choice.workers
+            if replicated <= mop_above_bytes {
+                Training::Whole
+            } else if choice.open_models.saturating_mul(2) >= choice.workers {
+                Training::Hop
+            } else {
+                Training::Gang
+            }
         }
     }
 }
@@ -180,6 +209,9 @@ pub struct MopPlan {
     /// The seconds its sub-epochs may take in all (a whole run's time limit, spent across the
     /// workers): it stops after the epoch past which another would not fit (`None`: no limit).
     pub max_seconds: Option<f64>,
+    /// Data parallelism instead of hops: every epoch one gang of `partitions` ranks, rank `r`
+    /// training partition `r` on the `r`-th worker, all at once ([`crate::gang`]).
+    pub gang: bool,
 }
 
 impl MopPlan {
@@ -196,6 +228,7 @@ impl MopPlan {
             config: ModelConfig::for_device(Device::Cpu),
             patience: 0,
             max_seconds: None,
+            gang: false,
         }
     }
 }
@@ -219,10 +252,19 @@ pub struct SubEpochSpec {
     /// [`MopPlan::max_seconds`] (absent before it: no limit).
     #[serde(default)]
     pub max_seconds: Option<f64>,
+    /// A data-parallel run's steps per epoch on every rank (the smallest partition's batches);
+    /// `None` for a run that hops ([`MopPlan::gang`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_steps: Option<u64>,
 }
 
 impl SubEpochSpec {
-    fn from_json(text: &str) -> Result<SubEpochSpec> {
+    /// The gang size of a data-parallel run's epochs (its partitions); `None` when it hops.
+    pub fn gang(&self) -> Option<u64> {
+        self.gang_steps.map(|_| self.partitions)
+    }
+
+    pub(crate) fn from_json(text: &str) -> Result<SubEpochSpec> {
         serde_json::from_str(text).map_err(|error| {
             Error::Input(format!("a sub-epoch unit's spec is unreadable: {error}"))
         })
@@ -350,11 +392,22 @@ pub fn start_runs(
             batch_size: plan.batch_size,
         };
         let initial = initial_state(&setup, &examples, &train, Device::Cpu)?;
-        checked.push((plan, setup, initial));
+        // Every rank runs the smallest partition's batches, so the ranks step together.
+        let gang_steps = plan.gang.then(|| {
+            (0..plan.partitions)
+                .map(|partition| {
+                    partition_rows(&examples, &train, plan.partitions, partition).len()
+                })
+                .min()
+                .unwrap_or(1)
+                .div_ceil(plan.batch_size.max(1))
+                .max(1) as u64
+        });
+        checked.push((plan, setup, initial, gang_steps));
     }
     // Only the store can fail from here on.
     let mut runs = Vec::with_capacity(plans.len());
-    for (plan, setup, initial) in checked {
+    for (plan, setup, initial, gang_steps) in checked {
         let initial = store.put_blob(&initial)?;
         let spec = SubEpochSpec {
             setup,
@@ -364,6 +417,7 @@ pub fn start_runs(
             initial: initial.as_str().to_owned(),
             patience: plan.patience,
             max_seconds: plan.max_seconds,
+            gang_steps,
         };
         let spec = serde_json::to_string(&spec)
             .map_err(|error| Error::Input(format!("cannot write a sub-epoch spec: {error}")))?;
@@ -374,8 +428,9 @@ pub fn start_runs(
             .collect();
         // Every epoch at once: the store leases an epoch's units only once the earlier epochs
         // are committed, so no worker waits for the coordinator between epochs.
+        let gang = gang_steps.map(|_| plan.partitions);
         let units: Vec<NewSubEpoch<'_>> = (0..plan.epochs)
-            .flat_map(|epoch| epoch_units(epoch, plan.seed, &targets, &spec))
+            .flat_map(|epoch| epoch_units(epoch, plan.seed, &targets, &spec, gang))
             .collect();
         let (run, _) = store.queue_sub_epoch_run(app, candidate, &initial, &units)?;
         runs.push(run);
@@ -383,11 +438,14 @@ pub fn start_runs(
     Ok(runs)
 }
 
+/// An epoch's units: one hop per partition, or (`gang`: its size) one rank per partition, every
+/// rank of the epoch with one lease rank so that idle workers take the same gang's ranks.
 fn epoch_units<'a>(
     epoch: u64,
     seed: u64,
     targets: &[Option<&'a str>],
     spec: &'a str,
+    gang: Option<u64>,
 ) -> Vec<NewSubEpoch<'a>> {
     targets
         .iter()
@@ -396,8 +454,13 @@ fn epoch_units<'a>(
             epoch,
             partition: partition as u64,
             target_worker,
-            rank: rank(seed, epoch, partition as u64),
+            rank: rank(
+                seed,
+                epoch,
+                if gang.is_some() { 0 } else { partition as u64 },
+            ),
             spec,
+            gang,
         })
         .collect()
 }
@@ -472,6 +535,9 @@ pub fn execute_sub_epoch(
             lease.unit.0
         )));
     };
+    if at.gang.is_some() {
+        return crate::gang::execute_gang_rank(store, lease, &at, device, cache);
+    }
     let outcome = (|| -> Result<std::result::Result<BlobHash, String>> {
         let spec = SubEpochSpec::from_json(&lease.spec)?;
         let Some(examples) = cache.get(
@@ -614,6 +680,10 @@ impl MopProgress {
 /// a gone one, the later epochs follow it instead of going to whichever worker asks first (which
 /// would load the partition once more).
 fn follow_holders(store: &mut Store, run: RunId, log: &[SubEpochRecord]) -> Result<()> {
+    // A gang's ranks are addressed per epoch; a rank taken over moves with its gang.
+    if log.iter().any(|unit| unit.gang.is_some()) {
+        return Ok(());
+    }
     let mut holders: BTreeMap<u64, (u64, &str)> = BTreeMap::new();
     for unit in log {
         if let (Some(seq), Some(owner), Some(_)) = (unit.seq, &unit.lease_owner, &unit.result) {
@@ -636,8 +706,9 @@ fn follow_holders(store: &mut Store, run: RunId, log: &[SubEpochRecord]) -> Resu
     Ok(())
 }
 
-/// The epochs of the log whose every partition was trained and committed, in order, each with
-/// its end state (the result of its last sub-epoch in the visit log).
+/// The epochs of the log whose every partition was trained and committed (a gang's epoch: its
+/// rank 0, which commits for all), in order, each with its end state (the result of its last
+/// sub-epoch in the visit log).
 fn complete_epochs(log: &[SubEpochRecord], partitions: u64) -> Vec<(u64, BlobHash)> {
     let mut by_epoch: BTreeMap<u64, (u64, u64, Option<BlobHash>)> = BTreeMap::new();
     for unit in log {
@@ -645,7 +716,8 @@ fn complete_epochs(log: &[SubEpochRecord], partitions: u64) -> Vec<(u64, BlobHas
             continue;
         };
         let entry = by_epoch.entry(unit.epoch).or_insert((0, 0, None));
-        entry.0 += 1;
+        // A gang's one result stands for all its ranks.
+        entry.0 += if unit.gang.is_some() { partitions } else { 1 };
         if seq >= entry.1 {
             entry.1 = seq;
             entry.2 = Some(result.clone());
@@ -724,7 +796,7 @@ pub fn advance_with(
             }
         }
         let text = store.unit(log[0].unit)?.spec;
-        let units = epoch_units(current + 1, spec.setup.seed, &targets, &text);
+        let units = epoch_units(current + 1, spec.setup.seed, &targets, &text, spec.gang());
         store.queue_sub_epochs(run, &units)?;
         return Ok(MopStatus::Training { committed, total });
     }
@@ -757,6 +829,8 @@ pub struct MopShape {
     pub epochs: u64,
     /// Adam's learning rate.
     pub learning_rate: f64,
+    /// Whether it trains by data parallelism (each epoch a gang of `partitions` ranks).
+    pub gang: bool,
 }
 
 /// What a MOP run trains; `None` for a run without sub-epoch units (a whole run).
@@ -770,6 +844,7 @@ pub fn mop_shape(store: &Store, run: RunId) -> Result<Option<MopShape>> {
         partitions: spec.partitions,
         epochs: spec.epochs,
         learning_rate: spec.setup.learning_rate,
+        gang: spec.gang_steps.is_some(),
     }))
 }
 
@@ -844,6 +919,7 @@ fn finish(
         "best_quality": quality,
         "seed": spec.setup.seed,
         "mop": {
+            "data_parallel": spec.gang_steps.is_some(),
             "partitions": spec.partitions,
             "epochs": epochs,
             "epochs_planned": spec.epochs,
@@ -863,8 +939,13 @@ fn finish(
             checkpoint: &blob,
             validation: &RunValidation {
                 protocol: Some(format!(
-                    "split {:.0}% by id (model hopper parallelism, {} partitions{stopped})",
+                    "split {:.0}% by id ({}, {} partitions{stopped})",
                     spec.validation_fraction * 100.0,
+                    if spec.gang_steps.is_some() {
+                        "data parallelism"
+                    } else {
+                        "model hopper parallelism"
+                    },
                     spec.partitions
                 )),
                 quality_std: None,
@@ -879,7 +960,9 @@ fn finish(
 
 /// Trains the run's committed visit log again, in order, in this thread, from its initial state:
 /// returns the final state's bytes (compare them with the last committed result to check that
-/// hopping equals sequential training).
+/// hopping equals sequential training). A data-parallel run's epochs are trained again by a gang
+/// of threads of this process over local rings (the same ranks, rows, seeds and reduction
+/// order as the workers').
 pub fn replay(store: &Store, run: RunId) -> Result<Vec<u8>> {
     let log = store.sub_epochs(run)?;
     let spec = run_spec(store, &log)?;
@@ -887,6 +970,22 @@ pub fn replay(store: &Store, run: RunId) -> Result<Vec<u8>> {
     let (examples, train, _) = load(store, app, spec.validation_fraction)?;
     let mut state = store.blob(&BlobHash::parse(&spec.initial)?)?;
     for unit in log.iter().filter(|unit| unit.seq.is_some()) {
+        if let Some(steps) = spec.gang_steps {
+            let parts: Vec<Vec<usize>> = (0..spec.partitions)
+                .map(|partition| partition_rows(&examples, &train, spec.partitions, partition))
+                .collect();
+            let token = unit.epoch;
+            state = crate::gang::train_gang_in_process(
+                &spec.setup,
+                &state,
+                &examples,
+                &parts,
+                unit.epoch,
+                steps as usize,
+                token,
+            )?;
+            continue;
+        }
         let rows = partition_rows(&examples, &train, spec.partitions, unit.partition);
         let at = SubEpoch {
             epoch: unit.epoch,
@@ -926,51 +1025,68 @@ mod tests {
         assert!(rank(1, u64::MAX, 0) > rank(1, 1_000, 0));
     }
 
-    fn choice(candidate: &str, workers: usize, data_bytes: usize, open_models: usize) -> bool {
+    fn choice(candidate: &str, workers: usize, data_bytes: usize, open_models: usize) -> Training {
         let choice = MopChoice {
             candidate,
             workers,
             data_bytes,
             open_models,
         };
-        uses_mop(Parallelism::Auto, &choice, 1000)
+        choose_training(Parallelism::Auto, &choice, 1000)
     }
 
     #[test]
-    fn auto_hops_when_the_copies_are_large_and_enough_models_are_left() {
+    fn auto_hops_when_the_copies_are_large_and_enough_models_are_left_else_gangs() {
         // 2 workers x 600 bytes > 1000, 1 model of 2 workers is half.
-        assert!(choice("mlp_small", 2, 600, 1));
+        assert_eq!(choice("mlp_small", 2, 600, 1), Training::Hop);
         // The copies fit under the limit.
-        assert!(!choice("mlp_small", 2, 500, 3));
-        // Fewer models than half the workers: they train whole (section 6.2's switch).
-        assert!(!choice("mlp_small", 8, 600, 3));
-        assert!(choice("mlp_small", 8, 600, 4));
-        // One worker has nothing to hop between; classic models cannot hop.
-        assert!(!choice("mlp_small", 1, 1 << 20, 9));
-        assert!(!choice("gbdt", 4, 1 << 20, 9));
-        assert!(!choice("not_a_model", 4, 1 << 20, 9));
+        assert_eq!(choice("mlp_small", 2, 500, 3), Training::Whole);
+        assert_eq!(choice("mlp_small", 8, 100, 1), Training::Whole);
+        // Fewer models than half the workers: data parallelism (section 6.2's switch).
+        assert_eq!(choice("mlp_small", 8, 600, 3), Training::Gang);
+        assert_eq!(choice("mlp_small", 8, 600, 4), Training::Hop);
+        // One worker has nothing to share; classic models cannot hop.
+        assert_eq!(choice("mlp_small", 1, 1 << 20, 9), Training::Whole);
+        assert_eq!(choice("gbdt", 4, 1 << 20, 9), Training::Whole);
+        assert_eq!(choice("gbdt", 8, 1 << 20, 1), Training::Whole);
+        assert_eq!(choice("not_a_model", 4, 1 << 20, 9), Training::Whole);
         // The most models there could be (the coordinator asks so before reading the store) and
-        // the most bytes: no overflow, only the copies decide.
-        assert!(choice("mlp_small", 2, 600, usize::MAX));
-        assert!(!choice("mlp_small", 2, 500, usize::MAX));
-        assert!(choice("mlp_small", usize::MAX, usize::MAX, usize::MAX));
+        // the most bytes: no overflow, only the copies decide whether it trains whole.
+        assert_eq!(choice("mlp_small", 2, 600, usize::MAX), Training::Hop);
+        assert_eq!(choice("mlp_small", 2, 500, usize::MAX), Training::Whole);
+        assert_eq!(
+            choice("mlp_small", usize::MAX, usize::MAX, usize::MAX),
+            Training::Hop
+        );
     }
 
     #[test]
-    fn task_and_mop_are_what_they_say() {
+    fn task_mop_and_data_are_what_they_say() {
         let large = MopChoice {
             candidate: "mlp_small",
             workers: 8,
             data_bytes: 1 << 20,
             open_models: 1,
         };
-        assert!(!uses_mop(Parallelism::Task, &large, 0));
-        assert!(uses_mop(Parallelism::Mop, &large, u64::MAX));
+        assert_eq!(
+            choose_training(Parallelism::Task, &large, 0),
+            Training::Whole
+        );
+        assert_eq!(
+            choose_training(Parallelism::Mop, &large, u64::MAX),
+            Training::Hop
+        );
+        assert_eq!(
+            choose_training(Parallelism::Data, &large, u64::MAX),
+            Training::Gang
+        );
         let classic = MopChoice {
             candidate: "random_forest",
             ..large
         };
-        assert!(!uses_mop(Parallelism::Mop, &classic, 0));
+        for parallelism in [Parallelism::Mop, Parallelism::Data, Parallelism::Auto] {
+            assert_eq!(choose_training(parallelism, &classic, 0), Training::Whole);
+        }
         for name in Parallelism::NAMES.split(", ") {
             assert!(Parallelism::from_name(name).is_some(), "{name}");
         }

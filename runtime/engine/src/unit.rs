@@ -146,6 +146,9 @@ pub enum Executed {
     /// dropped with its run ([`Store::abandon_unit`]), neither failed (the candidate is not bad)
     /// nor queued again (the session is ending), so a later session finds the candidate untried.
     Dropped(String),
+    /// It was given back to the store to be leased again (a gang rank whose gang did not form,
+    /// or whose gradient ring broke: [`crate::mop`]).
+    GaveBack(String),
 }
 
 /// Trains a leased unit on `device` and commits its outcome (see the module documentation).

@@ -88,6 +88,13 @@ pub enum WorkerEvent {
         /// Why the run had no model.
         reason: String,
     },
+    /// It gave its lease back: the unit is queued again ([`Executed::GaveBack`]).
+    GaveBack {
+        /// The lease.
+        lease: Lease,
+        /// Why.
+        reason: String,
+    },
     /// It stopped.
     Stopped {
         /// Units it committed.
@@ -233,6 +240,7 @@ pub fn run_worker(
                     }
                     Executed::LeaseLost(reason) => events(WorkerEvent::LeaseLost { lease, reason }),
                     Executed::Dropped(reason) => events(WorkerEvent::Dropped { lease, reason }),
+                    Executed::GaveBack(reason) => events(WorkerEvent::GaveBack { lease, reason }),
                 }
                 idle_since = Instant::now();
             }

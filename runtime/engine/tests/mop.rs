@@ -278,6 +278,7 @@ fn hop_two_models(home: &Path) {
             epoch: first.epoch,
             partition: first.partition,
             input: None,
+            gang: None,
         }),
     };
     let executed = mop::execute_sub_epoch(
@@ -594,4 +595,180 @@ fn a_plan_past_the_epoch_limit_is_refused_before_anything_is_queued() {
     assert!(mop::start_run(&mut store, app, "mlp_small", &plan, &[]).is_err());
     assert!(store.runs(app).unwrap().is_empty());
     assert!(store.open_units().unwrap().is_empty());
+}
+
+/// A data-parallel run's log: every epoch's ranks committed, rank 0 with the epoch's state and
+/// its place in the log, each epoch starting from the last one's state; the replay (the same
+/// gangs as threads of this process) equals the workers' last state bit for bit; the run is done
+/// and says how it trained.
+fn check_gang_run(store: &Store, run: RunId, plan: &MopPlan) {
+    let log = store.sub_epochs(run).unwrap();
+    assert_eq!(log.len() as u64, plan.epochs * plan.partitions);
+    assert!(log.iter().all(|unit| unit.state == UnitState::Committed));
+    assert!(log.iter().all(|unit| unit.gang == Some(plan.partitions)));
+    let states: Vec<_> = log.iter().filter(|unit| unit.seq.is_some()).collect();
+    assert_eq!(states.len() as u64, plan.epochs, "one state per epoch");
+    for (epoch, unit) in states.iter().enumerate() {
+        assert_eq!((unit.epoch, unit.partition), (epoch as u64, 0));
+        assert!(unit.result.is_some());
+    }
+    for pair in states.windows(2) {
+        assert_eq!(pair[1].input, pair[0].result);
+    }
+    // Every rank of an epoch started from the same state.
+    for unit in &log {
+        assert_eq!(unit.input, states[unit.epoch as usize].input, "{unit:?}");
+    }
+    let last = store
+        .blob(states.last().unwrap().result.as_ref().unwrap())
+        .unwrap();
+    assert!(
+        mop::replay(store, run).unwrap() == last,
+        "run {}: the replay differs from the gang",
+        run.0
+    );
+    let record = store.run(run).unwrap();
+    assert_eq!(record.state, RunState::Done, "{:?}", record.error);
+    assert!(
+        record
+            .validation
+            .protocol
+            .as_deref()
+            .unwrap_or_default()
+            .contains("data parallelism"),
+        "{:?}",
+        record.validation.protocol
+    );
+    let shape = mop::mop_shape(store, run).unwrap().unwrap();
+    assert!(shape.gang);
+}
+
+fn gang_plan(seed: u64) -> MopPlan {
+    let mut plan = plan(seed);
+    plan.gang = true;
+    plan
+}
+
+#[test]
+fn two_workers_train_one_model_by_data_parallelism_and_a_replay_is_bit_identical() {
+    tch::set_num_threads(1);
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let app = register(&mut store);
+    feed(&mut store, app, 60);
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..2)
+        .map(|_| worker_thread(home.path(), Duration::from_secs(10), &stop))
+        .collect();
+    let ids = live_workers(home.path(), 2);
+    let plan = gang_plan(5);
+    let run = mop::start_run(&mut store, app, "mlp_small", &plan, &ids).unwrap();
+    coordinate(home.path(), &[run]);
+    stop.store(true, Ordering::SeqCst);
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    check_gang_run(&store, run, &plan);
+    // Each rank was trained by the worker holding its partition, in one attempt.
+    for unit in store.sub_epochs(run).unwrap() {
+        assert_eq!(unit.lease_owner, unit.target_worker);
+        assert_eq!(unit.attempt, 1);
+    }
+}
+
+#[test]
+fn a_gang_rank_killed_mid_epoch_breaks_the_gang_and_the_epoch_is_trained_again() {
+    tch::set_num_threads(1);
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let app = register(&mut store);
+    // Enough rows that an epoch takes a while (hundreds of steps, each a ring exchange).
+    feed(&mut store, app, 3000);
+    let stop = Arc::new(AtomicBool::new(false));
+    let ttl = Duration::from_millis(600);
+    let survivor = worker_thread(home.path(), ttl, &stop);
+    let survivor_id = live_workers(home.path(), 1).remove(0);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_worker",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD, home.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ids = live_workers(home.path(), 2);
+    let child_id = ids.iter().find(|id| **id != survivor_id).unwrap().clone();
+    let mut plan = gang_plan(6);
+    plan.batch_size = 1;
+    let run = mop::start_run(
+        &mut store,
+        app,
+        "mlp_small",
+        &plan,
+        &[survivor_id.clone(), child_id.clone()],
+    )
+    .unwrap();
+    // Kill the child (rank 1) once the gang has formed (both ranks hold their units and wrote
+    // their listeners) and trains.
+    let started = Instant::now();
+    loop {
+        let gang = store.gang(run, 0).unwrap();
+        if gang
+            .iter()
+            .all(|rank| rank.state == UnitState::Leased && rank.endpoint.is_some())
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the gang did not form"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The ranks connect their ring within milliseconds of forming; an epoch (1,200 steps, each a
+    // ring exchange) takes more than a second.
+    std::thread::sleep(Duration::from_millis(400));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = Instant::now();
+    let after_kill = store.gang(run, 0).unwrap();
+    // Another worker takes the gone child's rank over.
+    let replacement = worker_thread(home.path(), ttl, &stop);
+    coordinate(home.path(), &[run]);
+    stop.store(true, Ordering::SeqCst);
+    survivor.join().unwrap();
+    replacement.join().unwrap();
+
+    assert!(
+        after_kill
+            .iter()
+            .all(|rank| rank.state != UnitState::Committed),
+        "the epoch was committed before the kill: {after_kill:?}"
+    );
+    check_gang_run(&store, run, &plan);
+    let log = store.sub_epochs(run).unwrap();
+    // Rank 1 of epoch 0 was lost with the child and re-leased by the replacement; rank 0 gave
+    // its lease back when the ring broke and trained the epoch again.
+    let rank_one = log
+        .iter()
+        .find(|unit| (unit.epoch, unit.partition) == (0, 1))
+        .unwrap();
+    assert!(rank_one.attempt >= 2, "{rank_one:?}");
+    assert_ne!(rank_one.lease_owner.as_deref(), Some(child_id.as_str()));
+    let rank_zero = log
+        .iter()
+        .find(|unit| (unit.epoch, unit.partition) == (0, 0))
+        .unwrap();
+    assert!(rank_zero.attempt >= 2, "{rank_zero:?}");
+    // It gave its lease back as lost: the ring broke mid-epoch, not while the gang formed.
+    assert!(store.unit(rank_zero.unit).unwrap().losses >= 1);
+    assert_eq!(rank_zero.lease_owner.as_deref(), Some(survivor_id.as_str()));
+    println!(
+        "the gang re-formed and the run finished {:.2} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
 }

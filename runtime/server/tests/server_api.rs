@@ -933,6 +933,7 @@ fn the_web_console_without_a_compiler_says_so_and_the_overview_is_the_operators(
                     target_worker: None,
                     rank: 0,
                     spec: "{}",
+                    gang: None,
                 })
             })
             .collect();

@@ -198,6 +198,15 @@ CREATE INDEX units_open_by_rank ON units(lease_rank, id) WHERE state <> 'committ
 "#,
         ),
     },
+    Migration {
+        version: 8,
+        name: "gang ranks (data parallelism)",
+        sql: r#"
+ALTER TABLE units ADD COLUMN gang INTEGER; -- sub_epoch: the ranks of its data-parallel epoch (part = its rank), or NULL for a hop
+ALTER TABLE units ADD COLUMN endpoint TEXT; -- gang rank: `host:port` of its holder's gradient listener (set under the lease)
+"#,
+        postgres_sql: None,
+    },
 ];
 
 /// The schema of `sql` (written for SQLite) in PostgreSQL's types: integers are `BIGINT`, an

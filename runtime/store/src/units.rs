@@ -46,6 +46,20 @@
 //! (`SKIP LOCKED` reads no row locks); the commit catches it: [`Store::commit_sub_epoch`] locks
 //! the run, and refuses (and queues the unit again) a sub-epoch whose input is no longer the run's
 //! last result, so the log is always one chain. The fencing rules are the run units' rules.
+//!
+//! # Gang ranks
+//! A data-parallel run (Cerebro's section 6.2: one model on many workers at once) is a run of
+//! sub-epoch units with a `gang` size g: epoch e's units are its g **ranks** (`part` = the rank,
+//! each addressed to the worker holding that partition), trained together: every rank starts from
+//! the same state (the run's last committed result, the lease's `input`), the ranks exchange
+//! gradients over TCP (each writes its listener's `host:port` on its unit,
+//! [`Store::set_gang_endpoint`], and reads the others', [`Store::gang`]), and rank 0 alone commits
+//! the epoch's state, which closes the epoch's other ranks in the same transaction
+//! ([`Store::commit_sub_epoch`]; a commit from another rank is refused). Their lease rule is the
+//! hops' without "one unit of the run at a time": the ranks of an epoch are held at once. A rank
+//! whose gang did not form gives its lease back ([`Store::release_lease`]); one whose ring broke
+//! after every rank joined gives it back as lost ([`Store::release_lease_as_lost`]), so a gang
+//! that keeps breaking fails its run after [`MAX_LOSSES`].
 
 use crate::blobs::BlobHash;
 use crate::db::{DbResult, OptionalExt, Row};
@@ -130,6 +144,9 @@ pub struct NewSubEpoch<'a> {
     pub rank: i64,
     /// The coordinator's spec, JSON text.
     pub spec: &'a str,
+    /// A gang rank's gang size: the unit is rank `partition` of a data-parallel epoch trained
+    /// by that many workers at once (see "Gang ranks" in the module docs); `None` for a hop.
+    pub gang: Option<u64>,
 }
 
 /// What a sub-epoch lease carries beyond a run lease.
@@ -142,6 +159,8 @@ pub struct SubEpochLease {
     /// The training state to start from: the result of the run's last committed sub-epoch, or
     /// the run's initial state for its first.
     pub input: Option<BlobHash>,
+    /// A gang rank's gang size (`partition` is its rank); `None` for a hop.
+    pub gang: Option<u64>,
 }
 
 /// A sub-epoch unit as stored: one entry of a run's visit log once committed.
@@ -169,6 +188,12 @@ pub struct SubEpochRecord {
     pub seconds: Option<f64>,
     /// Its place in the run's visit log, from 1 (committed units).
     pub seq: Option<u64>,
+    /// A gang rank's gang size; `None` for a hop.
+    pub gang: Option<u64>,
+    /// A gang rank's gradient listener, `host:port`, written by its holder.
+    pub endpoint: Option<String>,
+    /// When its current lease expires, ms since the epoch.
+    pub lease_expires_ms: Option<i64>,
 }
 
 /// A unit as stored.
@@ -369,10 +394,19 @@ fn unit_from_row(row: &Row) -> DbResult<UnitRecord> {
     })
 }
 
-/// A unit the lease query found: id, run, state, attempt, losses, last owner, kind.
-type Leasable = (i64, i64, String, u32, u32, Option<String>, String);
+/// A unit the lease query found: id, run, state, attempt, losses, last owner, kind, gang size.
+type Leasable = (
+    i64,
+    i64,
+    String,
+    u32,
+    u32,
+    Option<String>,
+    String,
+    Option<i64>,
+);
 
-const SUB_EPOCH_COLUMNS: &str = "id, epoch, part, state, attempt, lease_owner, target_worker, input_sha256, result_sha256, seconds, seq";
+const SUB_EPOCH_COLUMNS: &str = "id, epoch, part, state, attempt, lease_owner, target_worker, input_sha256, result_sha256, seconds, seq, gang, endpoint, lease_expires_ms";
 
 /// A stored hash; a malformed one (a store edited by hand) reads as none.
 fn hash(text: Option<String>) -> Option<BlobHash> {
@@ -392,6 +426,9 @@ fn sub_epoch_from_row(row: &Row) -> DbResult<SubEpochRecord> {
         result: hash(row.get(8)?),
         seconds: row.get(9)?,
         seq: row.get::<Option<i64>>(10)?.map(|seq| seq.max(0) as u64),
+        gang: row.get::<Option<i64>>(11)?.map(|gang| gang.max(0) as u64),
+        endpoint: row.get(12)?,
+        lease_expires_ms: row.get(13)?,
     })
 }
 
@@ -522,14 +559,14 @@ impl Store {
             let found: Option<Leasable> = transaction
                 .query_row(
                     &format!(
-                        "SELECT u.id, u.run, u.state, u.attempt, u.losses, u.lease_owner, u.kind FROM units u
+                        "SELECT u.id, u.run, u.state, u.attempt, u.losses, u.lease_owner, u.kind, u.gang FROM units u
                          WHERE u.state <> 'committed'
                            AND (u.state = 'queued' OR u.lease_expires_ms < ?1)
                            AND (CAST(?2 AS BIGINT) IS NULL OR u.id = ?2)
                            AND (u.kind = 'run' OR (CAST(?5 AS BIGINT) = 0 AND
                              (u.target_worker IS NULL OR u.target_worker = ?3 OR NOT EXISTS (
                                 SELECT 1 FROM workers w WHERE w.id = u.target_worker AND w.state <> 'stopped' AND w.heartbeat_ms >= ?4))
-                             AND NOT EXISTS (SELECT 1 FROM units o WHERE o.run = u.run AND o.id <> u.id AND o.state = 'leased' AND o.lease_expires_ms >= ?1)
+                             AND (u.gang IS NOT NULL OR NOT EXISTS (SELECT 1 FROM units o WHERE o.run = u.run AND o.id <> u.id AND o.state = 'leased' AND o.lease_expires_ms >= ?1))
                              AND NOT EXISTS (SELECT 1 FROM units o WHERE o.run = u.run AND o.kind = 'sub_epoch' AND o.epoch < u.epoch AND o.state <> 'committed')
                              AND EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run AND r.state IN ('queued', 'running'))))
                          ORDER BY u.lease_rank, u.id LIMIT 1{}",
@@ -551,12 +588,14 @@ impl Store {
                             row.get(4)?,
                             row.get(5)?,
                             row.get(6)?,
+                            row.get(7)?,
                         ))
                     },
                 )
                 .optional()
                 .map_err(db(context.clone()))?;
-            let Some((unit, run, state, attempt, losses, previous_owner, kind)) = found else {
+            let Some((unit, run, state, attempt, losses, previous_owner, kind, gang)) = found
+            else {
                 transaction.commit().map_err(db(context))?;
                 return Ok(None);
             };
@@ -564,7 +603,7 @@ impl Store {
             let losses = losses + u32::from(state == "leased");
             if losses >= MAX_LOSSES {
                 let reason = format!(
-                    "lost with its worker {losses} times (last held by `{}`): each worker that took it stopped heartbeating before it finished, so it is not tried again",
+                    "lost with its worker {losses} times (last held by `{}`): each worker that took it stopped heartbeating (or, for a gang rank, its gang's gradient ring broke) before it finished, so it is not tried again",
                     previous_owner.unwrap_or_default()
                 );
                 transaction
@@ -588,7 +627,7 @@ impl Store {
                     .map_err(db(context.clone()))?;
                 continue;
             }
-            if kind == UnitKind::SubEpoch {
+            if kind == UnitKind::SubEpoch && gang.is_none() {
                 // "The model is not training elsewhere" once more, under the run's row lock:
                 // PostgreSQL's SKIP LOCKED lets two transactions pick two units of one run at
                 // once (neither sees the other's lease before it commits); the second waits here
@@ -617,7 +656,7 @@ impl Store {
             };
             transaction
                 .execute(
-                    "UPDATE units SET state = 'leased', attempt = ?1, losses = ?2, lease_owner = ?3, lease_expires_ms = ?4, input_sha256 = COALESCE(?5, input_sha256) WHERE id = ?6",
+                    "UPDATE units SET state = 'leased', attempt = ?1, losses = ?2, lease_owner = ?3, lease_expires_ms = ?4, input_sha256 = COALESCE(?5, input_sha256), endpoint = NULL WHERE id = ?6",
                     params![attempt + 1, losses, owner, now + ttl_ms(ttl), input, unit],
                 )
                 .map_err(db(context.clone()))?;
@@ -643,6 +682,7 @@ impl Store {
                                 epoch: row.get::<Option<i64>>(8)?.unwrap_or(0).max(0) as u64,
                                 partition: row.get::<Option<i64>>(9)?.unwrap_or(0).max(0) as u64,
                                 input: hash(row.get(10)?),
+                                gang: gang.map(|gang| gang.max(0) as u64),
                             }),
                         };
                         Ok(Lease {
@@ -699,6 +739,62 @@ impl Store {
         }
         transaction.commit().map_err(db(context))?;
         Ok(changed == 1)
+    }
+
+    /// Gives a lease back after a failure that may be the unit's own (a gang rank whose ring broke
+    /// once every rank had joined): the unit is queued again with one more loss, so a gang that
+    /// keeps breaking fails its run after [`MAX_LOSSES`] as a unit that kills its workers does.
+    /// `false` when the lease was no longer the worker's.
+    pub fn release_lease_as_lost(&mut self, lease: &Lease) -> Result<bool> {
+        let changed = self
+            .connection
+            .execute(
+                "UPDATE units SET state = 'queued', lease_expires_ms = NULL, losses = losses + 1 WHERE id = ?1 AND attempt = ?2 AND lease_owner = ?3 AND state = 'leased'",
+                params![lease.unit.0, lease.attempt, lease.owner],
+            )
+            .map_err(db(format!(
+                "giving back the lease of unit {} as lost",
+                lease.unit.0
+            )))?;
+        Ok(changed == 1)
+    }
+
+    /// Writes a gang rank's gradient listener (`host:port`) on its unit, under the lease's
+    /// fencing token; `false` when the lease is no longer the worker's.
+    pub fn set_gang_endpoint(&mut self, lease: &Lease, endpoint: &str) -> Result<bool> {
+        if lease.sub_epoch.as_ref().is_none_or(|at| at.gang.is_none()) {
+            return Err(Error::InvalidInput(format!(
+                "unit {} is not a gang rank: it has no gradient listener",
+                lease.unit.0
+            )));
+        }
+        let changed = self
+            .connection
+            .execute(
+                "UPDATE units SET endpoint = ?1 WHERE id = ?2 AND attempt = ?3 AND lease_owner = ?4 AND state = 'leased'",
+                params![endpoint, lease.unit.0, lease.attempt, lease.owner],
+            )
+            .map_err(db(format!(
+                "writing the gradient listener of unit {}",
+                lease.unit.0
+            )))?;
+        Ok(changed == 1)
+    }
+
+    /// The ranks of a data-parallel epoch (the run's sub-epoch units of `epoch`), by rank.
+    pub fn gang(&self, run: RunId, epoch: u64) -> Result<Vec<SubEpochRecord>> {
+        self.connection
+            .query_map(
+                &format!(
+                    "SELECT {SUB_EPOCH_COLUMNS} FROM units WHERE run = ?1 AND kind = 'sub_epoch' AND epoch = ?2 ORDER BY part"
+                ),
+                params![run.0, epoch as i64],
+                sub_epoch_from_row,
+            )
+            .map_err(db(format!(
+                "reading epoch {epoch}'s gang of run {}",
+                run.0
+            )))
     }
 
     /// Drops a leased unit with its run, as if it had never started: a run that the training
@@ -857,6 +953,12 @@ impl Store {
                 lease.unit.0
             )));
         }
+        if sub_epoch.gang.is_some() && sub_epoch.partition != 0 {
+            return Err(Error::InvalidInput(format!(
+                "unit {} is rank {} of a gang: only rank 0 commits its epoch's state",
+                lease.unit.0, sub_epoch.partition
+            )));
+        }
         let context = format!("committing sub-epoch unit {} (run {})", lease.unit.0, run.0);
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         // One commit per run at a time (PostgreSQL; SQLite's IMMEDIATE serializes all).
@@ -906,6 +1008,16 @@ impl Store {
                 params![now_ms(), result.as_str(), seconds, seq, lease.unit.0],
             )
             .map_err(db(context.clone()))?;
+        if sub_epoch.gang.is_some() {
+            // The gang's state is rank 0's: the epoch's other ranks are done with it (a rank
+            // still waiting for a re-formed gang finds its lease gone).
+            transaction
+                .execute(
+                    "UPDATE units SET state = 'committed', committed_ms = ?1, lease_expires_ms = NULL WHERE run = ?2 AND kind = 'sub_epoch' AND epoch = ?3 AND state <> 'committed'",
+                    params![now_ms(), run.0, sub_epoch.epoch as i64],
+                )
+                .map_err(db(context.clone()))?;
+        }
         transaction.commit().map_err(db(context))
     }
 
@@ -1349,7 +1461,7 @@ fn insert_sub_epochs(
         .map(|unit| {
             connection
                 .query_row(
-                    "INSERT INTO units (run, kind, spec, state, created_ms, epoch, part, target_worker, lease_rank) VALUES (?1, 'sub_epoch', ?2, 'queued', ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                    "INSERT INTO units (run, kind, spec, state, created_ms, epoch, part, target_worker, lease_rank, gang) VALUES (?1, 'sub_epoch', ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
                     params![
                         run.0,
                         unit.spec,
@@ -1357,7 +1469,8 @@ fn insert_sub_epochs(
                         unit.epoch as i64,
                         unit.partition as i64,
                         unit.target_worker,
-                        unit.rank
+                        unit.rank,
+                        unit.gang.map(|gang| gang as i64)
                     ],
                     |row| row.get(0),
                 )

@@ -22,8 +22,8 @@
 //! the flat buffers of all ranks line up); batch-norm statistics are each rank's own (as Horovod
 //! without synchronized batch norm) and the state rank 0 returns is the run's.
 //!
-//! Not yet wired into the engine: the coordinator does not form gangs of workers (the plan is in
-//! ARCHITECTURE.md's engine section).
+//! The engine forms the gangs: `easeml_engine::gang` (the rendezvous through the store's unit
+//! rows, the commit of the epoch's state by rank 0).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -145,6 +145,18 @@ impl TcpRing {
             right: Some(right_stream),
             left: Some(left_stream),
         })
+    }
+
+    /// Sets how long a read or a write waits for a silent peer (set to the connecting timeout by
+    /// [`TcpRing::connect`]).
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<()> {
+        for stream in self.right.iter().chain(self.left.iter()) {
+            stream
+                .set_read_timeout(Some(timeout))
+                .and_then(|()| stream.set_write_timeout(Some(timeout)))
+                .map_err(|error| ring_error(format!("setting a timeout: {error}")))?;
+        }
+        Ok(())
     }
 
     /// This rank.

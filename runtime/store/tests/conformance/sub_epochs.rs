@@ -35,7 +35,100 @@ fn sub_epoch<'a>(epoch: u64, partition: u64, target: Option<&'a str>, rank: i64)
         target_worker: target,
         rank,
         spec: "{}",
+        gang: None,
     }
+}
+
+/// Rank `rank` of a gang of `size` in `epoch`, addressed to `target`.
+fn gang_rank<'a>(epoch: u64, rank: u64, size: u64, target: &'a str) -> NewSubEpoch<'a> {
+    NewSubEpoch {
+        gang: Some(size),
+        ..sub_epoch(epoch, rank, Some(target), (epoch * 10) as i64)
+    }
+}
+
+#[test]
+fn a_gangs_ranks_are_held_at_once_and_rank_zero_commits_the_epoch_for_all() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    registered(&mut store, "worker:a");
+    registered(&mut store, "worker:b");
+    let units: Vec<NewSubEpoch<'_>> = (0..2)
+        .flat_map(|epoch| [gang_rank(epoch, 0, 2, "worker:a"), gang_rank(epoch, 1, 2, "worker:b")])
+        .collect();
+    let (run, ids) = queue(&mut store, app, &units);
+    let start = initial(&store);
+    // Both ranks of epoch 0 at once (a hop would wait), each from the initial state.
+    let zero = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+    let one = store.lease_unit("worker:b", LONG).unwrap().unwrap();
+    assert_eq!((zero.unit, one.unit), (ids[0], ids[1]));
+    for (lease, rank) in [(&zero, 0), (&one, 1)] {
+        let at = lease.sub_epoch.as_ref().unwrap();
+        assert_eq!((at.epoch, at.partition, at.gang), (0, rank, Some(2)));
+        assert_eq!(at.input.as_ref(), Some(&start));
+    }
+    // Epoch 1 waits for epoch 0.
+    registered(&mut store, "worker:c");
+    assert_eq!(store.lease_unit("worker:c", LONG).unwrap(), None);
+    // Endpoints under the lease; a stale lease writes none; a hop has none.
+    assert!(store.set_gang_endpoint(&zero, "host-a:4000").unwrap());
+    let mut stale = one.clone();
+    stale.attempt += 1;
+    assert!(!store.set_gang_endpoint(&stale, "host-x:1").unwrap());
+    assert!(store.set_gang_endpoint(&one, "host-b:4001").unwrap());
+    let gang = store.gang(run, 0).unwrap();
+    let endpoints: Vec<_> = gang.iter().map(|rank| rank.endpoint.as_deref()).collect();
+    assert_eq!(endpoints, [Some("host-a:4000"), Some("host-b:4001")]);
+    assert!(gang.iter().all(|rank| rank.gang == Some(2) && rank.lease_expires_ms.is_some()));
+    // Only rank 0 commits; its commit closes rank 1 and makes the state the next input.
+    let state = store.put_blob(b"after epoch 0").unwrap();
+    assert!(matches!(
+        store.commit_sub_epoch(&one, &state, 1.0),
+        Err(Error::InvalidInput(_))
+    ));
+    store.commit_sub_epoch(&zero, &state, 2.0).unwrap();
+    let gang = store.gang(run, 0).unwrap();
+    assert!(gang.iter().all(|rank| rank.state == UnitState::Committed));
+    assert_eq!(gang[0].result.as_ref(), Some(&state));
+    assert_eq!((gang[1].result.as_ref(), gang[1].seq), (None, None));
+    // Rank 1 finds its lease gone.
+    assert!(!store.renew_lease(&one, LONG).unwrap());
+    assert!(!store.release_lease(&one).unwrap());
+    // Epoch 1: a rank whose ring broke gives its lease back as lost, and is leased again.
+    let zero = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+    assert_eq!(zero.sub_epoch.as_ref().unwrap().input.as_ref(), Some(&state));
+    assert!(store.release_lease_as_lost(&zero).unwrap());
+    assert!(!store.release_lease_as_lost(&zero).unwrap());
+    let again = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+    assert_eq!((again.unit, again.attempt), (zero.unit, zero.attempt + 1));
+    assert_eq!(store.unit(again.unit).unwrap().losses, 1);
+    // A hop's lease has no listener to write.
+    queue(&mut store, app, &[sub_epoch(0, 0, Some("worker:c"), 0)]);
+    let hop = store.lease_unit("worker:c", LONG).unwrap().unwrap();
+    assert!(matches!(
+        store.set_gang_endpoint(&hop, "x:1"),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+#[test]
+fn a_gang_that_keeps_breaking_fails_its_run() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    registered(&mut store, "worker:a");
+    let (run, _) = queue(&mut store, app, &[gang_rank(0, 0, 2, "worker:a")]);
+    for _ in 0..MAX_LOSSES {
+        let lease = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+        assert!(store.release_lease_as_lost(&lease).unwrap());
+    }
+    assert_eq!(store.lease_unit("worker:a", LONG).unwrap(), None);
+    let record = store.run(run).unwrap();
+    assert_eq!(record.state, RunState::Failed);
+    assert!(record.error.unwrap().contains("lost"), "the reason says why");
 }
 
 #[test]
