@@ -20,9 +20,10 @@ pub struct MopBenchArgs {
     /// Simulate the schedules (unit times drawn per seed).
     #[arg(long, conflicts_with = "real")]
     simulate: bool,
-    /// Train for real instead: K models of one synthetic app in three modes (one worker; task
-    /// parallelism over `--workers` worker processes; MOP over them), `summary.json` with each
-    /// mode's wall time, final qualities and rows held (`bench_mop_real.rs`).
+    /// Train for real instead: K models of one synthetic app in four modes (one worker; task
+    /// parallelism over `--workers` worker processes; MOP over them; data parallelism over
+    /// them), `summary.json` with each mode's wall time, final qualities and rows held
+    /// (`bench_mop_real.rs`).
     #[arg(long)]
     real: bool,
     /// `--real`: the app's examples.

@@ -1,11 +1,15 @@
-//! `easeml bench mop --real`: K models of one app trained for real in three modes, each over its
+//! `easeml bench mop --real`: K models of one app trained for real in four modes, each over its
 //! own copy of the same store, all in one run:
 //! - `sequential`: one worker process (all the cores), the models one after the other;
 //! - `task_parallel`: `--workers` worker processes (the cores divided), each model's epochs on
 //!   whichever worker is free, every worker needing all the training rows (the data held
 //!   `--workers` times over);
 //! - `mop`: the same workers, the training rows cut into one partition per worker and the models
-//!   hopping between them (the data held once).
+//!   hopping between them (the data held once);
+//! - `data_parallel`: the same workers and partitions, each model's every epoch trained by all
+//!   the workers at once (a gang: gradients averaged over TCP each step, so an epoch is the
+//!   smallest partition's batches of `workers x batch` examples), the models one after another's
+//!   epoch (the data held once).
 //!
 //! Every mode trains the same models (candidate, learning rate, seed) with the same code
 //! (`easeml_runtime::engine::mop`: sequential and task parallel are one partition, MOP is one per
@@ -109,6 +113,7 @@ fn mode(
     args: &RealArgs,
     workers: usize,
     partitions: u64,
+    gang: bool,
 ) -> anyhow::Result<Value> {
     let home = out.join("stores").join(name);
     if home.exists() {
@@ -128,6 +133,7 @@ fn mode(
         let mut plan = MopPlan::new(partitions, args.epochs as u64);
         plan.learning_rate = RATES[(index / CANDIDATES.len()) % RATES.len()];
         plan.seed = index as u64 + 1;
+        plan.gang = gang;
         let run = mop::start_run(&mut store, app, candidate, &plan, targets)?;
         runs.push(MopRun {
             app: "bench_mop".to_owned(),
@@ -184,7 +190,7 @@ fn mode(
     }))
 }
 
-/// Runs the three modes and writes `summary.json`.
+/// Runs the four modes and writes `summary.json`.
 pub fn run(args: &RealArgs) -> anyhow::Result<()> {
     if args.models == 0 || args.epochs == 0 || args.workers < 2 {
         bail!(
@@ -211,9 +217,18 @@ pub fn run(args: &RealArgs) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create `{}`", args.out.display()))?;
-    let sequential = mode(&args.out, "sequential", args, 1, 1)?;
-    let task = mode(&args.out, "task_parallel", args, args.workers, 1)?;
-    let hopping = mode(&args.out, "mop", args, args.workers, args.workers as u64)?;
+    let sequential = mode(&args.out, "sequential", args, 1, 1, false)?;
+    let task = mode(&args.out, "task_parallel", args, args.workers, 1, false)?;
+    let partitions = args.workers as u64;
+    let hopping = mode(&args.out, "mop", args, args.workers, partitions, false)?;
+    let data = mode(
+        &args.out,
+        "data_parallel",
+        args,
+        args.workers,
+        partitions,
+        true,
+    )?;
     let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
     let summary = json!({
         "benchmark": "mop --real",
@@ -230,7 +245,7 @@ pub fn run(args: &RealArgs) -> anyhow::Result<()> {
             "learning_rate": RATES[(index / CANDIDATES.len()) % RATES.len()],
             "seed": index + 1,
         })).collect::<Vec<_>>(),
-        "modes": {"sequential": sequential, "task_parallel": task, "mop": hopping},
+        "modes": {"sequential": sequential, "task_parallel": task, "mop": hopping, "data_parallel": data},
     });
     let path = args.out.join("summary.json");
     std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")

@@ -70,8 +70,8 @@ enum BenchCommand {
     /// Model hopper parallelism (Cerebro's randomized scheduler) against a lock-step rotation and
     /// task parallelism on replicated data: `--simulate` over seeded instances (makespan over the
     /// open-shop lower bound per strategy, summary.json and makespan.svg / makespan.png in --out),
-    /// or `--real`: K models trained by real workers one at a time, task-parallel and by hopping
-    /// (wall time, qualities and data held, summary.json).
+    /// or `--real`: K models trained by real workers one at a time, task-parallel, by hopping and
+    /// data-parallel (wall time, qualities and data held, summary.json).
     Mop(bench_mop::MopBenchArgs),
     /// The store's backends side by side: feed throughput and lease + commit cycles per second
     /// with 1, 4 and 16 concurrent workers, SQLite and (with --postgres) PostgreSQL; checks every

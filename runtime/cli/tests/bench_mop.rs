@@ -301,7 +301,12 @@ fn a_real_run_trains_every_mode_and_writes_the_summary() {
     assert!(output.status.success(), "{stderr}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    for (mode, copies) in [("sequential", 1.0), ("task_parallel", 2.0), ("mop", 1.0)] {
+    for (mode, copies) in [
+        ("sequential", 1.0),
+        ("task_parallel", 2.0),
+        ("mop", 1.0),
+        ("data_parallel", 1.0),
+    ] {
         let entry = &summary["modes"][mode];
         assert!(entry["wall_seconds"].as_f64().unwrap() > 0.0, "{summary}");
         assert_eq!(entry["qualities"].as_array().unwrap().len(), 2, "{summary}");
