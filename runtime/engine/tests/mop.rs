@@ -682,8 +682,8 @@ fn a_gang_rank_killed_mid_epoch_breaks_the_gang_and_the_epoch_is_trained_again()
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path()).unwrap();
     let app = register(&mut store);
-    // Enough rows that an epoch takes a while (hundreds of steps, each a ring exchange).
-    feed(&mut store, app, 3000);
+    // Enough rows that an epoch takes a while (thousands of steps, each a ring exchange).
+    feed(&mut store, app, 10_000);
     let stop = Arc::new(AtomicBool::new(false));
     let ttl = Duration::from_millis(600);
     let survivor = worker_thread(home.path(), ttl, &stop);
@@ -729,9 +729,9 @@ fn a_gang_rank_killed_mid_epoch_breaks_the_gang_and_the_epoch_is_trained_again()
         );
         std::thread::sleep(Duration::from_millis(1));
     }
-    // The ranks connect their ring within milliseconds of forming; an epoch (1,200 steps, each a
-    // ring exchange) takes more than a second.
-    std::thread::sleep(Duration::from_millis(400));
+    // The ranks connect their ring within milliseconds of forming; an epoch (4,000 steps, each a
+    // ring exchange) takes seconds.
+    std::thread::sleep(Duration::from_millis(300));
     child.kill().unwrap();
     child.wait().unwrap();
     let killed = Instant::now();

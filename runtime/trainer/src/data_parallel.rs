@@ -9,9 +9,10 @@
 //! - [`TcpRing`]: the gradient channel. Rank `r` listens, connects to rank `r + 1`'s listener and
 //!   accepts rank `r - 1`'s connection (each side says its rank and the gang's token first, so a
 //!   stray connection is refused); [`TcpRing::all_reduce_mean`] is the bandwidth-optimal ring
-//!   (reduce-scatter, then all-gather: `2 (g - 1) / g` of the buffer sent per rank), sending on a
-//!   second thread while receiving, so neither side blocks on a full socket buffer. Every read and
-//!   write has a timeout: a silent peer is an error, never a hang.
+//!   (reduce-scatter, then all-gather: `2 (g - 1) / g` of the buffer sent per rank), sending
+//!   while receiving on the rank's own thread (both sockets non-blocking, polled in turn, spinning
+//!   briefly before napping), so neither side blocks on a full socket buffer and no step starts a
+//!   thread. A peer silent past the timeout is an error, never a hang.
 //! - [`train_data_parallel_epoch`]: one epoch of one rank from a [`crate::hop::TrainingState`]
 //!   (the MOP state bytes, so a run can move between hopping and data parallelism), `steps`
 //!   batches (the same on every rank: the caller gives the smallest partition's batch count), in
@@ -213,9 +214,20 @@ impl TcpRing {
     }
 }
 
+/// How long a rank polls its sockets without sleeping when neither can move: the ranks step in
+/// lock step, so the neighbour's chunk usually comes within a step's compute, and waking a
+/// sleeping thread costs more than that.
+const SPIN: Duration = Duration::from_millis(2);
+
+/// How long a rank sleeps between polls once it has spun [`SPIN`] without progress.
+const NAP: Duration = Duration::from_micros(100);
+
 /// Sends `values[send]` to the right while receiving the left's chunk of `receive`'s length into
-/// `incoming` (resized to it). The floats travel as their bytes in this machine's order: every rank
-/// of a gang runs on the same kind of machine (a mixed-endian gang is not supported).
+/// `incoming` (resized to it), on this thread: both sockets non-blocking, each polled in turn
+/// until both transfers are done, so neither side blocks on a full socket buffer whatever the
+/// size, and no thread is started per exchange. A neighbour silent for the streams' timeout is an
+/// error. The floats travel as their bytes in this machine's order: every rank of a gang runs on
+/// the same kind of machine (a mixed-endian gang is not supported).
 fn exchange(
     right: &mut TcpStream,
     left: &mut TcpStream,
@@ -228,16 +240,101 @@ fn exchange(
     incoming.clear();
     incoming.resize(receive.1 - receive.0, 0.0);
     let into: &mut [u8] = bytemuck::cast_slice_mut(incoming.as_mut_slice());
-    let (sent, received) = std::thread::scope(|scope| {
-        let sender = scope.spawn(|| right.write_all(outgoing));
-        let received = left.read_exact(into);
-        let sent = sender
-            .join()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the sending thread panicked")));
-        (sent, received)
-    });
-    sent.map_err(|error| ring_error(format!("sending to the right neighbour: {error}")))?;
-    received.map_err(|error| ring_error(format!("receiving from the left neighbour: {error}")))
+    let timeout = left
+        .read_timeout()
+        .ok()
+        .flatten()
+        .unwrap_or(Duration::from_secs(60));
+    let set = |nonblocking: bool, right: &TcpStream, left: &TcpStream| {
+        right
+            .set_nonblocking(nonblocking)
+            .and_then(|()| left.set_nonblocking(nonblocking))
+            .map_err(|error| ring_error(format!("setting the sockets' mode: {error}")))
+    };
+    set(true, right, left)?;
+    let moved = transfer(right, left, outgoing, into, timeout);
+    set(false, right, left)?;
+    moved
+}
+
+/// [`exchange`]'s loop over two non-blocking sockets.
+fn transfer(
+    right: &mut TcpStream,
+    left: &mut TcpStream,
+    outgoing: &[u8],
+    into: &mut [u8],
+    timeout: Duration,
+) -> Result<()> {
+    let (mut sent, mut received) = (0, 0);
+    let mut last_progress = Instant::now();
+    while sent < outgoing.len() || received < into.len() {
+        let mut progress = false;
+        if sent < outgoing.len() {
+            match right.write(&outgoing[sent..]) {
+                Ok(0) => {
+                    return Err(ring_error(
+                        "sending to the right neighbour: the connection is closed".to_owned(),
+                    ));
+                }
+                Ok(count) => {
+                    sent += count;
+                    progress = true;
+                }
+                Err(error) if would_wait(&error) => {}
+                Err(error) => {
+                    return Err(ring_error(format!(
+                        "sending to the right neighbour: {error}"
+                    )));
+                }
+            }
+        }
+        if received < into.len() {
+            match left.read(&mut into[received..]) {
+                Ok(0) => {
+                    return Err(ring_error(
+                        "receiving from the left neighbour: the neighbour closed the connection"
+                            .to_owned(),
+                    ));
+                }
+                Ok(count) => {
+                    received += count;
+                    progress = true;
+                }
+                Err(error) if would_wait(&error) => {}
+                Err(error) => {
+                    return Err(ring_error(format!(
+                        "receiving from the left neighbour: {error}"
+                    )));
+                }
+            }
+        }
+        if progress {
+            last_progress = Instant::now();
+            continue;
+        }
+        let idle = last_progress.elapsed();
+        if idle >= timeout {
+            return Err(ring_error(format!(
+                "the neighbours were silent for {timeout:?} ({sent} of {} bytes sent, {received} of {} received)",
+                outgoing.len(),
+                into.len()
+            )));
+        }
+        if idle < SPIN {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(NAP);
+        }
+    }
+    Ok(())
+}
+
+/// Whether an error of a non-blocking socket only says "not now".
+fn would_wait(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+    )
 }
 
 /// The seed of rank `rank`'s batch order and dropout in `epoch`: a sub-epoch seed with the rank as
@@ -299,12 +396,21 @@ pub fn train_data_parallel_epoch(
         // Every rank reduces every step even when its loss is not finite (the others wait for
         // it); the reduced loss below says whether the run diverged.
         adam.zero_grad()?;
-        // Every variable gets a gradient (zero when unused), so the buffers line up.
-        let touch_all = variables
+        batch_loss.f_backward()?;
+        // Every variable gets a gradient (zero when this pass did not use it), so the buffers
+        // line up: a second, tiny backward pass for the ones without (zeroing keeps a gradient,
+        // so at most the first step has any).
+        let untouched: Vec<&Tensor> = variables
+            .iter()
+            .filter(|variable| !variable.grad().defined())
+            .collect();
+        if let Some(zero) = untouched
             .iter()
             .map(|variable| variable.sum(Kind::Float) * 0.0)
-            .fold(batch_loss, |total, zero| total + zero);
-        touch_all.f_backward()?;
+            .reduce(|total, zero| total + zero)
+        {
+            zero.f_backward()?;
+        }
         let grads: Vec<Tensor> = variables.iter().map(Tensor::grad).collect();
         let flat = Tensor::f_cat(
             &grads
@@ -394,20 +500,22 @@ mod tests {
     #[test]
     fn a_ring_all_reduces_to_the_mean() {
         for world in [2, 3, 4] {
-            // Lengths below the world size leave some chunks empty.
-            for n in [0, 1, 2, 5, 1001] {
+            // Lengths below the world size leave some chunks empty; the longest passes the
+            // sockets' buffers many times over (partial reads and writes).
+            for n in [0, 1, 2, 5, 1001, 600_001] {
                 let data = |rank: usize| -> Vec<f32> {
                     (0..n)
                         .map(|i| (i * 7 + rank * 13) as f32 * 0.25 - 3.0)
                         .collect()
                 };
+                let inputs: Vec<Vec<f32>> = (0..world).map(data).collect();
                 let results = with_rings(world, |ring| {
-                    let mut values = data(ring.rank());
+                    let mut values = inputs[ring.rank()].clone();
                     ring.all_reduce_mean(&mut values).unwrap();
                     values
                 });
                 let expected: Vec<f32> = (0..n)
-                    .map(|i| (0..world).map(|rank| data(rank)[i]).sum::<f32>() / world as f32)
+                    .map(|i| inputs.iter().map(|input| input[i]).sum::<f32>() / world as f32)
                     .collect();
                 for (rank, values) in results.iter().enumerate() {
                     assert_eq!(values.len(), n);
@@ -486,6 +594,28 @@ mod tests {
         assert!(error.contains("neighbour"), "{error}");
     }
 
+    /// Run by hand: `cargo test -p easeml-trainer --release --lib ring_latency -- --ignored
+    /// --nocapture`. The all-reduce of a small gradient (`mlp_large` on the CPU: 9.4 k floats)
+    /// between two ranks, the per-step price of a data-parallel step of a small model.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn ring_latency() {
+        let n = 9_400;
+        let seconds = with_rings(2, |ring| {
+            let mut values = vec![0.5f32; n];
+            ring.all_reduce_mean(&mut values).unwrap();
+            let started = Instant::now();
+            for _ in 0..1000 {
+                ring.all_reduce_mean(&mut values).unwrap();
+            }
+            started.elapsed().as_secs_f64() / 1000.0
+        });
+        println!(
+            "all-reduce of {n} floats, 2 ranks: {:.1} us",
+            seconds[0] * 1e6
+        );
+    }
+
     /// Run by hand: `cargo test -p easeml-trainer --release --lib ring_speed -- --ignored
     /// --nocapture`. The all-reduce of a ResNet-18-sized gradient (11.2 M floats) between two ranks
     /// on this machine's loopback.
@@ -507,6 +637,100 @@ mod tests {
             seconds[0] * 1e3,
             n as f64 * 4.0 / seconds[0] / 1e6
         );
+    }
+
+    /// Run by hand: `cargo test -p easeml-trainer --release --lib step_overhead -- --ignored
+    /// --nocapture`. One rank's data-parallel epoch (2 ranks) against a hop's sub-epoch over the
+    /// same rows: what a data-parallel step costs beyond the step.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn step_overhead() {
+        tch::set_num_threads(1);
+        let examples = synthetic::tabular_sign(24_000, 16, 8);
+        let mut setup = setup(&examples);
+        setup.candidate = "mlp_large".to_owned();
+        setup.config = ModelConfig::for_device(Device::Cpu);
+        setup.batch_size = 32;
+        let rows: Vec<usize> = (0..examples.len()).collect();
+        let initial = initial_state(&setup, &examples, &rows, Device::Cpu).unwrap();
+        let parts: Vec<Vec<usize>> = (0..2)
+            .map(|p| partition_rows(&examples, &rows, 2, p))
+            .collect();
+        let steps = parts[0].len().min(parts[1].len()) / setup.batch_size;
+        for _ in 0..3 {
+            let started = Instant::now();
+            crate::mop::train_sub_epoch(
+                &setup,
+                &initial,
+                &examples,
+                &parts[0][..steps * setup.batch_size],
+                SubEpoch {
+                    epoch: 0,
+                    partition: 0,
+                },
+                Device::Cpu,
+            )
+            .unwrap();
+            let hop = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            with_rings(2, |ring| {
+                let part = &parts[ring.rank()];
+                train_data_parallel_epoch(
+                    &setup,
+                    &initial,
+                    &examples,
+                    part,
+                    0,
+                    steps,
+                    ring,
+                    Device::Cpu,
+                )
+                .unwrap();
+            });
+            let gang = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            train_data_parallel_epoch(
+                &setup,
+                &initial,
+                &examples,
+                &parts[0],
+                0,
+                steps,
+                &mut TcpRing::single(),
+                Device::Cpu,
+            )
+            .unwrap();
+            let alone = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            std::thread::scope(|scope| {
+                for part in &parts {
+                    let (setup, initial, examples) = (&setup, &initial, &examples);
+                    scope.spawn(move || {
+                        train_data_parallel_epoch(
+                            setup,
+                            initial,
+                            examples,
+                            part,
+                            0,
+                            steps,
+                            &mut TcpRing::single(),
+                            Device::Cpu,
+                        )
+                        .unwrap();
+                    });
+                }
+            });
+            println!(
+                "two rings of one at once: {:.3} ms/step",
+                started.elapsed().as_secs_f64() * 1e3 / steps as f64
+            );
+            println!(
+                "{steps} steps: hop {:.3} ms/step, data-parallel rank {:.3} ms/step (a ring of one: {:.3})",
+                hop * 1e3 / steps as f64,
+                gang * 1e3 / steps as f64,
+                alone * 1e3 / steps as f64
+            );
+        }
     }
 
     fn setup(examples: &Examples) -> MopSetup {
