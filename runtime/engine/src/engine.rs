@@ -383,7 +383,7 @@ impl Engine {
             });
         }
         // Holding the lock, any in-process worker's lease is a dead predecessor's.
-        store.release_leases_of("in-process:")?;
+        store.release_leases_of(&format!("{}:", easeml_store::IN_PROCESS_ROLE))?;
         store.requeue_interrupted()?;
         let kernel =
             Arc::new(kernel_from_history(&store)?.with_kin(easeml_trainer::kin_by_model()));
@@ -649,7 +649,7 @@ impl Engine {
             worker_config.lease_ttl = self.config.lease_ttl;
             self.worker = Some(Worker::register(
                 &mut self.store,
-                "in-process",
+                easeml_store::IN_PROCESS_ROLE,
                 worker_config,
             )?);
         }
@@ -1125,9 +1125,14 @@ impl Engine {
 
     /// The ids of [`Engine::live_workers`], in the store's order (a MOP run's partition `j` goes
     /// to the `j`-th).
+    /// How long a worker may be silent and still count as live: twice a lease's time to live.
+    fn worker_silence(&self) -> Duration {
+        self.config.lease_ttl.saturating_mul(2)
+    }
+
     fn live_worker_ids(&self) -> Result<Vec<String>> {
         let now = now_ms();
-        let silence = 2 * i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX / 4);
+        let silence = i64::try_from(self.worker_silence().as_millis()).unwrap_or(i64::MAX / 4);
         let own = self.worker.as_ref().map(|worker| worker.id().to_owned());
         Ok(self
             .store
@@ -1239,9 +1244,10 @@ impl Engine {
                 resumed: false,
                 data_parallel: gang,
             });
+            let silence = self.worker_silence();
             flight
                 .open
-                .insert(run, OpenMopRun::holding(plan.partitions, gang));
+                .insert(run, OpenMopRun::holding(plan.partitions, gang, silence));
         }
         if flight.open.is_empty() {
             return Ok(false);
@@ -1281,7 +1287,10 @@ impl Engine {
                 let Some(shape) = mop::mop_shape(&self.store, run.id)? else {
                     continue;
                 };
-                places.insert(run.id, OpenMopRun::holding(shape.partitions, shape.gang));
+                places.insert(
+                    run.id,
+                    OpenMopRun::holding(shape.partitions, shape.gang, self.worker_silence()),
+                );
                 events(Event::MopRunStarted {
                     app: app.name.clone(),
                     candidate: run.candidate.clone(),
@@ -1457,12 +1466,13 @@ struct OpenMopRun {
 }
 
 impl OpenMopRun {
-    /// A run over `partitions` partitions, data-parallel (`gang`) or hopping.
-    fn holding(partitions: u64, gang: bool) -> OpenMopRun {
+    /// A run over `partitions` partitions, data-parallel (`gang`) or hopping, its gangs counting
+    /// workers heard from within `silence` as live.
+    fn holding(partitions: u64, gang: bool, silence: Duration) -> OpenMopRun {
         OpenMopRun {
             places: if gang { partitions as usize } else { 1 },
             committed: 0,
-            progress: mop::MopProgress::default(),
+            progress: mop::MopProgress::with_worker_silence(silence),
         }
     }
 }

@@ -168,6 +168,13 @@ pub fn execute_gang_rank(
                 "the unit was committed or taken over while the gang formed".to_owned(),
             ));
         }
+        if (crate::mop::live_workers(store, crate::mop::DEFAULT_WORKER_SILENCE)? as u64) < size {
+            // Too few workers are left to form the gang: the coordinator turns it into hops.
+            store.release_lease(lease)?;
+            return Ok(Executed::GaveBack(format!(
+                "rank {rank} of {size}: fewer than {size} workers are live"
+            )));
+        }
         if !formed(&ranks, size, now_ms()) {
             let waiting: Vec<String> = ranks
                 .iter()

@@ -42,7 +42,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use easeml_store::{
     AppId, BlobHash, Lease, NewSubEpoch, RunId, RunState, RunValidation, Store, SubEpochRecord,
@@ -599,9 +599,23 @@ fn run_spec(store: &Store, log: &[SubEpochRecord]) -> Result<SubEpochSpec> {
 pub struct MopProgress {
     validation: Option<Examples>,
     qualities: BTreeMap<u64, Option<f64>>,
+    worker_silence: Option<Duration>,
 }
 
+/// How long a worker may be silent and still count as live for a gang, unless a coordinator
+/// says otherwise ([`MopProgress::with_worker_silence`]): twice the default lease time to live.
+pub const DEFAULT_WORKER_SILENCE: Duration = Duration::from_secs(60);
+
 impl MopProgress {
+    /// A coordinator's cache whose gangs count a worker as live while it heartbeats within
+    /// `silence` (the coordinator's own rule for live workers).
+    pub fn with_worker_silence(silence: Duration) -> MopProgress {
+        MopProgress {
+            worker_silence: Some(silence),
+            ..MopProgress::default()
+        }
+    }
+
     /// The validation rows of the app (only those are read: the examples whose ids the split's
     /// hash rule holds out, which `start_run` checked is the run's split).
     fn validation(&mut self, store: &Store, app: AppId, fraction: f64) -> Result<&Examples> {
@@ -752,8 +766,21 @@ pub fn advance_with(
         RunState::Failed => return Ok(MopStatus::Failed(record.error.unwrap_or_default())),
         _ => {}
     }
-    let log = store.sub_epochs(run)?;
+    let mut log = store.sub_epochs(run)?;
     let spec = run_spec(store, &log)?;
+    // A gang that cannot form (fewer live workers than ranks: the store leases none of them)
+    // trains the run's remaining epochs by hopping instead.
+    if let Some(size) = log
+        .iter()
+        .filter(|unit| unit.state != UnitState::Committed)
+        .filter_map(|unit| unit.gang)
+        .max()
+    {
+        let silence = progress.worker_silence.unwrap_or(DEFAULT_WORKER_SILENCE);
+        if (live_workers(store, silence)? as u64) < size && store.hop_instead_of_gang(run)? > 0 {
+            log = store.sub_epochs(run)?;
+        }
+    }
     let total = (spec.epochs * spec.partitions) as usize;
     let committed = log
         .iter()
@@ -796,11 +823,28 @@ pub fn advance_with(
             }
         }
         let text = store.unit(log[0].unit)?.spec;
-        let units = epoch_units(current + 1, spec.setup.seed, &targets, &text, spec.gang());
+        // A gang run gangs on unless its gangs turned into hops.
+        let gang = log
+            .iter()
+            .filter(|unit| unit.epoch == current)
+            .find_map(|unit| unit.gang);
+        let units = epoch_units(current + 1, spec.setup.seed, &targets, &text, gang);
         store.queue_sub_epochs(run, &units)?;
         return Ok(MopStatus::Training { committed, total });
     }
     finish(store, run, &spec, &log, progress, None)
+}
+
+/// The workers that could hold a gang's rank: not the embedded engine's in-process worker (whole
+/// runs only), not stopped, heard from within `silence`.
+pub(crate) fn live_workers(store: &Store, silence: Duration) -> Result<usize> {
+    let now = easeml_store::now_ms();
+    let silence = i64::try_from(silence.as_millis()).unwrap_or(i64::MAX / 4);
+    Ok(store
+        .workers()?
+        .iter()
+        .filter(|worker| !easeml_store::is_in_process(&worker.id) && worker.is_live(now, silence))
+        .count())
 }
 
 /// Whether another epoch would not fit a run's time limit: the seconds its sub-epochs took so far
@@ -970,7 +1014,7 @@ pub fn replay(store: &Store, run: RunId) -> Result<Vec<u8>> {
     let (examples, train, _) = load(store, app, spec.validation_fraction)?;
     let mut state = store.blob(&BlobHash::parse(&spec.initial)?)?;
     for unit in log.iter().filter(|unit| unit.seq.is_some()) {
-        if let Some(steps) = spec.gang_steps {
+        if let (Some(steps), Some(_)) = (spec.gang_steps, unit.gang) {
             let parts: Vec<Vec<usize>> = (0..spec.partitions)
                 .map(|partition| partition_rows(&examples, &train, spec.partitions, partition))
                 .collect();
@@ -1095,12 +1139,12 @@ mod tests {
 
     fn progress(qualities: &[Option<f64>]) -> MopProgress {
         MopProgress {
-            validation: None,
             qualities: qualities
                 .iter()
                 .enumerate()
                 .map(|(epoch, quality)| (epoch as u64, *quality))
                 .collect(),
+            ..MopProgress::default()
         }
     }
 

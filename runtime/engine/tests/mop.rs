@@ -651,19 +651,34 @@ fn gang_plan(seed: u64) -> MopPlan {
 
 #[test]
 fn two_workers_train_one_model_by_data_parallelism_and_a_replay_is_bit_identical() {
-    tch::set_num_threads(1);
     let home = tempfile::tempdir().unwrap();
-    let mut store = Store::open(home.path()).unwrap();
+    gang_of_two(home.path());
+}
+
+#[test]
+fn on_postgres_two_workers_train_one_model_by_data_parallelism() {
+    let Some(url) = postgres_server::database() else {
+        return;
+    };
+    let blobs = tempfile::tempdir().unwrap();
+    let home = easeml_store::store_home(&url, Some(blobs.path())).unwrap();
+    gang_of_two(&home);
+}
+
+/// Two workers (threads) train one model as gangs over the store at `home`.
+fn gang_of_two(home: &Path) {
+    tch::set_num_threads(1);
+    let mut store = Store::open(home).unwrap();
     let app = register(&mut store);
     feed(&mut store, app, 60);
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..2)
-        .map(|_| worker_thread(home.path(), Duration::from_secs(10), &stop))
+        .map(|_| worker_thread(home, Duration::from_secs(10), &stop))
         .collect();
-    let ids = live_workers(home.path(), 2);
+    let ids = live_workers(home, 2);
     let plan = gang_plan(5);
     let run = mop::start_run(&mut store, app, "mlp_small", &plan, &ids).unwrap();
-    coordinate(home.path(), &[run]);
+    coordinate(home, &[run]);
     stop.store(true, Ordering::SeqCst);
     for worker in workers {
         worker.join().unwrap();
@@ -771,4 +786,70 @@ fn a_gang_rank_killed_mid_epoch_breaks_the_gang_and_the_epoch_is_trained_again()
         "the gang re-formed and the run finished {:.2} s after the kill",
         killed.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn a_gang_that_loses_a_worker_for_good_trains_its_last_epochs_by_hopping() {
+    tch::set_num_threads(1);
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let app = register(&mut store);
+    feed(&mut store, app, 60);
+    let ttl = Duration::from_secs(10);
+    let stay = Arc::new(AtomicBool::new(false));
+    let leave = Arc::new(AtomicBool::new(false));
+    let staying = worker_thread(home.path(), ttl, &stay);
+    let first = live_workers(home.path(), 1).remove(0);
+    let leaving = worker_thread(home.path(), ttl, &leave);
+    let ids = live_workers(home.path(), 2);
+    let mut plan = gang_plan(8);
+    plan.epochs = 4;
+    let run = mop::start_run(&mut store, app, "mlp_small", &plan, &ids).unwrap();
+    // Once the first epoch is committed, one worker stops for good (after the unit it holds).
+    let started = Instant::now();
+    while store
+        .gang(run, 0)
+        .unwrap()
+        .iter()
+        .any(|rank| rank.state != UnitState::Committed)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "epoch 0 did not train"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    leave.store(true, Ordering::SeqCst);
+    leaving.join().unwrap();
+    coordinate(home.path(), &[run]);
+    stay.store(true, Ordering::SeqCst);
+    staying.join().unwrap();
+
+    let record = store.run(run).unwrap();
+    assert_eq!(record.state, RunState::Done, "{:?}", record.error);
+    let log = store.sub_epochs(run).unwrap();
+    assert!(log.iter().all(|unit| unit.state == UnitState::Committed));
+    // The first epoch trained as a gang; the last ones hopped, on the worker that stayed.
+    assert!(
+        log.iter()
+            .filter(|unit| unit.epoch == 0)
+            .all(|unit| unit.gang == Some(2))
+    );
+    let hops: Vec<_> = log.iter().filter(|unit| unit.gang.is_none()).collect();
+    assert!(!hops.is_empty(), "{log:?}");
+    assert!(
+        hops.iter().all(
+            |unit| unit.lease_owner.as_deref() == Some(first.as_str()) && unit.result.is_some()
+        )
+    );
+    assert!(hops.iter().all(|unit| unit.epoch >= 1));
+    // The log is one chain, and the replay (gangs and hops) equals it bit for bit.
+    let states: Vec<_> = log.iter().filter(|unit| unit.seq.is_some()).collect();
+    for pair in states.windows(2) {
+        assert_eq!(pair[1].input, pair[0].result);
+    }
+    let last = store
+        .blob(states.last().unwrap().result.as_ref().unwrap())
+        .unwrap();
+    assert!(mop::replay(&store, run).unwrap() == last);
 }

@@ -34,8 +34,9 @@ pub use store::{
 };
 pub use time::{format_seconds, format_utc, now_ms};
 pub use units::{
-    Lease, MAX_LOSSES, NewSubEpoch, NewWorker, SubEpochLease, SubEpochRecord, UnitId, UnitKind,
-    UnitRecord, UnitResult, UnitState, WorkerRecord, WorkerState, worker_id,
+    IN_PROCESS_ROLE, Lease, MAX_LOSSES, NewSubEpoch, NewWorker, SubEpochLease, SubEpochRecord,
+    UnitId, UnitKind, UnitRecord, UnitResult, UnitState, WorkerRecord, WorkerState, is_in_process,
+    worker_id,
 };
 
 use std::path::PathBuf;

@@ -59,7 +59,11 @@
 //! hops' without "one unit of the run at a time": the ranks of an epoch are held at once. A rank
 //! whose gang did not form gives its lease back ([`Store::release_lease`]); one whose ring broke
 //! after every rank joined gives it back as lost ([`Store::release_lease_as_lost`]), so a gang
-//! that keeps breaking fails its run after [`MAX_LOSSES`].
+//! that keeps breaking fails its run after [`MAX_LOSSES`]. A rank is leased only while at least
+//! g workers are live (workers, not the embedded engine's in-process one, that have not stopped
+//! and have heartbeaten within the leasing worker's time to live): fewer could never form the
+//! gang. A run whose gang cannot form trains its remaining epochs by hopping instead
+//! ([`Store::hop_instead_of_gang`]: the state is the same).
 
 use crate::blobs::BlobHash;
 use crate::db::{DbResult, OptionalExt, Row};
@@ -67,6 +71,17 @@ use crate::params;
 use crate::store::{AppId, RunId, RunValidation, locked_run_state};
 use crate::time::now_ms;
 use crate::{Error, Result, Store, db};
+
+/// The role of the embedded engine's own worker (ids `in-process:<host>:<pid>:<random>`): it
+/// trains whole runs only, so it never holds a gang's rank and does not count toward one.
+pub const IN_PROCESS_ROLE: &str = "in-process";
+
+/// Whether a worker id is an embedded engine's in-process worker's ([`IN_PROCESS_ROLE`]).
+pub fn is_in_process(worker: &str) -> bool {
+    worker
+        .strip_prefix(IN_PROCESS_ROLE)
+        .is_some_and(|rest| rest.starts_with(':'))
+}
 
 /// Expired leases after which a unit's run is failed instead of leased again.
 pub const MAX_LOSSES: u32 = 3;
@@ -567,6 +582,7 @@ impl Store {
                              (u.target_worker IS NULL OR u.target_worker = ?3 OR NOT EXISTS (
                                 SELECT 1 FROM workers w WHERE w.id = u.target_worker AND w.state <> 'stopped' AND w.heartbeat_ms >= ?4))
                              AND (u.gang IS NOT NULL OR NOT EXISTS (SELECT 1 FROM units o WHERE o.run = u.run AND o.id <> u.id AND o.state = 'leased' AND o.lease_expires_ms >= ?1))
+                             AND (u.gang IS NULL OR u.gang <= (SELECT COUNT(*) FROM workers w WHERE w.state <> 'stopped' AND w.heartbeat_ms >= ?4 AND w.id NOT LIKE '{IN_PROCESS_ROLE}:%'))
                              AND NOT EXISTS (SELECT 1 FROM units o WHERE o.run = u.run AND o.kind = 'sub_epoch' AND o.epoch < u.epoch AND o.state <> 'committed')
                              AND EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run AND r.state IN ('queued', 'running'))))
                          ORDER BY u.lease_rank, u.id LIMIT 1{}",
@@ -779,6 +795,37 @@ impl Store {
                 lease.unit.0
             )))?;
         Ok(changed == 1)
+    }
+
+    /// Turns a data-parallel run's queued gang ranks into hops (the coordinator's answer to fewer
+    /// live workers than the gang needs: the ranks would never be leased), in one transaction,
+    /// unless a unit of the run is under a live lease (a gang may be forming: try again later).
+    /// Committed epochs keep their gang. Returns the units changed.
+    pub fn hop_instead_of_gang(&mut self, run: RunId) -> Result<usize> {
+        let context = format!("turning run {}'s gangs into hops", run.0);
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        locked_run_state(&transaction, run, &context)?;
+        let now = now_ms();
+        let leased: Option<i64> = transaction
+            .query_row(
+                "SELECT id FROM units WHERE run = ?1 AND state = 'leased' AND lease_expires_ms >= ?2 LIMIT 1",
+                params![run.0, now],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(db(context.clone()))?;
+        if leased.is_some() {
+            transaction.commit().map_err(db(context))?;
+            return Ok(0);
+        }
+        let changed = transaction
+            .execute(
+                "UPDATE units SET gang = NULL, endpoint = NULL WHERE run = ?1 AND kind = 'sub_epoch' AND gang IS NOT NULL AND state <> 'committed'",
+                [run.0],
+            )
+            .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))?;
+        Ok(changed)
     }
 
     /// The ranks of a data-parallel epoch (the run's sub-epoch units of `epoch`), by rank.

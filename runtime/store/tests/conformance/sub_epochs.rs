@@ -120,6 +120,7 @@ fn a_gang_that_keeps_breaking_fails_its_run() {
     };
     let app = app(&mut store);
     registered(&mut store, "worker:a");
+    registered(&mut store, "worker:b");
     let (run, _) = queue(&mut store, app, &[gang_rank(0, 0, 2, "worker:a")]);
     for _ in 0..MAX_LOSSES {
         let lease = store.lease_unit("worker:a", LONG).unwrap().unwrap();
@@ -443,4 +444,41 @@ fn an_epoch_is_leased_only_after_the_earlier_ones_are_committed() {
     }
     assert_eq!(visits, [(0, 0), (0, 1), (1, 0)]);
     assert_eq!(store.sub_epochs(run).unwrap().len(), 3);
+}
+
+#[test]
+fn a_gang_is_not_leased_without_enough_live_workers_and_can_hop_instead() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let app = app(&mut store);
+    registered(&mut store, "worker:a");
+    registered(&mut store, "in-process:host:1:0");
+    let units: Vec<NewSubEpoch<'_>> = (0..2)
+        .flat_map(|epoch| [gang_rank(epoch, 0, 2, "worker:a"), gang_rank(epoch, 1, 2, "worker:b")])
+        .collect();
+    let (run, ids) = queue(&mut store, app, &units);
+    // One live worker (the embedded engine's does not count) cannot form a gang of two, and a
+    // stopped worker is not live.
+    assert_eq!(store.lease_unit("worker:a", LONG).unwrap(), None);
+    registered(&mut store, "worker:b");
+    store
+        .worker_heartbeat("worker:b", WorkerState::Stopped, None)
+        .unwrap();
+    assert_eq!(store.lease_unit("worker:a", LONG).unwrap(), None);
+    // A leased rank (a gang forming) holds the change back.
+    registered(&mut store, "worker:c");
+    let held = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+    assert_eq!(store.hop_instead_of_gang(run).unwrap(), 0);
+    assert!(store.release_lease(&held).unwrap());
+    store
+        .worker_heartbeat("worker:c", WorkerState::Stopped, None)
+        .unwrap();
+    // The run's epochs hop instead: every unit, one at a time, the gone worker's too.
+    assert_eq!(store.hop_instead_of_gang(run).unwrap(), 4);
+    assert!(store.sub_epochs(run).unwrap().iter().all(|unit| unit.gang.is_none()));
+    let first = store.lease_unit("worker:a", LONG).unwrap().unwrap();
+    assert_eq!(first.sub_epoch.as_ref().unwrap().gang, None);
+    assert!(ids[..2].contains(&first.unit));
+    assert_eq!(store.lease_unit("worker:a", LONG).unwrap(), None);
 }
