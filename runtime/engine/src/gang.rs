@@ -30,14 +30,14 @@
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use easeml_store::{BlobHash, Lease, Store, SubEpochLease, SubEpochRecord, UnitState, now_ms};
+use easeml_store::{Lease, Store, SubEpochLease, SubEpochRecord, UnitState, now_ms};
 use easeml_trainer::data_parallel::{TcpRing, train_data_parallel_epoch};
 use easeml_trainer::hop::sub_epoch_seed;
 use easeml_trainer::mop::SubEpochOutcome;
 use tch::Device;
 
 use crate::error::{Error, Result};
-use crate::mop::{PartitionCache, SubEpochSpec};
+use crate::mop::PartitionCache;
 use crate::unit::Executed;
 
 /// How long a rank waits for every rank of its gang to join before it gives its lease back.
@@ -113,28 +113,7 @@ pub fn execute_gang_rank(
     let started = Instant::now();
     let size = at.gang.unwrap_or(1);
     let rank = at.partition;
-    let prepared = (|| -> Result<std::result::Result<_, String>> {
-        let spec = SubEpochSpec::from_json(&lease.spec)?;
-        let Some(examples) = cache.get(
-            store,
-            lease.app,
-            lease.data_version,
-            spec.partitions,
-            rank,
-            spec.validation_fraction,
-        )?
-        else {
-            return Ok(Err(
-                "the app's data changed while the run trained: its partitions are gone".to_owned(),
-            ));
-        };
-        let input = match &at.input {
-            Some(hash) => hash.clone(),
-            None => BlobHash::parse(&spec.initial)?,
-        };
-        Ok(Ok((spec, examples, store.blob(&input)?)))
-    })();
-    let (spec, examples, state) = match prepared {
+    let (spec, examples, state) = match crate::mop::leased_work(store, lease, at, cache) {
         Ok(Ok(prepared)) => prepared,
         Ok(Err(reason)) => return fail(store, lease, &reason, started),
         Err(error) => return fail(store, lease, &error.to_string(), started),

@@ -45,8 +45,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use easeml_store::{
-    AppId, BlobHash, Lease, NewSubEpoch, RunId, RunState, RunValidation, Store, SubEpochRecord,
-    UnitResult, UnitState, format_seconds,
+    AppId, BlobHash, Lease, NewSubEpoch, RunId, RunState, RunValidation, Store, SubEpochLease,
+    SubEpochRecord, UnitResult, UnitState, format_seconds,
 };
 use easeml_trainer::data::{hashed_to_validation, split_by_id};
 use easeml_trainer::hop::{SubEpoch, sub_epoch_seed};
@@ -539,27 +539,12 @@ pub fn execute_sub_epoch(
         return crate::gang::execute_gang_rank(store, lease, &at, device, cache);
     }
     let outcome = (|| -> Result<std::result::Result<BlobHash, String>> {
-        let spec = SubEpochSpec::from_json(&lease.spec)?;
-        let Some(examples) = cache.get(
-            store,
-            lease.app,
-            lease.data_version,
-            spec.partitions,
-            at.partition,
-            spec.validation_fraction,
-        )?
-        else {
-            return Ok(Err(
-                "the app's data changed while the run trained: its partitions are gone".to_owned(),
-            ));
+        let (spec, examples, state) = match leased_work(store, lease, &at, cache)? {
+            Ok(work) => work,
+            Err(reason) => return Ok(Err(reason)),
         };
         // The worker holds the partition's training rows only: all of them are trained.
         let rows: Vec<usize> = (0..examples.len()).collect();
-        let input = match &at.input {
-            Some(hash) => hash.clone(),
-            None => BlobHash::parse(&spec.initial)?,
-        };
-        let state = store.blob(&input)?;
         let sub_epoch = SubEpoch {
             epoch: at.epoch,
             partition: at.partition,
@@ -582,6 +567,40 @@ pub fn execute_sub_epoch(
         }
         Err(error) => Err(error.into()),
     }
+}
+
+/// What a leased sub-epoch or gang rank trains: its run's spec, its partition's training rows
+/// (from the worker's cache) and the state it starts from.
+pub(crate) type LeasedWork = (SubEpochSpec, Arc<Examples>, Vec<u8>);
+
+/// A lease's [`LeasedWork`]; `Err(reason)` (the run fails) when the app's data changed since the
+/// run was queued.
+pub(crate) fn leased_work(
+    store: &Store,
+    lease: &Lease,
+    at: &SubEpochLease,
+    cache: &mut PartitionCache,
+) -> Result<std::result::Result<LeasedWork, String>> {
+    let spec = SubEpochSpec::from_json(&lease.spec)?;
+    let Some(examples) = cache.get(
+        store,
+        lease.app,
+        lease.data_version,
+        spec.partitions,
+        at.partition,
+        spec.validation_fraction,
+    )?
+    else {
+        return Ok(Err(
+            "the app's data changed while the run trained: its partitions are gone".to_owned(),
+        ));
+    };
+    let input = match &at.input {
+        Some(hash) => hash.clone(),
+        None => BlobHash::parse(&spec.initial)?,
+    };
+    let state = store.blob(&input)?;
+    Ok(Ok((spec, examples, state)))
 }
 
 /// The spec of a run's units.
