@@ -1361,7 +1361,15 @@ impl Engine {
                         }
                     };
                     match status {
-                        MopStatus::Training { committed, total } => {
+                        MopStatus::Training {
+                            committed,
+                            total,
+                            workers,
+                        } => {
+                            if let Some(entry) = flight.open.get_mut(&run) {
+                                // A gang that turned into hops gives its other places back.
+                                entry.places = workers;
+                            }
                             if let Some(entry) = flight.open.get_mut(&run)
                                 && committed > entry.committed
                             {

@@ -259,11 +259,6 @@ pub struct SubEpochSpec {
 }
 
 impl SubEpochSpec {
-    /// The gang size of a data-parallel run's epochs (its partitions); `None` when it hops.
-    pub fn gang(&self) -> Option<u64> {
-        self.gang_steps.map(|_| self.partitions)
-    }
-
     pub(crate) fn from_json(text: &str) -> Result<SubEpochSpec> {
         serde_json::from_str(text).map_err(|error| {
             Error::Input(format!("a sub-epoch unit's spec is unreadable: {error}"))
@@ -280,6 +275,9 @@ pub enum MopStatus {
         committed: usize,
         /// Sub-epochs in all (epochs x partitions).
         total: usize,
+        /// The workers it trains on at once: its gang's size, or 1 while it hops (a data-parallel
+        /// run whose gang could not form hops on).
+        workers: usize,
     },
     /// Done, with its validation quality.
     Done(f64),
@@ -830,8 +828,17 @@ pub fn advance_with(
     let open = log
         .iter()
         .any(|unit| unit.epoch == current && unit.state != UnitState::Committed);
+    let workers = log
+        .iter()
+        .filter(|unit| unit.state != UnitState::Committed)
+        .find_map(|unit| unit.gang)
+        .map_or(1, |gang| gang as usize);
     if open {
-        return Ok(MopStatus::Training { committed, total });
+        return Ok(MopStatus::Training {
+            committed,
+            total,
+            workers,
+        });
     }
     if current + 1 < spec.epochs {
         // The next epoch's partitions go to the workers that held them in this one.
@@ -849,7 +856,11 @@ pub fn advance_with(
             .find_map(|unit| unit.gang);
         let units = epoch_units(current + 1, spec.setup.seed, &targets, &text, gang);
         store.queue_sub_epochs(run, &units)?;
-        return Ok(MopStatus::Training { committed, total });
+        return Ok(MopStatus::Training {
+            committed,
+            total,
+            workers: gang.map_or(1, |gang| gang as usize),
+        });
     }
     finish(store, run, &spec, &log, progress, None)
 }
