@@ -28,11 +28,11 @@
 //! first: the earliest epoch, then at random (the paper draws uniformly; the epoch first is the
 //! critical-path priority `easeml bench mop --simulate` measures as `mop_epoch_first`).
 //!
-//! Which runs hop is the coordinator's choice per decision ([`uses_mop`], under
+//! Which runs hop (or gang) is the coordinator's choice per decision ([`choose_training`], under
 //! [`Parallelism`]): the engine's coordinator ([`crate::Engine::coordinate`]) starts a decided
-//! network's run here when the app's data copied to every worker would be large and enough of
-//! the app's models are left to keep the workers busy, advances it, and reports it to the
-//! scheduler when it is done. A partition taken over from a gone worker stays with its new
+//! network's run here when the app's data copied to every worker would be large (hopping while
+//! enough of the app's models are left to keep the workers busy, in gangs below that), advances
+//! it, and reports it to the scheduler when it is done. A partition taken over from a gone worker stays with its new
 //! holder ([`advance_with`] re-addresses its later sub-epochs). Below `p / 2` models the paper
 //! trains one model on all workers at once: a run planned with [`MopPlan::gang`] is the same run
 //! (the same state, partitions, coordinator and replay) whose every epoch is one gang of ranks
