@@ -736,12 +736,30 @@ impl Store {
     /// Gives a lease back (a worker stopping in an orderly way): the unit and its run are queued
     /// again, without counting a loss. `false` when the lease was no longer the worker's.
     pub fn release_lease(&mut self, lease: &Lease) -> Result<bool> {
-        let context = format!("giving back the lease of unit {}", lease.unit.0);
+        self.give_back(lease, false)
+    }
+
+    /// Gives a lease back after a failure that may be the unit's own (a gang rank whose ring broke
+    /// once every rank had joined): the unit is queued again with one more loss, so a gang that
+    /// keeps breaking fails its run after [`MAX_LOSSES`] as a unit that kills its workers does.
+    /// `false` when the lease was no longer the worker's.
+    pub fn release_lease_as_lost(&mut self, lease: &Lease) -> Result<bool> {
+        self.give_back(lease, true)
+    }
+
+    /// [`Store::release_lease`] and [`Store::release_lease_as_lost`]: the fenced update, `lost`
+    /// counting a loss.
+    fn give_back(&mut self, lease: &Lease, lost: bool) -> Result<bool> {
+        let context = format!(
+            "giving back the lease of unit {}{}",
+            lease.unit.0,
+            if lost { " as lost" } else { "" }
+        );
         let transaction = self.connection.transaction().map_err(db(context.clone()))?;
         let changed = transaction
             .execute(
-                "UPDATE units SET state = 'queued', lease_expires_ms = NULL WHERE id = ?1 AND attempt = ?2 AND lease_owner = ?3 AND state = 'leased'",
-                params![lease.unit.0, lease.attempt, lease.owner],
+                "UPDATE units SET state = 'queued', lease_expires_ms = NULL, losses = losses + ?4 WHERE id = ?1 AND attempt = ?2 AND lease_owner = ?3 AND state = 'leased'",
+                params![lease.unit.0, lease.attempt, lease.owner, i64::from(lost)],
             )
             .map_err(db(context.clone()))?;
         // A MOP run stays running: its other sub-epochs may be committed.
@@ -754,24 +772,6 @@ impl Store {
                 .map_err(db(context.clone()))?;
         }
         transaction.commit().map_err(db(context))?;
-        Ok(changed == 1)
-    }
-
-    /// Gives a lease back after a failure that may be the unit's own (a gang rank whose ring broke
-    /// once every rank had joined): the unit is queued again with one more loss, so a gang that
-    /// keeps breaking fails its run after [`MAX_LOSSES`] as a unit that kills its workers does.
-    /// `false` when the lease was no longer the worker's.
-    pub fn release_lease_as_lost(&mut self, lease: &Lease) -> Result<bool> {
-        let changed = self
-            .connection
-            .execute(
-                "UPDATE units SET state = 'queued', lease_expires_ms = NULL, losses = losses + 1 WHERE id = ?1 AND attempt = ?2 AND lease_owner = ?3 AND state = 'leased'",
-                params![lease.unit.0, lease.attempt, lease.owner],
-            )
-            .map_err(db(format!(
-                "giving back the lease of unit {} as lost",
-                lease.unit.0
-            )))?;
         Ok(changed == 1)
     }
 
