@@ -38,7 +38,7 @@ use tch::Device;
 
 use crate::error::{Error, Result};
 use crate::mop::PartitionCache;
-use crate::unit::Executed;
+use crate::unit::{Executed, executed};
 
 /// How long a rank waits for every rank of its gang to join before it gives its lease back.
 pub const RENDEZVOUS: Duration = Duration::from_secs(20);
@@ -223,13 +223,7 @@ pub fn execute_gang_rank(
     }
     let result = store.put_blob(&next)?;
     let seconds = started.elapsed().as_secs_f64() * size as f64;
-    match store.commit_sub_epoch(lease, &result, seconds) {
-        Ok(()) => Ok(Executed::Committed),
-        Err(error @ easeml_store::Error::StaleLease { .. }) => {
-            Ok(Executed::LeaseLost(error.to_string()))
-        }
-        Err(error) => Err(error.into()),
-    }
+    executed(store.commit_sub_epoch(lease, &result, seconds))
 }
 
 /// One data-parallel epoch trained by a gang of threads of this process (one per partition in
@@ -328,13 +322,7 @@ fn wait_for_rank_zero(store: &mut Store, lease: &Lease, at: &SubEpochLease) -> R
 
 /// Fails the run from a rank (its data is gone, or its training diverged).
 fn fail(store: &mut Store, lease: &Lease, reason: &str, started: Instant) -> Result<Executed> {
-    match store.fail_sub_epoch_run(lease, reason, Some(started.elapsed().as_secs_f64())) {
-        Ok(()) => Ok(Executed::Committed),
-        Err(error @ easeml_store::Error::StaleLease { .. }) => {
-            Ok(Executed::LeaseLost(error.to_string()))
-        }
-        Err(error) => Err(error.into()),
-    }
+    executed(store.fail_sub_epoch_run(lease, reason, Some(started.elapsed().as_secs_f64())))
 }
 
 #[cfg(test)]

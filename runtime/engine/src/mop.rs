@@ -63,7 +63,7 @@ use crate::app::AppModel;
 use crate::checkpoint_blob;
 use crate::engine::{load_examples, load_examples_where};
 use crate::error::{Error, Result};
-use crate::unit::{Executed, LATENCY};
+use crate::unit::{Executed, LATENCY, executed};
 
 /// Salt of the ranks' seeds (so they are not the sub-epochs' own seeds).
 const RANK_SALT: u64 = 0x7261_6e6b;
@@ -558,13 +558,7 @@ pub fn execute_sub_epoch(
         Ok(Err(reason)) => store.fail_sub_epoch_run(lease, &reason, Some(seconds)),
         Err(error) => store.fail_sub_epoch_run(lease, &error.to_string(), Some(seconds)),
     };
-    match committed {
-        Ok(()) => Ok(Executed::Committed),
-        Err(error @ easeml_store::Error::StaleLease { .. }) => {
-            Ok(Executed::LeaseLost(error.to_string()))
-        }
-        Err(error) => Err(error.into()),
-    }
+    executed(committed)
 }
 
 /// What a leased sub-epoch or gang rank trains: its run's spec, its partition's training rows

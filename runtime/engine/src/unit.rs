@@ -210,6 +210,12 @@ pub fn execute(
             },
         ),
     };
+    executed(committed)
+}
+
+/// How a fenced commit ended for the worker: committed, or (refused as stale) its lease lost;
+/// any other store error is an error.
+pub(crate) fn executed(committed: easeml_store::Result<()>) -> Result<Executed> {
     match committed {
         Ok(()) => Ok(Executed::Committed),
         Err(error @ easeml_store::Error::StaleLease { .. }) => {
