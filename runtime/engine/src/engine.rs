@@ -1123,25 +1123,15 @@ impl Engine {
         Ok(self.live_worker_ids()?.len())
     }
 
-    /// The ids of [`Engine::live_workers`], in the store's order (a MOP run's partition `j` goes
-    /// to the `j`-th).
     /// How long a worker may be silent and still count as live: twice a lease's time to live.
     fn worker_silence(&self) -> Duration {
         self.config.lease_ttl.saturating_mul(2)
     }
 
+    /// The ids of [`Engine::live_workers`], in the store's order (a MOP run's partition `j` goes
+    /// to the `j`-th).
     fn live_worker_ids(&self) -> Result<Vec<String>> {
-        let now = now_ms();
-        let silence = i64::try_from(self.worker_silence().as_millis()).unwrap_or(i64::MAX / 4);
-        let own = self.worker.as_ref().map(|worker| worker.id().to_owned());
-        Ok(self
-            .store
-            .workers()?
-            .into_iter()
-            .filter(|worker| Some(&worker.id) != own.as_ref())
-            .filter(|worker| worker.is_live(now, silence))
-            .map(|worker| worker.id)
-            .collect())
+        crate::worker::live_worker_ids(&self.store, self.worker_silence())
     }
 
     /// Starts the decision as MOP runs over `workers`, one per learning rate of
@@ -1369,18 +1359,16 @@ impl Engine {
                             if let Some(entry) = flight.open.get_mut(&run) {
                                 // A gang that turned into hops gives its other places back.
                                 entry.places = workers;
-                            }
-                            if let Some(entry) = flight.open.get_mut(&run)
-                                && committed > entry.committed
-                            {
-                                entry.committed = committed;
-                                events(Event::RunProgress {
-                                    app: flight.app.clone(),
-                                    candidate: flight.candidate.clone(),
-                                    run,
-                                    done: committed,
-                                    total,
-                                });
+                                if committed > entry.committed {
+                                    entry.committed = committed;
+                                    events(Event::RunProgress {
+                                        app: flight.app.clone(),
+                                        candidate: flight.candidate.clone(),
+                                        run,
+                                        done: committed,
+                                        total,
+                                    });
+                                }
                             }
                         }
                         MopStatus::Done(_) | MopStatus::Failed(_) => {

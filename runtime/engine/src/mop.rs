@@ -781,12 +781,7 @@ pub fn advance_with(
     let spec = run_spec(store, &log)?;
     // A gang that cannot form (fewer live workers than ranks: the store leases none of them)
     // trains the run's remaining epochs by hopping instead.
-    if let Some(size) = log
-        .iter()
-        .filter(|unit| unit.state != UnitState::Committed)
-        .filter_map(|unit| unit.gang)
-        .max()
-    {
+    if let Some(size) = open_gang(&log) {
         let silence = progress.worker_silence.unwrap_or(DEFAULT_WORKER_SILENCE);
         if (live_workers(store, silence)? as u64) < size && store.hop_instead_of_gang(run)? > 0 {
             log = store.sub_epochs(run)?;
@@ -822,11 +817,7 @@ pub fn advance_with(
     let open = log
         .iter()
         .any(|unit| unit.epoch == current && unit.state != UnitState::Committed);
-    let workers = log
-        .iter()
-        .filter(|unit| unit.state != UnitState::Committed)
-        .find_map(|unit| unit.gang)
-        .map_or(1, |gang| gang as usize);
+    let workers = open_gang(&log).map_or(1, |gang| gang as usize);
     if open {
         return Ok(MopStatus::Training {
             committed,
@@ -859,16 +850,16 @@ pub fn advance_with(
     finish(store, run, &spec, &log, progress, None)
 }
 
-/// The workers that could hold a gang's rank: not the embedded engine's in-process worker (whole
-/// runs only), not stopped, heard from within `silence`.
+/// The gang size of a run's units not committed yet; `None` when they hop.
+fn open_gang(log: &[SubEpochRecord]) -> Option<u64> {
+    log.iter()
+        .filter(|unit| unit.state != UnitState::Committed)
+        .find_map(|unit| unit.gang)
+}
+
+/// How many workers could hold a gang's rank ([`crate::worker::live_worker_ids`]).
 pub(crate) fn live_workers(store: &Store, silence: Duration) -> Result<usize> {
-    let now = easeml_store::now_ms();
-    let silence = i64::try_from(silence.as_millis()).unwrap_or(i64::MAX / 4);
-    Ok(store
-        .workers()?
-        .iter()
-        .filter(|worker| !easeml_store::is_in_process(&worker.id) && worker.is_live(now, silence))
-        .count())
+    Ok(crate::worker::live_worker_ids(store, silence)?.len())
 }
 
 /// Whether another epoch would not fit a run's time limit: the seconds its sub-epochs took so far
@@ -1037,12 +1028,11 @@ pub fn replay(store: &Store, run: RunId) -> Result<Vec<u8>> {
     let app = store.run(run)?.app;
     let (examples, train, _) = load(store, app, spec.validation_fraction)?;
     let mut state = store.blob(&BlobHash::parse(&spec.initial)?)?;
+    let parts: Vec<Vec<usize>> = (0..spec.partitions)
+        .map(|partition| partition_rows(&examples, &train, spec.partitions, partition))
+        .collect();
     for unit in log.iter().filter(|unit| unit.seq.is_some()) {
         if let (Some(steps), Some(_)) = (spec.gang_steps, unit.gang) {
-            let parts: Vec<Vec<usize>> = (0..spec.partitions)
-                .map(|partition| partition_rows(&examples, &train, spec.partitions, partition))
-                .collect();
-            let token = unit.epoch;
             state = crate::gang::train_gang_in_process(
                 &spec.setup,
                 &state,
@@ -1050,16 +1040,21 @@ pub fn replay(store: &Store, run: RunId) -> Result<Vec<u8>> {
                 &parts,
                 unit.epoch,
                 steps as usize,
-                token,
+                unit.epoch,
             )?;
             continue;
         }
-        let rows = partition_rows(&examples, &train, spec.partitions, unit.partition);
+        let rows = parts.get(unit.partition as usize).ok_or_else(|| {
+            Error::Input(format!(
+                "the log names partition {} of a run with {}",
+                unit.partition, spec.partitions
+            ))
+        })?;
         let at = SubEpoch {
             epoch: unit.epoch,
             partition: unit.partition,
         };
-        state = match train_sub_epoch(&spec.setup, &state, &examples, &rows, at, Device::Cpu)? {
+        state = match train_sub_epoch(&spec.setup, &state, &examples, rows, at, Device::Cpu)? {
             SubEpochOutcome::Trained { state, .. } => state,
             SubEpochOutcome::Diverged(reason) => return Err(Error::Input(reason)),
         };

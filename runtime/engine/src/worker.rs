@@ -262,6 +262,21 @@ pub fn run_worker(
     Ok(committed)
 }
 
+/// The ids of the store's live workers, in the store's order: registered, not stopped, heard from
+/// within `silence`, and not an embedded engine's in-process worker (it trains whole runs only,
+/// never a sub-epoch or a gang's rank). The one rule for the coordinator's places and a gang's
+/// quorum.
+pub fn live_worker_ids(store: &Store, silence: Duration) -> Result<Vec<String>> {
+    let now = easeml_store::now_ms();
+    let silence = i64::try_from(silence.as_millis()).unwrap_or(i64::MAX / 4);
+    Ok(store
+        .workers()?
+        .into_iter()
+        .filter(|worker| !easeml_store::is_in_process(&worker.id) && worker.is_live(now, silence))
+        .map(|worker| worker.id)
+        .collect())
+}
+
 /// A stop flag set when standard input reaches its end: a worker started by a coordinator gets a
 /// pipe as stdin, which closes when the coordinator ends or dies, so no worker outlives it.
 pub fn stop_on_stdin_eof() -> Arc<AtomicBool> {
