@@ -3,8 +3,10 @@
 # `cargo xtask gpu-bundle` builds here (see xtask/src/gpu.rs):
 #   device tool: run(command="bash gpu-check/run.sh", carry=["gpu-check"], timeout_s=540)
 # It finds the machine's libtorch (PyTorch 2.11 in python3), then runs, each step under a time cap:
-#   1. the trainer's tests on CUDA (EASEML_DEVICE=cuda: every model learns there; seq2seq included);
-#   2. `easeml bench trainer` on the GPU against PyTorch on the same GPU and torch install;
+#   1. the trainer's tests on CUDA (EASEML_DEVICE=cuda: every model learns there; seq2seq included),
+#      then the seq2seq test's run printed under six seeds (a diagnosis);
+#   2. `easeml bench trainer` on the GPU against PyTorch on the same GPU and torch install (batch 32,
+#      then ResNet-18 at batch 256);
 #   3. `easeml bench mop --real` with one worker, then 3 workers sharing the GPU (task-parallel, MOP).
 # Everything goes to $OUT (check.log, the benchmarks' summary.json files and plot), flat: the device
 # tool brings back at most 8 files. Steps that fail are reported and the next one runs.
@@ -43,16 +45,21 @@ export EASEML_DEVICE=$device
 for test in "$here"/bin/trainer-*; do
     name=$(basename "$test")
     case "$name" in
-        trainer-learn) cap=240 ;;
-        *) cap=120 ;;
+        trainer-learn) cap=240; extra=--nocapture ;; # every model's quality on this device, in the log
+        *) cap=120; extra= ;;
     esac
-    step "$name" "$cap" "$test" --test-threads 4
+    step "$name" "$cap" "$test" --test-threads 4 $extra
 done
+# The seq2seq test's run under six seeds on this device (printed, not checked).
+step seq2seq-diagnosis 120 "$here/bin/trainer-learn" seq2seq_diagnosis --ignored --nocapture
 work=$(mktemp -d)
-step bench-trainer 150 "$here/bin/easeml" bench trainer --device "$device" --python python3 --rounds 2 \
+step bench-trainer 150 "$here/bin/easeml" bench trainer --device "$device" --python python3 --rounds 3 \
     --memory-examples 5000 --out "$work/trainer"
 cp "$work/trainer/summary.json" "$out/trainer_summary.json" 2>/dev/null
 cp "$work/trainer/throughput.svg" "$out/trainer_throughput.svg" 2>/dev/null
+step bench-trainer-batch-256 120 "$here/bin/easeml" bench trainer --device "$device" --python python3 \
+    --rounds 2 --batch 256 --models resnet18 --no-memory --out "$work/trainer256"
+cp "$work/trainer256/summary.json" "$out/trainer_batch256_summary.json" 2>/dev/null
 step bench-mop-real 150 "$here/bin/easeml" bench mop --real --models 6 --workers 3 --epochs 3 \
     --examples 20000 --devices "$worker_devices" --out "$work/mop"
 cp "$work/mop/summary.json" "$out/mop_real_summary.json" 2>/dev/null

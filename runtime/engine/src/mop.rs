@@ -55,7 +55,7 @@ use easeml_trainer::mop::{
     MopSetup, SubEpochOutcome, checkpoint_of_state, evaluate_state, initial_state, partition_rows,
     train_sub_epoch,
 };
-use easeml_trainer::{Examples, Predictor, Task, measure_latency};
+use easeml_trainer::{EarlyStopping, Evaluation, Examples, Predictor, Task, measure_latency};
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
@@ -604,12 +604,12 @@ fn run_spec(store: &Store, log: &[SubEpochRecord]) -> Result<SubEpochSpec> {
 }
 
 /// What a coordinator keeps of a MOP run between its steps: the validation rows (read once) and
-/// the validation quality of each complete epoch evaluated so far. Only a cache: a coordinator
+/// the validation quality and loss of each complete epoch evaluated so far. Only a cache: a coordinator
 /// that starts afresh evaluates the same states again and gets the same numbers.
 #[derive(Debug, Default)]
 pub struct MopProgress {
     validation: Option<Examples>,
-    qualities: BTreeMap<u64, Option<f64>>,
+    qualities: BTreeMap<u64, Option<Evaluation>>,
     worker_silence: Option<Duration>,
 }
 
@@ -678,24 +678,23 @@ impl MopProgress {
     fn best(&self) -> Option<(u64, f64)> {
         self.qualities
             .iter()
-            .filter_map(|(&epoch, &quality)| quality.map(|quality| (epoch, quality)))
+            .filter_map(|(&epoch, evaluation)| {
+                evaluation.map(|evaluation| (epoch, evaluation.quality))
+            })
             .fold(None, |best, (epoch, quality)| match best {
                 Some((_, top)) if quality <= top => best,
                 _ => Some((epoch, quality)),
             })
     }
 
-    /// Whether `patience` complete epochs have passed since the best one (none better).
-    fn stops(&self, patience: u64) -> bool {
-        let Some(&last) = self.qualities.keys().next_back() else {
-            return false;
-        };
-        let since = match self.best() {
-            Some((best, _)) => last - best,
-            // No epoch with a finite quality yet: counted from before the first.
-            None => last + 1,
-        };
-        patience > 0 && since >= patience
+    /// Whether `patience` complete epochs have passed without progress, by the trainer's rule
+    /// ([`EarlyStopping`]; epochs without a finite quality make none).
+    fn stops(&self, patience: u64, classification: bool) -> bool {
+        let mut stopping = EarlyStopping::new(classification);
+        for evaluation in self.qualities.values() {
+            stopping.record(evaluation.as_ref());
+        }
+        patience > 0 && stopping.epochs_without_progress() as u64 >= patience
     }
 }
 
@@ -798,7 +797,7 @@ pub fn advance_with(
         let mut stop = None;
         if spec.patience > 0 {
             progress.evaluate(store, record.app, &spec, &complete)?;
-            if progress.stops(spec.patience) {
+            if progress.stops(spec.patience, spec.setup.task.is_classification()) {
                 stop = Some(format!("no better epoch in {}", spec.patience));
             }
         }
@@ -945,7 +944,13 @@ fn finish(
     let epochs: Vec<serde_json::Value> = progress
         .qualities
         .iter()
-        .map(|(epoch, quality)| serde_json::json!({"epoch": epoch + 1, "validation_quality": quality}))
+        .map(|(epoch, evaluation)| {
+            serde_json::json!({
+                "epoch": epoch + 1,
+                "validation_quality": evaluation.map(|evaluation| evaluation.quality),
+                "validation_loss": evaluation.and_then(|evaluation| evaluation.loss),
+            })
+        })
         .collect();
     let best = progress.best().and_then(|(epoch, quality)| {
         complete
@@ -1157,11 +1162,23 @@ mod tests {
     }
 
     fn progress(qualities: &[Option<f64>]) -> MopProgress {
+        progress_with_losses(
+            &qualities
+                .iter()
+                .map(|quality| quality.map(|quality| (quality, None)))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    fn progress_with_losses(epochs: &[Option<(f64, Option<f64>)>]) -> MopProgress {
         MopProgress {
-            qualities: qualities
+            qualities: epochs
                 .iter()
                 .enumerate()
-                .map(|(epoch, quality)| (epoch as u64, *quality))
+                .map(|(epoch, evaluation)| {
+                    let evaluation = evaluation.map(|(quality, loss)| Evaluation { quality, loss });
+                    (epoch as u64, evaluation)
+                })
                 .collect(),
             ..MopProgress::default()
         }
@@ -1169,15 +1186,34 @@ mod tests {
 
     #[test]
     fn a_run_stops_after_patience_epochs_without_a_better_one() {
-        assert!(!progress(&[]).stops(2));
-        assert!(!progress(&[Some(0.5), Some(0.6), Some(0.6)]).stops(2));
-        assert!(progress(&[Some(0.5), Some(0.6), Some(0.6), Some(0.55)]).stops(2));
-        // Equal is not better; no patience never stops.
-        assert!(progress(&[Some(0.5), Some(0.5), Some(0.5)]).stops(2));
-        assert!(!progress(&[Some(0.5), Some(0.5), Some(0.5)]).stops(0));
-        // Epochs without a finite quality count as no better.
-        assert!(progress(&[None, None]).stops(2));
-        assert!(!progress(&[None, Some(0.1)]).stops(2));
+        for classification in [true, false] {
+            assert!(!progress(&[]).stops(2, classification));
+            assert!(!progress(&[Some(0.5), Some(0.6), Some(0.6)]).stops(2, classification));
+            assert!(
+                progress(&[Some(0.5), Some(0.6), Some(0.6), Some(0.55)]).stops(2, classification)
+            );
+            // Equal is not better; no patience never stops.
+            assert!(progress(&[Some(0.5), Some(0.5), Some(0.5)]).stops(2, classification));
+            assert!(!progress(&[Some(0.5), Some(0.5), Some(0.5)]).stops(0, classification));
+            // Epochs without a finite quality count as no better.
+            assert!(progress(&[None, None]).stops(2, classification));
+            assert!(!progress(&[None, Some(0.1)]).stops(2, classification));
+        }
+        // Value outputs: a falling validation loss is progress while the (clipped) quality is
+        // stuck; classification watches accuracy only.
+        let stuck = [
+            Some((0.0, Some(4.0))),
+            Some((0.0, Some(3.0))),
+            Some((0.0, Some(2.0))),
+        ];
+        assert!(!progress_with_losses(&stuck).stops(2, false));
+        assert!(progress_with_losses(&stuck).stops(2, true));
+        let flat = [
+            Some((0.3, Some(2.0))),
+            Some((0.2, Some(1.9999))),
+            Some((0.2, Some(2.5))),
+        ];
+        assert!(progress_with_losses(&flat).stops(2, false));
         assert_eq!(
             progress(&[Some(0.2), None, Some(0.7), Some(0.7)]).best(),
             Some((2, 0.7))

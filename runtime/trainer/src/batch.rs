@@ -8,6 +8,7 @@ use crate::infer::Prediction;
 use crate::models::tree::FlatTrees;
 use crate::models::{BatchInput, ModelConfig};
 use crate::task::Task;
+use crate::train::Evaluation;
 
 /// The targets of one batch.
 #[derive(Debug)]
@@ -195,7 +196,7 @@ pub(crate) fn target_batch(
     }
 }
 
-/// The training loss of raw outputs against targets.
+/// The training loss of raw outputs against targets (also the validation loss: [`Evaluation`]).
 pub(crate) fn loss(outputs: &Tensor, targets: &TargetBatch) -> Tensor {
     let outputs = outputs.to_kind(Kind::Float);
     match targets {
@@ -233,7 +234,8 @@ pub(crate) enum Expected<'a> {
     Values(&'a [f32]),
 }
 
-/// Running sums for the validation quality: accuracy or clipped R^2.
+/// Running sums for the validation quality (accuracy or clipped R^2) and, for networks, the
+/// validation loss (the training loss on the validation rows, averaged over them).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct QualityAccumulator {
     correct: f64,
@@ -242,6 +244,8 @@ pub(crate) struct QualityAccumulator {
     sum: f64,
     sum_squares: f64,
     non_finite: bool,
+    loss_sum: f64,
+    loss_rows: f64,
 }
 
 impl QualityAccumulator {
@@ -259,6 +263,9 @@ impl QualityAccumulator {
             self.non_finite = true;
             return;
         }
+        let rows = outputs.size().first().copied().unwrap_or(0) as f64;
+        self.loss_sum += loss(&outputs, targets).double_value(&[]) * rows;
+        self.loss_rows += rows;
         let (predicted, actual, mask) = match targets {
             TargetBatch::Classes(labels) => {
                 let hits = outputs.argmax(-1, false).eq_tensor(labels);
@@ -330,6 +337,17 @@ impl QualityAccumulator {
     /// trainer's one rule for a model that diverged.
     pub(crate) fn finite_quality(&self, classification: bool) -> Option<f64> {
         (!self.non_finite).then(|| self.quality(classification))
+    }
+
+    /// The quality and the mean validation loss (`None` when no network batch was added), or
+    /// `None` when some output was not finite.
+    pub(crate) fn finite_evaluation(&self, classification: bool) -> Option<Evaluation> {
+        let quality = self.finite_quality(classification)?;
+        let loss = (self.loss_rows > 0.0).then(|| self.loss_sum / self.loss_rows);
+        Some(Evaluation {
+            quality,
+            loss: loss.filter(|loss| loss.is_finite()),
+        })
     }
 
     /// Accuracy (classification) or `clamp(1 - SSE/SST, 0, 1)`.

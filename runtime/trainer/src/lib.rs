@@ -50,6 +50,7 @@ pub use infer::{Prediction, Predictor};
 pub use latency::{LatencyProtocol, measure_latency, probe_latency};
 pub use task::Task;
 pub use train::{
-    Budget, CurvePoint, LearningRateTrial, Refit, RunOutcome, TrainedRun, Validation, train,
+    Budget, CurvePoint, EarlyStopping, Evaluation, LearningRateTrial, Refit, RunOutcome,
+    TrainedRun, Validation, train,
 };
 pub use tune::Tuning;

@@ -10,7 +10,7 @@
 //!   order and every random draw come from [`crate::hop::begin_sub_epoch`]`(seed, epoch,
 //!   partition)`, so the result depends on the input state, the rows and those three numbers only:
 //!   replaying a run's visit log gives bit-identical weights on the CPU with one thread.
-//! - [`evaluate_state`]: a state's validation quality (the trainer's one quality rule, the same
+//! - [`evaluate_state`]: a state's validation quality and loss (the trainer's one quality rule, the same
 //!   accumulator as [`crate::train()`]); [`checkpoint_of_state`]: the servable checkpoint.
 //!
 //! A sub-epoch's dropout masks come from a generator of its own ([`crate::native::RunRandomness`]),
@@ -32,6 +32,7 @@ use crate::hop::{SubEpoch, TrainingState, begin_sub_epoch};
 use crate::models::{self, Model, ModelConfig};
 use crate::optim::Adam;
 use crate::task::Task;
+use crate::train::Evaluation;
 
 /// Mixed into ids before hashing them to partitions, so that the partitions do not follow the
 /// train/validation split (which hashes the ids with no salt).
@@ -203,15 +204,15 @@ pub fn train_sub_epoch(
     })
 }
 
-/// The validation quality in `[0, 1]` of `state` on `rows` of `examples`; `None` when an output
-/// is not finite.
+/// The validation quality in `[0, 1]` and loss of `state` on `rows` of `examples` (what
+/// [`crate::EarlyStopping`] reads); `None` when an output is not finite.
 pub fn evaluate_state(
     setup: &MopSetup,
     state: &[u8],
     examples: &Examples,
     rows: &[usize],
     device: Device,
-) -> Result<Option<f64>> {
+) -> Result<Option<Evaluation>> {
     let (_store, model, _adam, _state) = restored(setup, state, device)?;
     let _guard = tch::no_grad_guard();
     let mut accumulator = QualityAccumulator::default();
@@ -219,7 +220,7 @@ pub fn evaluate_state(
         let (input, targets) = example_batch(examples, &setup.task, &setup.config, batch, device);
         accumulator.add(&model.forward(&input, false), &targets);
     }
-    Ok(accumulator.finite_quality(setup.task.is_classification()))
+    Ok(accumulator.finite_evaluation(setup.task.is_classification()))
 }
 
 /// The servable checkpoint of `state`: every variable (as a run of the trainer keeps them), with

@@ -4,8 +4,9 @@
 //! The quality is measured by one of two protocols ([`Validation::choose`]):
 //! - **the split** (at least [`Budget::k_fold_below`] examples): the examples are split by id (see
 //!   [`crate::data::split_by_id`]); each learning rate of the grid (the paper's {0.1, 0.01, 0.001})
-//!   is tried with Adam from the same seed-derived initialization, with early stopping on the
-//!   validation quality; the best weights over all trials are kept and their quality reported;
+//!   is tried with Adam from the same seed-derived initialization, with early stopping
+//!   ([`EarlyStopping`]: on the validation quality, and for value outputs also on the validation
+//!   loss); the best weights over all trials are kept and their quality reported;
 //! - **k-fold cross-validation** (fewer examples): each learning rate trains one model per fold
 //!   (stratified by class for classification, [`crate::data::k_folds`]), each with early stopping on
 //!   its fold; the rate with the best mean fold quality wins, and the run reports that mean and the
@@ -47,7 +48,7 @@ pub struct Budget {
     pub max_seconds: f64,
     /// Examples per batch.
     pub batch_size: usize,
-    /// Epochs without a better validation quality before stopping.
+    /// Epochs without progress ([`EarlyStopping`]) before stopping.
     pub patience: usize,
     /// The fewest optimizer steps a trial is allowed before it must stop (0: no floor): on small
     /// data, where an epoch is one or two batches, `max_epochs` and `patience` are raised so that a
@@ -926,9 +927,8 @@ pub(crate) fn run_trial(
         _ => None,
     };
     let mut best_weights = None;
-    let mut best_quality = f64::NEG_INFINITY;
     let mut best_epoch = 0;
-    let mut epochs_without_gain = 0;
+    let mut stopping = EarlyStopping::new(context.task.is_classification());
     let mut order = context.train_rows.to_vec();
     let batch_size = budget.batch_size.max(1);
     let trial_started = context.started.elapsed().as_secs_f64();
@@ -1023,13 +1023,14 @@ pub(crate) fn run_trial(
         let evaluation_started = context.started.elapsed().as_secs_f64();
         let evaluated = evaluate(context, &model);
         evaluation_seconds = Some(context.started.elapsed().as_secs_f64() - evaluation_started);
-        let quality = match evaluated {
-            Some(quality) => quality,
+        let evaluation = match evaluated {
+            Some(evaluation) => evaluation,
             None => {
                 record.failure = Some(format!("the outputs are not finite at epoch {epoch}"));
                 break;
             }
         };
+        let quality = evaluation.quality;
         curve.push(CurvePoint {
             learning_rate,
             epoch,
@@ -1037,18 +1038,14 @@ pub(crate) fn run_trial(
             validation_quality: quality,
             seconds: context.started.elapsed().as_secs_f64(),
         });
-        if quality > best_quality {
-            best_quality = quality;
+        if stopping.record(Some(&evaluation)) {
             best_epoch = epoch;
             best_weights = Some(snapshot(&store));
-            epochs_without_gain = 0;
-        } else {
-            epochs_without_gain += 1;
         }
-        if epochs_without_gain >= budget.patience.max(1)
+        if stopping.epochs_without_progress() >= budget.patience.max(1)
             || context.started.elapsed().as_secs_f64() + evaluation_seconds.unwrap_or(0.0)
                 > context.deadline
-            || (best_quality >= 1.0
+            || (stopping.best_quality() >= 1.0
                 && context.task.is_classification()
                 && context.validation_rows.len() >= PERFECT_SCORE_MIN_ROWS)
         {
@@ -1061,7 +1058,7 @@ pub(crate) fn run_trial(
     if context.refit_epochs.is_some() {
         return Ok((record, Some(snapshot(&store))));
     }
-    record.best_quality = best_weights.as_ref().map(|_| best_quality);
+    record.best_quality = best_weights.as_ref().map(|_| stopping.best_quality());
     record.best_epoch = best_weights.as_ref().map(|_| best_epoch);
     Ok((record, best_weights))
 }
@@ -1113,7 +1110,7 @@ fn forward(model: &Model, input: &BatchInput, train: bool, budget: &Budget) -> T
 }
 
 /// The validation quality, or `None` when an output was not finite.
-fn evaluate(context: &TrialContext<'_>, model: &Model) -> Option<f64> {
+fn evaluate(context: &TrialContext<'_>, model: &Model) -> Option<Evaluation> {
     let _guard = tch::no_grad_guard();
     let mut accumulator = QualityAccumulator::default();
     for rows in context
@@ -1124,7 +1121,87 @@ fn evaluate(context: &TrialContext<'_>, model: &Model) -> Option<f64> {
         let outputs = forward(model, &input, false, context.budget);
         accumulator.add(&outputs, &targets);
     }
-    accumulator.finite_quality(context.task.is_classification())
+    accumulator.finite_evaluation(context.task.is_classification())
+}
+
+/// One epoch's validation: the quality a run reports (accuracy, or R^2 clipped to `[0, 1]`) and the
+/// mean training loss on the same rows (`None` for models that are not networks).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Evaluation {
+    /// The validation quality.
+    pub quality: f64,
+    /// The validation loss.
+    pub loss: Option<f64>,
+}
+
+/// The relative drop of the validation loss below its lowest so far that counts as progress for
+/// value outputs ([`EarlyStopping`]): 0.1%.
+pub const MIN_LOSS_GAIN: f64 = 1e-3;
+
+/// The trainer's one early-stopping rule, for whole runs ([`train()`]) and the coordinator's MOP
+/// and data-parallel runs (the engine): an epoch makes progress when its validation quality beats
+/// the best so far, or, for value outputs (regression, translation, recovery), when its
+/// validation loss is at least [`MIN_LOSS_GAIN`] below the lowest so far. Quality alone misses
+/// progress there: R^2 clipped at 0 stays 0 while a model climbs from below zero, and a
+/// translation's quality ignores its stop logit, so a seq2seq run whose second epoch peaked by
+/// luck stopped at its sixth (0.20 on CUDA, where the same run on the CPU went on to 0.69).
+/// Classification watches accuracy only: its validation loss keeps falling as confidence grows
+/// after accuracy has settled, which would only lengthen runs. The weights kept are always the
+/// best quality's.
+#[derive(Debug, Clone)]
+pub struct EarlyStopping {
+    classification: bool,
+    best_quality: f64,
+    best_loss: f64,
+    since_progress: usize,
+}
+
+impl EarlyStopping {
+    /// No epoch seen yet.
+    pub fn new(classification: bool) -> Self {
+        Self {
+            classification,
+            best_quality: f64::NEG_INFINITY,
+            best_loss: f64::INFINITY,
+            since_progress: 0,
+        }
+    }
+
+    /// Records the next epoch's evaluation (`None`: its outputs were not finite, no progress);
+    /// true when its quality is the best so far (the weights to keep).
+    pub fn record(&mut self, evaluation: Option<&Evaluation>) -> bool {
+        let Some(evaluation) = evaluation else {
+            self.since_progress += 1;
+            return false;
+        };
+        let best = evaluation.quality > self.best_quality;
+        let lower_loss = !self.classification
+            && evaluation
+                .loss
+                .is_some_and(|loss| loss < self.best_loss - MIN_LOSS_GAIN * self.best_loss.abs());
+        if best {
+            self.best_quality = evaluation.quality;
+        }
+        if let Some(loss) = evaluation.loss {
+            self.best_loss = self.best_loss.min(loss);
+        }
+        if best || lower_loss {
+            self.since_progress = 0;
+        } else {
+            self.since_progress += 1;
+        }
+        best
+    }
+
+    /// The epochs recorded since the last that made progress (all of them if none did).
+    pub fn epochs_without_progress(&self) -> usize {
+        self.since_progress
+    }
+
+    /// The best quality recorded (`-inf` before any).
+    pub fn best_quality(&self) -> f64 {
+        self.best_quality
+    }
 }
 
 /// Loads named tensors into a store's variables (used by inference).

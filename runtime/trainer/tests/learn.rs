@@ -347,3 +347,37 @@ fn the_bit_rnn_reads_long_inputs_in_few_steps_within_its_time_limit() {
         .count();
     assert!(right >= 32, "{right} of 40 right");
 }
+
+/// Run by hand (`gpu-check/run.sh` does, on CUDA): the seq2seq test's run under six seeds on the
+/// test device, printing each quality and curve. On CUDA the test's run once stopped at its sixth
+/// epoch at quality 0.20 (its second epoch peaked by luck; cuDNN on or off alike) where the CPU's
+/// went on to 0.69: early stopping now also watches the validation loss ([`EarlyStopping`]).
+/// `cargo test -p easeml-trainer --test learn seq2seq_diagnosis -- --ignored --nocapture`.
+///
+/// [`EarlyStopping`]: easeml_trainer::EarlyStopping
+#[test]
+#[ignore = "a diagnosis printed for a person, not a check"]
+fn seq2seq_diagnosis() {
+    let examples = synthetic::sequence_running_mean(400, 2, 6);
+    let candidate = Candidate::parse("seq2seq").unwrap();
+    for seed in 0..6 {
+        let mut budget = budget(15);
+        budget.seed = seed;
+        match train(&candidate, &examples, &budget) {
+            Ok(run) => {
+                let curve: Vec<_> = run
+                    .curve
+                    .iter()
+                    .map(|point| (point.train_loss, point.validation_quality))
+                    .collect();
+                eprintln!(
+                    "seq2seq diagnosis {:?} seed {seed}: quality {:?} in {:.2}s, curve {curve:.3?}",
+                    budget.device,
+                    run.quality(),
+                    run.cost_seconds
+                );
+            }
+            Err(error) => eprintln!("seq2seq diagnosis seed {seed}: error {error:#}"),
+        }
+    }
+}

@@ -82,10 +82,16 @@ fn sub_epochs_replay_bit_for_bit_and_the_state_serves() {
             .map(|(epoch, partition)| SubEpoch { epoch, partition });
         assert_ne!(once, chain(&setup, &examples, initial.clone(), &reordered));
 
-        let quality = evaluate_state(&setup, &once, &examples, &rows, Device::Cpu)
+        let evaluation = evaluate_state(&setup, &once, &examples, &rows, Device::Cpu)
             .unwrap()
             .unwrap();
+        let quality = evaluation.quality;
         assert!((0.0..=1.0).contains(&quality));
+        assert!(
+            evaluation
+                .loss
+                .is_some_and(|loss| loss.is_finite() && loss >= 0.0)
+        );
         // The checkpoint serves, with the quality the state evaluates to.
         let checkpoint = checkpoint_of_state(&setup, &once).unwrap();
         let predicted = Predictor::new(&checkpoint, Device::Cpu)

@@ -414,25 +414,30 @@ fn predictions_of_every_kind() {
     assert!(predictor.predict(&malformed).is_err());
 }
 
-/// The run's curve and weights, as bytes to compare.
-fn run_fingerprint(candidate: &str, examples: &Examples, budget: &Budget) -> (String, Vec<u8>) {
+/// The run's curve (train loss, validation quality per epoch) and weights (safetensors bytes).
+fn run_fingerprint(
+    candidate: &str,
+    examples: &Examples,
+    budget: &Budget,
+) -> (Vec<(f64, f64)>, Vec<u8>) {
     let run = train(&Candidate::parse(candidate).unwrap(), examples, budget).unwrap();
     let RunOutcome::Succeeded { checkpoint, .. } = run.outcome else {
         panic!("{candidate} failed: {:?}", run.outcome);
     };
-    let curve: Vec<_> = run
+    let curve = run
         .curve
         .iter()
         .map(|point| (point.train_loss, point.validation_quality))
         .collect();
-    (format!("{curve:?}"), checkpoint.weights)
+    (curve, checkpoint.weights)
 }
 
 #[test]
 fn a_run_is_reproducible_while_other_runs_train_in_the_same_process() {
     // alexnet and mlp_large draw dropout masks every batch. Each run alone, then the same runs
     // on four threads at once (their initializations reseed libtorch's process-wide generator,
-    // their batches draw masks): every run must give the same curve and weights, bit for bit.
+    // their batches draw masks): every run must give the same curve and weights, bit for bit
+    // (on the CPU; to float rounding on CUDA, below).
     let images = synthetic::quadrant_images(96, [12, 12, 3], 5);
     let table = synthetic::tabular_sign(160, 5, 6);
     let budget = budget(3);
@@ -459,15 +464,41 @@ fn a_run_is_reproducible_while_other_runs_train_in_the_same_process() {
             .collect();
         runs.into_iter().map(|run| run.join().unwrap()).collect()
     });
+    // On CUDA, cuDNN and cuBLAS pick kernels by the workspace free at the time and some backward
+    // kernels add with atomics, so a run that shares the GPU with others agrees with its run
+    // alone to float rounding, not bit for bit (bit-identical replay is the CPU's promise), and
+    // the rounding grows over the epochs (an H100 once drifted 1.7e-4 by the 15th). A dropout
+    // mask drawn from another run's generator moves the first epoch's loss already, far more
+    // than rounding (1.6e-8 there).
+    let exact = !common::test_device().is_cuda();
     for (index, (candidate, _)) in cases.iter().enumerate() {
-        assert_eq!(
-            concurrent[index].0, alone[index].0,
-            "{candidate}: the curve changed when other runs trained meanwhile"
-        );
-        assert!(
-            concurrent[index].1 == alone[index].1,
-            "{candidate}: the weights changed when other runs trained meanwhile"
-        );
+        let (curve, weights) = &concurrent[index];
+        let (curve_alone, weights_alone) = &alone[index];
+        if exact {
+            assert_eq!(
+                curve, curve_alone,
+                "{candidate}: the curve changed when other runs trained meanwhile"
+            );
+            assert!(
+                weights == weights_alone,
+                "{candidate}: the weights changed when other runs trained meanwhile"
+            );
+        } else {
+            assert_eq!(curve.len(), curve_alone.len(), "{candidate}: epochs differ");
+            for (epoch, (&(loss, quality), &(loss_alone, quality_alone))) in
+                curve.iter().zip(curve_alone).enumerate()
+            {
+                let tolerance = if epoch == 0 { 1e-5 } else { 1e-2 };
+                assert!(
+                    (loss - loss_alone).abs() <= tolerance * loss_alone.abs().max(1.0)
+                        // One validation example (of about 20) may flip at a rounding edge.
+                        && (quality - quality_alone).abs() <= 0.06,
+                    "{candidate}: the curve changed when other runs trained meanwhile (epoch \
+                     {}): {curve:?} against {curve_alone:?}",
+                    epoch + 1
+                );
+            }
+        }
     }
 }
 

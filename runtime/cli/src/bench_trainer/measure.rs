@@ -1,7 +1,8 @@
 //! Measuring the trainer (the code behind `easeml bench trainer`, kept here, out of the trainer
 //! library, which holds only what the service runs; it uses the trainer's public model API):
 //! - [`measure_steps`]: images/second of training steps (forward, backward, Adam) and of inference
-//!   for ResNet-18 (the trainer's own model) and a small CNN, on one device;
+//!   for ResNet-18 (the trainer's own model) and a small CNN, on one device; the Adam is the
+//!   trainer's own (`easeml_trainer::optim::Adam`, libtorch's fused kernel), what runs use;
 //! - [`run_python`]: the same measurement by PyTorch in Python ([`PYTHON_SCRIPT`], piped to
 //!   `python -`), for the ratio Rust/Python on the same torch install, architecture, batch, input
 //!   layout and thread count;
@@ -17,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use tch::nn::{Module, OptimizerConfig};
+use tch::nn::Module;
 use tch::{Cuda, Device, Kind, Tensor, nn};
 
 use easeml_trainer::models::{self, BatchInput, Model, ModelConfig};
@@ -193,7 +194,8 @@ pub fn measure_steps(model: BenchModel, config: &StepConfig) -> Result<Throughpu
         (Kind::Float, device),
     );
     let ys = Tensor::randint(10, [config.batch], (Kind::Int64, device));
-    let mut optimizer = nn::Adam::default().build(&store, 1e-3)?;
+    // The trainer's optimizer (one fused kernel per step), not tch's per-variable C++ Adam.
+    let mut optimizer = easeml_trainer::optim::Adam::with_defaults(&store, 1e-3)?;
     let images = (config.batch as usize * config.iterations.max(1)) as f64;
 
     let mut started = Instant::now();
@@ -205,7 +207,7 @@ pub fn measure_steps(model: BenchModel, config: &StepConfig) -> Result<Throughpu
         let loss = net
             .forward(&xs, true, mixed_precision)
             .cross_entropy_for_logits(&ys);
-        optimizer.backward_step(&loss);
+        optimizer.backward_step(&loss)?;
     }
     synchronize(device);
     let train = images / started.elapsed().as_secs_f64();

@@ -39,12 +39,31 @@ impl Recurrent {
                     lo: -bound,
                     up: bound,
                 };
-                Cell::Rnn(vec![
+                let weights = vec![
                     path.var("weight_ih_l0", &[hidden, step], init),
                     path.var("weight_hh_l0", &[hidden, hidden], init),
                     path.var("bias_ih_l0", &[hidden], nn::Init::Const(0.0)),
                     path.var("bias_hh_l0", &[hidden], nn::Init::Const(0.0)),
-                ])
+                ];
+                if path.device().is_cuda() && tch::Cuda::cudnn_is_available() {
+                    // cuDNN's one contiguous weight buffer, as `nn::gru` / `nn::lstm` make theirs
+                    // (the variables become views into it): without it every call copies the
+                    // weights together again, and libtorch warns each time. Only a layout: a
+                    // failure leaves the weights as they are.
+                    const CUDNN_RNN_TANH: i64 = 1;
+                    let _ = Tensor::f_internal_cudnn_rnn_flatten_weight(
+                        &weights,
+                        4,
+                        step,
+                        CUDNN_RNN_TANH,
+                        hidden,
+                        0,
+                        1,
+                        true,
+                        false,
+                    );
+                }
+                Cell::Rnn(weights)
             }
             ModelKind::Gru | ModelKind::BitRnn => Cell::Gru(nn::gru(path, step, hidden, config)),
             _ => Cell::Lstm(nn::lstm(path, step, hidden, config)),
