@@ -1109,7 +1109,7 @@ fn forward(model: &Model, input: &BatchInput, train: bool, budget: &Budget) -> T
     }
 }
 
-/// The validation quality, or `None` when an output was not finite.
+/// The validation quality and loss, or `None` when an output was not finite.
 fn evaluate(context: &TrialContext<'_>, model: &Model) -> Option<Evaluation> {
     let _guard = tch::no_grad_guard();
     let mut accumulator = QualityAccumulator::default();
