@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use easeml_tuner::{Policy, Space, Tuner, TunerConfig};
+use easeml_tuner::{LevelTrend, Policy, Space, Tuner, TunerConfig};
 use serde_json::{Value, json};
 
 /// The fractions of the best feasible full-data accuracy of `summary.json`'s `cost_to_optimum`.
@@ -274,6 +274,9 @@ pub struct TunerReplayConfig {
     pub max_cost: f64,
     /// Worker threads.
     pub threads: usize,
+    /// The level trend of `trimtuner_dt`'s trees (`LevelTrend::Cost` by default; `Neither` is
+    /// TrimTuner's code).
+    pub level_trend: LevelTrend,
 }
 
 /// One test of a run and the incumbent after it.
@@ -328,11 +331,11 @@ pub fn run_one(
     seed: u64,
     iterations: usize,
     max_cost: f64,
+    level_trend: LevelTrend,
 ) -> ReplayRun {
-    let mut tuner = Tuner::new(
-        table.space.clone(),
-        TunerConfig::new(policy, max_cost, seed),
-    );
+    let mut config = TunerConfig::new(policy, max_cost, seed);
+    config.level_trend = level_trend;
+    let mut tuner = Tuner::new(table.space.clone(), config);
     let mut steps = Vec::new();
     let mut cumulative_cost = 0.0;
     let mut record =
@@ -432,7 +435,14 @@ pub fn run_replay(
                     let Some(&(policy, seed)) = jobs.get(job) else {
                         break;
                     };
-                    let run = run_one(table, policy, seed, config.iterations, config.max_cost);
+                    let run = run_one(
+                        table,
+                        policy,
+                        seed,
+                        config.iterations,
+                        config.max_cost,
+                        config.level_trend,
+                    );
                     results
                         .lock()
                         .expect("no panics while holding the lock")
@@ -595,6 +605,7 @@ impl TunerReplayOutcome {
             "seeds": self.config.seeds,
             "iterations": self.config.iterations,
             "max_cost": self.config.max_cost,
+            "level_trend": self.config.level_trend.name(),
             "optimum_fractions": OPTIMUM_FRACTIONS,
             "table_two": {
                 "full_configurations": self.table_two.full_configurations,
@@ -676,6 +687,7 @@ mod tests {
             iterations: 6,
             max_cost: 0.05,
             threads: 2,
+            level_trend: LevelTrend::Cost,
         };
         let outcome = run_replay(&table, &config, &|| {});
         for runs in outcome.runs.values() {
@@ -706,7 +718,7 @@ mod tests {
                 .starts_with("policy,cost,accuracy_c_mean,accuracy_c_sd\n")
         );
         // Same seed, same run.
-        let again = run_one(&table, Policy::TrimTunerDt, 1, 6, 0.05);
+        let again = run_one(&table, Policy::TrimTunerDt, 1, 6, 0.05, LevelTrend::Cost);
         let points: Vec<usize> = again.steps.iter().map(|s| s.point).collect();
         let first: Vec<usize> = outcome.runs[&Policy::TrimTunerDt][0]
             .steps

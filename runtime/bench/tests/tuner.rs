@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use easeml_bench::tuner::{TunerReplayConfig, load_table, run_replay};
-use easeml_tuner::Policy;
+use easeml_tuner::{LevelTrend, Policy};
 
 fn cnn_table() -> Option<PathBuf> {
     let dir = std::env::var_os("EASEML_SHARED_DATA")
@@ -44,6 +44,7 @@ fn a_short_replay_runs_on_the_cnn_table() {
         iterations: 7,
         max_cost: 0.1,
         threads: 1,
+        level_trend: LevelTrend::Cost,
     };
     let outcome = run_replay(&table, &config, &|| {});
     let trimtuner = &outcome.runs[&Policy::TrimTunerDt][0];

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::Args;
 use easeml_bench::tuner::{OPTIMUM_FRACTIONS, TunerReplayConfig, load_table, run_replay};
-use easeml_tuner::Policy;
+use easeml_tuner::{LevelTrend, Policy};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::bench_scheduler::{DATA_DIR_ENV, resolve_data_dir};
@@ -44,6 +44,10 @@ pub struct TunerBenchArgs {
     /// Worker threads (results do not depend on it). Default: available cores.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Which of trimtuner_dt's tree models carry a linear trend in the data share: `cost` (the
+    /// default), `neither` (TrimTuner's code) or `both` (loss and cost).
+    #[arg(long, default_value = "cost", value_name = "neither|cost|both")]
+    level_trend: String,
 }
 
 /// The table file a `trimtuner:FILE` spec names.
@@ -89,6 +93,13 @@ pub fn run(args: &TunerBenchArgs) -> anyhow::Result<()> {
             })
             .collect::<anyhow::Result<Vec<_>>>()?,
     };
+    let level_trend = LevelTrend::from_name(args.level_trend.trim()).with_context(|| {
+        format!(
+            "unknown --level-trend `{}` (known: {})",
+            args.level_trend,
+            LevelTrend::ALL.map(LevelTrend::name).join(", ")
+        )
+    })?;
     let path = table_path(&args.table, args.data_dir.as_deref())?;
     let table = load_table(&path).map_err(|e| anyhow::anyhow!("cannot read the table: {e}"))?;
     std::fs::create_dir_all(&args.out)
@@ -98,6 +109,7 @@ pub fn run(args: &TunerBenchArgs) -> anyhow::Result<()> {
         seeds: args.seeds,
         iterations: args.iterations,
         max_cost: args.max_cost,
+        level_trend,
         threads: args
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),

@@ -81,6 +81,7 @@ fn a_tiny_replay_writes_the_summary_schema() {
     assert!(stdout.contains("39 within 5%"), "{stdout}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["level_trend"], "cost");
     assert_eq!(summary["table_two"]["feasible"], 111);
     for policy in [
         "trimtuner_dt",
@@ -134,4 +135,34 @@ fn a_wrong_table_spec_is_refused() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("trimtuner:FILE"));
+}
+
+#[test]
+fn an_unknown_level_trend_is_refused_with_the_known_ones() {
+    let out = std::env::temp_dir().join(format!(
+        "easeml-cli-test-{}-tuner-bad-trend",
+        std::process::id()
+    ));
+    let output = easeml()
+        .args([
+            "bench",
+            "tuner",
+            "--table",
+            "trimtuner:cnn.csv",
+            "--max-cost",
+            "0.1",
+            "--level-trend",
+            "loss",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("unknown --level-trend `loss`") && stderr.contains("neither, cost, both"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "nothing is written for a refused run");
 }

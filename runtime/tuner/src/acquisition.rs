@@ -262,29 +262,45 @@ impl EntropySearch {
         let noise_deviation = noise.sqrt();
         let observation_deviation = observation_variance.sqrt();
         let n = self.belief.means.len();
+        // Per sample, the candidate's sampled observation less its mean: the same for every
+        // fantasised quantile.
+        let shared = &self.draws * &loading.weights;
+        let sampled: Vec<f64> = (0..self.samples.len())
+            .map(|s| {
+                shared[s]
+                    + residual_deviation * self.residual_draws[s]
+                    + noise_deviation * self.noise_draws[s]
+            })
+            .collect();
+        let cross: Vec<f64> = cross.iter().copied().collect();
         let mut expected_entropy = 0.0;
-        let mut conditioned = vec![0.0; n];
+        let mut counts = vec![0usize; n];
         for quantile in &self.quantiles {
-            let observed = loading.mean + observation_deviation * quantile;
-            let mut counts = vec![0usize; n];
-            for (s, sample) in self.samples.iter().enumerate() {
-                let latent = loading.mean
-                    + self.draws.row(s).transpose().dot(&loading.weights)
-                    + residual_deviation * self.residual_draws[s];
-                let shift = (observed - latent - noise_deviation * self.noise_draws[s])
-                    / observation_variance;
-                for (value, (base, c)) in
-                    conditioned.iter_mut().zip(sample.iter().zip(cross.iter()))
-                {
-                    *value = base + c * shift;
-                }
-                counts[argmin(&conditioned)] += 1;
+            let offset = observation_deviation * quantile;
+            counts.iter_mut().for_each(|c| *c = 0);
+            for (sample, drawn) in self.samples.iter().zip(&sampled) {
+                let shift = (offset - drawn) / observation_variance;
+                counts[argmin_shifted(sample, &cross, shift)] += 1;
             }
             expected_entropy += entropy_of_counts(&counts, self.samples.len());
         }
         expected_entropy /= self.quantiles.len() as f64;
         self.current_entropy - expected_entropy
     }
+}
+
+/// The index of the least `base[i] + slope[i] * shift` (the first on ties).
+fn argmin_shifted(base: &[f64], slope: &[f64], shift: f64) -> usize {
+    let mut best = 0;
+    let mut least = f64::INFINITY;
+    for (index, (b, c)) in base.iter().zip(slope).enumerate() {
+        let value = b + c * shift;
+        if value < least {
+            best = index;
+            least = value;
+        }
+    }
+    best
 }
 
 fn argmin(values: &[f64]) -> usize {

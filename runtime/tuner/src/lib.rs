@@ -27,4 +27,4 @@ pub mod trees;
 pub mod tuner;
 
 pub use space::Space;
-pub use tuner::{Policy, Tuner, TunerConfig};
+pub use tuner::{LevelTrend, Policy, Tuner, TunerConfig};

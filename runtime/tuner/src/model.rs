@@ -25,12 +25,16 @@ pub const TREE_NOISE_VARIANCE: f64 = 1e-3;
 pub enum Model {
     /// Bagged extra-trees, with the data they were fitted on (for fantasies).
     Trees {
-        /// The ensemble.
+        /// The ensemble (fitted on the targets less the level trend, if any).
         ensemble: ExtraTrees,
         /// Fitted inputs.
         inputs: Vec<Vec<f64>>,
         /// Fitted targets.
         targets: Vec<f64>,
+        /// The level trend: `None` for plain trees (TrimTuner's code), else the slope of the
+        /// target in the level feature (the input's last coordinate) within configurations,
+        /// see [`level_slope`].
+        trend: Option<f64>,
     },
     /// A GP with FABOLAS' kernel.
     Gp(FabolasGp),
@@ -65,6 +69,21 @@ impl Model {
             ensemble: ExtraTrees::new(n_trees, seed),
             inputs: Vec::new(),
             targets: Vec::new(),
+            trend: None,
+        }
+    }
+
+    /// An unfitted ensemble of `n_trees` extra-trees over the residuals of a linear trend in the
+    /// level feature (see [`level_slope`]): trees are piecewise constant, so a configuration
+    /// seen only on small shares is otherwise predicted at `s = 1` as it was on the small
+    /// shares; the trend carries what the tested configurations show of how the target grows
+    /// with the share.
+    pub fn trees_with_level_trend(n_trees: usize, seed: u64) -> Self {
+        Model::Trees {
+            ensemble: ExtraTrees::new(n_trees, seed),
+            inputs: Vec::new(),
+            targets: Vec::new(),
+            trend: Some(0.0),
         }
     }
 
@@ -80,10 +99,22 @@ impl Model {
                 ensemble,
                 inputs,
                 targets,
+                trend,
             } => {
-                ensemble.fit(new_inputs, new_targets);
                 *inputs = new_inputs.to_vec();
                 *targets = new_targets.to_vec();
+                match trend {
+                    Some(slope) => {
+                        *slope = level_slope(new_inputs, new_targets);
+                        let residuals: Vec<f64> = new_inputs
+                            .iter()
+                            .zip(new_targets)
+                            .map(|(input, target)| target - *slope * level_feature(input))
+                            .collect();
+                        ensemble.fit(new_inputs, &residuals);
+                    }
+                    None => ensemble.fit(new_inputs, new_targets),
+                }
             }
             Model::Gp(gp) => gp.fit(new_inputs, new_targets),
         }
@@ -92,7 +123,12 @@ impl Model {
     /// Mean and standard deviation at `input`.
     pub fn predict(&self, input: &[f64]) -> (f64, f64) {
         match self {
-            Model::Trees { ensemble, .. } => ensemble.predict(input),
+            Model::Trees {
+                ensemble, trend, ..
+            } => {
+                let (mean, deviation) = ensemble.predict(input);
+                (mean + trend_at(*trend, input), deviation)
+            }
             Model::Gp(gp) => gp.predict(input),
         }
     }
@@ -110,21 +146,15 @@ impl Model {
     pub fn with_observation(&self, input: &[f64], target: f64) -> Model {
         match self {
             Model::Trees {
-                ensemble,
-                inputs,
-                targets,
+                inputs, targets, ..
             } => {
                 let mut inputs = inputs.clone();
                 let mut targets = targets.clone();
                 inputs.push(input.to_vec());
                 targets.push(target);
-                let mut ensemble = ensemble.clone();
-                ensemble.fit(&inputs, &targets);
-                Model::Trees {
-                    ensemble,
-                    inputs,
-                    targets,
-                }
+                let mut model = self.clone();
+                model.fit(&inputs, &targets);
+                model
             }
             Model::Gp(gp) => Model::Gp(gp.with_observation(input, target)),
         }
@@ -133,16 +163,23 @@ impl Model {
     /// The joint belief over `points`.
     pub fn belief(&self, points: &[Vec<f64>]) -> Belief {
         match self {
-            Model::Trees { ensemble, .. } => {
+            Model::Trees {
+                ensemble, trend, ..
+            } => {
                 let scale = 1.0 / (ensemble.n_trees() as f64).sqrt();
                 let each: Vec<Vec<f64>> = points.iter().map(|p| ensemble.predict_each(p)).collect();
-                let means: Vec<f64> = each
+                let centres: Vec<f64> = each
                     .iter()
                     .map(|e| e.iter().sum::<f64>() / e.len() as f64)
                     .collect();
                 let factor = DMatrix::from_fn(points.len(), ensemble.n_trees(), |i, t| {
-                    (each[i][t] - means[i]) * scale
+                    (each[i][t] - centres[i]) * scale
                 });
+                let means = centres
+                    .iter()
+                    .zip(points)
+                    .map(|(centre, point)| centre + trend_at(*trend, point))
+                    .collect();
                 Belief {
                     means,
                     factor,
@@ -174,14 +211,16 @@ impl Model {
     /// How `input` loads on `belief` (which this model made).
     pub fn loading(&self, belief: &Belief, input: &[f64]) -> Loading {
         match self {
-            Model::Trees { ensemble, .. } => {
+            Model::Trees {
+                ensemble, trend, ..
+            } => {
                 let scale = 1.0 / (ensemble.n_trees() as f64).sqrt();
                 let each = ensemble.predict_each(input);
-                let mean = each.iter().sum::<f64>() / each.len() as f64;
+                let centre = each.iter().sum::<f64>() / each.len() as f64;
                 let weights =
-                    DVector::from_iterator(each.len(), each.iter().map(|p| (p - mean) * scale));
+                    DVector::from_iterator(each.len(), each.iter().map(|p| (p - centre) * scale));
                 Loading {
-                    mean,
+                    mean: centre + trend_at(*trend, input),
                     weights,
                     residual_variance: 0.0,
                 }
@@ -201,6 +240,48 @@ impl Model {
                 }
             }
         }
+    }
+}
+
+/// The level feature of a model input (its last coordinate; see `Space::input`).
+fn level_feature(input: &[f64]) -> f64 {
+    input.last().copied().unwrap_or(0.0)
+}
+
+fn trend_at(trend: Option<f64>, input: &[f64]) -> f64 {
+    trend.map_or(0.0, |slope| slope * level_feature(input))
+}
+
+/// The least-squares slope of `targets` in the level feature *within* configurations (inputs
+/// equal but for the level): each configuration's own mean is taken out, so which
+/// configurations happened to be tested on which shares does not bias it. 0 while no
+/// configuration has been tested at two levels.
+pub fn level_slope(inputs: &[Vec<f64>], targets: &[f64]) -> f64 {
+    /// One configuration's features and its (level, target) pairs.
+    type Group<'a> = (&'a [f64], Vec<(f64, f64)>);
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    for (input, target) in inputs.iter().zip(targets) {
+        let features = &input[..input.len().saturating_sub(1)];
+        let pair = (level_feature(input), *target);
+        match groups.iter_mut().find(|(f, _)| *f == features) {
+            Some((_, members)) => members.push(pair),
+            None => groups.push((features, vec![pair])),
+        }
+    }
+    let (mut covariance, mut variance) = (0.0, 0.0);
+    for (_, members) in &groups {
+        let n = members.len() as f64;
+        let level_mean = members.iter().map(|(l, _)| l).sum::<f64>() / n;
+        let target_mean = members.iter().map(|(_, t)| t).sum::<f64>() / n;
+        for (level, target) in members {
+            covariance += (level - level_mean) * (target - target_mean);
+            variance += (level - level_mean).powi(2);
+        }
+    }
+    if variance > 1e-12 && covariance.is_finite() {
+        covariance / variance
+    } else {
+        0.0
     }
 }
 
@@ -241,5 +322,60 @@ mod tests {
                 assert!(loading.residual_variance < 1e-6);
             }
         }
+    }
+
+    #[test]
+    fn the_level_slope_is_taken_within_configurations() {
+        // Two configurations, each `level * 2 + offset`; the pooled slope over these points
+        // would be biased by the offsets (the expensive one seen only on small shares).
+        let inputs = vec![
+            vec![0.0, 0.0],
+            vec![0.0, 0.5],
+            vec![0.0, 1.0],
+            vec![1.0, 0.0],
+            vec![1.0, 0.25],
+        ];
+        let targets = vec![0.0, 1.0, 2.0, 5.0, 5.5];
+        assert!((level_slope(&inputs, &targets) - 2.0).abs() < 1e-12);
+        // No configuration at two levels: no trend.
+        assert_eq!(
+            level_slope(&[vec![0.0, 0.0], vec![1.0, 1.0]], &[0.0, 3.0]),
+            0.0
+        );
+        assert_eq!(level_slope(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn trees_with_a_level_trend_extrapolate_to_the_full_share() {
+        // Log cost grows by 3 from the smallest share to the full one in every configuration;
+        // configuration 1 is tested on small shares only.
+        let mut inputs = Vec::new();
+        let mut targets = Vec::new();
+        for level in [0.0, 0.25, 0.5, 1.0] {
+            inputs.push(vec![0.0, level]);
+            targets.push(3.0 * level);
+        }
+        for level in [0.0, 0.25, 0.5] {
+            inputs.push(vec![1.0, level]);
+            targets.push(1.0 + 3.0 * level);
+        }
+        let mut plain = Model::trees(10, 2);
+        plain.fit(&inputs, &targets);
+        let mut trend = Model::trees_with_level_trend(10, 2);
+        trend.fit(&inputs, &targets);
+        let (with_trend, _) = trend.predict(&[1.0, 1.0]);
+        let (without, _) = plain.predict(&[1.0, 1.0]);
+        assert!((with_trend - 4.0).abs() < 0.5, "trend: {with_trend}");
+        assert!(
+            without <= 3.0,
+            "plain trees stay within what they saw: {without}"
+        );
+        // The belief and the fantasy carry the trend too.
+        let belief = trend.belief(&[vec![1.0, 1.0]]);
+        assert!((belief.means[0] - with_trend).abs() < 1e-9);
+        let loading = trend.loading(&belief, &[1.0, 1.0]);
+        assert!((loading.mean - with_trend).abs() < 1e-9);
+        let fantasy = trend.with_observation(&[1.0, 1.0], 4.0);
+        assert!((fantasy.predict(&[1.0, 1.0]).0 - 4.0).abs() < 0.5);
     }
 }
