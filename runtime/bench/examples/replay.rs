@@ -4,7 +4,8 @@
 //! `delgado179`, `easeml-dl` or `synthetic:SIGMA_M,ALPHA` (tables from `$EASEML_SHARED_DATA`, else
 //! `../shared/data`). Options: `--cost-aware`, `--repeats N` (10), `--test-users N` (10),
 //! `--seed S` (0), `--policies a,b,...`, `--kernel-fraction F`, `--hybrid-patience S`, `--line8 ucb_gap|expected_improvement`,
-//! `--threads N` (1), `--amplitude-prior C` (1; 0 = off), `--beta-scale F`, `--delta D`,
+//! `--threads N` (1), `--amplitude-prior C` (1; 0 = off), `--history-covariance cv|off|W` (the weight
+//! of the history's covariance in `default_history_covariance`'s kernel; cross-validated by default), `--beta-scale F`, `--delta D`,
 //! `--no-ceiling` (regret estimates not clipped to quality 1), `--parallel K` (1; K concurrent
 //! runs, x = wall-clock), `--no-hallucination` (GP-BUCB off), `--out FILE` (writes summary.json). Prints the cost to reach each loss level
 //! and the default policy's speed-up against every other policy (Hybrid's when `default` is not run). `easeml bench scheduler` is the interface of
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 
 use easeml_bench::dataset::{self, SyntheticSpec};
 use easeml_bench::replay::{LOSS_LEVELS, PolicyName, ReplayConfig, run_replay};
+use easeml_scheduler::kernel::HistoryCovariance;
 use easeml_scheduler::picker::Line8Rule;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -66,6 +68,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--line8" => {
                 config.line8_rule = Line8Rule::from_name(&value()?)
                     .ok_or("--line8 takes ucb_gap or expected_improvement")?
+            }
+            "--history-covariance" => {
+                config.history_covariance = HistoryCovariance::parse(&value()?)?
             }
             "--threads" => config.threads = value()?.parse()?,
             "--parallel" => config.parallel = value()?.parse()?,

@@ -35,7 +35,8 @@ use serde_json::{Value, json};
 use crate::dataset::Dataset;
 use easeml_scheduler::acquisition::{BetaForm, CandidatePolicy};
 use easeml_scheduler::kernel::{
-    HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel, QualityHistory,
+    HistoryCovariance, HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel,
+    QualityHistory,
 };
 use easeml_scheduler::picker::{Line8Rule, UserPickerKind};
 use easeml_scheduler::scheduler::{
@@ -75,6 +76,10 @@ pub enum PolicyName {
     /// Ablation of `default`: the per-user amplitude reads every residual
     /// ([`AmplitudeRule::AllResiduals`]; the default before the level test).
     DefaultAllResiduals,
+    /// Ablation of `default`: its RBF kernel blended with the history's own sample covariance
+    /// ([`KernelModel::with_history_covariance`]; the weight by [`ReplayConfig::history_covariance`],
+    /// cross-validated on the history by default).
+    DefaultHistoryCovariance,
     /// FCFS over (cost-aware) GP-UCB.
     Fcfs,
     /// RoundRobin over (cost-aware) GP-UCB.
@@ -108,7 +113,7 @@ pub enum PolicyName {
 
 impl PolicyName {
     /// Every policy implemented in Rust, in report order.
-    pub const ALL: [PolicyName; 19] = [
+    pub const ALL: [PolicyName; 20] = [
         PolicyName::Default,
         PolicyName::Hybrid,
         PolicyName::Greedy,
@@ -128,6 +133,7 @@ impl PolicyName {
         PolicyName::DefaultMlKernel,
         PolicyName::DefaultLevelAmplitude,
         PolicyName::DefaultAllResiduals,
+        PolicyName::DefaultHistoryCovariance,
     ];
 
     /// The peers run outside this crate (by the Python harness under `bench/peers/`).
@@ -146,6 +152,7 @@ impl PolicyName {
                 | PolicyName::DefaultRegret
                 | PolicyName::DefaultLevelAmplitude
                 | PolicyName::DefaultAllResiduals
+                | PolicyName::DefaultHistoryCovariance
         )
     }
 
@@ -160,6 +167,7 @@ impl PolicyName {
                 | PolicyName::DefaultMlKernel
                 | PolicyName::DefaultLevelAmplitude
                 | PolicyName::DefaultAllResiduals
+                | PolicyName::DefaultHistoryCovariance
         )
     }
 
@@ -179,6 +187,7 @@ impl PolicyName {
             PolicyName::DefaultMlKernel => "default_ml_kernel",
             PolicyName::DefaultLevelAmplitude => "default_level_amplitude",
             PolicyName::DefaultAllResiduals => "default_all_residuals",
+            PolicyName::DefaultHistoryCovariance => "default_history_covariance",
             PolicyName::Fcfs => "fcfs",
             PolicyName::RoundRobin => "round_robin",
             PolicyName::Random => "random",
@@ -257,6 +266,8 @@ pub struct ReplayConfig {
     /// GP-BUCB: the scheduler hallucinates the runs in flight (see
     /// [`SchedulerConfig::hallucinate_in_flight`]); only matters when `parallel` > 1.
     pub hallucinate_in_flight: bool,
+    /// The weight of the history's own covariance in `default_history_covariance`'s kernel.
+    pub history_covariance: HistoryCovariance,
 }
 
 impl Default for ReplayConfig {
@@ -285,6 +296,7 @@ impl Default for ReplayConfig {
             line8_rule: Line8Rule::default(),
             parallel: 1,
             hallucinate_in_flight: true,
+            history_covariance: HistoryCovariance::CrossValidated,
         }
     }
 }
@@ -339,6 +351,9 @@ pub struct ReplayOutcome {
     pub kernel_fit_seconds: f64,
     /// The fitted hyperparameters of every repetition (GP-UCB kernel).
     pub hyperparameters: Vec<KernelHyperparameters>,
+    /// The weight of the history's covariance in `default_history_covariance`'s kernel, per
+    /// repetition (empty when that policy is not run).
+    pub history_covariance_weights: Vec<f64>,
     /// What every repetition replayed (for the peers).
     pub splits: Vec<ReplaySplit>,
     /// Total wall-clock seconds.
@@ -388,6 +403,7 @@ struct Repetition {
     budget: f64,
     kernel_fit_seconds: f64,
     hyperparameters: KernelHyperparameters,
+    history_covariance_weight: Option<f64>,
 }
 
 /// The first grid cost at which `curve` is at or below `level`.
@@ -485,7 +501,8 @@ fn policy_config(
         | PolicyName::DefaultRegret
         | PolicyName::DefaultMlKernel
         | PolicyName::DefaultLevelAmplitude
-        | PolicyName::DefaultAllResiduals => (
+        | PolicyName::DefaultAllResiduals
+        | PolicyName::DefaultHistoryCovariance => (
             CandidatePolicy::ExpectedImprovement {
                 per_cost: cost_aware,
             },
@@ -520,7 +537,8 @@ fn policy_config(
             | PolicyName::DefaultMatern
             | PolicyName::DefaultNoFloor
             | PolicyName::DefaultRegret
-            | PolicyName::DefaultMlKernel => SchedulerConfig::default().amplitude_rule,
+            | PolicyName::DefaultMlKernel
+            | PolicyName::DefaultHistoryCovariance => SchedulerConfig::default().amplitude_rule,
             _ => AmplitudeRule::AllResiduals,
         },
         calibrate_costs: false,
@@ -603,6 +621,16 @@ fn run_repetition(
     } else {
         Arc::clone(&kernel)
     };
+    let blended_kernel = if config
+        .policies
+        .contains(&PolicyName::DefaultHistoryCovariance)
+    {
+        let blended = KernelModel::clone(&rbf_kernel)
+            .with_history_covariance(&history, config.history_covariance)?;
+        Some(Arc::new(blended))
+    } else {
+        None
+    };
     let kernel_fit_seconds = fit_start.elapsed().as_secs_f64();
     // Fixed orders: "most cited" proxy = descending mean quality over the kernel users (the
     // tables name no citations); "most recent" proxy = the table's columns from last to first.
@@ -654,6 +682,10 @@ fn run_repetition(
             } else {
                 Arc::clone(&rbf_kernel)
             }
+        } else if let (PolicyName::DefaultHistoryCovariance, Some(blended)) =
+            (policy, &blended_kernel)
+        {
+            Arc::clone(blended)
         } else if policy.uses_rbf_kernel() {
             Arc::clone(&rbf_kernel)
         } else {
@@ -795,6 +827,9 @@ fn run_repetition(
         budget,
         kernel_fit_seconds,
         hyperparameters: kernel.hyperparameters(),
+        history_covariance_weight: blended_kernel
+            .as_ref()
+            .map(|blended| blended.history_covariance_weight()),
     })
 }
 
@@ -929,6 +964,10 @@ pub fn run_replay(
         budgets: repetitions.iter().map(|r| r.budget).collect(),
         kernel_fit_seconds: repetitions.iter().map(|r| r.kernel_fit_seconds).sum(),
         hyperparameters: repetitions.iter().map(|r| r.hyperparameters).collect(),
+        history_covariance_weights: repetitions
+            .iter()
+            .filter_map(|r| r.history_covariance_weight)
+            .collect(),
         splits: repetitions.iter().map(|r| r.split.clone()).collect(),
         wall_seconds: started.elapsed().as_secs_f64(),
         config,
@@ -1061,6 +1100,12 @@ impl ReplayOutcome {
             "mean_budget": mean_budget,
             "kernel_fit_seconds": self.kernel_fit_seconds,
             "hyperparameters_first_repetition": self.hyperparameters.first(),
+            "history_covariance": match self.config.history_covariance {
+                HistoryCovariance::Off => json!("off"),
+                HistoryCovariance::Fixed(weight) => json!(weight),
+                HistoryCovariance::CrossValidated => json!("cross_validated"),
+            },
+            "history_covariance_weights": self.history_covariance_weights,
             "wall_seconds": self.wall_seconds,
             "policies": policies,
         })

@@ -324,17 +324,17 @@ impl ReplayRun {
     }
 }
 
-/// Runs one policy for one seed over a table.
+/// Runs one policy for one seed over a table, with the replay's iterations, constraint and level
+/// trend.
 pub fn run_one(
     table: &TunerTable,
+    replay: &TunerReplayConfig,
     policy: Policy,
     seed: u64,
-    iterations: usize,
-    max_cost: f64,
-    level_trend: LevelTrend,
 ) -> ReplayRun {
+    let (iterations, max_cost) = (replay.iterations, replay.max_cost);
     let mut config = TunerConfig::new(policy, max_cost, seed);
-    config.level_trend = level_trend;
+    config.level_trend = replay.level_trend;
     let mut tuner = Tuner::new(table.space.clone(), config);
     let mut steps = Vec::new();
     let mut cumulative_cost = 0.0;
@@ -435,14 +435,7 @@ pub fn run_replay(
                     let Some(&(policy, seed)) = jobs.get(job) else {
                         break;
                     };
-                    let run = run_one(
-                        table,
-                        policy,
-                        seed,
-                        config.iterations,
-                        config.max_cost,
-                        config.level_trend,
-                    );
+                    let run = run_one(table, config, policy, seed);
                     results
                         .lock()
                         .expect("no panics while holding the lock")
@@ -718,7 +711,7 @@ mod tests {
                 .starts_with("policy,cost,accuracy_c_mean,accuracy_c_sd\n")
         );
         // Same seed, same run.
-        let again = run_one(&table, Policy::TrimTunerDt, 1, 6, 0.05, LevelTrend::Cost);
+        let again = run_one(&table, &config, Policy::TrimTunerDt, 1);
         let points: Vec<usize> = again.steps.iter().map(|s| s.point).collect();
         let first: Vec<usize> = outcome.runs[&Policy::TrimTunerDt][0]
             .steps

@@ -202,3 +202,39 @@ fn the_default_policy_serves_every_user_within_its_floor() {
         }
     }
 }
+
+#[test]
+fn the_history_covariance_ablation_is_the_default_at_weight_zero_and_differs_otherwise() {
+    // `default_history_covariance` is `default` over a blended kernel: with the blend off it takes
+    // exactly the default's decisions; with most of the prior from the history's covariance it
+    // takes others somewhere (the two kernels differ), and `summary.json` records the weights.
+    use easeml_scheduler::kernel::HistoryCovariance;
+    let data = small_synthetic();
+    let policies = vec![PolicyName::Default, PolicyName::DefaultHistoryCovariance];
+    let config = |history_covariance| ReplayConfig {
+        policies: policies.clone(),
+        history_covariance,
+        ..small_config(false)
+    };
+    let mut differed = false;
+    for repetition in 0..3 {
+        let off = replay_traces(&data, &config(HistoryCovariance::Off), repetition).unwrap();
+        assert_eq!(
+            off[0].decisions, off[1].decisions,
+            "repetition {repetition}"
+        );
+        let heavy =
+            replay_traces(&data, &config(HistoryCovariance::Fixed(0.9)), repetition).unwrap();
+        differed |= heavy[0].decisions != heavy[1].decisions;
+    }
+    assert!(differed, "a weight of 0.9 never changed a decision");
+    let outcome = run_replay(&data, &config(HistoryCovariance::CrossValidated), &|| {}).unwrap();
+    let summary = outcome.summary();
+    assert_eq!(summary["history_covariance"], "cross_validated");
+    let weights = summary["history_covariance_weights"].as_array().unwrap();
+    assert_eq!(weights.len(), 3);
+    assert!(weights.iter().all(|w| {
+        let w = w.as_f64().unwrap();
+        easeml_scheduler::kernel::HISTORY_COVARIANCE_WEIGHTS.contains(&w)
+    }));
+}

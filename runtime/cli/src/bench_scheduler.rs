@@ -12,6 +12,7 @@ use easeml_bench::replay::{
 };
 use easeml_scheduler::KernelKind;
 use easeml_scheduler::acquisition::BetaForm;
+use easeml_scheduler::kernel::HistoryCovariance;
 use easeml_scheduler::picker::Line8Rule;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -47,8 +48,8 @@ pub struct SchedulerBenchArgs {
     /// most_cited, most_recent, spearmint, hybrid_cost_oblivious (lesion), oracle_user (diagnostic:
     /// serves the user with the largest true loss), hybrid_ei (diagnostic: Hybrid's user picker over
     /// Spearmint*'s EI per second), default_ucb / default_matern / default_no_floor /
-    /// default_all_residuals / default_level_amplitude / default_regret / default_ml_kernel
-    /// (ablations of default).
+    /// default_all_residuals / default_level_amplitude / default_regret / default_ml_kernel /
+    /// default_history_covariance (ablations of default).
     /// Default: all but the lesion, the diagnostics and the ablations.
     #[arg(long, value_delimiter = ',', value_name = "a,b,...")]
     policies: Option<Vec<String>>,
@@ -90,6 +91,11 @@ pub struct SchedulerBenchArgs {
     /// (0 turns it off; 1: each user's amplitude is nearly its own maximum-likelihood value).
     #[arg(long, default_value_t = easeml_scheduler::DEFAULT_AMPLITUDE_PRIOR_STRENGTH, value_name = "C")]
     amplitude_prior: f64,
+    /// The weight of the history's own sample covariance in default_history_covariance's kernel:
+    /// `cross_validated` (chosen per repetition by held-out history users' likelihood), `off`, or
+    /// a weight in [0, 1).
+    #[arg(long, default_value = "cross_validated", value_name = "W")]
+    history_covariance: String,
     /// Reproduce a lesion study of the paper (section 5.3) on --dataset: `cost` (figure 13: hybrid
     /// against hybrid_cost_oblivious; implies --cost-aware), `kernel` (figure 14: hybrid with the
     /// kernel built from 10%, 50% and 100% of the training users; implies --cost-aware; one
@@ -320,6 +326,7 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
         },
         parallel: args.parallel,
         hallucinate_in_flight: !args.no_hallucination,
+        history_covariance: HistoryCovariance::parse(&args.history_covariance)?,
     };
     check_replay(&dataset, &config)?;
     let test_users = effective_test_users(&dataset, &config);

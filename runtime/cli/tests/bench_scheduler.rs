@@ -32,6 +32,7 @@ fn help_documents_the_interface() {
         "--out",
         "--parallel",
         "--no-hallucination",
+        "--history-covariance",
         "synthetic:SIGMA_M,ALPHA",
         "matrix:QUALITY_FILE[,COST_FILE]",
     ] {
@@ -137,6 +138,23 @@ fn unknown_policies_and_missing_data_are_clear_errors() {
         "{stderr}"
     );
     assert!(!stderr.contains("backtrace"), "{stderr}");
+    let output = easeml()
+        .args(["bench", "scheduler", "--dataset", "synthetic:0.5,0.1"])
+        .args(["--history-covariance", "1.5", "--repeats", "1"])
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("got `1.5`") && stderr.contains("cross_validated"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.join("out").exists(),
+        "nothing is written for a refused run"
+    );
     let output = easeml()
         .args([
             "bench",

@@ -22,6 +22,18 @@
 //! LSTM less promising but leaves a convolutional network or a random-kernel model untouched, so a
 //! new kind of model is explored early instead of after every sibling of a poor one. Hyperparameters are fitted by maximising the log marginal likelihood of the
 //! history rows (each history user is one draw of the GP over the models), with analytic gradients.
+//!
+//! **The history's own covariance** ([`KernelModel::with_history_covariance`]). The parametric
+//! kernel relates two models only through the distance of their quality vectors; the history also
+//! says directly how two models co-vary over data sets (the sample covariance `S` of the history
+//! rows' residuals, imputed cells 0). The prior may take the blend `(1 - w) K + w S` of the fitted
+//! kernel `K` and `S`, both positive semi-definite, so the blend is too (and the observation noise
+//! keeps every posterior solvable). With [`HistoryCovariance::CrossValidated`] the weight `w` is the
+//! one of [`HISTORY_COVARIANCE_WEIGHTS`] under which held-out history users are most likely:
+//! [`CROSS_VALIDATION_FOLDS`] folds (user `u` in fold `u mod F`), `S` from the other folds' rows,
+//! each held-out row scored by its Gaussian log density under the blend plus the noise. `S` of
+//! the rows themselves would always win its own likelihood (it is fitted on them), which is why it
+//! is scored out of fold. A model the history does not relate keeps the no-history prior.
 
 use std::collections::HashMap;
 
@@ -73,6 +85,42 @@ impl KernelKind {
                 let sqrt5_r = 5f64.sqrt() * r;
                 5.0 / 3.0 * r * r * (1.0 + sqrt5_r) * (-sqrt5_r).exp()
             }
+        }
+    }
+}
+
+/// The weights of the history's sample covariance that [`HistoryCovariance::CrossValidated`]
+/// chooses from (0 = the parametric kernel alone).
+pub const HISTORY_COVARIANCE_WEIGHTS: [f64; 6] = [0.0, 0.2, 0.4, 0.6, 0.8, 0.9];
+
+/// Folds of the cross-validation that chooses the weight of the history's covariance (fewer
+/// when the history has fewer rows: then every row is its own fold).
+pub const CROSS_VALIDATION_FOLDS: usize = 10;
+
+/// How much of the history's own sample covariance the prior takes (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HistoryCovariance {
+    /// The parametric kernel alone (weight 0).
+    Off,
+    /// This weight in `[0, 1)`.
+    Fixed(f64),
+    /// The weight of [`HISTORY_COVARIANCE_WEIGHTS`] that held-out history rows find most likely.
+    CrossValidated,
+}
+
+impl HistoryCovariance {
+    /// Parses `cross_validated` (or `cv`), `off`, or a weight in `[0, 1)`.
+    pub fn parse(text: &str) -> Result<Self> {
+        match text.trim() {
+            "cross_validated" | "cv" => Ok(HistoryCovariance::CrossValidated),
+            "off" => Ok(HistoryCovariance::Off),
+            other => match other.parse::<f64>() {
+                Ok(weight) if (0.0..1.0).contains(&weight) => Ok(HistoryCovariance::Fixed(weight)),
+                _ => Err(SchedulerError::Config(format!(
+                    "the history's covariance is `cross_validated`, `off` or a weight in [0, 1), \
+                     got `{text}`"
+                ))),
+            },
         }
     }
 }
@@ -155,6 +203,8 @@ pub struct KernelModel {
     /// The log marginal likelihood per history row at the hyperparameters in use (`None` without
     /// a history, or where it cannot be computed).
     log_marginal_likelihood: Option<f64>,
+    /// The weight of the history's sample covariance in `covariance` (0: the parametric kernel).
+    history_covariance_weight: f64,
 }
 
 /// Squared Euclidean distances between quality vectors, the residual rows, and the prior means.
@@ -447,6 +497,59 @@ fn fit_hyperparameters(kind: KernelKind, prepared: &PreparedHistory) -> KernelHy
     KernelHyperparameters::from_log(point)
 }
 
+/// The weight of [`HISTORY_COVARIANCE_WEIGHTS`] under which the held-out rows of `residuals`
+/// (models x rows) are most likely, with `S` from the other folds' rows (see the module
+/// documentation); 0 when no weight can be scored.
+fn cross_validated_weight(
+    parametric: &DMatrix<f64>,
+    noise_variance: f64,
+    residuals: &DMatrix<f64>,
+) -> f64 {
+    let n_models = parametric.nrows();
+    let n_rows = residuals.ncols();
+    let folds = CROSS_VALIDATION_FOLDS.min(n_rows);
+    if folds < 2 || n_models == 0 {
+        return 0.0;
+    }
+    let log_two_pi = (2.0 * std::f64::consts::PI).ln();
+    let mut scores = [0.0; HISTORY_COVARIANCE_WEIGHTS.len()];
+    let mut scored = [true; HISTORY_COVARIANCE_WEIGHTS.len()];
+    for fold in 0..folds {
+        let held_out: Vec<usize> = (fold..n_rows).step_by(folds).collect();
+        let kept: Vec<usize> = (0..n_rows).filter(|row| row % folds != fold).collect();
+        let kept_residuals = residuals.select_columns(&kept);
+        let sample = &kept_residuals * kept_residuals.transpose() / kept.len() as f64;
+        let held_out_residuals = residuals.select_columns(&held_out);
+        for (index, &weight) in HISTORY_COVARIANCE_WEIGHTS.iter().enumerate() {
+            if !scored[index] {
+                continue;
+            }
+            let mut covariance = parametric * (1.0 - weight) + &sample * weight;
+            for i in 0..n_models {
+                covariance[(i, i)] += noise_variance;
+            }
+            let Some(cholesky) = covariance.cholesky() else {
+                scored[index] = false;
+                continue;
+            };
+            let log_determinant: f64 =
+                2.0 * cholesky.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
+            let alpha = cholesky.solve(&held_out_residuals);
+            let data_fit = held_out_residuals.component_mul(&alpha).sum();
+            scores[index] += -0.5 * data_fit
+                - 0.5 * held_out.len() as f64 * (log_determinant + n_models as f64 * log_two_pi);
+        }
+    }
+    HISTORY_COVARIANCE_WEIGHTS
+        .iter()
+        .zip(scores)
+        .zip(scored)
+        .filter(|((_, score), scored)| *scored && score.is_finite())
+        .max_by(|((_, a), _), ((_, b), _)| a.total_cmp(b))
+        .map(|((&weight, _), _)| weight)
+        .unwrap_or(0.0)
+}
+
 impl KernelModel {
     /// Builds the prior over the models of `history`, fitting or fixing the hyperparameters.
     pub fn from_history(
@@ -499,6 +602,7 @@ impl KernelModel {
             default_prior_mean,
             kin_by_model: HashMap::new(),
             log_marginal_likelihood,
+            history_covariance_weight: 0.0,
         })
     }
 
@@ -529,6 +633,7 @@ impl KernelModel {
             default_prior_mean: 0.5,
             kin_by_model: HashMap::new(),
             log_marginal_likelihood: None,
+            history_covariance_weight: 0.0,
         }
     }
 
@@ -543,6 +648,60 @@ impl KernelModel {
     /// The kin group of a model, if it has one.
     fn kin(&self, model_id: &str) -> Option<&str> {
         self.kin_by_model.get(family(model_id)).map(String::as_str)
+    }
+
+    /// The same prior blended with the sample covariance of `history` (the history it was built
+    /// from) by `choice`'s weight: `(1 - w) K + w S` over the models the history relates (see the
+    /// module documentation). A fixed weight outside `[0, 1)` is an error; a history of fewer than
+    /// two rows, or one that relates other models than this prior's, leaves the prior as it is
+    /// (weight 0).
+    pub fn with_history_covariance(
+        mut self,
+        history: &QualityHistory,
+        choice: HistoryCovariance,
+    ) -> Result<Self> {
+        if let HistoryCovariance::Fixed(weight) = choice
+            && !(0.0..1.0).contains(&weight)
+        {
+            return Err(SchedulerError::Kernel(format!(
+                "the weight of the history's covariance must be in [0, 1), got {weight}"
+            )));
+        }
+        let prepared = prepare_history(history)?;
+        let n_rows = prepared.residuals.ncols();
+        if n_rows < 2 || prepared.model_ids.len() != self.covariance.nrows() {
+            return Ok(self);
+        }
+        if prepared
+            .model_ids
+            .iter()
+            .enumerate()
+            .any(|(index, id)| self.model_index_by_id.get(id) != Some(&index))
+        {
+            return Ok(self);
+        }
+        let weight = match choice {
+            HistoryCovariance::Off => 0.0,
+            HistoryCovariance::Fixed(weight) => weight,
+            HistoryCovariance::CrossValidated => cross_validated_weight(
+                &self.covariance,
+                self.hyperparameters.noise_variance,
+                &prepared.residuals,
+            ),
+        };
+        if weight > 0.0 {
+            let residuals = &prepared.residuals;
+            let sample = residuals * residuals.transpose() / n_rows as f64;
+            self.covariance = &self.covariance * (1.0 - weight) + sample * weight;
+        }
+        self.history_covariance_weight = weight;
+        Ok(self)
+    }
+
+    /// The weight of the history's sample covariance in this prior (0: the parametric kernel
+    /// alone; see [`KernelModel::with_history_covariance`]).
+    pub fn history_covariance_weight(&self) -> f64 {
+        self.history_covariance_weight
     }
 
     /// The kernel shape.
@@ -814,5 +973,166 @@ mod tests {
         let expected = known_means.iter().sum::<f64>() / 4.0;
         assert!((model.prior_mean("new") - expected).abs() < 1e-12);
         assert!((model.prior_mean("d") - (0.6 + 0.7 + 0.35 + 0.5) / 4.0).abs() < 1e-12);
+    }
+
+    /// A history in which models `a` and `b` trade places from data set to data set (one high where
+    /// the other is low), which a kernel over quality-vector distances cannot say: their vectors are
+    /// far apart, so it relates them only through the users' offset, positively.
+    fn traded_places_history(rows: usize) -> QualityHistory {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        QualityHistory {
+            model_ids: vec!["a".into(), "b".into(), "c".into()],
+            rows: (0..rows)
+                .map(|_| {
+                    let swing: f64 = rng.gen_range(-0.2..0.2);
+                    let noise = |rng: &mut rand_chacha::ChaCha8Rng| rng.gen_range(-0.01..0.01);
+                    vec![
+                        Some(0.6 + swing + noise(&mut rng)),
+                        Some(0.6 - swing + noise(&mut rng)),
+                        Some(0.5 + noise(&mut rng)),
+                    ]
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_history_covariance_blends_by_its_weight_and_leaves_unknown_models_alone() {
+        let history = small_history();
+        let parametric = KernelModel::from_history(
+            &history,
+            KernelKind::Rbf,
+            HyperparameterChoice::FitMarginalLikelihood,
+        )
+        .unwrap();
+        let blended = parametric
+            .clone()
+            .with_history_covariance(&history, HistoryCovariance::Fixed(0.25))
+            .unwrap();
+        assert_eq!(blended.history_covariance_weight(), 0.25);
+        // S(a, c) by hand: residuals against the prior means, the missing cell of d imputed 0.
+        let mean = |model: usize| {
+            let known: Vec<f64> = history.rows.iter().filter_map(|row| row[model]).collect();
+            known.iter().sum::<f64>() / known.len() as f64
+        };
+        let residual =
+            |row: &Vec<Option<f64>>, model: usize| row[model].map_or(0.0, |q| q - mean(model));
+        let sample_a_c: f64 = history
+            .rows
+            .iter()
+            .map(|row| residual(row, 0) * residual(row, 2))
+            .sum::<f64>()
+            / history.rows.len() as f64;
+        let sample_d_d: f64 = history
+            .rows
+            .iter()
+            .map(|row| residual(row, 3).powi(2))
+            .sum::<f64>()
+            / history.rows.len() as f64;
+        let expect = |parametric_value: f64, sample_value: f64| {
+            0.75 * parametric_value + 0.25 * sample_value
+        };
+        assert!(
+            (blended.covariance("a", "c") - expect(parametric.covariance("a", "c"), sample_a_c))
+                .abs()
+                < 1e-12
+        );
+        assert!(
+            (blended.covariance("d", "d") - expect(parametric.covariance("d", "d"), sample_d_d))
+                .abs()
+                < 1e-12
+        );
+        assert_eq!(
+            blended.covariance("new", "a"),
+            parametric.covariance("new", "a")
+        );
+        assert_eq!(blended.prior_mean("a"), parametric.prior_mean("a"));
+        let off = parametric
+            .clone()
+            .with_history_covariance(&history, HistoryCovariance::Off)
+            .unwrap();
+        assert_eq!(off.covariance("a", "c"), parametric.covariance("a", "c"));
+        for weight in [-0.1, 1.0, f64::NAN] {
+            let error = parametric
+                .clone()
+                .with_history_covariance(&history, HistoryCovariance::Fixed(weight))
+                .unwrap_err();
+            assert!(error.to_string().contains("[0, 1)"), "{error}");
+        }
+        // One row: nothing to estimate a covariance from, the prior stays as it is.
+        let one_row = QualityHistory {
+            model_ids: history.model_ids.clone(),
+            rows: history.rows[..1].to_vec(),
+        };
+        let alone = KernelModel::from_history(
+            &one_row,
+            KernelKind::Rbf,
+            HyperparameterChoice::FitMarginalLikelihood,
+        )
+        .unwrap();
+        let same = alone
+            .clone()
+            .with_history_covariance(&one_row, HistoryCovariance::CrossValidated)
+            .unwrap();
+        assert_eq!(same.history_covariance_weight(), 0.0);
+        assert_eq!(same.covariance("a", "b"), alone.covariance("a", "b"));
+    }
+
+    #[test]
+    fn cross_validation_takes_the_history_covariance_where_the_kernel_cannot_say_it() {
+        let history = traded_places_history(60);
+        let parametric = KernelModel::from_history(
+            &history,
+            KernelKind::Rbf,
+            HyperparameterChoice::FitMarginalLikelihood,
+        )
+        .unwrap();
+        assert!(parametric.covariance("a", "b") > 0.0);
+        let chosen = parametric
+            .clone()
+            .with_history_covariance(&history, HistoryCovariance::CrossValidated)
+            .unwrap();
+        let weight = chosen.history_covariance_weight();
+        assert!(HISTORY_COVARIANCE_WEIGHTS.contains(&weight));
+        assert!(weight >= 0.6, "weight {weight}");
+        assert!(
+            chosen.covariance("a", "b") < 0.0,
+            "the blend says a and b trade places"
+        );
+        // The blended prior (plus the noise) stays positive definite.
+        let ids: Vec<String> = ["a", "b", "c", "new"].map(String::from).to_vec();
+        let (_, mut covariance) = chosen.prior_over(&ids);
+        for i in 0..ids.len() {
+            covariance[(i, i)] += chosen.hyperparameters().noise_variance;
+        }
+        assert!(covariance.cholesky().is_some());
+    }
+
+    #[test]
+    fn the_history_covariance_parses_its_three_forms() {
+        assert_eq!(
+            HistoryCovariance::parse("cv").unwrap(),
+            HistoryCovariance::CrossValidated
+        );
+        assert_eq!(
+            HistoryCovariance::parse("cross_validated").unwrap(),
+            HistoryCovariance::CrossValidated
+        );
+        assert_eq!(
+            HistoryCovariance::parse("off").unwrap(),
+            HistoryCovariance::Off
+        );
+        assert_eq!(
+            HistoryCovariance::parse("0.5").unwrap(),
+            HistoryCovariance::Fixed(0.5)
+        );
+        for bad in ["1", "-0.2", "half", "NaN"] {
+            let error = HistoryCovariance::parse(bad).unwrap_err().to_string();
+            assert!(
+                error.contains(bad) && error.contains("cross_validated"),
+                "{error}"
+            );
+        }
     }
 }

@@ -17,7 +17,8 @@ pub mod scheduler;
 
 pub use error::{Result, SchedulerError};
 pub use kernel::{
-    HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel, QualityHistory,
+    HistoryCovariance, HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel,
+    QualityHistory,
 };
 pub use picker::{Line8Rule, UserPicker, UserPickerKind, UserSummary};
 pub use scheduler::{

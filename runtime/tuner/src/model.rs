@@ -62,6 +62,28 @@ pub struct Loading {
     pub residual_variance: f64,
 }
 
+/// Fits `ensemble` to `(inputs, targets)`, over the residuals of the level trend when `trend` is
+/// on (its slope refitted here; see [`Model::trees_with_level_trend`]).
+fn fit_trees(
+    ensemble: &mut ExtraTrees,
+    inputs: &[Vec<f64>],
+    targets: &[f64],
+    trend: &mut Option<f64>,
+) {
+    match trend {
+        Some(slope) => {
+            *slope = level_slope(inputs, targets);
+            let residuals: Vec<f64> = inputs
+                .iter()
+                .zip(targets)
+                .map(|(input, target)| target - *slope * level_feature(input))
+                .collect();
+            ensemble.fit(inputs, &residuals);
+        }
+        None => ensemble.fit(inputs, targets),
+    }
+}
+
 impl Model {
     /// An unfitted ensemble of `n_trees` extra-trees seeded by `seed`.
     pub fn trees(n_trees: usize, seed: u64) -> Self {
@@ -103,18 +125,7 @@ impl Model {
             } => {
                 *inputs = new_inputs.to_vec();
                 *targets = new_targets.to_vec();
-                match trend {
-                    Some(slope) => {
-                        *slope = level_slope(new_inputs, new_targets);
-                        let residuals: Vec<f64> = new_inputs
-                            .iter()
-                            .zip(new_targets)
-                            .map(|(input, target)| target - *slope * level_feature(input))
-                            .collect();
-                        ensemble.fit(new_inputs, &residuals);
-                    }
-                    None => ensemble.fit(new_inputs, new_targets),
-                }
+                fit_trees(ensemble, inputs, targets, trend);
             }
             Model::Gp(gp) => gp.fit(new_inputs, new_targets),
         }
@@ -145,15 +156,20 @@ impl Model {
     /// its hyperparameters.
     pub fn with_observation(&self, input: &[f64], target: f64) -> Model {
         match self {
-            Model::Trees {
-                inputs, targets, ..
-            } => {
-                let mut inputs = inputs.clone();
-                let mut targets = targets.clone();
-                inputs.push(input.to_vec());
-                targets.push(target);
+            Model::Trees { .. } => {
+                // One copy of the stored data (the clone), refit in place.
                 let mut model = self.clone();
-                model.fit(&inputs, &targets);
+                if let Model::Trees {
+                    ensemble,
+                    inputs,
+                    targets,
+                    trend,
+                } = &mut model
+                {
+                    inputs.push(input.to_vec());
+                    targets.push(target);
+                    fit_trees(ensemble, inputs, targets, trend);
+                }
                 model
             }
             Model::Gp(gp) => Model::Gp(gp.with_observation(input, target)),
