@@ -36,7 +36,7 @@ use crate::dataset::Dataset;
 use easeml_scheduler::acquisition::{BetaForm, CandidatePolicy};
 use easeml_scheduler::kernel::{
     HistoryCovariance, HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel,
-    QualityHistory,
+    QualityHistory, QualityScale, choose_quality_scale,
 };
 use easeml_scheduler::picker::{Line8Rule, UserPickerKind};
 use easeml_scheduler::scheduler::{
@@ -76,6 +76,11 @@ pub enum PolicyName {
     /// Ablation of `default`: the per-user amplitude reads every residual
     /// ([`AmplitudeRule::AllResiduals`]; the default before the level test).
     DefaultAllResiduals,
+    /// Ablation of `default`: qualities modelled as they are ([`QualityScale::Identity`]) instead
+    /// of on the scale the history's likelihood chooses ([`choose_quality_scale`]): the default
+    /// before the choice. The other ablations are of this policy (each differs from it in one
+    /// thing).
+    DefaultIdentityScale,
     /// Ablation of `default`: its RBF kernel blended with the history's own sample covariance
     /// ([`KernelModel::with_history_covariance`]; the weight by [`ReplayConfig::history_covariance`],
     /// cross-validated on the history by default).
@@ -113,7 +118,7 @@ pub enum PolicyName {
 
 impl PolicyName {
     /// Every policy implemented in Rust, in report order.
-    pub const ALL: [PolicyName; 20] = [
+    pub const ALL: [PolicyName; 21] = [
         PolicyName::Default,
         PolicyName::Hybrid,
         PolicyName::Greedy,
@@ -134,6 +139,7 @@ impl PolicyName {
         PolicyName::DefaultLevelAmplitude,
         PolicyName::DefaultAllResiduals,
         PolicyName::DefaultHistoryCovariance,
+        PolicyName::DefaultIdentityScale,
     ];
 
     /// The peers run outside this crate (by the Python harness under `bench/peers/`).
@@ -153,6 +159,7 @@ impl PolicyName {
                 | PolicyName::DefaultLevelAmplitude
                 | PolicyName::DefaultAllResiduals
                 | PolicyName::DefaultHistoryCovariance
+                | PolicyName::DefaultIdentityScale
         )
     }
 
@@ -168,6 +175,7 @@ impl PolicyName {
                 | PolicyName::DefaultLevelAmplitude
                 | PolicyName::DefaultAllResiduals
                 | PolicyName::DefaultHistoryCovariance
+                | PolicyName::DefaultIdentityScale
         )
     }
 
@@ -188,6 +196,7 @@ impl PolicyName {
             PolicyName::DefaultLevelAmplitude => "default_level_amplitude",
             PolicyName::DefaultAllResiduals => "default_all_residuals",
             PolicyName::DefaultHistoryCovariance => "default_history_covariance",
+            PolicyName::DefaultIdentityScale => "default_identity_scale",
             PolicyName::Fcfs => "fcfs",
             PolicyName::RoundRobin => "round_robin",
             PolicyName::Random => "random",
@@ -354,6 +363,8 @@ pub struct ReplayOutcome {
     /// The weight of the history's covariance in `default_history_covariance`'s kernel, per
     /// repetition (empty when that policy is not run).
     pub history_covariance_weights: Vec<f64>,
+    /// The quality scale of `default`'s kernel, per repetition (empty when it is not run).
+    pub default_quality_scales: Vec<QualityScale>,
     /// What every repetition replayed (for the peers).
     pub splits: Vec<ReplaySplit>,
     /// Total wall-clock seconds.
@@ -404,6 +415,7 @@ struct Repetition {
     kernel_fit_seconds: f64,
     hyperparameters: KernelHyperparameters,
     history_covariance_weight: Option<f64>,
+    default_quality_scale: Option<QualityScale>,
 }
 
 /// The first grid cost at which `curve` is at or below `level`.
@@ -502,7 +514,8 @@ fn policy_config(
         | PolicyName::DefaultMlKernel
         | PolicyName::DefaultLevelAmplitude
         | PolicyName::DefaultAllResiduals
-        | PolicyName::DefaultHistoryCovariance => (
+        | PolicyName::DefaultHistoryCovariance
+        | PolicyName::DefaultIdentityScale => (
             CandidatePolicy::ExpectedImprovement {
                 per_cost: cost_aware,
             },
@@ -538,7 +551,8 @@ fn policy_config(
             | PolicyName::DefaultNoFloor
             | PolicyName::DefaultRegret
             | PolicyName::DefaultMlKernel
-            | PolicyName::DefaultHistoryCovariance => SchedulerConfig::default().amplitude_rule,
+            | PolicyName::DefaultHistoryCovariance
+            | PolicyName::DefaultIdentityScale => SchedulerConfig::default().amplitude_rule,
             _ => AmplitudeRule::AllResiduals,
         },
         calibrate_costs: false,
@@ -621,6 +635,16 @@ fn run_repetition(
     } else {
         Arc::clone(&kernel)
     };
+    // The default's prior: the RBF kernel on the quality scale the history's likelihood chooses.
+    let default_kernel = if config.policies.contains(&PolicyName::Default) {
+        Some(Arc::new(choose_quality_scale(
+            &history,
+            KernelKind::Rbf,
+            HyperparameterChoice::FitMarginalLikelihood,
+        )?))
+    } else {
+        None
+    };
     let blended_kernel = if config
         .policies
         .contains(&PolicyName::DefaultHistoryCovariance)
@@ -682,6 +706,8 @@ fn run_repetition(
             } else {
                 Arc::clone(&rbf_kernel)
             }
+        } else if let (PolicyName::Default, Some(chosen)) = (policy, &default_kernel) {
+            Arc::clone(chosen)
         } else if let (PolicyName::DefaultHistoryCovariance, Some(blended)) =
             (policy, &blended_kernel)
         {
@@ -830,6 +856,7 @@ fn run_repetition(
         history_covariance_weight: blended_kernel
             .as_ref()
             .map(|blended| blended.history_covariance_weight()),
+        default_quality_scale: default_kernel.as_ref().map(|chosen| chosen.quality_scale()),
     })
 }
 
@@ -967,6 +994,10 @@ pub fn run_replay(
         history_covariance_weights: repetitions
             .iter()
             .filter_map(|r| r.history_covariance_weight)
+            .collect(),
+        default_quality_scales: repetitions
+            .iter()
+            .filter_map(|r| r.default_quality_scale)
             .collect(),
         splits: repetitions.iter().map(|r| r.split.clone()).collect(),
         wall_seconds: started.elapsed().as_secs_f64(),
@@ -1106,6 +1137,10 @@ impl ReplayOutcome {
                 HistoryCovariance::CrossValidated => json!("cross_validated"),
             },
             "history_covariance_weights": self.history_covariance_weights,
+            "default_quality_scales": {
+                "identity": self.default_quality_scales.iter().filter(|s| **s == QualityScale::Identity).count(),
+                "logit": self.default_quality_scales.iter().filter(|s| **s == QualityScale::Logit).count(),
+            },
             "wall_seconds": self.wall_seconds,
             "policies": policies,
         })

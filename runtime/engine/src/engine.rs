@@ -1475,7 +1475,8 @@ impl OpenMopRun {
 
 /// The scheduler's prior over models, fitted on the store's own history (appendix A): one row per app
 /// (each candidate's best quality), over the candidates that at least two apps have finished, when at
-/// least two apps have two or more of them. Otherwise (a fresh store, or apps whose workloads share no
+/// least two apps have two or more of them, on the quality scale under which those rows are more
+/// likely (`easeml_scheduler::choose_quality_scale`: log-odds or as they are). Otherwise (a fresh store, or apps whose workloads share no
 /// model) the documented no-history prior: Matern-5/2 with [`KernelHyperparameters::default`] and
 /// variants of one model correlated (`easeml_scheduler::kernel::FAMILY_CORRELATION`). Either way
 /// [`Engine::open`] adds the models' kin (`ModelKind::kin`) for the models the history does not
@@ -1518,7 +1519,7 @@ fn kernel_from_history(store: &Store) -> Result<KernelModel> {
             model_ids,
             rows: history_rows,
         };
-        if let Ok(kernel) = KernelModel::from_history(
+        if let Ok(kernel) = easeml_scheduler::choose_quality_scale(
             &history,
             KernelKind::Matern52,
             easeml_scheduler::HyperparameterChoice::FitMarginalLikelihood,

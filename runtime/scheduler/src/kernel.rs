@@ -23,6 +23,18 @@
 //! new kind of model is explored early instead of after every sibling of a poor one. Hyperparameters are fitted by maximising the log marginal likelihood of the
 //! history rows (each history user is one draw of the GP over the models), with analytic gradients.
 //!
+//! **The quality scale** ([`QualityScale`]). The GP may model qualities as they are or their
+//! log-odds `logit(q)`: accuracies crowd near 0 and 1, where every model of a data set scores
+//! alike (a near-chance task, an easy one), and spread in between; on the log-odds scale that
+//! spread is more even, so a user's level says how widely its candidates can differ *in quality*.
+//! [`choose_quality_scale`] fits the kernel on both scales and keeps the one under which the
+//! history rows are more likely, comparing densities of the qualities themselves (the log-odds
+//! density plus the log-Jacobian `-log(q (1 - q))` of each entry), over the rows whose qualities
+//! all lie strictly inside `(LOGIT_EPSILON, 1 - LOGIT_EPSILON)`: a quality of exactly 0 or 1 (a
+//! saturated or clipped value) is a point mass that no density compares. The scheduler observes,
+//! bounds and compares in the kernel's scale and hands the user pickers qualities
+//! ([`QualityScale::to_quality`]).
+//!
 //! **The history's own covariance** ([`KernelModel::with_history_covariance`]). The parametric
 //! kernel relates two models only through the distance of their quality vectors; the history also
 //! says directly how two models co-vary over data sets (the sample covariance `S` of the history
@@ -86,6 +98,124 @@ impl KernelKind {
                 5.0 / 3.0 * r * r * (1.0 + sqrt5_r) * (-sqrt5_r).exp()
             }
         }
+    }
+}
+
+/// Qualities are clamped to `[LOGIT_EPSILON, 1 - LOGIT_EPSILON]` before the log-odds.
+pub const LOGIT_EPSILON: f64 = 0.005;
+
+/// The scale on which the GP models qualities (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QualityScale {
+    /// Qualities as they are.
+    #[default]
+    Identity,
+    /// Log-odds of qualities in `[0, 1]` (clamped to `[LOGIT_EPSILON, 1 - LOGIT_EPSILON]`).
+    Logit,
+}
+
+impl QualityScale {
+    /// The scale's name (`identity`, `logit`).
+    pub fn name(self) -> &'static str {
+        match self {
+            QualityScale::Identity => "identity",
+            QualityScale::Logit => "logit",
+        }
+    }
+
+    /// A quality in the model's scale.
+    pub fn to_model(self, quality: f64) -> f64 {
+        match self {
+            QualityScale::Identity => quality,
+            QualityScale::Logit => {
+                let q = quality.clamp(LOGIT_EPSILON, 1.0 - LOGIT_EPSILON);
+                (q / (1.0 - q)).ln()
+            }
+        }
+    }
+
+    /// A value of the model's scale as a quality (the inverse of [`QualityScale::to_model`] inside
+    /// the clamp).
+    pub fn to_quality(self, value: f64) -> f64 {
+        match self {
+            QualityScale::Identity => value,
+            QualityScale::Logit => 1.0 / (1.0 + (-value).exp()),
+        }
+    }
+
+    /// `d quality / d value` at a value of the model's scale: what turns a small difference in the
+    /// model's scale into one in quality (1 on the identity scale).
+    pub fn quality_slope(self, value: f64) -> f64 {
+        match self {
+            QualityScale::Identity => 1.0,
+            QualityScale::Logit => {
+                let q = self.to_quality(value);
+                q * (1.0 - q)
+            }
+        }
+    }
+
+    /// `log |d value / d quality|` at a quality (0 on the identity scale): what a density over the
+    /// model's scale adds to become a density over qualities.
+    fn log_jacobian(self, quality: f64) -> f64 {
+        match self {
+            QualityScale::Identity => 0.0,
+            QualityScale::Logit => {
+                let q = quality.clamp(LOGIT_EPSILON, 1.0 - LOGIT_EPSILON);
+                -(q * (1.0 - q)).ln()
+            }
+        }
+    }
+
+    /// The history with every quality in this scale.
+    fn history(self, history: &QualityHistory) -> QualityHistory {
+        QualityHistory {
+            model_ids: history.model_ids.clone(),
+            rows: history
+                .rows
+                .iter()
+                .map(|row| row.iter().map(|q| q.map(|q| self.to_model(q))).collect())
+                .collect(),
+        }
+    }
+}
+
+/// The prior over the models of `history` on the quality scale under which the history rows are
+/// more likely (see the module documentation): the log-odds scale only when every quality lies in
+/// `[0, 1]` and at least two rows lie strictly inside, and only when it is strictly more likely
+/// there. The identity scale otherwise.
+pub fn choose_quality_scale(
+    history: &QualityHistory,
+    kind: KernelKind,
+    choice: HyperparameterChoice,
+) -> Result<KernelModel> {
+    let identity = KernelModel::from_history(history, kind, choice)?;
+    let inside = |q: &f64| *q > LOGIT_EPSILON && *q < 1.0 - LOGIT_EPSILON;
+    let in_unit_interval = history
+        .rows
+        .iter()
+        .flatten()
+        .flatten()
+        .all(|q| (0.0..=1.0).contains(q));
+    let interior_rows: Vec<&Vec<Option<f64>>> = history
+        .rows
+        .iter()
+        .filter(|row| row.iter().flatten().count() > 0 && row.iter().flatten().all(inside))
+        .collect();
+    if !in_unit_interval || interior_rows.len() < 2 {
+        return Ok(identity);
+    }
+    let logit = KernelModel::from_history_in_scale(history, kind, choice, QualityScale::Logit)?;
+    let total = |model: &KernelModel| -> Option<f64> {
+        interior_rows
+            .iter()
+            .map(|row| model.log_density_of_row(&history.model_ids, row))
+            .sum()
+    };
+    match (total(&identity), total(&logit)) {
+        (Some(on_identity), Some(on_logit)) if on_logit > on_identity => Ok(logit),
+        _ => Ok(identity),
     }
 }
 
@@ -205,6 +335,8 @@ pub struct KernelModel {
     log_marginal_likelihood: Option<f64>,
     /// The weight of the history's sample covariance in `covariance` (0: the parametric kernel).
     history_covariance_weight: f64,
+    /// The scale of the prior means and covariances (and of the history it was fitted on).
+    quality_scale: QualityScale,
 }
 
 /// Squared Euclidean distances between quality vectors, the residual rows, and the prior means.
@@ -603,7 +735,69 @@ impl KernelModel {
             kin_by_model: HashMap::new(),
             log_marginal_likelihood,
             history_covariance_weight: 0.0,
+            quality_scale: QualityScale::Identity,
         })
+    }
+
+    /// Builds the prior over the models of `history` on the given quality scale: the history's
+    /// qualities are mapped by [`QualityScale::to_model`] before anything is fitted, and the
+    /// prior means and covariances are on that scale.
+    pub fn from_history_in_scale(
+        history: &QualityHistory,
+        kind: KernelKind,
+        choice: HyperparameterChoice,
+        scale: QualityScale,
+    ) -> Result<Self> {
+        let mut model = KernelModel::from_history(&scale.history(history), kind, choice)?;
+        model.quality_scale = scale;
+        Ok(model)
+    }
+
+    /// The scale of this prior's means and covariances ([`QualityScale::Identity`] unless built
+    /// by [`KernelModel::from_history_in_scale`] or chosen by [`choose_quality_scale`]).
+    pub fn quality_scale(&self) -> QualityScale {
+        self.quality_scale
+    }
+
+    /// The log density of one row of *qualities* (one entry per `model_ids`, `None` where
+    /// unknown) under this prior plus the observation noise: the Gaussian density of its known
+    /// entries mapped to the prior's scale, plus the log-Jacobian of that map (so that priors on
+    /// different scales compare). `None` for a row without a known entry or a covariance that
+    /// does not factor.
+    pub fn log_density_of_row(&self, model_ids: &[String], row: &[Option<f64>]) -> Option<f64> {
+        let known: Vec<(String, f64)> = model_ids
+            .iter()
+            .zip(row)
+            .filter_map(|(id, q)| q.map(|q| (id.clone(), q)))
+            .collect();
+        if known.is_empty() {
+            return None;
+        }
+        let ids: Vec<String> = known.iter().map(|(id, _)| id.clone()).collect();
+        let (mean, mut covariance) = self.prior_over(&ids);
+        for i in 0..ids.len() {
+            covariance[(i, i)] += self.hyperparameters.noise_variance;
+        }
+        let cholesky = covariance.cholesky()?;
+        let residual = DVector::from_iterator(
+            ids.len(),
+            known
+                .iter()
+                .zip(mean.iter())
+                .map(|((_, q), m)| self.quality_scale.to_model(*q) - m),
+        );
+        let solved = cholesky.l().solve_lower_triangular(&residual)?;
+        let log_determinant: f64 =
+            2.0 * cholesky.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
+        let jacobian: f64 = known
+            .iter()
+            .map(|(_, q)| self.quality_scale.log_jacobian(*q))
+            .sum();
+        let value = -0.5 * solved.norm_squared()
+            - 0.5 * log_determinant
+            - 0.5 * ids.len() as f64 * (2.0 * std::f64::consts::PI).ln()
+            + jacobian;
+        value.is_finite().then_some(value)
     }
 
     /// Whether this prior's marginal likelihood is strictly larger than `other`'s (a prior without
@@ -634,6 +828,7 @@ impl KernelModel {
             kin_by_model: HashMap::new(),
             log_marginal_likelihood: None,
             history_covariance_weight: 0.0,
+            quality_scale: QualityScale::Identity,
         }
     }
 
@@ -667,7 +862,7 @@ impl KernelModel {
                 "the weight of the history's covariance must be in [0, 1), got {weight}"
             )));
         }
-        let prepared = prepare_history(history)?;
+        let prepared = prepare_history(&self.quality_scale.history(history))?;
         let n_rows = prepared.residuals.ncols();
         if n_rows < 2 || prepared.model_ids.len() != self.covariance.nrows() {
             return Ok(self);
@@ -1134,5 +1329,115 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    /// Rows at levels from near chance to near perfect whose models spread as `p (1 - p)`: even
+    /// on the log-odds scale, wide in quality only in the middle (as accuracies do).
+    fn heteroscedastic_history(rows: usize) -> QualityHistory {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let offsets = [-0.6, -0.2, 0.0, 0.3, 0.5, 0.8];
+        QualityHistory {
+            model_ids: (0..offsets.len()).map(|m| format!("m{m}")).collect(),
+            rows: (0..rows)
+                .map(|_| {
+                    let level: f64 = rng.gen_range(-3.5..3.5);
+                    offsets
+                        .iter()
+                        .map(|offset| {
+                            let noise: f64 = rng.gen_range(-0.1..0.1);
+                            Some(QualityScale::Logit.to_quality(level + offset + noise))
+                        })
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn quality_scales_map_and_invert() {
+        for q in [0.01, 0.3, 0.5, 0.97] {
+            let z = QualityScale::Logit.to_model(q);
+            assert!((QualityScale::Logit.to_quality(z) - q).abs() < 1e-12);
+            assert_eq!(QualityScale::Identity.to_model(q), q);
+            assert_eq!(QualityScale::Identity.to_quality(q), q);
+            assert_eq!(QualityScale::Identity.quality_slope(q), 1.0);
+            // The slope is the derivative of to_quality.
+            let h = 1e-6;
+            let numeric = (QualityScale::Logit.to_quality(z + h)
+                - QualityScale::Logit.to_quality(z - h))
+                / (2.0 * h);
+            assert!((QualityScale::Logit.quality_slope(z) - numeric).abs() < 1e-8);
+        }
+        // Saturated qualities are clamped, so every value is finite.
+        let top = QualityScale::Logit.to_model(1.0);
+        assert!(
+            top.is_finite()
+                && (QualityScale::Logit.to_quality(top) - (1.0 - LOGIT_EPSILON)).abs() < 1e-12
+        );
+        assert!(QualityScale::Logit.to_model(-3.0).is_finite());
+    }
+
+    #[test]
+    fn the_density_of_a_row_is_the_gaussian_of_its_known_entries_plus_the_jacobian() {
+        let history = small_history();
+        for scale in [QualityScale::Identity, QualityScale::Logit] {
+            let model = KernelModel::from_history_in_scale(
+                &history,
+                KernelKind::Rbf,
+                HyperparameterChoice::FitMarginalLikelihood,
+                scale,
+            )
+            .unwrap();
+            assert_eq!(model.quality_scale(), scale);
+            // One known entry: a 1-D Gaussian.
+            let row = [None, Some(0.8), None, None];
+            let variance = model.covariance("b", "b") + model.hyperparameters().noise_variance;
+            let residual = scale.to_model(0.8) - model.prior_mean("b");
+            let jacobian = match scale {
+                QualityScale::Identity => 0.0,
+                QualityScale::Logit => -(0.8f64 * 0.2).ln(),
+            };
+            let expected = -0.5 * residual * residual / variance
+                - 0.5 * variance.ln()
+                - 0.5 * (2.0 * std::f64::consts::PI).ln()
+                + jacobian;
+            let value = model.log_density_of_row(&history.model_ids, &row).unwrap();
+            assert!(
+                (value - expected).abs() < 1e-9,
+                "{scale:?}: {value} vs {expected}"
+            );
+            assert!(
+                model
+                    .log_density_of_row(&history.model_ids, &[None; 4])
+                    .is_none()
+            );
+        }
+    }
+
+    #[test]
+    fn the_history_chooses_the_log_odds_where_spread_shrinks_near_the_bounds() {
+        let choose = |history: &QualityHistory| {
+            choose_quality_scale(
+                history,
+                KernelKind::Rbf,
+                HyperparameterChoice::FitMarginalLikelihood,
+            )
+            .unwrap()
+            .quality_scale()
+        };
+        assert_eq!(choose(&heteroscedastic_history(40)), QualityScale::Logit);
+        // Rows that spread alike at every level (the synthetic family's kind) stay as they are.
+        assert_eq!(choose(&traded_places_history(40)), QualityScale::Identity);
+        // Qualities outside [0, 1] are not fractions: the identity scale, whatever the rest says.
+        let mut outside = heteroscedastic_history(40);
+        outside.rows[0][0] = Some(1.5);
+        assert_eq!(choose(&outside), QualityScale::Identity);
+        // Fewer than two rows strictly inside (0, 1): nothing to compare, the identity scale.
+        let mut saturated = heteroscedastic_history(3);
+        for row in &mut saturated.rows[..2] {
+            row[0] = Some(1.0);
+        }
+        assert_eq!(choose(&saturated), QualityScale::Identity);
     }
 }

@@ -239,6 +239,7 @@ struct UserState {
     gp: UserGp,
     best_current: Option<BestModel>,
     best_previous: Option<BestModel>,
+    /// Algorithm 2's line-6 running minimum of the bounds at pick, in quality units.
     empirical_bound: Option<f64>,
     empirical_gap: Option<f64>,
     /// What [`Scheduler::next_decision`] last computed for this user (its summary and candidate
@@ -564,7 +565,8 @@ impl Scheduler {
     }
 
     /// The posterior mean and standard deviation of every candidate of a user (model id order of
-    /// registration): what the scheduler currently believes (the standard deviation includes the
+    /// registration), on the kernel's quality scale ([`KernelModel::quality_scale`]; qualities on
+    /// the identity scale): what the scheduler currently believes (the standard deviation includes the
     /// hallucinated observations of the runs in flight, as decisions do).
     pub fn posterior(&self, user_id: &str) -> Result<Vec<(String, f64, f64)>> {
         let index = self.user_index(user_id)?;
@@ -690,10 +692,11 @@ impl Scheduler {
             }
             CandidatePolicy::ExpectedImprovement { per_cost } => {
                 let eligible = upper_confidence_bounds.iter().map(|&(k, _)| k);
+                let scale = self.kernel.quality_scale();
                 let best_quality = user
                     .best_current
                     .as_ref()
-                    .map(|best| best.quality)
+                    .map(|best| scale.to_model(best.quality))
                     .unwrap_or_else(|| {
                         eligible
                             .clone()
@@ -735,18 +738,19 @@ impl Scheduler {
     /// every run in flight in the running minimum. `None` when nothing is hallucinated.
     fn pending_empirical_gap(&self, user: &UserState) -> Option<f64> {
         let &latest = user.gp.hallucinated_candidates().last()?;
+        let scale = self.kernel.quality_scale();
         let bound = user
             .gp
             .hallucinated_candidates()
             .iter()
             .filter_map(|&k| user.candidates[k].upper_confidence_bound_at_pick)
             .filter(|b| b.is_finite())
-            .map(|b| b.min(self.quality_ceiling))
+            .map(|b| scale.to_quality(b).min(self.quality_ceiling))
             .chain(user.empirical_bound)
             .fold(f64::INFINITY, f64::min);
         bound
             .is_finite()
-            .then(|| (bound - user.gp.mean()[latest]).max(0.0))
+            .then(|| (bound - scale.to_quality(user.gp.mean()[latest])).max(0.0))
     }
 
     /// What the user pickers see of one user (`None` when it has no eligible candidate), with the
@@ -764,10 +768,14 @@ impl Scheduler {
         // ceiling); in cost-aware mode it is divided by the cost of the candidate the user would
         // train next (the cost-aware UCB's choice): improvement per unit cost.
         let (beta_t, _) = self.exploration(user);
-        let largest = bounds
-            .iter()
-            .map(|&(k, _)| Self::quality_bound(user, k, beta_t))
-            .fold(f64::NEG_INFINITY, f64::max)
+        let scale = self.kernel.quality_scale();
+        let largest = scale
+            .to_quality(
+                bounds
+                    .iter()
+                    .map(|&(k, _)| Self::quality_bound(user, k, beta_t))
+                    .fold(f64::NEG_INFINITY, f64::max),
+            )
             .min(self.quality_ceiling);
         // The candidate the user would train next matters to the pickers only through its cost
         // (cost-aware mode) and its expected improvement (the EI line-8 rule): found only then.
@@ -785,12 +793,17 @@ impl Scheduler {
             1.0
         };
         let best_quality = user.best_current.as_ref().map(|best| best.quality);
+        // The best so far on the model's scale, and what turns a gain there into one in quality
+        // (to first order; exactly 1 on the identity scale).
+        let best_on_model_scale = scale.to_model(best_quality.unwrap_or(0.0));
+        let slope = scale.quality_slope(best_on_model_scale);
         let next_expected_improvement = next.filter(|_| by_expected_improvement).map_or(0.0, |k| {
-            let improvement = expected_improvement(
-                user.gp.mean()[k],
-                user.gp.standard_deviation(k),
-                best_quality.unwrap_or(0.0),
-            );
+            let improvement = slope
+                * expected_improvement(
+                    user.gp.mean()[k],
+                    user.gp.standard_deviation(k),
+                    best_on_model_scale,
+                );
             // No model beats the ceiling: the gain is at most what is left below it.
             improvement.min((self.quality_ceiling - best_quality.unwrap_or(0.0)).max(0.0))
         });
@@ -799,11 +812,12 @@ impl Scheduler {
                 .iter()
                 .map(|&(k, _)| (user.gp.mean()[k], user.gp.standard_deviation(k)))
                 .collect();
-            expected_remaining_regret(
-                &marginals,
-                best_quality.unwrap_or(0.0),
-                self.quality_ceiling,
-            )
+            slope
+                * expected_remaining_regret(
+                    &marginals,
+                    best_on_model_scale,
+                    scale.to_model(self.quality_ceiling),
+                )
         } else {
             0.0
         };
@@ -1054,14 +1068,19 @@ impl Scheduler {
         }
         let user = &mut self.users[index];
         // The real observation replaces the run's hallucinated one (a no-op without one).
+        let on_model_scale = self.kernel.quality_scale().to_model(quality);
         user.gp
-            .observe_in_place_of_hallucination(candidate, quality);
+            .observe_in_place_of_hallucination(candidate, on_model_scale);
         self.test_level(index);
         let user = &mut self.users[index];
         // Algorithm 2, line 6: the empirical confidence bound is the running minimum of the UCBs
         // of the picked arms; the gap is that bound minus the latest observation.
         if let Some(bound) = bound_at_pick.filter(|b| b.is_finite()) {
-            let bound = bound.min(self.quality_ceiling);
+            let bound = self
+                .kernel
+                .quality_scale()
+                .to_quality(bound)
+                .min(self.quality_ceiling);
             let empirical_bound = user.empirical_bound.map_or(bound, |e| e.min(bound));
             user.empirical_bound = Some(empirical_bound);
             user.empirical_gap = Some((empirical_bound - quality).max(0.0));

@@ -503,3 +503,74 @@ fn the_amplitude_rule_by_level_test_follows_the_users_levels() {
         assert_eq!(by_test, expected, "first quality {first_quality}");
     }
 }
+
+/// On the log-odds scale ([`QualityScale::Logit`]) the GP observes log-odds, but everything a
+/// caller or a user picker sees is in quality: the best so far is the reported quality, bounds
+/// lie in (0, 1], and a near-chance user, whose models can differ only a little in quality, has
+/// a smaller gap than a user in the middle with the same log-odds spread.
+#[test]
+fn on_the_log_odds_scale_the_pickers_see_qualities() {
+    use easeml_scheduler::{HyperparameterChoice, QualityHistory, QualityScale};
+    let models: Vec<String> = (0..6).map(|m| format!("m{m}")).collect();
+    let offsets = [-0.6, -0.2, 0.0, 0.3, 0.5, 0.8];
+    let history = QualityHistory {
+        model_ids: models.clone(),
+        rows: (0..30)
+            .map(|row| {
+                let level = -3.0 + 6.0 * row as f64 / 29.0;
+                offsets
+                    .iter()
+                    .enumerate()
+                    .map(|(m, offset)| {
+                        let wobble = 0.05 * ((row * 7 + m * 3) % 5) as f64;
+                        Some(QualityScale::Logit.to_quality(level + offset + wobble))
+                    })
+                    .collect()
+            })
+            .collect(),
+    };
+    let kernel = KernelModel::from_history_in_scale(
+        &history,
+        KernelKind::Rbf,
+        HyperparameterChoice::FitMarginalLikelihood,
+        QualityScale::Logit,
+    )
+    .unwrap();
+    let mut scheduler = Scheduler::new(
+        Arc::new(kernel),
+        SchedulerConfig {
+            user_picker: UserPickerKind::Greedy,
+            ..SchedulerConfig::default()
+        },
+    );
+    let candidates = || models.iter().map(CandidateSpec::new).collect::<Vec<_>>();
+    for user in ["chance", "middle"] {
+        scheduler.register_user(user, candidates(), &[]).unwrap();
+    }
+    observe(&mut scheduler, "chance", "m2", 0.03, 1.0);
+    observe(&mut scheduler, "middle", "m2", 0.5, 1.0);
+    observe(&mut scheduler, "chance", "m0", 0.025, 1.0);
+    observe(&mut scheduler, "middle", "m0", 0.4, 1.0);
+    assert_eq!(
+        scheduler.best_so_far("middle").unwrap().unwrap().quality,
+        0.5
+    );
+    assert_eq!(
+        scheduler.best_so_far("chance").unwrap().unwrap().quality,
+        0.03
+    );
+    let summaries: HashMap<String, _> = scheduler.user_summaries().into_iter().collect();
+    let gap = |user: &str| {
+        let summary = &summaries[user];
+        assert!(summary.largest_upper_confidence_bound > 0.0);
+        assert!(summary.largest_upper_confidence_bound <= 1.0);
+        summary.largest_upper_confidence_bound - summary.best_quality.unwrap()
+    };
+    assert!(gap("chance") > 0.0);
+    assert!(
+        gap("middle") > 3.0 * gap("chance"),
+        "{} vs {}",
+        gap("middle"),
+        gap("chance")
+    );
+}
