@@ -44,12 +44,12 @@ pub struct SchedulerBenchArgs {
     #[arg(long, default_value_t = 0, value_name = "S")]
     seed: u64,
     /// Comma-separated policies: default (easeml's: EI per cost inside each user, Hybrid with a
-    /// round-robin floor over users), fcfs, round_robin, random, greedy, hybrid (the paper's),
-    /// most_cited, most_recent, spearmint, hybrid_cost_oblivious (lesion), oracle_user (diagnostic:
-    /// serves the user with the largest true loss), hybrid_ei (diagnostic: Hybrid's user picker over
-    /// Spearmint*'s EI per second), default_ucb / default_matern / default_no_floor /
+    /// round-robin floor over users, on the quality scale its history chooses), fcfs,
+    /// round_robin, random, greedy, hybrid (the paper's), most_cited, most_recent, spearmint,
+    /// hybrid_cost_oblivious (lesion), oracle_user (diagnostic: serves the user with the largest
+    /// true loss), hybrid_ei (diagnostic: Hybrid's user picker over Spearmint*'s EI per second), default_ucb / default_matern / default_no_floor /
     /// default_all_residuals / default_level_amplitude / default_regret / default_ml_kernel /
-    /// default_history_covariance (ablations of default).
+    /// default_history_covariance / default_identity_scale (ablations of default).
     /// Default: all but the lesion, the diagnostics and the ablations.
     #[arg(long, value_delimiter = ',', value_name = "a,b,...")]
     policies: Option<Vec<String>>,

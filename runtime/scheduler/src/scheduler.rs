@@ -143,7 +143,8 @@ impl Default for SchedulerConfig {
     /// with a round-robin floor over users ([`UserPickerKind::default`]), and a per-user kernel
     /// amplitude ([`DEFAULT_AMPLITUDE_PRIOR_STRENGTH`] pseudo-observation at the history's) with its
     /// level test ([`AmplitudeRule::ByLevelTest`]); see DECISIONS.md. The engine and the replay's
-    /// `default` policy both start from this value.
+    /// `default` policy both start from this value, over a prior on the quality scale the history
+    /// chooses ([`crate::kernel::choose_quality_scale`]; the scale travels with the kernel).
     fn default() -> Self {
         SchedulerConfig {
             candidate_policy: CandidatePolicy::ExpectedImprovement { per_cost: true },
