@@ -238,3 +238,35 @@ fn the_history_covariance_ablation_is_the_default_at_weight_zero_and_differs_oth
         easeml_scheduler::kernel::HISTORY_COVARIANCE_WEIGHTS.contains(&w)
     }));
 }
+
+#[test]
+fn the_default_records_its_quality_scale_and_is_its_identity_ablation_where_that_is_chosen() {
+    // The small synthetic table's rows are Gaussian draws (clipped to [0, 1]): the history's
+    // likelihood keeps the identity scale, and then `default` and `default_identity_scale` are
+    // the same policy, decision for decision.
+    let data = small_synthetic();
+    let config = ReplayConfig {
+        policies: vec![PolicyName::Default, PolicyName::DefaultIdentityScale],
+        ..small_config(false)
+    };
+    let outcome = run_replay(&data, &config, &|| {}).unwrap();
+    let summary = outcome.summary();
+    let scales = &summary["default_quality_scales"];
+    assert_eq!(
+        scales["identity"].as_u64().unwrap() + scales["logit"].as_u64().unwrap(),
+        3
+    );
+    for repetition in 0..3 {
+        let traces = replay_traces(&data, &config, repetition).unwrap();
+        if outcome.default_quality_scales[repetition]
+            == easeml_scheduler::kernel::QualityScale::Identity
+        {
+            assert_eq!(traces[0].decisions, traces[1].decisions);
+        }
+    }
+    assert!(
+        outcome
+            .default_quality_scales
+            .contains(&easeml_scheduler::kernel::QualityScale::Identity)
+    );
+}
