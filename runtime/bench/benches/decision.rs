@@ -1,7 +1,8 @@
 //! Criterion: one scheduling decision (and one posterior update) for a user with K = 179
 //! candidates after t observations, t up to 179 (the delgado179 shape), with synthetic features;
 //! and one decision of the default policy as the service grows: U = 1000 users x K = 200
-//! candidates x t = 50 observations each (`service/decision_u1000_k200_t50`).
+//! candidates x t = 50 observations each (`service/decision_u1000_k200_t50`), on the identity and
+//! on the log-odds quality scale (`service/decision_u1000_k200_t50_logit`).
 
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
@@ -13,20 +14,22 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use easeml_bench::dataset::{Dataset, SyntheticSpec, generate_synthetic};
 use easeml_scheduler::gp::UserGp;
 use easeml_scheduler::{
-    CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory, Scheduler,
-    SchedulerConfig,
+    CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory, QualityScale,
+    Scheduler, SchedulerConfig,
 };
 
 const N_MODELS: usize = 179;
 
 /// A synthetic table (SIGMA_M 0.5, ALPHA 0.1) of `users` x `models`, and a scheduler with the
 /// default policy (EI per unit cost, Hybrid with a round-robin floor, per-user amplitudes: the
-/// replay's and the engine's) over a `kind` kernel fitted to every user but the first.
+/// replay's and the engine's) over a `kind` kernel on the `scale` fitted to every user but the
+/// first.
 fn synthetic_scheduler(
     users: usize,
     models: usize,
     seed: u64,
     kind: KernelKind,
+    scale: QualityScale,
 ) -> (Dataset, Scheduler) {
     let spec = SyntheticSpec {
         n_users: users,
@@ -38,15 +41,25 @@ fn synthetic_scheduler(
         model_ids: data.model_ids.clone(),
         rows: data.quality[1..].to_vec(),
     };
-    let kernel =
-        KernelModel::from_history(&history, kind, HyperparameterChoice::FitMarginalLikelihood)
-            .unwrap();
+    let kernel = KernelModel::from_history_in_scale(
+        &history,
+        kind,
+        HyperparameterChoice::FitMarginalLikelihood,
+        scale,
+    )
+    .unwrap();
     let scheduler = Scheduler::new(Arc::new(kernel), SchedulerConfig::default());
     (data, scheduler)
 }
 
 fn scheduler_after(observations: usize) -> (Scheduler, Vec<Option<f64>>) {
-    let (data, mut scheduler) = synthetic_scheduler(110, N_MODELS, 7, KernelKind::Matern52);
+    let (data, mut scheduler) = synthetic_scheduler(
+        110,
+        N_MODELS,
+        7,
+        KernelKind::Matern52,
+        QualityScale::Identity,
+    );
     let candidates = data
         .model_ids
         .iter()
@@ -132,9 +145,14 @@ fn decision(c: &mut Criterion) {
 
 /// A scheduler with the default policy over `users` users of `models` candidates each (costs
 /// 0.1-1.0), every user with `observations` observations (its own decisions, reported at the
-/// synthetic table's quality of user 0).
-fn service_scheduler(users: usize, models: usize, observations: usize) -> Scheduler {
-    let (data, mut scheduler) = synthetic_scheduler(60, models, 11, KernelKind::Rbf);
+/// synthetic table's quality of user 0), on the given quality scale.
+fn service_scheduler(
+    users: usize,
+    models: usize,
+    observations: usize,
+    scale: QualityScale,
+) -> Scheduler {
+    let (data, mut scheduler) = synthetic_scheduler(60, models, 11, KernelKind::Rbf, scale);
     for u in 0..users {
         let user = format!("user{u}");
         let candidates = data
@@ -160,14 +178,19 @@ fn service_scheduler(users: usize, models: usize, observations: usize) -> Schedu
 fn service(c: &mut Criterion) {
     let mut group = c.benchmark_group("service");
     group.sample_size(10);
-    let mut scheduler = service_scheduler(1000, 200, 50);
-    group.bench_function("decision_u1000_k200_t50", |b| {
-        b.iter(|| {
-            let decision = scheduler.next_decision().unwrap();
-            scheduler.cancel(&decision).unwrap();
-            black_box(decision)
-        })
-    });
+    for (name, scale) in [
+        ("decision_u1000_k200_t50", QualityScale::Identity),
+        ("decision_u1000_k200_t50_logit", QualityScale::Logit),
+    ] {
+        let mut scheduler = service_scheduler(1000, 200, 50, scale);
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let decision = scheduler.next_decision().unwrap();
+                scheduler.cancel(&decision).unwrap();
+                black_box(decision)
+            })
+        });
+    }
     group.finish();
 }
 
