@@ -66,8 +66,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--kernel-fraction" => config.kernel_user_fraction = value()?.parse()?,
             "--hybrid-patience" => config.hybrid_patience = value()?.parse()?,
             "--line8" => {
-                config.line8_rule = Line8Rule::from_name(&value()?)
-                    .ok_or("--line8 takes ucb_gap or expected_improvement")?
+                config.line8_rule = Some(
+                    Line8Rule::from_name(&value()?)
+                        .ok_or("--line8 takes ucb_gap or expected_improvement")?,
+                )
             }
             "--history-covariance" => {
                 config.history_covariance = HistoryCovariance::parse(&value()?)?

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use easeml_bench::dataset::load_delgado179;
 use easeml_scheduler::acquisition::{BetaForm, CandidatePolicy, beta, expected_improvement};
+use easeml_scheduler::picker::Line8Rule;
 use easeml_scheduler::{
     AmplitudeRule, CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory,
     Scheduler, SchedulerConfig, UserPickerKind,
@@ -74,7 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 amplitude_rule: AmplitudeRule::AllResiduals,
                 calibrate_costs: false,
                 quality_ceiling: Some(1.0),
-                line8_rule: Default::default(),
+                line8_rule: Some(Line8Rule::UcbGap),
                 hallucinate_in_flight: true,
             },
         );

@@ -77,13 +77,15 @@ pub enum PolicyName {
     /// ([`AmplitudeRule::AllResiduals`]; the default before the level test).
     DefaultAllResiduals,
     /// Ablation of `default`: qualities modelled as they are ([`QualityScale::Identity`]) instead
-    /// of on the scale the history's likelihood chooses ([`choose_quality_scale`]): the default
-    /// before the choice. The other ablations are of this policy (each differs from it in one
-    /// thing).
+    /// of on the scale the history's likelihood chooses ([`choose_quality_scale`]). The ablations
+    /// that change the picker, the candidate policy, the amplitude rule or the kernel shape run on
+    /// the chosen scale, as the default does ([`PolicyName::on_chosen_scale`]); `default_ml_kernel`
+    /// and `default_history_covariance` run on the identity scale (each differs from this policy
+    /// in one thing).
     DefaultIdentityScale,
-    /// Ablation of `default`: its RBF kernel blended with the history's own sample covariance
-    /// ([`KernelModel::with_history_covariance`]; the weight by [`ReplayConfig::history_covariance`],
-    /// cross-validated on the history by default).
+    /// Ablation of `default_identity_scale`: its RBF kernel blended with the history's own sample
+    /// covariance ([`KernelModel::with_history_covariance`]; the weight by
+    /// [`ReplayConfig::history_covariance`], cross-validated on the history by default).
     DefaultHistoryCovariance,
     /// FCFS over (cost-aware) GP-UCB.
     Fcfs,
@@ -160,6 +162,23 @@ impl PolicyName {
                 | PolicyName::DefaultAllResiduals
                 | PolicyName::DefaultHistoryCovariance
                 | PolicyName::DefaultIdentityScale
+        )
+    }
+
+    /// Whether the policy's prior is on the quality scale the history chooses
+    /// ([`choose_quality_scale`]): the default and its ablations but those of the scale itself
+    /// (`default_identity_scale`, and `default_ml_kernel` and `default_history_covariance`, which
+    /// change the identity-scale prior).
+    pub fn on_chosen_scale(self) -> bool {
+        matches!(
+            self,
+            PolicyName::Default
+                | PolicyName::DefaultUcb
+                | PolicyName::DefaultMatern
+                | PolicyName::DefaultNoFloor
+                | PolicyName::DefaultRegret
+                | PolicyName::DefaultLevelAmplitude
+                | PolicyName::DefaultAllResiduals
         )
     }
 
@@ -267,8 +286,11 @@ pub struct ReplayConfig {
     /// The largest possible quality, to which the user pickers clip their regret estimates
     /// (`None`: unclipped; the tables' qualities are accuracies, so 1).
     pub quality_ceiling: Option<f64>,
-    /// Greedy's and Hybrid's line-8 rule.
-    pub line8_rule: Line8Rule,
+    /// Algorithm 2's line-8 rule of every policy with one (Greedy, Hybrid, the default and its
+    /// ablations). `None`: each policy's own: the paper's UCB gap for Greedy and Hybrid, easeml's
+    /// rule for the cost mode ([`Line8Rule::for_cost_mode`]) for the default and its ablations
+    /// (`default_regret`'s is always the expected remaining regret).
+    pub line8_rule: Option<Line8Rule>,
     /// Concurrent runs (simulated workers, at least 1; 1 = the sequential replay). With K > 1 the
     /// curves are over wall-clock time.
     pub parallel: usize,
@@ -302,7 +324,7 @@ impl Default for ReplayConfig {
             beta_form: BetaForm::Practical,
             amplitude_prior_strength: SchedulerConfig::default().amplitude_prior_strength,
             quality_ceiling: Some(1.0),
-            line8_rule: Line8Rule::default(),
+            line8_rule: None,
             parallel: 1,
             hallucinate_in_flight: true,
             history_covariance: HistoryCovariance::CrossValidated,
@@ -558,9 +580,12 @@ fn policy_config(
         calibrate_costs: false,
         quality_ceiling: config.quality_ceiling,
         line8_rule: if policy == PolicyName::DefaultRegret {
-            Line8Rule::ExpectedRegret
-        } else {
+            Some(Line8Rule::ExpectedRegret)
+        } else if policy == PolicyName::Default || policy.is_ablation() {
+            // None: the scheduler follows its candidate policy's cost mode, as the engine does.
             config.line8_rule
+        } else {
+            Some(config.line8_rule.unwrap_or(Line8Rule::UcbGap))
         },
         hallucinate_in_flight: config.hallucinate_in_flight,
     }
@@ -635,13 +660,31 @@ fn run_repetition(
     } else {
         Arc::clone(&kernel)
     };
-    // The default's prior: the RBF kernel on the quality scale the history's likelihood chooses.
-    let default_kernel = if config.policies.contains(&PolicyName::Default) {
-        Some(Arc::new(choose_quality_scale(
-            &history,
-            KernelKind::Rbf,
-            HyperparameterChoice::FitMarginalLikelihood,
-        )?))
+    // The default's prior: the RBF kernel on the quality scale the history's likelihood chooses;
+    // `default_matern`'s: the configured kernel on the scale its own fit chooses.
+    let on_chosen_scale = |identity: &Arc<KernelModel>| -> Result<Arc<KernelModel>> {
+        Ok(
+            match choose_quality_scale(
+                &history,
+                identity,
+                HyperparameterChoice::FitMarginalLikelihood,
+            )? {
+                Some(logit) => Arc::new(logit),
+                None => Arc::clone(identity),
+            },
+        )
+    };
+    let default_kernel = if config
+        .policies
+        .iter()
+        .any(|&p| p.on_chosen_scale() && p != PolicyName::DefaultMatern)
+    {
+        Some(on_chosen_scale(&rbf_kernel)?)
+    } else {
+        None
+    };
+    let default_matern_kernel = if config.policies.contains(&PolicyName::DefaultMatern) {
+        Some(on_chosen_scale(&kernel)?)
     } else {
         None
     };
@@ -706,7 +749,9 @@ fn run_repetition(
             } else {
                 Arc::clone(&rbf_kernel)
             }
-        } else if let (PolicyName::Default, Some(chosen)) = (policy, &default_kernel) {
+        } else if let (PolicyName::DefaultMatern, Some(chosen)) = (policy, &default_matern_kernel) {
+            Arc::clone(chosen)
+        } else if let (true, Some(chosen)) = (policy.on_chosen_scale(), &default_kernel) {
             Arc::clone(chosen)
         } else if let (PolicyName::DefaultHistoryCovariance, Some(blended)) =
             (policy, &blended_kernel)
@@ -1126,16 +1171,17 @@ impl ReplayOutcome {
             "beta_form": self.config.beta_form,
             "amplitude_prior_strength": self.config.amplitude_prior_strength,
             "quality_ceiling": self.config.quality_ceiling,
-            "line8_rule": self.config.line8_rule.name(),
+            "line8_rule": self.config.line8_rule.map_or("per_policy", Line8Rule::name),
+            "default_line8_rule": self
+                .config
+                .line8_rule
+                .unwrap_or(Line8Rule::for_cost_mode(self.config.cost_aware))
+                .name(),
             "parallel": self.config.parallel,
             "mean_budget": mean_budget,
             "kernel_fit_seconds": self.kernel_fit_seconds,
             "hyperparameters_first_repetition": self.hyperparameters.first(),
-            "history_covariance": match self.config.history_covariance {
-                HistoryCovariance::Off => json!("off"),
-                HistoryCovariance::Fixed(weight) => json!(weight),
-                HistoryCovariance::CrossValidated => json!("cross_validated"),
-            },
+            "history_covariance": self.config.history_covariance.to_string(),
             "history_covariance_weights": self.history_covariance_weights,
             "default_quality_scales": {
                 "identity": self.default_quality_scales.iter().filter(|s| **s == QualityScale::Identity).count(),

@@ -270,3 +270,54 @@ fn the_default_records_its_quality_scale_and_is_its_identity_ablation_where_that
             .contains(&easeml_scheduler::kernel::QualityScale::Identity)
     );
 }
+
+#[test]
+fn the_default_ranks_users_by_expected_improvement_per_cost_only_when_costs_differ() {
+    use easeml_scheduler::picker::Line8Rule;
+    let decisions =
+        |data: &easeml_bench::dataset::Dataset, cost_aware: bool, line8_rule: Option<Line8Rule>| {
+            let config = ReplayConfig {
+                policies: vec![PolicyName::Default],
+                line8_rule,
+                ..small_config(cost_aware)
+            };
+            replay_traces(data, &config, 0).unwrap().remove(0).decisions
+        };
+    // Cost-oblivious: the paper's UCB gap.
+    let data = small_synthetic();
+    assert_eq!(
+        decisions(&data, false, None),
+        decisions(&data, false, Some(Line8Rule::UcbGap))
+    );
+    let summary = |cost_aware: bool, line8_rule: Option<Line8Rule>| {
+        let config = ReplayConfig {
+            policies: vec![PolicyName::Default, PolicyName::Hybrid],
+            line8_rule,
+            repeats: 1,
+            ..small_config(cost_aware)
+        };
+        run_replay(&data, &config, &|| {}).unwrap().summary()
+    };
+    let oblivious = summary(false, None);
+    assert_eq!(oblivious["line8_rule"], "per_policy");
+    assert_eq!(oblivious["default_line8_rule"], "ucb_gap");
+    assert_eq!(
+        summary(true, None)["default_line8_rule"],
+        "expected_improvement"
+    );
+    let forced = summary(true, Some(Line8Rule::UcbGap));
+    assert_eq!(forced["line8_rule"], "ucb_gap");
+    assert_eq!(forced["default_line8_rule"], "ucb_gap");
+    // Cost-aware: expected improvement per unit cost, which on easeml-dl's real runtimes takes
+    // other decisions than the UCB gap per unit cost (a near-chance user's cheap runs).
+    let Some(dir) = shared_data_dir() else {
+        return;
+    };
+    let deep = load_easeml_deeplearning(&dir).unwrap();
+    let chosen = decisions(&deep, true, None);
+    assert_eq!(
+        chosen,
+        decisions(&deep, true, Some(Line8Rule::ExpectedImprovement))
+    );
+    assert_ne!(chosen, decisions(&deep, true, Some(Line8Rule::UcbGap)));
+}

@@ -69,11 +69,13 @@ pub struct SchedulerBenchArgs {
     /// Hybrid's s: frozen steps before switching to round robin.
     #[arg(long, default_value_t = 10, value_name = "S")]
     hybrid_patience: usize,
-    /// Algorithm 2's line-8 rule for greedy and hybrid: ucb-gap (the paper's: largest upper
-    /// confidence bound minus the best quality so far) or expected-improvement (the expected gain
-    /// of the user's next run over its best so far); per unit cost of that run when cost-aware.
-    #[arg(long, value_enum, default_value_t = Line8Arg::UcbGap, value_name = "RULE")]
-    line8: Line8Arg,
+    /// Algorithm 2's line-8 rule for greedy, hybrid and the default: ucb-gap (the paper's: largest
+    /// upper confidence bound minus the best quality so far) or expected-improvement (the expected
+    /// gain of the user's next run over its best so far); per unit cost of that run when
+    /// cost-aware. Default: each policy's own (greedy and hybrid: ucb-gap; the default: ucb-gap
+    /// when cost-oblivious, expected-improvement when cost-aware).
+    #[arg(long, value_enum, value_name = "RULE")]
+    line8: Option<Line8Arg>,
     /// Worker threads (results do not depend on it). Default: available cores.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -320,10 +322,10 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
         },
         amplitude_prior_strength: (args.amplitude_prior > 0.0).then_some(args.amplitude_prior),
         quality_ceiling: Some(1.0),
-        line8_rule: match args.line8 {
+        line8_rule: args.line8.map(|rule| match rule {
             Line8Arg::UcbGap => Line8Rule::UcbGap,
             Line8Arg::ExpectedImprovement => Line8Rule::ExpectedImprovement,
-        },
+        }),
         parallel: args.parallel,
         hallucinate_in_flight: !args.no_hallucination,
         history_covariance: HistoryCovariance::parse(&args.history_covariance)?,

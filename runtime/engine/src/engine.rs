@@ -1519,12 +1519,15 @@ fn kernel_from_history(store: &Store) -> Result<KernelModel> {
             model_ids,
             rows: history_rows,
         };
-        if let Ok(kernel) = easeml_scheduler::choose_quality_scale(
-            &history,
-            KernelKind::Matern52,
-            easeml_scheduler::HyperparameterChoice::FitMarginalLikelihood,
-        ) {
-            return Ok(kernel);
+        let choice = easeml_scheduler::HyperparameterChoice::FitMarginalLikelihood;
+        if let Ok(identity) = KernelModel::from_history(&history, KernelKind::Matern52, choice) {
+            return Ok(
+                match easeml_scheduler::choose_quality_scale(&history, &identity, choice) {
+                    Ok(Some(logit)) => logit,
+                    // No better scale, or the log-odds fit failed: the qualities as they are.
+                    Ok(None) | Err(_) => identity,
+                },
+            );
         }
     }
     Ok(KernelModel::without_history(

@@ -56,6 +56,18 @@ impl CandidatePolicy {
             beta_scale: 1.0,
         }
     }
+
+    /// Whether the policy weighs candidates by their cost (cost-aware GP-UCB, EI per unit cost):
+    /// the scheduler's cost mode, which Algorithm 2's line 8 follows.
+    pub fn is_cost_aware(&self) -> bool {
+        matches!(
+            self,
+            CandidatePolicy::Ucb {
+                cost_aware: true,
+                ..
+            } | CandidatePolicy::ExpectedImprovement { per_cost: true }
+        )
+    }
 }
 
 /// `beta_t` for a user with `n_candidates` candidates at its own step `step` (1-based).

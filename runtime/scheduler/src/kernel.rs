@@ -181,16 +181,16 @@ impl QualityScale {
     }
 }
 
-/// The prior over the models of `history` on the quality scale under which the history rows are
-/// more likely (see the module documentation): the log-odds scale only when every quality lies in
-/// `[0, 1]` and at least two rows lie strictly inside, and only when it is strictly more likely
-/// there. The identity scale otherwise.
+/// The quality scale under which the history rows are more likely (see the module
+/// documentation), given `identity`, the prior already fitted on `history` as it is: the prior of
+/// the same kind fitted on the log-odds when every quality lies in `[0, 1]`, at least two rows lie
+/// strictly inside, and the rows are strictly more likely there; `None` (keep `identity`)
+/// otherwise.
 pub fn choose_quality_scale(
     history: &QualityHistory,
-    kind: KernelKind,
+    identity: &KernelModel,
     choice: HyperparameterChoice,
-) -> Result<KernelModel> {
-    let identity = KernelModel::from_history(history, kind, choice)?;
+) -> Result<Option<KernelModel>> {
     let inside = |q: &f64| *q > LOGIT_EPSILON && *q < 1.0 - LOGIT_EPSILON;
     let in_unit_interval = history
         .rows
@@ -204,18 +204,19 @@ pub fn choose_quality_scale(
         .filter(|row| row.iter().flatten().count() > 0 && row.iter().flatten().all(inside))
         .collect();
     if !in_unit_interval || interior_rows.len() < 2 {
-        return Ok(identity);
+        return Ok(None);
     }
-    let logit = KernelModel::from_history_in_scale(history, kind, choice, QualityScale::Logit)?;
+    let logit =
+        KernelModel::from_history_in_scale(history, identity.kind(), choice, QualityScale::Logit)?;
     let total = |model: &KernelModel| -> Option<f64> {
         interior_rows
             .iter()
             .map(|row| model.log_density_of_row(&history.model_ids, row))
             .sum()
     };
-    match (total(&identity), total(&logit)) {
-        (Some(on_identity), Some(on_logit)) if on_logit > on_identity => Ok(logit),
-        _ => Ok(identity),
+    match (total(identity), total(&logit)) {
+        (Some(on_identity), Some(on_logit)) if on_logit > on_identity => Ok(Some(logit)),
+        _ => Ok(None),
     }
 }
 
@@ -251,6 +252,17 @@ impl HistoryCovariance {
                      got `{text}`"
                 ))),
             },
+        }
+    }
+}
+
+impl std::fmt::Display for HistoryCovariance {
+    /// The form [`HistoryCovariance::parse`] reads back: `cross_validated`, `off` or the weight.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HistoryCovariance::CrossValidated => f.write_str("cross_validated"),
+            HistoryCovariance::Off => f.write_str("off"),
+            HistoryCovariance::Fixed(weight) => write!(f, "{weight}"),
         }
     }
 }
@@ -1322,6 +1334,15 @@ mod tests {
             HistoryCovariance::parse("0.5").unwrap(),
             HistoryCovariance::Fixed(0.5)
         );
+        // What it prints, it reads back (the replay's summary.json records the printed form).
+        for value in [
+            HistoryCovariance::CrossValidated,
+            HistoryCovariance::Off,
+            HistoryCovariance::Fixed(0.0),
+            HistoryCovariance::Fixed(0.65),
+        ] {
+            assert_eq!(HistoryCovariance::parse(&value.to_string()).unwrap(), value);
+        }
         for bad in ["1", "-0.2", "half", "NaN"] {
             let error = HistoryCovariance::parse(bad).unwrap_err().to_string();
             assert!(
@@ -1418,13 +1439,19 @@ mod tests {
     #[test]
     fn the_history_chooses_the_log_odds_where_spread_shrinks_near_the_bounds() {
         let choose = |history: &QualityHistory| {
-            choose_quality_scale(
+            let identity = KernelModel::from_history(
                 history,
                 KernelKind::Rbf,
                 HyperparameterChoice::FitMarginalLikelihood,
             )
+            .unwrap();
+            choose_quality_scale(
+                history,
+                &identity,
+                HyperparameterChoice::FitMarginalLikelihood,
+            )
             .unwrap()
-            .quality_scale()
+            .map_or(identity.quality_scale(), |chosen| chosen.quality_scale())
         };
         assert_eq!(choose(&heteroscedastic_history(40)), QualityScale::Logit);
         // Rows that spread alike at every level (the synthetic family's kind) stay as they are.

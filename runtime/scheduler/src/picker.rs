@@ -81,6 +81,22 @@ impl Line8Rule {
         }
     }
 
+    /// easeml's rule for a cost mode: the paper's UCB gap when every run costs the same, expected
+    /// improvement per unit cost when runs cost differently. An upper bound divided by a cost
+    /// rewards a cheap run for its optimism: a near-chance user's cheap run, whose bound is wide on
+    /// any scale but whose expected gain is tiny, outranks an expensive run that is likely to
+    /// close a real gap (easeml-dl: the UCB gap per cost reaches mean loss 0.02 at 1826 s of
+    /// runtime, EI per cost at 1457 s; delgado179 with U(0, 1) costs is within the seeds' spread
+    /// either way; cost-oblivious, the UCB gap is the better rule on delgado179: 50 / 91 runs to
+    /// 0.02 / 0.01 against 55 / 99; DECISIONS.md).
+    pub fn for_cost_mode(cost_aware: bool) -> Self {
+        if cost_aware {
+            Line8Rule::ExpectedImprovement
+        } else {
+            Line8Rule::UcbGap
+        }
+    }
+
     /// What the rule ranks a user by (larger is served first).
     pub fn potential(self, user: &UserSummary) -> f64 {
         let gain = match self {

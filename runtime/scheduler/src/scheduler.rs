@@ -78,8 +78,10 @@ pub struct SchedulerConfig {
     /// pickers' regret estimates clip upper confidence bounds to it, since no model can do better.
     /// `None`: unbounded qualities.
     pub quality_ceiling: Option<f64>,
-    /// Algorithm 2's line-8 rule (Greedy and Hybrid): which user of the candidate set to serve.
-    pub line8_rule: Line8Rule,
+    /// Algorithm 2's line-8 rule (Greedy, Hybrid and the default picker): which user of the
+    /// candidate set to serve. `None`: easeml's rule for the candidate policy's cost mode
+    /// ([`Line8Rule::for_cost_mode`]).
+    pub line8_rule: Option<Line8Rule>,
     /// GP-BUCB: condition each user's GP on a hallucinated observation (at the posterior mean) of
     /// every candidate in flight, until it is reported or cancelled; the candidate and user
     /// policies then see the shrunk bounds. `false`: in-flight runs are only excluded from the
@@ -133,6 +135,7 @@ impl SchedulerConfig {
             candidate_policy: CandidatePolicy::ucb(true),
             user_picker: UserPickerKind::Hybrid { patience: 10 },
             amplitude_rule: AmplitudeRule::AllResiduals,
+            line8_rule: Some(Line8Rule::UcbGap),
             ..SchedulerConfig::default()
         }
     }
@@ -154,7 +157,7 @@ impl Default for SchedulerConfig {
             amplitude_rule: AmplitudeRule::ByLevelTest,
             calibrate_costs: false,
             quality_ceiling: Some(1.0),
-            line8_rule: Line8Rule::default(),
+            line8_rule: None,
             hallucinate_in_flight: true,
         }
     }
@@ -302,11 +305,14 @@ impl Scheduler {
                 .collect(),
             _ => HashMap::new(),
         };
+        let line8_rule = config
+            .line8_rule
+            .unwrap_or_else(|| Line8Rule::for_cost_mode(config.candidate_policy.is_cost_aware()));
         Scheduler {
             kernel,
             candidate_policy: config.candidate_policy,
             fixed_rank_by_model,
-            picker: config.user_picker.build(config.line8_rule),
+            picker: config.user_picker.build(line8_rule),
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             users: Vec::new(),
             next_registration_sequence: 0,
@@ -318,7 +324,7 @@ impl Scheduler {
                 .quality_ceiling
                 .filter(|c| c.is_finite())
                 .unwrap_or(f64::INFINITY),
-            line8_rule: config.line8_rule,
+            line8_rule,
             hallucinate_in_flight: config.hallucinate_in_flight,
             cost_scale_cache: None,
         }
@@ -607,13 +613,7 @@ impl Scheduler {
     }
 
     fn is_cost_aware(&self) -> bool {
-        matches!(
-            self.candidate_policy,
-            CandidatePolicy::Ucb {
-                cost_aware: true,
-                ..
-            } | CandidatePolicy::ExpectedImprovement { per_cost: true }
-        )
+        self.candidate_policy.is_cost_aware()
     }
 
     /// GP-UCB's `beta_t` for a user's next step (its own step `t` = real observations + 1; runs in

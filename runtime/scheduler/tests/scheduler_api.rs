@@ -29,7 +29,7 @@ fn scheduler(picker: UserPickerKind, seed: u64) -> Scheduler {
             amplitude_rule: AmplitudeRule::AllResiduals,
             calibrate_costs: false,
             quality_ceiling: Some(1.0),
-            line8_rule: Line8Rule::UcbGap,
+            line8_rule: Some(Line8Rule::UcbGap),
             hallucinate_in_flight: true,
         },
     )
@@ -121,7 +121,11 @@ fn quality_of(user: &str, model: &str) -> f64 {
 
 #[test]
 fn never_picks_a_finished_user_or_a_trained_candidate() {
-    let rules = [Line8Rule::UcbGap, Line8Rule::ExpectedImprovement];
+    let rules = [
+        Some(Line8Rule::UcbGap),
+        Some(Line8Rule::ExpectedImprovement),
+        None,
+    ];
     for (picker, line8_rule) in all_pickers()
         .into_iter()
         .flat_map(|p| rules.map(|r| (p, r)))
@@ -343,7 +347,7 @@ fn greedy_scheduler(cost_aware: bool, quality_ceiling: Option<f64>) -> Scheduler
             amplitude_rule: AmplitudeRule::AllResiduals,
             calibrate_costs: false,
             quality_ceiling,
-            line8_rule: Line8Rule::UcbGap,
+            line8_rule: Some(Line8Rule::UcbGap),
             hallucinate_in_flight: true,
         },
     )
