@@ -2,7 +2,10 @@
 //! candidates after t observations, t up to 179 (the delgado179 shape), with synthetic features;
 //! and one decision of the default policy as the service grows: U = 1000 users x K = 200
 //! candidates x t = 50 observations each (`service/decision_u1000_k200_t50`), on the identity and
-//! on the log-odds quality scale (`service/decision_u1000_k200_t50_logit`).
+//! on the log-odds quality scale (`service/decision_u1000_k200_t50_logit`), and on the log-odds
+//! with line 8's UCB gap instead of the default's expected improvement per unit cost
+//! (`service/decision_u1000_k200_t50_logit_ucb_gap`, the default before the rule followed the
+//! cost mode).
 
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
@@ -13,6 +16,7 @@ use std::sync::Arc;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use easeml_bench::dataset::{Dataset, SyntheticSpec, generate_synthetic};
 use easeml_scheduler::gp::UserGp;
+use easeml_scheduler::picker::Line8Rule;
 use easeml_scheduler::{
     CandidateSpec, HyperparameterChoice, KernelKind, KernelModel, QualityHistory, QualityScale,
     Scheduler, SchedulerConfig,
@@ -22,14 +26,15 @@ const N_MODELS: usize = 179;
 
 /// A synthetic table (SIGMA_M 0.5, ALPHA 0.1) of `users` x `models`, and a scheduler with the
 /// default policy (EI per unit cost, Hybrid with a round-robin floor, per-user amplitudes: the
-/// replay's and the engine's) over a `kind` kernel on the `scale` fitted to every user but the
-/// first.
+/// replay's and the engine's; line 8 by `line8_rule`, `None` the default's) over a `kind` kernel
+/// on the `scale` fitted to every user but the first.
 fn synthetic_scheduler(
     users: usize,
     models: usize,
     seed: u64,
     kind: KernelKind,
     scale: QualityScale,
+    line8_rule: Option<Line8Rule>,
 ) -> (Dataset, Scheduler) {
     let spec = SyntheticSpec {
         n_users: users,
@@ -48,7 +53,13 @@ fn synthetic_scheduler(
         scale,
     )
     .unwrap();
-    let scheduler = Scheduler::new(Arc::new(kernel), SchedulerConfig::default());
+    let scheduler = Scheduler::new(
+        Arc::new(kernel),
+        SchedulerConfig {
+            line8_rule,
+            ..SchedulerConfig::default()
+        },
+    );
     (data, scheduler)
 }
 
@@ -59,6 +70,7 @@ fn scheduler_after(observations: usize) -> (Scheduler, Vec<Option<f64>>) {
         7,
         KernelKind::Matern52,
         QualityScale::Identity,
+        None,
     );
     let candidates = data
         .model_ids
@@ -151,8 +163,10 @@ fn service_scheduler(
     models: usize,
     observations: usize,
     scale: QualityScale,
+    line8_rule: Option<Line8Rule>,
 ) -> Scheduler {
-    let (data, mut scheduler) = synthetic_scheduler(60, models, 11, KernelKind::Rbf, scale);
+    let (data, mut scheduler) =
+        synthetic_scheduler(60, models, 11, KernelKind::Rbf, scale, line8_rule);
     for u in 0..users {
         let user = format!("user{u}");
         let candidates = data
@@ -178,11 +192,16 @@ fn service_scheduler(
 fn service(c: &mut Criterion) {
     let mut group = c.benchmark_group("service");
     group.sample_size(10);
-    for (name, scale) in [
-        ("decision_u1000_k200_t50", QualityScale::Identity),
-        ("decision_u1000_k200_t50_logit", QualityScale::Logit),
+    for (name, scale, line8_rule) in [
+        ("decision_u1000_k200_t50", QualityScale::Identity, None),
+        ("decision_u1000_k200_t50_logit", QualityScale::Logit, None),
+        (
+            "decision_u1000_k200_t50_logit_ucb_gap",
+            QualityScale::Logit,
+            Some(Line8Rule::UcbGap),
+        ),
     ] {
-        let mut scheduler = service_scheduler(1000, 200, 50, scale);
+        let mut scheduler = service_scheduler(1000, 200, 50, scale, line8_rule);
         group.bench_function(name, |b| {
             b.iter(|| {
                 let decision = scheduler.next_decision().unwrap();
