@@ -33,7 +33,10 @@
 //! all lie strictly inside `(LOGIT_EPSILON, 1 - LOGIT_EPSILON)`: a quality of exactly 0 or 1 (a
 //! saturated or clipped value) is a point mass that no density compares. The scheduler observes,
 //! bounds and compares in the kernel's scale and hands the user pickers qualities
-//! ([`QualityScale::to_quality`]).
+//! ([`QualityScale::to_quality`]). On the log-odds scale a model's prior mean is its mean
+//! log-odds over the history (its typical quality); the kernel also keeps its mean quality
+//! ([`KernelModel::mean_quality`], the prior mean on the identity scale), by which a user's first
+//! run is chosen (the loss counts quality).
 //!
 //! **The history's own covariance** ([`KernelModel::with_history_covariance`]). The parametric
 //! kernel relates two models only through the distance of their quality vectors; the history also
@@ -347,6 +350,9 @@ pub struct KernelModel {
     log_marginal_likelihood: Option<f64>,
     /// The weight of the history's sample covariance in `covariance` (0: the parametric kernel).
     history_covariance_weight: f64,
+    /// Each known model's mean quality over the history rows, in quality units whatever the scale
+    /// (what [`KernelModel::prior_mean`] is on the identity scale).
+    mean_quality_by_model: Vec<f64>,
     /// The scale of the prior means and covariances (and of the history it was fitted on).
     quality_scale: QualityScale,
 }
@@ -741,6 +747,7 @@ impl KernelModel {
                 .enumerate()
                 .map(|(index, id)| (id.clone(), index))
                 .collect(),
+            mean_quality_by_model: prepared.prior_mean_by_model.clone(),
             prior_mean_by_model: prepared.prior_mean_by_model,
             covariance,
             default_prior_mean,
@@ -762,6 +769,12 @@ impl KernelModel {
     ) -> Result<Self> {
         let mut model = KernelModel::from_history(&scale.history(history), kind, choice)?;
         model.quality_scale = scale;
+        for (column, id) in history.model_ids.iter().enumerate() {
+            let known: Vec<f64> = history.rows.iter().filter_map(|row| row[column]).collect();
+            if let (Some(&index), false) = (model.model_index_by_id.get(id), known.is_empty()) {
+                model.mean_quality_by_model[index] = known.iter().sum::<f64>() / known.len() as f64;
+            }
+        }
         Ok(model)
     }
 
@@ -835,6 +848,7 @@ impl KernelModel {
             hyperparameters,
             model_index_by_id: HashMap::new(),
             prior_mean_by_model: Vec::new(),
+            mean_quality_by_model: Vec::new(),
             covariance: DMatrix::zeros(0, 0),
             default_prior_mean: 0.5,
             kin_by_model: HashMap::new(),
@@ -927,6 +941,15 @@ impl KernelModel {
             .get(model_id)
             .map(|&index| self.prior_mean_by_model[index])
             .unwrap_or(self.default_prior_mean)
+    }
+
+    /// A model's mean quality over the history rows, in quality units on any scale (on the
+    /// identity scale its prior mean; the no-history prior's mean for an unknown id).
+    pub fn mean_quality(&self, model_id: &str) -> f64 {
+        self.model_index_by_id
+            .get(model_id)
+            .map(|&index| self.mean_quality_by_model[index])
+            .unwrap_or_else(|| self.quality_scale.to_quality(self.default_prior_mean))
     }
 
     /// The latent prior covariance between two models (ids unknown to the history get the

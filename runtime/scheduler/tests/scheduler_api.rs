@@ -578,3 +578,41 @@ fn on_the_log_odds_scale_the_pickers_see_qualities() {
         gap("chance")
     );
 }
+
+#[test]
+fn a_users_first_run_is_the_model_of_highest_mean_quality_on_any_scale() {
+    use easeml_scheduler::{HyperparameterChoice, QualityHistory, QualityScale};
+    // "steady" scores 0.8 on every history data set; "risky" 0.99 on three of four and 0.2 on
+    // the fourth: the higher mean log-odds (3.10 against 1.39) but the lower mean quality
+    // (0.7925 against 0.8). A user's first run is the one with the higher expected quality.
+    let models = vec!["risky".to_owned(), "steady".to_owned()];
+    let history = QualityHistory {
+        model_ids: models.clone(),
+        rows: [0.99, 0.99, 0.99, 0.2]
+            .iter()
+            .map(|&risky| vec![Some(risky), Some(0.8)])
+            .collect(),
+    };
+    for scale in [QualityScale::Identity, QualityScale::Logit] {
+        let kernel = KernelModel::from_history_in_scale(
+            &history,
+            KernelKind::Rbf,
+            HyperparameterChoice::Fixed(KernelHyperparameters::default()),
+            scale,
+        )
+        .unwrap();
+        assert!((kernel.mean_quality("steady") - 0.8).abs() < 1e-12);
+        assert!((kernel.mean_quality("risky") - 0.7925).abs() < 1e-12);
+        if scale == QualityScale::Logit {
+            assert!(kernel.prior_mean("risky") > kernel.prior_mean("steady") + 1.0);
+        }
+        let mut scheduler = Scheduler::new(Arc::new(kernel), SchedulerConfig::default());
+        let candidates = models.iter().map(CandidateSpec::new).collect();
+        scheduler.register_user("u", candidates, &[]).unwrap();
+        let first = scheduler.next_decision().unwrap();
+        assert_eq!(first.model_id, "steady", "{scale:?}");
+        // Once the user has an observation its posterior ranks: the second run is the other.
+        scheduler.report(&first, 0.8, 1.0).unwrap();
+        assert_eq!(scheduler.next_decision().unwrap().model_id, "risky");
+    }
+}
