@@ -53,13 +53,16 @@ pub const DEFAULT_STARVATION_ROUNDS: usize = easeml_scheduler::picker::DEFAULT_S
 /// A policy of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PolicyName {
-    /// easeml's default: GP-EI (per unit cost when cost-aware) with an RBF kernel inside each user,
-    /// Hybrid's user picker with a round-robin floor of 2 rounds ([`SchedulerConfig::default`]).
+    /// easeml's default ([`SchedulerConfig::default`]): GP-EI (per unit cost when cost-aware)
+    /// inside each user, Hybrid's user picker with a round-robin floor of 2 rounds, over the
+    /// configured kernel (`--kernel`, Matern 5/2 by default: the engine's) on the quality scale the
+    /// history chooses.
     Default,
     /// Ablation of `default`: cost-aware GP-UCB inside each user instead of EI per cost.
     DefaultUcb,
-    /// Ablation of `default`: the configured kernel (Matern 5/2 by default) instead of RBF.
-    DefaultMatern,
+    /// Ablation of `default`: the RBF kernel (Spearmint*'s; the default's before it took the
+    /// configured kernel) instead of the configured one, on the scale its own fit chooses.
+    DefaultRbf,
     /// Ablation of `default`: no round-robin floor (Hybrid's picker as it is: `hybrid_ei`'s
     /// policy with the default's settings).
     DefaultNoFloor,
@@ -67,8 +70,9 @@ pub enum PolicyName {
     /// remaining regret (per unit cost of the next run when cost-aware;
     /// [`Line8Rule::ExpectedRegret`]) instead of the UCB gap.
     DefaultRegret,
-    /// Ablation of `default`: the kernel shape, RBF or `--kernel`'s (Matern 5/2 by default), whose
-    /// fit gives the kernel users' history the larger marginal likelihood, chosen per repetition.
+    /// Ablation of `default_identity_scale`: the kernel shape, RBF or `--kernel`'s (Matern 5/2 by
+    /// default), whose fit gives the kernel users' history the larger marginal likelihood, chosen
+    /// per repetition, on the identity scale.
     DefaultMlKernel,
     /// Ablation of `default`: the per-user amplitude leaves out each user's first residual (its
     /// level; [`AmplitudeRule::LevelFree`]).
@@ -83,7 +87,7 @@ pub enum PolicyName {
     /// and `default_history_covariance` run on the identity scale (each differs from this policy
     /// in one thing).
     DefaultIdentityScale,
-    /// Ablation of `default_identity_scale`: its RBF kernel blended with the history's own sample
+    /// Ablation of `default_identity_scale`: its kernel blended with the history's own sample
     /// covariance ([`KernelModel::with_history_covariance`]; the weight by
     /// [`ReplayConfig::history_covariance`], cross-validated on the history by default).
     DefaultHistoryCovariance,
@@ -134,7 +138,7 @@ impl PolicyName {
         PolicyName::OracleUser,
         PolicyName::HybridEi,
         PolicyName::DefaultUcb,
-        PolicyName::DefaultMatern,
+        PolicyName::DefaultRbf,
         PolicyName::DefaultNoFloor,
         PolicyName::DefaultRegret,
         PolicyName::DefaultMlKernel,
@@ -148,20 +152,11 @@ impl PolicyName {
     pub const EXTERNAL: [PolicyName; 2] = [PolicyName::OptunaGp, PolicyName::OptunaTpe];
 
     /// Whether the policy runs over the RBF kernel whatever `--kernel` says (Spearmint*'s, and
-    /// the default's, chosen by the ablation `default_matern`).
+    /// the ablation `default_rbf`).
     pub fn uses_rbf_kernel(self) -> bool {
         matches!(
             self,
-            PolicyName::Spearmint
-                | PolicyName::HybridEi
-                | PolicyName::Default
-                | PolicyName::DefaultUcb
-                | PolicyName::DefaultNoFloor
-                | PolicyName::DefaultRegret
-                | PolicyName::DefaultLevelAmplitude
-                | PolicyName::DefaultAllResiduals
-                | PolicyName::DefaultHistoryCovariance
-                | PolicyName::DefaultIdentityScale
+            PolicyName::Spearmint | PolicyName::HybridEi | PolicyName::DefaultRbf
         )
     }
 
@@ -174,7 +169,7 @@ impl PolicyName {
             self,
             PolicyName::Default
                 | PolicyName::DefaultUcb
-                | PolicyName::DefaultMatern
+                | PolicyName::DefaultRbf
                 | PolicyName::DefaultNoFloor
                 | PolicyName::DefaultRegret
                 | PolicyName::DefaultLevelAmplitude
@@ -187,7 +182,7 @@ impl PolicyName {
         matches!(
             self,
             PolicyName::DefaultUcb
-                | PolicyName::DefaultMatern
+                | PolicyName::DefaultRbf
                 | PolicyName::DefaultNoFloor
                 | PolicyName::DefaultRegret
                 | PolicyName::DefaultMlKernel
@@ -208,7 +203,7 @@ impl PolicyName {
         match self {
             PolicyName::Default => "default",
             PolicyName::DefaultUcb => "default_ucb",
-            PolicyName::DefaultMatern => "default_matern",
+            PolicyName::DefaultRbf => "default_rbf",
             PolicyName::DefaultNoFloor => "default_no_floor",
             PolicyName::DefaultRegret => "default_regret",
             PolicyName::DefaultMlKernel => "default_ml_kernel",
@@ -265,7 +260,8 @@ pub struct ReplayConfig {
     pub seed: u64,
     /// The policies to compare.
     pub policies: Vec<PolicyName>,
-    /// Kernel shape of the GP-UCB policies (Spearmint* always uses RBF).
+    /// Kernel shape of the GP-UCB policies and of the default and its ablations (Spearmint* and
+    /// `default_rbf` always use RBF).
     pub kernel: KernelKind,
     /// Fraction of the non-test users that build the kernel (figure 14's lesion; 1.0 = all).
     pub kernel_user_fraction: f64,
@@ -530,7 +526,7 @@ fn policy_config(
             UserPickerKind::Hybrid { patience },
         ),
         PolicyName::Default
-        | PolicyName::DefaultMatern
+        | PolicyName::DefaultRbf
         | PolicyName::DefaultNoFloor
         | PolicyName::DefaultRegret
         | PolicyName::DefaultMlKernel
@@ -569,7 +565,7 @@ fn policy_config(
             PolicyName::DefaultLevelAmplitude => AmplitudeRule::LevelFree,
             PolicyName::Default
             | PolicyName::DefaultUcb
-            | PolicyName::DefaultMatern
+            | PolicyName::DefaultRbf
             | PolicyName::DefaultNoFloor
             | PolicyName::DefaultRegret
             | PolicyName::DefaultMlKernel
@@ -660,8 +656,9 @@ fn run_repetition(
     } else {
         Arc::clone(&kernel)
     };
-    // The default's prior: the RBF kernel on the quality scale the history's likelihood chooses;
-    // `default_matern`'s: the configured kernel on the scale its own fit chooses.
+    // The default's prior: the configured kernel (the engine's Matern 5/2 by default) on the
+    // quality scale the history's likelihood chooses; `default_rbf`'s: the RBF kernel on the
+    // scale its own fit chooses.
     let on_chosen_scale = |identity: &Arc<KernelModel>| -> Result<Arc<KernelModel>> {
         Ok(
             match choose_quality_scale(
@@ -677,14 +674,14 @@ fn run_repetition(
     let default_kernel = if config
         .policies
         .iter()
-        .any(|&p| p.on_chosen_scale() && p != PolicyName::DefaultMatern)
+        .any(|&p| p.on_chosen_scale() && p != PolicyName::DefaultRbf)
     {
-        Some(on_chosen_scale(&rbf_kernel)?)
+        Some(on_chosen_scale(&kernel)?)
     } else {
         None
     };
-    let default_matern_kernel = if config.policies.contains(&PolicyName::DefaultMatern) {
-        Some(on_chosen_scale(&kernel)?)
+    let default_rbf_kernel = if config.policies.contains(&PolicyName::DefaultRbf) {
+        Some(on_chosen_scale(&rbf_kernel)?)
     } else {
         None
     };
@@ -692,7 +689,7 @@ fn run_repetition(
         .policies
         .contains(&PolicyName::DefaultHistoryCovariance)
     {
-        let blended = KernelModel::clone(&rbf_kernel)
+        let blended = KernelModel::clone(&kernel)
             .with_history_covariance(&history, config.history_covariance)?;
         Some(Arc::new(blended))
     } else {
@@ -749,7 +746,7 @@ fn run_repetition(
             } else {
                 Arc::clone(&rbf_kernel)
             }
-        } else if let (PolicyName::DefaultMatern, Some(chosen)) = (policy, &default_matern_kernel) {
+        } else if let (PolicyName::DefaultRbf, Some(chosen)) = (policy, &default_rbf_kernel) {
             Arc::clone(chosen)
         } else if let (true, Some(chosen)) = (policy.on_chosen_scale(), &default_kernel) {
             Arc::clone(chosen)

@@ -204,13 +204,17 @@ fn the_default_policy_serves_every_user_within_its_floor() {
 }
 
 #[test]
-fn the_history_covariance_ablation_is_the_default_at_weight_zero_and_differs_otherwise() {
-    // `default_history_covariance` is `default` over a blended kernel: with the blend off it takes
-    // exactly the default's decisions; with most of the prior from the history's covariance it
-    // takes others somewhere (the two kernels differ), and `summary.json` records the weights.
+fn the_history_covariance_ablation_is_its_base_at_weight_zero_and_differs_otherwise() {
+    // `default_history_covariance` is `default_identity_scale` over a blended kernel: with the
+    // blend off it takes exactly that policy's decisions; with most of the prior from the
+    // history's covariance it takes others somewhere (the two kernels differ), and `summary.json`
+    // records the weights.
     use easeml_scheduler::kernel::HistoryCovariance;
     let data = small_synthetic();
-    let policies = vec![PolicyName::Default, PolicyName::DefaultHistoryCovariance];
+    let policies = vec![
+        PolicyName::DefaultIdentityScale,
+        PolicyName::DefaultHistoryCovariance,
+    ];
     let config = |history_covariance| ReplayConfig {
         policies: policies.clone(),
         history_covariance,

@@ -47,7 +47,7 @@ pub struct SchedulerBenchArgs {
     /// round-robin floor over users, on the quality scale its history chooses), fcfs,
     /// round_robin, random, greedy, hybrid (the paper's), most_cited, most_recent, spearmint,
     /// hybrid_cost_oblivious (lesion), oracle_user (diagnostic: serves the user with the largest
-    /// true loss), hybrid_ei (diagnostic: Hybrid's user picker over Spearmint*'s EI per second), default_ucb / default_matern / default_no_floor /
+    /// true loss), hybrid_ei (diagnostic: Hybrid's user picker over Spearmint*'s EI per second), default_ucb / default_rbf / default_no_floor /
     /// default_all_residuals / default_level_amplitude / default_regret / default_ml_kernel /
     /// default_history_covariance / default_identity_scale (ablations of default).
     /// Default: all but the lesion, the diagnostics and the ablations.
@@ -60,7 +60,7 @@ pub struct SchedulerBenchArgs {
     /// repository root).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-    /// Kernel of the GP-UCB policies (Spearmint* always uses RBF).
+    /// Kernel of the GP-UCB policies and of the default (Spearmint* always uses RBF).
     #[arg(long, value_enum, default_value_t = KernelArg::Matern52)]
     kernel: KernelArg,
     /// Fraction of the non-test users used to build the kernel (lesion of figure 14).
