@@ -5,7 +5,9 @@
 //! on the log-odds quality scale (`service/decision_u1000_k200_t50_logit`), and on the log-odds
 //! with line 8's UCB gap instead of the default's expected improvement per unit cost
 //! (`service/decision_u1000_k200_t50_logit_ucb_gap`, the default before the rule followed the
-//! cost mode).
+//! cost mode). And the density of a history's rows under the prior, which chooses the quality
+//! scale once per history (`density/rows_200x100_per_row`, the prior factored for every row, beside
+//! `density/rows_200x100_per_pattern`, factored once per pattern of known entries: once here).
 
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
@@ -213,5 +215,36 @@ fn service(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decision, service);
+fn density(c: &mut Criterion) {
+    let mut group = c.benchmark_group("density");
+    group.sample_size(10);
+    let data = generate_synthetic(SyntheticSpec::paper(0.5, 0.1), 0).unwrap();
+    let history = QualityHistory {
+        model_ids: data.model_ids.clone(),
+        rows: data.quality.clone(),
+    };
+    let kernel = KernelModel::from_history_in_scale(
+        &history,
+        KernelKind::Matern52,
+        HyperparameterChoice::FitMarginalLikelihood,
+        QualityScale::Logit,
+    )
+    .unwrap();
+    let rows = || history.rows.iter().map(|row| row.as_slice());
+    group.bench_function("rows_200x100_per_row", |b| {
+        b.iter(|| {
+            black_box(
+                rows()
+                    .map(|row| kernel.log_density_of_row(&history.model_ids, row))
+                    .sum::<Option<f64>>(),
+            )
+        })
+    });
+    group.bench_function("rows_200x100_per_pattern", |b| {
+        b.iter(|| black_box(kernel.log_density_of_rows(&history.model_ids, rows())))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decision, service, density);
 criterion_main!(benches);

@@ -212,10 +212,10 @@ pub fn choose_quality_scale(
     let logit =
         KernelModel::from_history_in_scale(history, identity.kind(), choice, QualityScale::Logit)?;
     let total = |model: &KernelModel| -> Option<f64> {
-        interior_rows
-            .iter()
-            .map(|row| model.log_density_of_row(&history.model_ids, row))
-            .sum()
+        model.log_density_of_rows(
+            &history.model_ids,
+            interior_rows.iter().map(|row| row.as_slice()),
+        )
     };
     match (total(identity), total(&logit)) {
         (Some(on_identity), Some(on_logit)) if on_logit > on_identity => Ok(Some(logit)),
@@ -357,6 +357,15 @@ pub struct KernelModel {
     quality_scale: QualityScale,
 }
 
+/// A prior over some models plus the observation noise, factored: what the density of a history
+/// row with exactly those models known needs.
+struct FactoredPrior {
+    mean: DVector<f64>,
+    /// The lower Cholesky factor of the covariance.
+    lower: DMatrix<f64>,
+    log_determinant: f64,
+}
+
 /// Squared Euclidean distances between quality vectors, the residual rows, and the prior means.
 struct PreparedHistory {
     model_ids: Vec<String>,
@@ -364,6 +373,22 @@ struct PreparedHistory {
     squared_distances: DMatrix<f64>,
     /// models x users residuals (quality - prior mean), imputed entries are 0.
     residuals: DMatrix<f64>,
+}
+
+/// Each model (column of `history`) with at least one known entry, in column order, and the mean
+/// of its known entries: the one definition of a model's mean over the history, on whatever scale
+/// the history is.
+fn known_column_means(history: &QualityHistory) -> Vec<(usize, f64)> {
+    (0..history.model_ids.len())
+        .filter_map(|model| {
+            let (sum, count) = history
+                .rows
+                .iter()
+                .filter_map(|row| row[model])
+                .fold((0.0, 0usize), |(sum, count), q| (sum + q, count + 1));
+            (count > 0).then(|| (model, sum / count as f64))
+        })
+        .collect()
 }
 
 fn prepare_history(history: &QualityHistory) -> Result<PreparedHistory> {
@@ -382,20 +407,14 @@ fn prepare_history(history: &QualityHistory) -> Result<PreparedHistory> {
         }
     }
     // Only models with at least one known quality count as "with history".
-    let known_models: Vec<usize> = (0..n_models)
-        .filter(|&model| history.rows.iter().any(|row| row[model].is_some()))
-        .collect();
+    let (known_models, prior_mean_by_model): (Vec<usize>, Vec<f64>) =
+        known_column_means(history).into_iter().unzip();
     let model_ids = known_models
         .iter()
         .map(|&model| history.model_ids[model].clone())
         .collect::<Vec<_>>();
     let n_known = known_models.len();
     let n_users = history.rows.len();
-    let mut prior_mean_by_model = Vec::with_capacity(n_known);
-    for &model in &known_models {
-        let known: Vec<f64> = history.rows.iter().filter_map(|row| row[model]).collect();
-        prior_mean_by_model.push(known.iter().sum::<f64>() / known.len() as f64);
-    }
     // Features: quality vectors, a missing cell imputed with that user's mean quality.
     let mut features = DMatrix::<f64>::zeros(n_known, n_users);
     let mut residuals = DMatrix::<f64>::zeros(n_known, n_users);
@@ -769,12 +788,16 @@ impl KernelModel {
     ) -> Result<Self> {
         let mut model = KernelModel::from_history(&scale.history(history), kind, choice)?;
         model.quality_scale = scale;
-        for (column, id) in history.model_ids.iter().enumerate() {
-            let known: Vec<f64> = history.rows.iter().filter_map(|row| row[column]).collect();
-            if let (Some(&index), false) = (model.model_index_by_id.get(id), known.is_empty()) {
-                model.mean_quality_by_model[index] = known.iter().sum::<f64>() / known.len() as f64;
-            }
-        }
+        // The scale maps a known quality to a known value, so the known models, in order, are
+        // the same on both scales: the prior's model index is the position in this list.
+        model.mean_quality_by_model = known_column_means(history)
+            .into_iter()
+            .map(|(_, mean)| mean)
+            .collect();
+        debug_assert_eq!(
+            model.mean_quality_by_model.len(),
+            model.model_index_by_id.len()
+        );
         Ok(model)
     }
 
@@ -790,37 +813,81 @@ impl KernelModel {
     /// different scales compare). `None` for a row without a known entry or a covariance that
     /// does not factor.
     pub fn log_density_of_row(&self, model_ids: &[String], row: &[Option<f64>]) -> Option<f64> {
-        let known: Vec<(String, f64)> = model_ids
+        let known_ids: Vec<String> = model_ids
             .iter()
             .zip(row)
-            .filter_map(|(id, q)| q.map(|q| (id.clone(), q)))
+            .filter(|(_, q)| q.is_some())
+            .map(|(id, _)| id.clone())
             .collect();
-        if known.is_empty() {
+        self.log_density_given(&self.factor_prior(&known_ids)?, row)
+    }
+
+    /// The sum of [`KernelModel::log_density_of_row`] over `rows` (`None` if any row has none),
+    /// factoring the prior once per pattern of known entries rather than once per row: a history
+    /// without gaps factors it once.
+    pub fn log_density_of_rows<'a>(
+        &self,
+        model_ids: &[String],
+        rows: impl IntoIterator<Item = &'a [Option<f64>]>,
+    ) -> Option<f64> {
+        let mut factored_by_pattern: HashMap<Vec<bool>, Option<FactoredPrior>> = HashMap::new();
+        let mut total = 0.0;
+        for row in rows {
+            let pattern: Vec<bool> = row.iter().map(Option::is_some).collect();
+            let factored = factored_by_pattern
+                .entry(pattern)
+                .or_insert_with_key(|pattern| {
+                    let known_ids: Vec<String> = model_ids
+                        .iter()
+                        .zip(pattern)
+                        .filter(|(_, known)| **known)
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    self.factor_prior(&known_ids)
+                });
+            total += self.log_density_given(factored.as_ref()?, row)?;
+        }
+        Some(total)
+    }
+
+    /// The prior over `ids` plus the observation noise, factored (`None` for no ids or a
+    /// covariance that does not factor).
+    fn factor_prior(&self, ids: &[String]) -> Option<FactoredPrior> {
+        if ids.is_empty() {
             return None;
         }
-        let ids: Vec<String> = known.iter().map(|(id, _)| id.clone()).collect();
-        let (mean, mut covariance) = self.prior_over(&ids);
+        let (mean, mut covariance) = self.prior_over(ids);
         for i in 0..ids.len() {
             covariance[(i, i)] += self.hyperparameters.noise_variance;
         }
-        let cholesky = covariance.cholesky()?;
+        let lower = covariance.cholesky()?.l();
+        let log_determinant = 2.0 * lower.diagonal().iter().map(|d| d.ln()).sum::<f64>();
+        Some(FactoredPrior {
+            mean,
+            lower,
+            log_determinant,
+        })
+    }
+
+    /// The log density of the known entries of `row` (in the order of the ids `factored` was
+    /// made for) under `factored`, plus the log-Jacobian of the scale's map.
+    fn log_density_given(&self, factored: &FactoredPrior, row: &[Option<f64>]) -> Option<f64> {
+        let known: Vec<f64> = row.iter().flatten().copied().collect();
         let residual = DVector::from_iterator(
-            ids.len(),
+            known.len(),
             known
                 .iter()
-                .zip(mean.iter())
-                .map(|((_, q), m)| self.quality_scale.to_model(*q) - m),
+                .zip(factored.mean.iter())
+                .map(|(q, m)| self.quality_scale.to_model(*q) - m),
         );
-        let solved = cholesky.l().solve_lower_triangular(&residual)?;
-        let log_determinant: f64 =
-            2.0 * cholesky.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
+        let solved = factored.lower.solve_lower_triangular(&residual)?;
         let jacobian: f64 = known
             .iter()
-            .map(|(_, q)| self.quality_scale.log_jacobian(*q))
+            .map(|q| self.quality_scale.log_jacobian(*q))
             .sum();
         let value = -0.5 * solved.norm_squared()
-            - 0.5 * log_determinant
-            - 0.5 * ids.len() as f64 * (2.0 * std::f64::consts::PI).ln()
+            - 0.5 * factored.log_determinant
+            - 0.5 * known.len() as f64 * (2.0 * std::f64::consts::PI).ln()
             + jacobian;
         value.is_finite().then_some(value)
     }
@@ -1454,6 +1521,43 @@ mod tests {
             assert!(
                 model
                     .log_density_of_row(&history.model_ids, &[None; 4])
+                    .is_none()
+            );
+        }
+    }
+
+    #[test]
+    fn the_density_of_rows_factored_per_pattern_is_the_sum_of_the_rows_densities() {
+        let mut history = small_history();
+        // Three patterns of known entries: complete rows, row 1 without d, and one without a, c.
+        history.rows.push(vec![None, Some(0.66), None, Some(0.41)]);
+        for scale in [QualityScale::Identity, QualityScale::Logit] {
+            let model = KernelModel::from_history_in_scale(
+                &history,
+                KernelKind::Matern52,
+                HyperparameterChoice::FitMarginalLikelihood,
+                scale,
+            )
+            .unwrap();
+            let rows = || history.rows.iter().map(|row| row.as_slice());
+            let per_row: f64 = rows()
+                .map(|row| model.log_density_of_row(&history.model_ids, row).unwrap())
+                .sum();
+            let factored = model
+                .log_density_of_rows(&history.model_ids, rows())
+                .unwrap();
+            assert!(
+                (factored - per_row).abs() < 1e-9 * per_row.abs().max(1.0),
+                "{scale:?}: {factored} vs {per_row}"
+            );
+            // A row without a known entry has no density, so neither has the sum.
+            let empty = [None; 4];
+            assert!(
+                model
+                    .log_density_of_rows(
+                        &history.model_ids,
+                        rows().chain(std::iter::once(&empty[..]))
+                    )
                     .is_none()
             );
         }

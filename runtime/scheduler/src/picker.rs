@@ -24,6 +24,9 @@ pub struct UserSummary {
     pub n_in_flight: usize,
     /// Best quality observed so far in the current data version.
     pub best_quality: Option<f64>,
+    /// Whether `best_quality` reaches the quality ceiling: no run of the user can lower its
+    /// regret, so only a picker that serves users blindly (round robin, random) serves it again.
+    pub at_quality_ceiling: bool,
     /// The largest upper confidence bound on quality (`mean + sqrt(beta_t) sd`, never cost-weighted)
     /// over eligible candidates, clipped to the quality ceiling (no model can beat a quality of 1).
     pub largest_upper_confidence_bound: f64,
@@ -426,7 +429,10 @@ impl UserPicker for HybridPicker {
 /// Greedy's estimate says; otherwise the decision is Hybrid's. The floor bounds how long Greedy may
 /// starve a user whose regret the GP underestimates (with EI per cost inside each user, the user's
 /// next run is often its cheapest candidate, and a user the posterior believes done may still
-/// have loss left). A user in its first round (no observation yet) is Hybrid's to serve.
+/// have loss left). A user in its first round (no observation yet) is Hybrid's to serve, and so is
+/// one whose best quality reaches the ceiling: it has no loss left, whatever the posterior says
+/// (on the synthetic family with ALPHA = 1, where most users reach quality 1 within a few runs,
+/// the floor spent up to a fifth of the runs on such users; README, issue 20).
 #[derive(Debug, Clone)]
 pub struct DefaultPicker {
     starvation_rounds: usize,
@@ -471,7 +477,10 @@ impl DefaultPicker {
             .iter()
             .enumerate()
             .filter(|(_, user)| {
-                user.n_observations > 0 && user.n_in_flight == 0 && waited(user) > limit
+                user.n_observations > 0
+                    && user.n_in_flight == 0
+                    && waited(user) > limit
+                    && !user.at_quality_ceiling
             })
             .max_by_key(|(_, user)| (waited(user), std::cmp::Reverse(user.registration_sequence)))
             .map(|(index, _)| index)
@@ -507,6 +516,7 @@ mod tests {
             n_observations: observations,
             n_in_flight: 0,
             best_quality: (observations > 0).then_some(best),
+            at_quality_ceiling: observations > 0 && best >= 1.0,
             largest_upper_confidence_bound: ucb,
             empirical_gap: (observations > 0).then_some(gap),
             next_cost: 1.0,
@@ -645,6 +655,26 @@ mod tests {
             .map(|_| unfloored.pick_user(&users, &mut rng).unwrap())
             .collect();
         assert_eq!(picks, greedy_picks);
+    }
+
+    #[test]
+    fn default_picker_never_forces_a_user_at_the_quality_ceiling() {
+        // User 0 has reached quality 1 (nothing left to gain); Greedy prefers user 1 forever.
+        let users = vec![user(0, 1, 1.0, 1.0, 0.0), user(1, 1, 0.5, 0.9, 0.4)];
+        assert!(users[0].at_quality_ceiling && !users[1].at_quality_ceiling);
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut picker = DefaultPicker::new(100, 1);
+        let picks: Vec<usize> = (0..8)
+            .map(|_| picker.pick_user(&users, &mut rng).unwrap())
+            .collect();
+        assert_eq!(picks, vec![1; 8]);
+        // Just below the ceiling, the floor serves it within its limit as before.
+        let users = vec![user(0, 1, 0.999, 1.0, 0.0), user(1, 1, 0.5, 0.9, 0.4)];
+        let mut picker = DefaultPicker::new(100, 1);
+        let picks: Vec<usize> = (0..4)
+            .map(|_| picker.pick_user(&users, &mut rng).unwrap())
+            .collect();
+        assert_eq!(picks, vec![1, 1, 1, 0]);
     }
 
     #[test]

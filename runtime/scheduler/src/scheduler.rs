@@ -612,10 +612,6 @@ impl Scheduler {
             .max(1e-300)
     }
 
-    fn is_cost_aware(&self) -> bool {
-        self.candidate_policy.is_cost_aware()
-    }
-
     /// GP-UCB's `beta_t` for a user's next step (its own step `t` = real observations + 1; runs in
     /// flight do not count, see the module header) and whether candidate scores are cost-weighted.
     fn exploration(&self, user: &UserState) -> (f64, bool) {
@@ -702,13 +698,13 @@ impl Scheduler {
                 // scale). delgado179: mean loss 0.05 after the first round in every seed (the
                 // mean log-odds needed 11-12 runs in two of three); DECISIONS.md.
                 let first_run = user.gp.n_observations() == 0 && user.gp.n_hallucinated() == 0;
-                let mean = |k: usize| {
-                    if first_run {
-                        scale.to_model(self.kernel.mean_quality(&user.candidates[k].model_id))
-                    } else {
-                        user.gp.mean()[k]
-                    }
-                };
+                let first_run_means: Option<Vec<f64>> = first_run.then(|| {
+                    user.candidates
+                        .iter()
+                        .map(|c| scale.to_model(self.kernel.mean_quality(&c.model_id)))
+                        .collect()
+                });
+                let mean = |k: usize| first_run_means.as_ref().map_or(user.gp.mean()[k], |m| m[k]);
                 let best_quality = user
                     .best_current
                     .as_ref()
@@ -790,12 +786,12 @@ impl Scheduler {
         // The candidate the user would train next matters to the pickers only through its cost
         // (cost-aware mode) and its expected improvement (the EI line-8 rule): found only then.
         let by_expected_improvement = self.line8_rule == Line8Rule::ExpectedImprovement;
-        let next = if self.is_cost_aware() || by_expected_improvement {
+        let next = if self.candidate_policy.is_cost_aware() || by_expected_improvement {
             self.pick_candidate(user, &bounds, cost_scale)
         } else {
             None
         };
-        let next_cost = if self.is_cost_aware() {
+        let next_cost = if self.candidate_policy.is_cost_aware() {
             next.map_or(1.0, |k| {
                 (user.candidates[k].expected_cost / cost_scale).max(1e-12)
             })
@@ -840,6 +836,7 @@ impl Scheduler {
                 .filter(|c| c.status == CandidateStatus::InFlight)
                 .count(),
             best_quality,
+            at_quality_ceiling: best_quality.is_some_and(|best| best >= self.quality_ceiling),
             largest_upper_confidence_bound: largest,
             empirical_gap: self.pending_empirical_gap(user).or(user.empirical_gap),
             next_cost,
