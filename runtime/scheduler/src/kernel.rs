@@ -813,13 +813,7 @@ impl KernelModel {
     /// different scales compare). `None` for a row without a known entry or a covariance that
     /// does not factor.
     pub fn log_density_of_row(&self, model_ids: &[String], row: &[Option<f64>]) -> Option<f64> {
-        let known_ids: Vec<String> = model_ids
-            .iter()
-            .zip(row)
-            .filter(|(_, q)| q.is_some())
-            .map(|(id, _)| id.clone())
-            .collect();
-        self.log_density_given(&self.factor_prior(&known_ids)?, row)
+        self.log_density_of_rows(model_ids, [row])
     }
 
     /// The sum of [`KernelModel::log_density_of_row`] over `rows` (`None` if any row has none),
