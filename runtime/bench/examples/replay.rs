@@ -1,7 +1,7 @@
 //! The replay benchmark without the CLI (no libtorch to link): for fast iteration on policies.
 //!
 //! `cargo run --release -p easeml-scheduler --example replay -- DATASET [OPTIONS]` with DATASET
-//! `delgado179`, `easeml-dl` or `synthetic:SIGMA_M,ALPHA` (tables from `$EASEML_SHARED_DATA`, else
+//! `delgado179`, `easeml-dl`, `synthetic:SIGMA_M,ALPHA` or `matrix:QUALITY_FILE[,COST_FILE]` (tables from `$EASEML_SHARED_DATA`, else
 //! `../shared/data`). Options: `--cost-aware`, `--repeats N` (10), `--test-users N` (10),
 //! `--seed S` (0), `--policies a,b,...`, `--kernel-fraction F`, `--hybrid-patience S`, `--line8 ucb_gap|expected_improvement`,
 //! `--threads N` (1), `--amplitude-prior C` (1; 0 = off), `--history-covariance cv|off|W` (the weight
@@ -108,6 +108,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         dataset::load_delgado179(&data_dir)?
     } else if spec == "easeml-dl" {
         dataset::load_easeml_deeplearning(&data_dir)?
+    } else if let Some(files) = spec.strip_prefix("matrix:") {
+        let (quality, cost) = match files.split_once(',') {
+            Some((quality, cost)) => (quality, Some(PathBuf::from(cost))),
+            None => (files, None),
+        };
+        dataset::load_matrix(&PathBuf::from(quality), cost.as_deref())?
     } else {
         return Err(format!("unknown dataset `{spec}`").into());
     };

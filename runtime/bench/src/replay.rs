@@ -6,7 +6,8 @@
 //! candidates when cost-oblivious, 10% of their total cost when cost-aware) and after each run the
 //! mean accuracy loss `l = mean_i (best possible_i - best so far_i)` is recorded (a user without a
 //! model has loss = its best possible quality). Curves are averaged over repetitions (mean) and
-//! maximised over them (worst case) on a common cost grid. Repetitions are independent and seeded
+//! maximised over them (worst case) on a common cost grid (every run when cost-oblivious; equal
+//! and geometric steps when cost-aware, [`cost_grid`]). Repetitions are independent and seeded
 //! from `(seed, repetition)`, so results do not depend on the number of threads.
 //!
 //! Concurrent runs ([`ReplayConfig::parallel`] = K workers): an event-driven simulation. At time 0
@@ -434,6 +435,37 @@ struct Repetition {
     hyperparameters: KernelHyperparameters,
     history_covariance_weight: Option<f64>,
     default_quality_scale: Option<QualityScale>,
+}
+
+/// Steps of the cost-aware grid: this many equal ones up to the largest budget, and as many
+/// geometric ones from the cheapest candidate's cost up to it ([`cost_grid`]).
+pub const COST_GRID_STEPS: usize = 1000;
+
+/// The cost-aware grid: `COST_GRID_STEPS` equal steps from 0 to `max_budget`, and as many geometric
+/// ones from `cheapest` (the cheapest candidate's cost) to it, sorted and without repeats. The
+/// equal steps alone are too coarse where costs span orders of magnitude (measured runtimes: one
+/// repetition with a large data set sets the budget, and every policy reaches the first loss
+/// levels within the first step); the geometric ones resolve the cheap start. Never empty; starts
+/// at 0 and ends at `max_budget`.
+pub fn cost_grid(max_budget: f64, cheapest: f64) -> Vec<f64> {
+    let max_budget = if max_budget.is_finite() {
+        max_budget.max(0.0)
+    } else {
+        0.0
+    };
+    let mut grid: Vec<f64> = (0..=COST_GRID_STEPS)
+        .map(|i| max_budget * i as f64 / COST_GRID_STEPS as f64)
+        .collect();
+    if cheapest.is_finite() && cheapest > 0.0 && cheapest < max_budget {
+        let span = (max_budget / cheapest).ln();
+        grid.extend(
+            (0..COST_GRID_STEPS)
+                .map(|i| cheapest * (span * i as f64 / COST_GRID_STEPS as f64).exp()),
+        );
+    }
+    grid.sort_by(f64::total_cmp);
+    grid.dedup();
+    grid
 }
 
 /// The first grid cost at which `curve` is at or below `level`.
@@ -991,10 +1023,14 @@ pub fn run_replay(
             .fold(0.0, f64::max)
     };
     let grid: Vec<f64> = if config.cost_aware {
-        let steps = 1000;
-        (0..=steps)
-            .map(|i| max_budget * i as f64 / steps as f64)
-            .collect()
+        let cheapest = repetitions
+            .iter()
+            .flat_map(|r| r.split.users.iter())
+            .flat_map(|user| user.candidates.iter())
+            .map(|candidate| candidate.cost)
+            .filter(|&cost| cost > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        cost_grid(max_budget, cheapest)
     } else {
         (0..=(max_budget.ceil() as usize))
             .map(|i| i as f64)

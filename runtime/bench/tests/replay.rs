@@ -325,3 +325,55 @@ fn the_default_ranks_users_by_expected_improvement_per_cost_only_when_costs_diff
     );
     assert_ne!(chosen, decisions(&deep, true, Some(Line8Rule::UcbGap)));
 }
+
+#[test]
+fn the_cost_aware_grid_resolves_costs_that_span_orders_of_magnitude() {
+    // Runtimes from 1 ms to 100 s (a model family's factor, as measured runtimes are): the largest
+    // budget's equal steps are coarser than most runs, so the grid adds geometric steps from the
+    // cheapest candidate's cost.
+    let mut data = small_synthetic();
+    data.cost = (0..data.quality.len())
+        .map(|_| {
+            Some(
+                (0..data.model_ids.len())
+                    .map(|m| Some(10f64.powi(m as i32 % 6 - 3)))
+                    .collect(),
+            )
+        })
+        .collect();
+    let config = ReplayConfig {
+        policies: vec![PolicyName::Default, PolicyName::RoundRobin],
+        ..small_config(true)
+    };
+    let outcome = run_replay(&data, &config, &|| {}).unwrap();
+    let grid = &outcome.grid;
+    let max_budget = outcome.budgets.iter().copied().fold(0.0, f64::max);
+    assert_eq!(grid[0], 0.0);
+    assert!((grid.last().unwrap() - max_budget).abs() <= 1e-9 * max_budget);
+    assert!(
+        grid.windows(2).all(|pair| pair[0] < pair[1]),
+        "sorted, no repeats"
+    );
+    let equal_step = max_budget / easeml_bench::replay::COST_GRID_STEPS as f64;
+    assert!(
+        (grid[1] - 1e-3).abs() < 1e-12,
+        "the cheapest run's cost: {}",
+        grid[1]
+    );
+    assert!(
+        grid.iter()
+            .filter(|&&cost| cost > 0.0 && cost < equal_step)
+            .count()
+            > 100
+    );
+    // Every equal step is still there (the coarse grid's answers can only get earlier).
+    for i in 0..=easeml_bench::replay::COST_GRID_STEPS {
+        let step = max_budget * i as f64 / easeml_bench::replay::COST_GRID_STEPS as f64;
+        assert!(grid.contains(&step), "step {i}");
+    }
+    // Without a positive cheaper cost the grid is the equal steps alone.
+    let equal = easeml_bench::replay::cost_grid(10.0, f64::INFINITY);
+    assert_eq!(equal.len(), easeml_bench::replay::COST_GRID_STEPS + 1);
+    assert_eq!(easeml_bench::replay::cost_grid(10.0, 20.0), equal);
+    assert_eq!(easeml_bench::replay::cost_grid(f64::NAN, 1.0), vec![0.0]);
+}

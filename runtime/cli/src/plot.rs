@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use anyhow::Context;
 use easeml_bench::replay::ReplayOutcome;
 use plotters::coord::Shift;
+use plotters::coord::combinators::LogCoord;
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
@@ -21,7 +22,7 @@ const HEIGHT: u32 = 500;
 const LOSS_FLOOR: f64 = 1e-3;
 
 /// Line colours of the loss plots (distinct on white).
-const COLORS: [RGBColor; 10] = [
+const COLORS: [RGBColor; 14] = [
     RGBColor(214, 39, 40),
     RGBColor(31, 119, 180),
     RGBColor(44, 160, 44),
@@ -32,6 +33,10 @@ const COLORS: [RGBColor; 10] = [
     RGBColor(227, 119, 194),
     RGBColor(23, 190, 207),
     RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 0, 0),
+    RGBColor(0, 128, 128),
 ];
 
 fn find_font_file() -> Option<PathBuf> {
@@ -196,6 +201,81 @@ where
     Ok(())
 }
 
+/// How many decades the cost-aware grid must span before the loss plots' cost axis is
+/// logarithmic: measured runtimes span orders of magnitude, and on a linear axis every policy's
+/// descent is squeezed into the first pixels.
+const LOG_COST_AXIS_DECADES: f64 = 3.0;
+
+impl LossPlot<'_> {
+    /// The cost axis' lower end when it is logarithmic (the smallest positive grid point), else
+    /// `None` (runs, or costs within `LOG_COST_AXIS_DECADES` decades: linear from 0).
+    fn log_axis_start(&self) -> Option<f64> {
+        if !self.cost_aware {
+            return None;
+        }
+        let smallest = self
+            .grid
+            .iter()
+            .copied()
+            .filter(|&cost| cost > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let largest = self.grid.last().copied().unwrap_or(0.0);
+        (smallest.is_finite() && largest / smallest >= 10f64.powf(LOG_COST_AXIS_DECADES))
+            .then_some(smallest)
+    }
+
+    /// Draws one panel's mesh, lines and legend (the mean loss, or the worst-case with `worst`)
+    /// on `chart`, whose x-axis is linear or logarithmic; points at cost 0 are left out on a
+    /// logarithmic axis (the line starts at the grid's first positive cost).
+    fn draw_panel<'a, DB, X>(
+        &self,
+        chart: &mut ChartContext<'a, DB, Cartesian2d<X, LogCoord<f64>>>,
+        worst: bool,
+        with_text: bool,
+        x_label: &str,
+    ) -> anyhow::Result<()>
+    where
+        DB: DrawingBackend + 'a,
+        X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    {
+        let log_axis = self.log_axis_start().is_some();
+        draw_line_mesh(
+            chart,
+            with_text,
+            x_label,
+            "accuracy loss (log scale, floor 0.001)",
+        )?;
+        for (index, line) in self.series.iter().enumerate() {
+            let color = COLORS[index % COLORS.len()].to_rgba();
+            let values = if worst {
+                line.worst_loss
+            } else {
+                line.mean_loss
+            };
+            draw_line(
+                chart,
+                self.grid
+                    .iter()
+                    .copied()
+                    .zip(values.iter().map(|&loss| loss.max(LOSS_FLOOR)))
+                    .filter(|&(cost, _)| !log_axis || cost > 0.0),
+                color,
+                with_text.then_some(line.label.as_str()),
+            )?;
+        }
+        if with_text {
+            // On a logarithmic cost axis the lower left is empty (nothing is found that cheaply).
+            let position = if log_axis {
+                SeriesLabelPosition::LowerLeft
+            } else {
+                SeriesLabelPosition::UpperRight
+            };
+            draw_legend(chart, position)?;
+        }
+        Ok(())
+    }
+}
+
 impl Figure for LossPlot<'_> {
     fn draw_on<DB: DrawingBackend>(
         &self,
@@ -209,10 +289,11 @@ impl Figure for LossPlot<'_> {
         root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
         let panels = root.split_evenly((1, 2));
         let x_max = plot.grid.last().copied().unwrap_or(1.0).max(1e-9);
-        let x_label = if plot.cost_aware {
-            "cost (summed)"
-        } else {
-            "runs"
+        let log_start = plot.log_axis_start();
+        let x_label = match (plot.cost_aware, log_start.is_some()) {
+            (false, _) => "runs",
+            (true, false) => "cost (summed)",
+            (true, true) => "cost (summed, log scale)",
         };
         for (panel_index, panel) in panels.iter().enumerate() {
             let worst = panel_index == 1;
@@ -232,34 +313,21 @@ impl Figure for LossPlot<'_> {
                 plot.subject,
                 if worst { "worst-case" } else { "mean" }
             );
-            let mut chart = framed_builder(panel, with_text, &title)
-                .build_cartesian_2d(0.0..x_max, (LOSS_FLOOR..y_max).log_scale())
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            draw_line_mesh(
-                &mut chart,
-                with_text,
-                x_label,
-                "accuracy loss (log scale, floor 0.001)",
-            )?;
-            for (index, line) in plot.series.iter().enumerate() {
-                let color = COLORS[index % COLORS.len()].to_rgba();
-                let values = if worst {
-                    line.worst_loss
-                } else {
-                    line.mean_loss
-                };
-                draw_line(
-                    &mut chart,
-                    plot.grid
-                        .iter()
-                        .copied()
-                        .zip(values.iter().map(|&loss| loss.max(LOSS_FLOOR))),
-                    color,
-                    with_text.then_some(line.label.as_str()),
-                )?;
-            }
-            if with_text {
-                draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+            let mut builder = framed_builder(panel, with_text, &title);
+            let y_range = (LOSS_FLOOR..y_max).log_scale();
+            match log_start {
+                Some(x_min) => {
+                    let mut chart = builder
+                        .build_cartesian_2d((x_min..x_max).log_scale(), y_range)
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    plot.draw_panel(&mut chart, worst, with_text, x_label)?;
+                }
+                None => {
+                    let mut chart = builder
+                        .build_cartesian_2d(0.0..x_max, y_range)
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    plot.draw_panel(&mut chart, worst, with_text, x_label)?;
+                }
             }
         }
         root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -569,4 +637,45 @@ impl Figure for BarPlot {
 pub fn write_bar_plots(plot: &BarPlot, out: &Path, stem: &str) -> anyhow::Result<Vec<String>> {
     let width = (200 + 110 * plot.groups.len() as u32).clamp(600, 1600);
     write_svg_and_png(plot, out, stem, (width, 500))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plot<'a>(cost_aware: bool, grid: &'a [f64], loss: &'a [f64]) -> LossPlot<'a> {
+        LossPlot {
+            subject: "test".into(),
+            cost_aware,
+            grid,
+            series: vec![LossSeries {
+                label: "default".into(),
+                mean_loss: loss,
+                worst_loss: loss,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_cost_axis_is_logarithmic_only_where_costs_span_three_decades() {
+        let wide = [0.0, 1e-3, 0.5, 1.0, 2.0];
+        let narrow = [0.0, 0.01, 5.0, 9.99];
+        let loss = [0.5, 0.4, 0.1, 0.05, 0.01];
+        assert_eq!(plot(true, &wide, &loss).log_axis_start(), Some(1e-3));
+        assert_eq!(plot(true, &narrow, &loss[..4]).log_axis_start(), None);
+        // Runs are never on a logarithmic axis, however many.
+        assert_eq!(plot(false, &wide, &loss).log_axis_start(), None);
+        assert_eq!(plot(true, &[0.0], &loss[..1]).log_axis_start(), None);
+        // Both axes draw (the point at cost 0 is left out of the logarithmic one).
+        for (grid, loss) in [(&wide[..], &loss[..]), (&narrow[..], &loss[..4])] {
+            let mut svg = String::new();
+            plot(true, grid, loss)
+                .draw_on(
+                    SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area(),
+                    false,
+                )
+                .unwrap();
+            assert!(svg.contains("<polyline"), "a line is drawn");
+        }
+    }
 }
