@@ -109,11 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else if spec == "easeml-dl" {
         dataset::load_easeml_deeplearning(&data_dir)?
     } else if let Some(files) = spec.strip_prefix("matrix:") {
-        let (quality, cost) = match files.split_once(',') {
-            Some((quality, cost)) => (quality, Some(PathBuf::from(cost))),
-            None => (files, None),
-        };
-        dataset::load_matrix(&PathBuf::from(quality), cost.as_deref())?
+        dataset::load_matrix_spec(files)?
     } else {
         return Err(format!("unknown dataset `{spec}`").into());
     };

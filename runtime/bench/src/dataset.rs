@@ -5,6 +5,8 @@
 //! costs for some users. Matrix files are CSV or whitespace separated; a header row and an index
 //! column are detected (a first row / first column that does not parse as numbers); `--`, `NA`,
 //! `nan`, `?` and empty cells are missing; a table with any value above 1 is read as percent.
+//! Costs must be finite and non-negative; the unknown ones a replay needs are filled at load
+//! ([`Dataset::fill_unknown_costs`]).
 
 use std::path::Path;
 
@@ -29,6 +31,9 @@ pub struct Dataset {
     /// the only possible test users in cost-aware mode when any cost row exists; with no cost row
     /// at all, costs are drawn from U(0, 1) per repetition as in the paper.
     pub cost: Vec<Option<Vec<Option<f64>>>>,
+    /// How many cost cells of known qualities were empty or 0 and were filled at load
+    /// ([`Dataset::fill_unknown_costs`]).
+    pub imputed_costs: usize,
 }
 
 impl Dataset {
@@ -37,7 +42,78 @@ impl Dataset {
         self.cost.iter().any(Option::is_some)
     }
 
-    fn check(self) -> Result<Self> {
+    /// Fills the cost cells that a replay would need and the table leaves out, in the rows that
+    /// have costs: an empty cell where the quality is known takes the median of its user's positive
+    /// costs (of the whole table's where the user has none), a 0 the table's smallest positive cost
+    /// (a run too short to time is among the cheapest, and a cost of 0 would make it infinitely
+    /// attractive per unit cost). Returns how many cells were filled. Costs must be finite and
+    /// non-negative (loading refuses others first).
+    pub fn fill_unknown_costs(&mut self) -> usize {
+        let positive: Vec<f64> = self
+            .cost
+            .iter()
+            .flatten()
+            .flatten()
+            .flatten()
+            .copied()
+            .filter(|&c| c > 0.0)
+            .collect();
+        let (Some(table_median), Some(smallest)) =
+            (median(&positive), positive.iter().copied().reduce(f64::min))
+        else {
+            return 0;
+        };
+        let mut filled = 0;
+        for (user, row) in self.cost.iter_mut().enumerate() {
+            let Some(row) = row else { continue };
+            let own: Vec<f64> = row.iter().flatten().copied().filter(|&c| c > 0.0).collect();
+            let user_median = median(&own).unwrap_or(table_median);
+            for (model, cell) in row.iter_mut().enumerate() {
+                if self.quality[user][model].is_none() {
+                    continue;
+                }
+                match *cell {
+                    None => *cell = Some(user_median),
+                    Some(0.0) => *cell = Some(smallest),
+                    Some(_) => continue,
+                }
+                filled += 1;
+            }
+        }
+        filled
+    }
+
+    fn check(mut self) -> Result<Self> {
+        for (user, row) in self.cost.iter().enumerate() {
+            for (model, &value) in row.iter().flatten().enumerate() {
+                if let Some(value) = value.filter(|c| !c.is_finite() || *c < 0.0) {
+                    return Err(SchedulerError::Dataset(format!(
+                        "`{}`: the cost of user `{}` for model `{}` is {value}; costs are \
+                         runtimes or prices, finite numbers >= 0: correct the cell, or leave it \
+                         empty where the cost is unknown",
+                        self.name,
+                        self.user_ids.get(user).map_or("?", String::as_str),
+                        self.model_ids.get(model).map_or("?", String::as_str),
+                    )));
+                }
+            }
+        }
+        if self.cost.iter().any(Option::is_some)
+            && !self
+                .cost
+                .iter()
+                .flatten()
+                .flatten()
+                .flatten()
+                .any(|&c| c > 0.0)
+        {
+            return Err(SchedulerError::Dataset(format!(
+                "`{}`: the cost matrix has no positive cost; give the runtimes (or prices) of the \
+                 runs, or leave the cost file out to draw costs from U(0, 1)",
+                self.name
+            )));
+        }
+        self.imputed_costs = self.fill_unknown_costs();
         if self.quality.is_empty() || self.model_ids.is_empty() {
             return Err(SchedulerError::Dataset(format!(
                 "`{}` has no users or no models",
@@ -202,6 +278,7 @@ pub fn load_delgado179(data_dir: &Path) -> Result<Dataset> {
         model_ids,
         quality,
         cost: vec![None; n_users],
+        imputed_costs: 0,
     }
     .check()
 }
@@ -251,8 +328,24 @@ pub fn load_easeml_deeplearning(data_dir: &Path) -> Result<Dataset> {
         model_ids,
         quality,
         cost,
+        imputed_costs: 0,
     }
     .check()
+}
+
+/// The files of a `matrix:QUALITY_FILE[,COST_FILE]` spec (`files` is what follows `matrix:`).
+pub fn load_matrix_spec(files: &str) -> Result<Dataset> {
+    let (quality, cost) = match files.split_once(',') {
+        Some((quality, cost)) => (quality, Some(Path::new(cost))),
+        None => (files, None),
+    };
+    if quality.is_empty() || cost.is_some_and(|c| c.as_os_str().is_empty()) {
+        return Err(SchedulerError::Dataset(format!(
+            "`matrix:{files}`: expected matrix:QUALITY_FILE[,COST_FILE], e.g. \
+             matrix:quality.csv,cost.csv"
+        )));
+    }
+    load_matrix(Path::new(quality), cost)
 }
 
 /// `matrix:QUALITY_FILE[,COST_FILE]`: any table, rows = users, columns = models.
@@ -288,8 +381,21 @@ pub fn load_matrix(quality_path: &Path, cost_path: Option<&Path>) -> Result<Data
         model_ids: matrix.column_names,
         quality: matrix.values,
         cost,
+        imputed_costs: 0,
     }
     .check()
+}
+
+/// The median of `values` (`None` when empty).
+fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some(0.5 * (sorted[n / 2 - 1] + sorted[n / 2])),
+    }
 }
 
 /// A standard normal draw (Box-Muller).
@@ -382,6 +488,7 @@ pub fn generate_synthetic(spec: SyntheticSpec, seed: u64) -> Result<Dataset> {
         model_ids: (0..spec.n_models).map(|m| format!("m{m}")).collect(),
         quality,
         cost: vec![None; spec.n_users],
+        imputed_costs: 0,
     }
     .check()
 }
@@ -389,6 +496,83 @@ pub fn generate_synthetic(spec: SyntheticSpec, seed: u64) -> Result<Dataset> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_costs(cost: Vec<Option<Vec<Option<f64>>>>) -> Result<Dataset> {
+        Dataset {
+            name: "t".into(),
+            user_ids: vec!["x".into(), "y".into(), "z".into()],
+            model_ids: vec!["a".into(), "b".into(), "c".into()],
+            quality: vec![
+                vec![Some(0.5), Some(0.6), None],
+                vec![Some(0.4), Some(0.8), Some(0.2)],
+                vec![Some(0.3), Some(0.9), Some(0.1)],
+            ],
+            cost,
+            imputed_costs: 0,
+        }
+        .check()
+    }
+
+    #[test]
+    fn a_matrix_spec_names_its_files() {
+        for files in ["", ",cost.csv", "quality.csv,"] {
+            let error = load_matrix_spec(files).unwrap_err().to_string();
+            assert!(
+                error.contains("expected matrix:QUALITY_FILE[,COST_FILE]"),
+                "{error}"
+            );
+        }
+        let error = load_matrix_spec("/nonexistent/q.csv")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("/nonexistent/q.csv"), "{error}");
+    }
+
+    #[test]
+    fn costs_must_be_finite_and_non_negative_and_unknown_ones_are_filled() {
+        for (bad, shown) in [(f64::INFINITY, "inf"), (-2.0, "-2")] {
+            let error = with_costs(vec![
+                Some(vec![Some(1.0), Some(2.0), Some(3.0)]),
+                Some(vec![Some(1.0), Some(bad), Some(3.0)]),
+                None,
+            ])
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.contains("user `y` for model `b` is ")
+                    && error.contains(shown)
+                    && error.contains("finite numbers >= 0")
+                    && error.contains("leave it empty"),
+                "{error}"
+            );
+        }
+        let error = with_costs(vec![Some(vec![Some(0.0), None, None]), None, None])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no positive cost"), "{error}");
+        // x: an unknown cost of a known quality takes x's median (2 and 4: 3); c's stays unknown
+        // (no quality). y: a 0 takes the table's smallest positive cost (0.5). z: no row, no costs.
+        let data = with_costs(vec![
+            Some(vec![Some(2.0), None, None]),
+            Some(vec![Some(0.0), Some(4.0), Some(0.5)]),
+            None,
+        ])
+        .unwrap();
+        assert_eq!(data.cost[0], Some(vec![Some(2.0), Some(2.0), None]));
+        assert_eq!(data.cost[1], Some(vec![Some(0.5), Some(4.0), Some(0.5)]));
+        assert_eq!(data.cost[2], None);
+        assert_eq!(data.imputed_costs, 2);
+        // A user without any positive cost takes the table's median (2, 4, 0.5: 2).
+        let data = with_costs(vec![
+            Some(vec![Some(2.0), Some(4.0), None]),
+            Some(vec![None, None, Some(0.5)]),
+            Some(vec![None, None, None]),
+        ])
+        .unwrap();
+        assert_eq!(data.cost[1], Some(vec![Some(0.5), Some(0.5), Some(0.5)]));
+        assert_eq!(data.cost[2], Some(vec![Some(2.0), Some(2.0), Some(2.0)]));
+        assert_eq!(data.imputed_costs, 5);
+    }
 
     #[test]
     fn detects_header_index_column_and_missing_cells() {

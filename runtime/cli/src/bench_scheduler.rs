@@ -217,13 +217,7 @@ pub fn load_dataset(spec: &str, data_dir: Option<&Path>, seed: u64) -> anyhow::R
         )?);
     }
     if let Some(files) = spec.strip_prefix("matrix:") {
-        let mut parts = files.splitn(2, ',');
-        let quality = parts
-            .next()
-            .filter(|p| !p.is_empty())
-            .with_context(|| format!("`{spec}`: expected matrix:QUALITY_FILE[,COST_FILE]"))?;
-        let cost = parts.next().map(Path::new);
-        return Ok(dataset::load_matrix(Path::new(quality), cost)?);
+        return Ok(dataset::load_matrix_spec(files)?);
     }
     match spec {
         "delgado179" => {
@@ -249,6 +243,13 @@ pub fn run(args: &SchedulerBenchArgs) -> anyhow::Result<()> {
         bail!("--parallel must be at least 1 (the number of concurrent runs), got 0");
     }
     let dataset = load_dataset(&args.dataset, args.data_dir.as_deref(), args.seed)?;
+    if dataset.imputed_costs > 0 {
+        eprintln!(
+            "note: {} cost cells of known qualities were empty or 0 in `{}`: an empty one takes \
+             the median of its user's costs, a 0 the table's smallest positive cost",
+            dataset.imputed_costs, args.dataset
+        );
+    }
     let all_policies = match (args.lesion, &args.policies) {
         (Some(LesionArg::Cost), _) => vec![PolicyName::Hybrid, PolicyName::HybridCostOblivious],
         (Some(LesionArg::Kernel), _) => vec![PolicyName::Hybrid],

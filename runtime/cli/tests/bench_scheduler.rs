@@ -97,6 +97,61 @@ fn a_matrix_with_costs_produces_every_output() {
 }
 
 #[test]
+fn bad_costs_are_refused_and_unknown_ones_filled_with_a_note() {
+    let dir = scratch_dir("costs");
+    let quality = "user,a,b,c\nu0,0.5,0.6,0.7\nu1,0.4,0.8,0.2\nu2,0.3,0.9,0.1\nu3,0.6,0.2,0.5\n";
+    std::fs::write(dir.join("quality.csv"), quality).unwrap();
+    let run = |cost: &str| {
+        std::fs::write(dir.join("cost.csv"), cost).unwrap();
+        let spec = format!(
+            "matrix:{},{}",
+            dir.join("quality.csv").display(),
+            dir.join("cost.csv").display()
+        );
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+        easeml()
+            .args(["bench", "scheduler", "--dataset", &spec, "--cost-aware"])
+            .args([
+                "--repeats",
+                "2",
+                "--test-users",
+                "2",
+                "--policies",
+                "default,round_robin",
+            ])
+            .arg("--out")
+            .arg(dir.join("out"))
+            .output()
+            .unwrap()
+    };
+    let output = run("user,a,b,c\nu0,1,inf,2\nu1,1,2,3\nu2,1,2,3\nu3,1,2,3\n");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the cost of user `u0` for model `b` is inf")
+            && stderr.contains("finite numbers >= 0"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.join("out").exists(),
+        "nothing is written for a refused table"
+    );
+    let output = run("user,a,b,c\nu0,1,,2\nu1,1,2,0\nu2,1,2,3\nu3,1,2,3\n");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("note: 2 cost cells of known qualities were empty or 0"),
+        "{stderr}"
+    );
+    assert!(dir.join("out").join("summary.json").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn unknown_policies_and_missing_data_are_clear_errors() {
     let dir = scratch_dir("errors");
     let output = easeml()
