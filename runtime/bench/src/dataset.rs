@@ -5,8 +5,9 @@
 //! costs for some users. Matrix files are CSV or whitespace separated; a header row and an index
 //! column are detected (a first row / first column that does not parse as numbers); `--`, `NA`,
 //! `nan`, `?` and empty cells are missing; a table with any value above 1 is read as percent.
-//! Costs must be finite and non-negative; the unknown ones a replay needs are filled at load
-//! ([`Dataset::fill_unknown_costs`]).
+//! A cost matrix is matched to the quality matrix by its row and column names where both have
+//! them, else by position. Costs must be finite and non-negative; the unknown ones a replay needs
+//! are filled at load ([`Dataset::fill_unknown_costs`]).
 
 use std::path::Path;
 
@@ -143,6 +144,89 @@ pub struct TextMatrix {
     pub row_names: Vec<String>,
     /// The values.
     pub values: Vec<Vec<Option<f64>>>,
+    /// Whether the column names come from a header row (else generated).
+    pub named_columns: bool,
+    /// Whether the row names come from an index column (else generated).
+    pub named_rows: bool,
+}
+
+impl TextMatrix {
+    /// This matrix's values in the row and column order of `reference` (the quality matrix; this one
+    /// is the cost matrix read from `path`): by name where both name their rows (their columns),
+    /// else by position. Names must then be the same set, each once; positions the same count.
+    fn aligned_to(self, reference: &TextMatrix, path: &Path) -> Result<Vec<Vec<Option<f64>>>> {
+        let order = |mine: &[String], theirs: &[String], named: bool, what: &str| {
+            if !named || mine == theirs {
+                return if mine.len() == theirs.len() {
+                    Ok((0..mine.len()).collect::<Vec<usize>>())
+                } else {
+                    Err(SchedulerError::Dataset(format!(
+                        "cost matrix `{}` has {} {what}s, the quality matrix {}; give one cost per \
+                         quality",
+                        path.display(),
+                        mine.len(),
+                        theirs.len()
+                    )))
+                };
+            }
+            let mut index = std::collections::HashMap::new();
+            for (i, name) in mine.iter().enumerate() {
+                if index.insert(name.as_str(), i).is_some() {
+                    return Err(SchedulerError::Dataset(format!(
+                        "cost matrix `{}` names the {what} `{name}` twice",
+                        path.display()
+                    )));
+                }
+            }
+            let order: Vec<usize> = theirs
+                .iter()
+                .map(|name| {
+                    index.get(name.as_str()).copied().ok_or_else(|| {
+                        SchedulerError::Dataset(format!(
+                            "cost matrix `{}` has no {what} `{name}`, which the quality matrix \
+                             has; name the same {what}s in both (in any order)",
+                            path.display()
+                        ))
+                    })
+                })
+                .collect::<Result<_>>()?;
+            let mut seen = vec![false; mine.len()];
+            if let Some(twice) = order
+                .iter()
+                .position(|&i| std::mem::replace(&mut seen[i], true))
+            {
+                return Err(SchedulerError::Dataset(format!(
+                    "the quality matrix names the {what} `{}` twice; name each once",
+                    theirs[twice]
+                )));
+            }
+            if mine.len() != theirs.len() {
+                let extra = mine
+                    .iter()
+                    .find(|name| !theirs.contains(name))
+                    .map_or("", String::as_str);
+                return Err(SchedulerError::Dataset(format!(
+                    "cost matrix `{}` has the {what} `{extra}`, which the quality matrix has not; \
+                     name the same {what}s in both (in any order)",
+                    path.display()
+                )));
+            }
+            Ok(order)
+        };
+        let named_rows = self.named_rows && reference.named_rows;
+        let named_columns = self.named_columns && reference.named_columns;
+        let rows = order(&self.row_names, &reference.row_names, named_rows, "row")?;
+        let columns = order(
+            &self.column_names,
+            &reference.column_names,
+            named_columns,
+            "column",
+        )?;
+        Ok(rows
+            .iter()
+            .map(|&r| columns.iter().map(|&c| self.values[r][c]).collect())
+            .collect())
+    }
 }
 
 fn parse_cell(cell: &str) -> std::result::Result<Option<f64>, ()> {
@@ -234,6 +318,8 @@ pub fn parse_text_matrix(text: &str, stop_at_dash_line: bool) -> Result<TextMatr
         column_names,
         row_names,
         values,
+        named_columns: has_header,
+        named_rows: has_index,
     })
 }
 
@@ -355,22 +441,11 @@ pub fn load_matrix(quality_path: &Path, cost_path: Option<&Path>) -> Result<Data
     let n_users = matrix.values.len();
     let cost = match cost_path {
         None => vec![None; n_users],
-        Some(path) => {
-            let costs = parse_text_matrix(&read(path)?, false)?;
-            if costs.values.len() != n_users
-                || costs.column_names.len() != matrix.column_names.len()
-            {
-                return Err(SchedulerError::Dataset(format!(
-                    "cost matrix `{}` is {}x{}, quality matrix is {}x{}",
-                    path.display(),
-                    costs.values.len(),
-                    costs.column_names.len(),
-                    n_users,
-                    matrix.column_names.len()
-                )));
-            }
-            costs.values.into_iter().map(Some).collect()
-        }
+        Some(path) => parse_text_matrix(&read(path)?, false)?
+            .aligned_to(&matrix, path)?
+            .into_iter()
+            .map(Some)
+            .collect(),
     };
     Dataset {
         name: quality_path
@@ -511,6 +586,45 @@ mod tests {
             imputed_costs: 0,
         }
         .check()
+    }
+
+    #[test]
+    fn a_cost_matrix_is_read_by_its_names_in_any_order_and_by_position_without() {
+        let dir = std::env::temp_dir().join(format!("easeml-align-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let quality = write("q.csv", "user,a,b,c\nx,0.5,0.6,0.7\ny,0.4,0.8,0.2\n");
+        let load = |cost: &str| load_matrix(&quality, Some(&write("c.csv", cost)));
+        // Rows and columns in another order: each cost lands on its (user, model).
+        let data = load("user,c,a,b\ny,3,1,2\nx,30,10,20\n").unwrap();
+        assert_eq!(
+            data.cost,
+            vec![
+                Some(vec![Some(10.0), Some(20.0), Some(30.0)]),
+                Some(vec![Some(1.0), Some(2.0), Some(3.0)])
+            ]
+        );
+        // No names: by position.
+        let data = load("10 20 30\n1 2 3\n").unwrap();
+        assert_eq!(data.cost[1], Some(vec![Some(1.0), Some(2.0), Some(3.0)]));
+        for (cost, expected) in [
+            ("user,a,b,d\nx,1,2,3\ny,1,2,3\n", "has no column `c`"),
+            ("user,a,b,c,d\nx,1,2,3,4\ny,1,2,3,4\n", "has the column `d`"),
+            ("user,a,b,c\nx,1,2,3\nz,1,2,3\n", "has no row `y`"),
+            (
+                "user,a,a,c\nx,1,2,3\ny,1,2,3\n",
+                "names the column `a` twice",
+            ),
+            ("1 2 3\n", "has 1 rows, the quality matrix 2"),
+        ] {
+            let error = load(cost).unwrap_err().to_string();
+            assert!(error.contains(expected), "{cost:?}: {error}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
