@@ -85,6 +85,39 @@ impl Dataset {
     }
 
     fn check(mut self) -> Result<Self> {
+        if self.quality.is_empty() || self.model_ids.is_empty() {
+            return Err(SchedulerError::Dataset(format!(
+                "`{}` has no users or no models",
+                self.name
+            )));
+        }
+        let n_models = self.model_ids.len();
+        let short_row = |what: &str, user: usize, len: usize| {
+            SchedulerError::Dataset(format!(
+                "`{}`: {what} {user} has {len} values, expected {n_models}",
+                self.name
+            ))
+        };
+        for (user, row) in self.quality.iter().enumerate() {
+            if row.len() != n_models {
+                return Err(short_row("user row", user, row.len()));
+            }
+        }
+        for (user, row) in self.cost.iter().enumerate() {
+            if let Some(row) = row
+                && row.len() != n_models
+            {
+                return Err(short_row("cost row of user", user, row.len()));
+            }
+        }
+        if self.cost.len() != self.quality.len() {
+            return Err(SchedulerError::Dataset(format!(
+                "`{}`: {} cost rows for {} users",
+                self.name,
+                self.cost.len(),
+                self.quality.len()
+            )));
+        }
         for (user, row) in self.cost.iter().enumerate() {
             for (model, &value) in row.iter().flatten().enumerate() {
                 if let Some(value) = value.filter(|c| !c.is_finite() || *c < 0.0) {
@@ -99,7 +132,7 @@ impl Dataset {
                 }
             }
         }
-        if self.cost.iter().any(Option::is_some)
+        if self.has_real_costs()
             && !self
                 .cost
                 .iter()
@@ -115,22 +148,6 @@ impl Dataset {
             )));
         }
         self.imputed_costs = self.fill_unknown_costs();
-        if self.quality.is_empty() || self.model_ids.is_empty() {
-            return Err(SchedulerError::Dataset(format!(
-                "`{}` has no users or no models",
-                self.name
-            )));
-        }
-        for (user, row) in self.quality.iter().enumerate() {
-            if row.len() != self.model_ids.len() {
-                return Err(SchedulerError::Dataset(format!(
-                    "`{}`: user row {user} has {} values, expected {}",
-                    self.name,
-                    row.len(),
-                    self.model_ids.len()
-                )));
-            }
-        }
         Ok(self)
     }
 }
@@ -660,6 +677,14 @@ mod tests {
                 "{error}"
             );
         }
+        // A cost row of the wrong length is an error, not an index out of bounds.
+        let error = with_costs(vec![Some(vec![Some(1.0), Some(2.0)]), None, None])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("cost row of user 0 has 2 values, expected 3"),
+            "{error}"
+        );
         let error = with_costs(vec![Some(vec![Some(0.0), None, None]), None, None])
             .unwrap_err()
             .to_string();
