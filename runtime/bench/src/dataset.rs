@@ -4,7 +4,8 @@
 //! A [`Dataset`] is `quality[user][model]` in [0, 1] (`None` where unknown) and, optionally, real
 //! costs for some users. Matrix files are CSV or whitespace separated; a header row and an index
 //! column are detected (a first row / first column that does not parse as numbers); `--`, `NA`,
-//! `nan`, `?` and empty cells are missing; a table with any value above 1 is read as percent.
+//! `nan`, `?` and empty cells are missing; a table whose qualities lie in [0, 100] and are mostly
+//! above 1 is read as percent (a value above 1 in a table of fractions is an error).
 //! A cost matrix is matched to the quality matrix by its row and column names where both have
 //! them, else by position. Costs must be finite and non-negative; the unknown ones a replay needs
 //! are filled at load ([`Dataset::fill_unknown_costs`]).
@@ -84,6 +85,67 @@ impl Dataset {
         filled
     }
 
+    /// Checks that every quality is finite and reads a table in percent as fractions: a table with
+    /// a quality above 1 is in percent when every quality lies in [0, 100] and at least half are
+    /// above 1 (accuracies in percent); otherwise the values above 1 are errors (a fraction table
+    /// with one bad cell must not be divided by 100 whole), and so is a quality above 100.
+    fn qualities_to_fractions(&mut self) -> Result<()> {
+        let cell = |user: usize, model: usize| {
+            format!(
+                "the quality of user `{}` for model `{}`",
+                self.user_ids.get(user).map_or("?", String::as_str),
+                self.model_ids.get(model).map_or("?", String::as_str)
+            )
+        };
+        let mut known = 0usize;
+        let mut above_one = 0usize;
+        let mut outside_percent = None;
+        for (user, row) in self.quality.iter().enumerate() {
+            for (model, value) in row.iter().enumerate() {
+                let Some(value) = *value else { continue };
+                if !value.is_finite() {
+                    return Err(SchedulerError::Dataset(format!(
+                        "`{}`: {} is {value}; qualities are finite numbers (accuracies as \
+                         fractions or percent): correct the cell, or leave it empty where unknown",
+                        self.name,
+                        cell(user, model)
+                    )));
+                }
+                known += 1;
+                if value > 1.0 {
+                    above_one += 1;
+                }
+                if outside_percent.is_none() && !(0.0..=100.0).contains(&value) {
+                    outside_percent = Some((user, model, value));
+                }
+            }
+        }
+        if above_one == 0 {
+            return Ok(());
+        }
+        if outside_percent.is_none() && 2 * above_one >= known {
+            for value in self.quality.iter_mut().flatten().flatten() {
+                *value /= 100.0;
+            }
+            return Ok(());
+        }
+        let (user, model, value) = outside_percent.unwrap_or_else(|| {
+            self.quality
+                .iter()
+                .enumerate()
+                .flat_map(|(u, row)| row.iter().enumerate().map(move |(m, v)| (u, m, *v)))
+                .find_map(|(u, m, v)| v.filter(|&v| v > 1.0).map(|v| (u, m, v)))
+                .expect("a quality above 1 was counted")
+        });
+        Err(SchedulerError::Dataset(format!(
+            "`{}`: {} is {value}, but {} of the table's {known} qualities are above 1; qualities \
+             are fractions in [0, 1], or percent in [0, 100] throughout: correct the cell",
+            self.name,
+            cell(user, model),
+            above_one
+        )))
+    }
+
     fn check(mut self) -> Result<Self> {
         if self.quality.is_empty() || self.model_ids.is_empty() {
             return Err(SchedulerError::Dataset(format!(
@@ -91,6 +153,7 @@ impl Dataset {
                 self.name
             )));
         }
+        self.qualities_to_fractions()?;
         let n_models = self.model_ids.len();
         let short_row = |what: &str, user: usize, len: usize| {
             SchedulerError::Dataset(format!(
@@ -347,20 +410,11 @@ fn read(path: &Path) -> Result<String> {
     })
 }
 
-fn percent_to_fraction(values: &mut [Vec<Option<f64>>]) {
-    let is_percent = values.iter().flatten().flatten().any(|&v| v > 1.0);
-    if is_percent {
-        for value in values.iter_mut().flatten().flatten() {
-            *value /= 100.0;
-        }
-    }
-}
-
 /// `delgado179`: `DATA_DIR/delgado179/results.txt` (121 UCI data sets x 179 classifiers, percent,
 /// summary columns `min max mean std` and the rows after the `-----` line dropped).
 pub fn load_delgado179(data_dir: &Path) -> Result<Dataset> {
     let path = data_dir.join("delgado179").join("results.txt");
-    let mut matrix = parse_text_matrix(&read(&path)?, true)?;
+    let matrix = parse_text_matrix(&read(&path)?, true)?;
     let keep: Vec<usize> = (0..matrix.column_names.len())
         .filter(|&c| !["min", "max", "mean", "std"].contains(&matrix.column_names[c].as_str()))
         .collect();
@@ -368,12 +422,11 @@ pub fn load_delgado179(data_dir: &Path) -> Result<Dataset> {
         .iter()
         .map(|&c| matrix.column_names[c].clone())
         .collect();
-    let mut quality: Vec<Vec<Option<f64>>> = matrix
+    let quality: Vec<Vec<Option<f64>>> = matrix
         .values
-        .iter_mut()
+        .iter()
         .map(|row| keep.iter().map(|&c| row[c]).collect())
         .collect();
-    percent_to_fraction(&mut quality);
     let n_users = quality.len();
     Dataset {
         name: "delgado179".into(),
@@ -453,8 +506,7 @@ pub fn load_matrix_spec(files: &str) -> Result<Dataset> {
 
 /// `matrix:QUALITY_FILE[,COST_FILE]`: any table, rows = users, columns = models.
 pub fn load_matrix(quality_path: &Path, cost_path: Option<&Path>) -> Result<Dataset> {
-    let mut matrix = parse_text_matrix(&read(quality_path)?, false)?;
-    percent_to_fraction(&mut matrix.values);
+    let matrix = parse_text_matrix(&read(quality_path)?, false)?;
     let n_users = matrix.values.len();
     let cost = match cost_path {
         None => vec![None; n_users],
@@ -642,6 +694,47 @@ mod tests {
             assert!(error.contains(expected), "{cost:?}: {error}");
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn with_qualities(quality: Vec<Vec<Option<f64>>>) -> Result<Dataset> {
+        Dataset {
+            name: "t".into(),
+            user_ids: (0..quality.len()).map(|u| format!("u{u}")).collect(),
+            model_ids: vec!["a".into(), "b".into()],
+            cost: vec![None; quality.len()],
+            quality,
+            imputed_costs: 0,
+        }
+        .check()
+    }
+
+    #[test]
+    fn a_table_in_percent_is_read_as_fractions_and_a_stray_value_above_one_is_an_error() {
+        let data =
+            with_qualities(vec![vec![Some(85.0), Some(0.5)], vec![Some(40.0), None]]).unwrap();
+        assert_eq!(data.quality[0], vec![Some(0.85), Some(0.005)]);
+        for (rows, expected) in [
+            // One bad cell in a table of fractions: not divided by 100 whole.
+            (
+                vec![vec![Some(0.5), Some(1.02)], vec![Some(0.4), Some(0.3)]],
+                "the quality of user `u0` for model `b` is 1.02, but 1 of the table's 4",
+            ),
+            (
+                vec![vec![Some(85.0), Some(120.0)], vec![Some(40.0), Some(30.0)]],
+                "model `b` is 120",
+            ),
+            (
+                vec![vec![Some(0.5), Some(f64::INFINITY)], vec![Some(0.4), None]],
+                "the quality of user `u0` for model `b` is inf; qualities are finite",
+            ),
+        ] {
+            let error = with_qualities(rows).unwrap_err().to_string();
+            assert!(error.contains(expected), "{error}");
+        }
+        // Fractions, R^2 below 0 included, stay as they are.
+        let data =
+            with_qualities(vec![vec![Some(-0.2), Some(1.0)], vec![Some(0.4), None]]).unwrap();
+        assert_eq!(data.quality[0], vec![Some(-0.2), Some(1.0)]);
     }
 
     #[test]

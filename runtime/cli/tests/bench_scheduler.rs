@@ -136,6 +136,20 @@ fn bad_costs_are_refused_and_unknown_ones_filled_with_a_note() {
         !dir.join("out").exists(),
         "nothing is written for a refused table"
     );
+    // One quality above 1 in a table of fractions: an error, not a table divided by 100 whole.
+    std::fs::write(
+        dir.join("quality.csv"),
+        quality.replace("u1,0.4,0.8", "u1,0.4,1.02"),
+    )
+    .unwrap();
+    let output = run("user,a,b,c\nu0,1,2,2\nu1,1,2,3\nu2,1,2,3\nu3,1,2,3\n");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the quality of user `u1` for model `b` is 1.02"),
+        "{stderr}"
+    );
+    std::fs::write(dir.join("quality.csv"), quality).unwrap();
     let output = run("user,a,b,c\nu0,1,,2\nu1,1,2,0\nu2,1,2,3\nu3,1,2,3\n");
     assert!(
         output.status.success(),
