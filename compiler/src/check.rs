@@ -12,7 +12,8 @@ use easeml_grammar::ast::{
 use easeml_grammar::{Code, Diagnostic, Span};
 
 use easeml_schema::rules::{
-    MAX_TENSOR_ELEMENTS, app_name_from_stem, app_name_problem, is_field_name, label_problem,
+    MAX_TENSOR_ELEMENTS, app_name_from_stem, app_name_problem, is_field_name, is_positive_limit,
+    label_problem,
 };
 use easeml_schema::{Constraint, DataType, Field, FieldKind, Metric, Schema, Tensor};
 
@@ -200,6 +201,9 @@ impl Checker {
         }
         let mut fields = Vec::with_capacity(def.fields.len());
         let mut tensor_position = 0;
+        // The smallest number an unnamed field may still take: every `fieldN` below it that is
+        // not declared was generated already (see `unnamed_field_name`).
+        let mut next_unnamed = 0;
         for field in &def.fields {
             let kind = match &field.ty {
                 FieldType::Tensor(tensor) => {
@@ -213,7 +217,12 @@ impl Checker {
             };
             let name = match &field.name {
                 Some(name) => name.text.clone(),
-                None => unnamed_field_name(tensor_position, &seen, &fields),
+                None => {
+                    let (name, number) =
+                        unnamed_field_name(tensor_position.max(next_unnamed), &seen);
+                    next_unnamed = number + 1;
+                    name
+                }
             };
             if let Some(kind) = kind {
                 fields.push(Field { name, kind });
@@ -596,7 +605,7 @@ impl Checker {
             };
             let value: Option<f64> = decl.limit.text.parse().ok();
             if let Some(value) = value
-                && (value <= 0.0 || !value.is_finite())
+                && !is_positive_limit(value)
             {
                 self.report(
                     Diagnostic::new(
@@ -641,15 +650,19 @@ impl Checker {
 }
 
 /// The name of the `position`-th tensor field when unnamed: `field{position}`, or the next free
-/// `fieldN` when that name is taken by a declared field or an earlier generated one.
-fn unnamed_field_name(position: usize, declared: &HashMap<&str, Span>, so_far: &[Field]) -> String {
-    let mut number = position;
+/// `fieldN` when that name is taken by a declared field or an earlier generated one; with its number.
+///
+/// The caller passes `max(position, last generated number + 1)`: an earlier unnamed field took the
+/// smallest free number at or above its own position, so every number from there up to the one it
+/// took is taken, and only declared names remain to be skipped. Each number is tried at most once
+/// per type, so naming n fields is linear in n (it was cubic: 2,000 unnamed fields beside 2,000
+/// declared `fieldN` took 53 s).
+fn unnamed_field_name(from: usize, declared: &HashMap<&str, Span>) -> (String, usize) {
+    let mut number = from;
     loop {
         let name = format!("field{number}");
-        let taken =
-            declared.contains_key(name.as_str()) || so_far.iter().any(|field| field.name == name);
-        if !taken {
-            return name;
+        if !declared.contains_key(name.as_str()) {
+            return (name, number);
         }
         number += 1;
     }
@@ -668,4 +681,73 @@ fn closest<'a>(word: &str, options: &[&'a str]) -> Option<&'a str> {
         .filter(|(distance, option)| *distance <= 2.max(option.len() / 3))
         .min()
         .map(|(_, option)| option)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use crate::{Registry, compile};
+
+    /// The naming rule as it was first written (quadratic per field): for each unnamed tensor field
+    /// at 1-based position p, the smallest `fieldN`, N >= p, that no declared field and no earlier
+    /// unnamed field has.
+    fn reference_names(fields: &[Option<usize>]) -> Vec<String> {
+        let declared: Vec<String> = fields
+            .iter()
+            .flatten()
+            .map(|number| format!("field{number}"))
+            .collect();
+        let mut names: Vec<String> = Vec::new();
+        for (index, field) in fields.iter().enumerate() {
+            let name = match field {
+                Some(number) => format!("field{number}"),
+                None => (index + 1..)
+                    .map(|number| format!("field{number}"))
+                    .find(|name| !declared.contains(name) && !names.contains(name))
+                    .unwrap(),
+            };
+            names.push(name);
+        }
+        names
+    }
+
+    proptest! {
+        /// Linear naming gives exactly the names of the rule as first written, whatever mix of
+        /// unnamed fields and declared `fieldN` names a type has.
+        #[test]
+        fn unnamed_fields_are_named_as_the_reference_rule_names_them(
+            fields in proptest::collection::vec(proptest::option::of(0usize..24), 1..16)
+        ) {
+            // Declared names must be distinct (a repeated name is E-something of its own).
+            let mut seen = std::collections::HashSet::new();
+            let fields: Vec<Option<usize>> = fields
+                .into_iter()
+                .map(|field| field.filter(|number| seen.insert(*number)))
+                .collect();
+            let items: Vec<String> = fields
+                .iter()
+                .map(|field| match field {
+                    Some(number) => format!("field{number} :: Tensor[1]"),
+                    None => "Tensor[1]".to_owned(),
+                })
+                .collect();
+            let source = format!(
+                "{{input: {{[{}], []}}, output: {{[Tensor[1]], []}}}}",
+                items.join(", ")
+            );
+            let compiled = compile(&source, "naming", &Registry::builtin());
+            let compiled = compiled.map_err(|diagnostics| {
+                TestCaseError::fail(format!("{source}: {diagnostics:?}"))
+            })?;
+            let names: Vec<String> = compiled
+                .schema
+                .input
+                .fields
+                .iter()
+                .map(|field| field.name.clone())
+                .collect();
+            prop_assert_eq!(names, reference_names(&fields));
+        }
+    }
 }

@@ -271,6 +271,17 @@ mod tests {
         }
     }
 
+    /// Gives the manifest (and its schema, which must agree) one `train_time` limit.
+    fn set_train_time(manifest: &mut Manifest, seconds: f64) {
+        let constraint = crate::Constraint {
+            metric: crate::Metric::TrainTime,
+            limit: format!("{seconds}s"),
+            seconds,
+        };
+        manifest.constraints = vec![constraint.clone()];
+        manifest.schema.constraints = vec![constraint];
+    }
+
     #[test]
     fn round_trips_and_a_missing_version_is_version_1() {
         let manifest = manifest();
@@ -318,6 +329,24 @@ mod tests {
             (
                 |m| m.schema.labels = Some(vec!["a\rb".into(), "b".into(), "c".into()]),
                 "U+000D",
+            ),
+            // easemlc's E012 rules on the lowered limits: what a server is sent is held to them.
+            (
+                |m| set_train_time(m, -5.0),
+                "`constraints`: the `train_time` limit is -5 seconds; a constraint is an upper limit",
+            ),
+            (
+                |m| set_train_time(m, 0.0),
+                "the `train_time` limit is 0 seconds",
+            ),
+            (
+                |m| {
+                    set_train_time(m, 5.0);
+                    let twice = m.constraints[0].clone();
+                    m.constraints.push(twice.clone());
+                    m.schema.constraints.push(twice);
+                },
+                "a `train_time` constraint is given twice",
             ),
         ];
         for (break_it, expected) in cases {

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use thiserror::Error;
 
-use crate::types::{DataType, Schema};
+use crate::types::{Constraint, DataType, Schema};
 
 /// The largest number of elements a tensor may have (E007): 2^31 - 1.
 pub const MAX_TENSOR_ELEMENTS: u64 = (1 << 31) - 1;
@@ -201,9 +201,38 @@ pub fn labels_problem(labels: &[String], output: &DataType) -> Option<String> {
 #[error("{0}")]
 pub struct SchemaError(pub String);
 
+/// Whether `value` can be a constraint's limit (E012): a finite number greater than 0. easemlc
+/// checks the number as written, and [`validate`] the limit in seconds of every schema registered
+/// (a manifest sent to a server included), with this one rule.
+pub fn is_positive_limit(value: f64) -> bool {
+    value.is_finite() && value > 0.0
+}
+
+/// What is wrong with a schema's constraints (E012's rules on the lowered form): each limit
+/// positive and finite in seconds, and one constraint per metric.
+pub fn constraints_problem(constraints: &[Constraint]) -> Option<String> {
+    let mut seen = HashSet::new();
+    for constraint in constraints {
+        let name = constraint.metric.name();
+        if !is_positive_limit(constraint.seconds) {
+            return Some(format!(
+                "the `{name}` limit is {} seconds; a constraint is an upper limit: give a positive \
+                 time, e.g. 30m (1800 seconds)",
+                constraint.seconds
+            ));
+        }
+        if !seen.insert(constraint.metric) {
+            return Some(format!(
+                "a `{name}` constraint is given twice; keep one limit per metric"
+            ));
+        }
+    }
+    None
+}
+
 /// Checks every rule of a schema read from outside the compiler: a valid app name, at least one
 /// tensor field per side, non-empty unique field names, shapes within the limits, and declared labels
-/// that fit a `[D]` output.
+/// that fit a `[D]` output, and constraints as easemlc accepts them ([`constraints_problem`]).
 pub fn validate(schema: &Schema) -> Result<(), SchemaError> {
     if let Some(problem) = app_name_problem(&schema.app) {
         return Err(SchemaError(format!(
@@ -237,6 +266,9 @@ pub fn validate(schema: &Schema) -> Result<(), SchemaError> {
         && let Some(problem) = labels_problem(labels, &schema.output)
     {
         return Err(SchemaError(format!("`labels`: {problem}")));
+    }
+    if let Some(problem) = constraints_problem(&schema.constraints) {
+        return Err(SchemaError(format!("`constraints`: {problem}")));
     }
     Ok(())
 }

@@ -220,6 +220,10 @@ def test_feed_train_infer_round_trip(app):
     assert status["app"] == APP and status["examples"] == 41
     assert any(run["state"] == "done" for run in status["runs"]), status["runs"]
     assert status["best"] is not None
+    # The served model follows the data: it was trained on the current version (41 examples).
+    assert status["best"]["data_version"] == status["data_version"], status["best"]
+    assert status["best"]["current"], status["best"]
+    assert "serving " + status["best"]["candidate"] in status["summary"], status["summary"]
 
     answer = app.infer(inputs)
     if isinstance(answer, tuple):  # classification: (labels, confidences)

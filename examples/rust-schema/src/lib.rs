@@ -270,9 +270,8 @@ fn correct<I>(answers: &[Inference], expected: &[(I, usize)], names: &[&str]) ->
 
 /// The best run's candidate and quality.
 fn best(status: &easeml_runtime::Status) -> Option<(String, f64)> {
-    let best = status.best?;
-    let run = status.runs.iter().find(|run| run.id == best)?;
-    Some((run.candidate.clone(), run.quality?))
+    let best = status.best.as_ref()?;
+    Some((best.candidate.clone(), best.quality?))
 }
 
 #[cfg(test)]

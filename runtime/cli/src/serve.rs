@@ -197,6 +197,12 @@ impl Trainer {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
+            let mut seen = EventLog::default();
+            let mut log_event = |event: Event| {
+                if seen.is_news(&event) {
+                    log_event(event);
+                }
+            };
             while !flag.load(Ordering::SeqCst) {
                 if engine.config().coordinate {
                     // Until nothing is left to train now (or the server stops); a feed makes
@@ -231,6 +237,24 @@ impl Trainer {
         }
         if self.thread.join().is_err() {
             tracing::error!("the training thread panicked");
+        }
+    }
+}
+
+/// What the server's log has said across coordinating sessions: each session reports the live
+/// workers it starts with, and the loop starts one every two seconds when idle, so the count is
+/// logged only when it differs from the last one logged (not 1,600 times an hour).
+#[derive(Debug, Default)]
+struct EventLog {
+    live_workers: Option<usize>,
+}
+
+impl EventLog {
+    /// Whether `event` says something the log has not said yet.
+    fn is_news(&mut self, event: &Event) -> bool {
+        match event {
+            Event::WorkersChanged { live } => self.live_workers.replace(*live) != Some(*live),
+            _ => true,
         }
     }
 }
@@ -312,5 +336,26 @@ fn log_event(event: Event) {
             done,
             total,
         } => tracing::debug!(%app, %candidate, run = run.0, done, total, "sub-epochs committed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_worker_count_is_logged_when_it_changes_only() {
+        let mut log = EventLog::default();
+        let live = |live| Event::WorkersChanged { live };
+        let said: Vec<bool> = [2, 2, 2, 3, 3, 0, 2]
+            .into_iter()
+            .map(|count| log.is_news(&live(count)))
+            .collect();
+        assert_eq!(said, [true, false, false, true, false, true, true]);
+        let other = Event::AppSkipped {
+            app: "pics".to_owned(),
+            reason: "too few".to_owned(),
+        };
+        assert!(log.is_news(&other) && log.is_news(&other));
     }
 }

@@ -571,6 +571,17 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
             "const open = document.querySelector('#runs tr[data-state=done] details[open]'); return open !== null && open.querySelectorAll('table.trials tbody tr').length > 0 && /^\\d+ trials?$/.test(open.querySelector('summary').textContent);",
         )
         .await;
+        // The page says which model serves, on which data, and how its quality was measured.
+        until(
+            &browser,
+            "the served model named, with its data version and its metric",
+            "const summary = document.getElementById('app-summary').textContent; \
+             const measured = document.getElementById('best-measured').textContent; \
+             return /serving \\S+ \\(run \\d+, data version 1\\)/.test(summary) \
+             && /^The best model's quality is its (accuracy|R²), /.test(measured) \
+             && /on \\d+ examples\\.$/.test(measured);",
+        )
+        .await;
         let pixels = chart_pixels(&browser, "app-chart", &screenshots.join("web-app-dashboard.png")).await;
         eprintln!("the app's chart: {pixels} pixels of the line");
         assert!(pixels > MIN_LINE_PIXELS, "the app's chart is blank ({pixels} pixels of the line)");

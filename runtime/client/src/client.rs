@@ -142,6 +142,9 @@ pub struct InferReport {
     pub run: RunId,
     /// The model's candidate id.
     pub candidate: String,
+    /// The data version the model was trained on (it may be older than the app's current one while
+    /// the app retrains: `easeml_store::best_run`).
+    pub data_version: u64,
     /// When every input came with its expected output: how the answers scored.
     pub score: Option<Score>,
 }

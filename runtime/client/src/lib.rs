@@ -52,6 +52,7 @@ pub use feed::{
 pub use models::{LoadedModel, LocalModels, install_local_models, local_models};
 pub use remote::TokenOrigin;
 pub use status::{
-    HopProgress, RunReport, Status, TrialReport, TunedTrialReport, constraint_limits,
+    BestModel, HopProgress, Phase, QualityMetric, RunReport, Status, TrialReport, TunedTrialReport,
+    constraint_limits,
 };
 pub use tensor::{ShapeError, Tensor, UnknownLabel};

@@ -12,7 +12,7 @@ use crate::backend::{Backend, Batch, Drive};
 use crate::client::{FeedReport, InferReport, LoadedExample};
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions};
 use crate::models::{LoadedModel, local_models};
-use crate::{Error, HopProgress, Result, Status, constraint_limits};
+use crate::{Error, HopProgress, QualityMetric, Result, Status, constraint_limits};
 
 /// The embedded backend: a store connection and the app's row.
 #[derive(Debug)]
@@ -119,6 +119,7 @@ impl Backend for Local {
             self.store.example_counts(self.app.id)?,
             &runs,
             &constraint_limits(schema),
+            QualityMetric::of(schema),
         );
         for report in &mut status.runs {
             if matches!(report.state, RunState::Queued | RunState::Running) {
@@ -167,6 +168,7 @@ impl Backend for Local {
                 .collect(),
             run: served.run().id,
             candidate: served.run().candidate.clone(),
+            data_version: served.run().data_version,
             score: None,
         })
     }

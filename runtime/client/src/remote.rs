@@ -537,6 +537,7 @@ impl Remote {
             answers: Vec::with_capacity(inputs.len()),
             run: easeml_store::RunId(0),
             candidate: String::new(),
+            data_version: 0,
             score: None,
         };
         for range in outbox.chunks(self.request_bytes) {
@@ -570,6 +571,7 @@ impl Remote {
             }
             report.run = easeml_store::RunId(answered.run);
             report.candidate = answered.candidate;
+            report.data_version = answered.data_version;
         }
         if report.answers.len() != inputs.len() {
             return Err(self.protocol(format!(

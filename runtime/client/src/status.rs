@@ -1,8 +1,16 @@
 //! The status report of paper figure 5: every run of an app with its date, candidate, quality (with
 //! its spread over folds under k-fold cross-validation) and cost, how the quality was measured, the
 //! best so far marked, which constraints each run broke, and what is queued or running now.
+//!
+//! The report says in words what a scientist asks first: which model answers now, which data it
+//! saw (its data version, and whether that is the current one: `easeml_store::best_run`'s rule makes
+//! the served model follow the data), how its quality was measured (the metric and protocol, "accuracy,
+//! 5-fold stratified cross-validation on 142 examples"), and whether the search is still going on
+//! ([`Phase`]).
 
 use std::fmt;
+
+use easeml_store::MIN_TRAINING_EXAMPLES;
 
 use easeml_schema::Schema;
 use easeml_store::{
@@ -25,12 +33,124 @@ pub struct Status {
     pub enabled_examples: u64,
     /// Every run, oldest first.
     pub runs: Vec<RunReport>,
-    /// The best finished run that breaks none of the app's constraints, if any.
-    #[serde(
-        serialize_with = "optional_run_id",
-        deserialize_with = "deserialize_optional_run_id"
-    )]
-    pub best: Option<RunId>,
+    /// The model that answers `infer` (`easeml_store::best_run`): the best finished run of the
+    /// newest data version that has one, breaking none of the app's constraints; `None` before any.
+    pub best: Option<BestModel>,
+    /// Where the search stands.
+    pub phase: Phase,
+    /// The same in one line of words for people, shown by `status` and every page:
+    /// `finished: serving kernel_ridge (run 12, data version 3)`.
+    pub summary: String,
+}
+
+/// The served model, as the report and `status --json` (`best.*`) describe it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BestModel {
+    /// Its run.
+    #[serde(serialize_with = "run_id", deserialize_with = "deserialize_run_id")]
+    pub run: RunId,
+    /// The candidate id, e.g. `kernel_ridge`.
+    pub candidate: String,
+    /// The data version it was trained on.
+    pub data_version: u64,
+    /// Whether that is the app's current data version; `false` while the app retrains after a feed
+    /// or a toggle (the older model serves until a run on the new data finishes).
+    pub current: bool,
+    /// Its validation quality in [0, 1] (under k-fold the mean over the folds).
+    pub quality: Option<f64>,
+    /// The standard deviation of the quality over the folds (k-fold), else `None`.
+    pub quality_std: Option<f64>,
+    /// What the quality is: `accuracy` or `R²` ([`QualityMetric`]).
+    pub metric: String,
+    /// How it was measured (`5-fold stratified`, `split 20%`), when recorded.
+    pub protocol: Option<String>,
+    /// How many examples measured it, when recorded.
+    pub validated_examples: Option<u64>,
+    /// One sentence: metric, protocol and examples, e.g. `accuracy, 5-fold stratified
+    /// cross-validation on 142 examples`.
+    pub measured: String,
+}
+
+/// What an app's quality numbers are: the trainer's validation quality is accuracy for outputs that
+/// are labels, else R² (1 - squared error / variance, clipped to [0, 1]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QualityMetric {
+    /// The share of validation examples whose label was predicted.
+    Accuracy,
+    /// The coefficient of determination, clipped to [0, 1].
+    RSquared,
+}
+
+impl QualityMetric {
+    /// The metric of an app with `schema`: accuracy where the output can be a label.
+    pub fn of(schema: &Schema) -> QualityMetric {
+        if schema.label_capacity().is_some() {
+            QualityMetric::Accuracy
+        } else {
+            QualityMetric::RSquared
+        }
+    }
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            QualityMetric::Accuracy => "accuracy",
+            QualityMetric::RSquared => "R²",
+        }
+    }
+}
+
+/// Where an app's search stands (`phase` in the JSON, one line in the report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Fewer enabled examples than training needs.
+    WaitingForData,
+    /// Enough data, no run yet: nothing trains until `train` (or a server's workers) runs.
+    NotTrained,
+    /// A run is queued or running.
+    Searching,
+    /// Nothing queued or running, and a model serves.
+    Finished,
+}
+
+/// A protocol as the trainer records it, in words: `5-fold stratified` -> `5-fold stratified
+/// cross-validation`, `split 20%` -> `a held-out 20% split`.
+fn protocol_words(protocol: &str) -> String {
+    if protocol.contains("-fold") {
+        format!("{protocol} cross-validation")
+    } else if let Some(share) = protocol.strip_prefix("split ") {
+        format!("a held-out {share} split")
+    } else {
+        protocol.to_owned()
+    }
+}
+
+impl BestModel {
+    fn of(run: &RunRecord, current_version: u64, metric: QualityMetric) -> BestModel {
+        let mut measured = metric.name().to_owned();
+        if let Some(protocol) = &run.validation.protocol {
+            measured.push_str(&format!(", {}", protocol_words(protocol)));
+        }
+        if let Some(examples) = run.validation.validated_examples {
+            measured.push_str(&format!(
+                " on {examples} example{}",
+                if examples == 1 { "" } else { "s" }
+            ));
+        }
+        BestModel {
+            run: run.id,
+            candidate: run.candidate.clone(),
+            data_version: run.data_version,
+            current: run.data_version == current_version,
+            quality: run.quality,
+            quality_std: run.validation.quality_std,
+            metric: metric.name().to_owned(),
+            protocol: run.validation.protocol.clone(),
+            validated_examples: run.validation.validated_examples,
+            measured,
+        }
+    }
 }
 
 /// One line of the report.
@@ -221,25 +341,12 @@ fn run_id<S: Serializer>(id: &RunId, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_i64(id.0)
 }
 
-fn optional_run_id<S: Serializer>(id: &Option<RunId>, serializer: S) -> Result<S::Ok, S::Error> {
-    match id {
-        Some(id) => serializer.serialize_some(&id.0),
-        None => serializer.serialize_none(),
-    }
-}
-
 fn run_state<S: Serializer>(state: &RunState, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(state.as_str())
 }
 
 fn deserialize_run_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RunId, D::Error> {
     i64::deserialize(deserializer).map(RunId)
-}
-
-fn deserialize_optional_run_id<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RunId>, D::Error> {
-    Ok(Option::<i64>::deserialize(deserializer)?.map(RunId))
 }
 
 fn deserialize_run_state<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RunState, D::Error> {
@@ -275,8 +382,22 @@ impl Status {
         (examples, enabled_examples): (u64, u64),
         runs: &[RunRecord],
         limits: &ConstraintLimits,
+        metric: QualityMetric,
     ) -> Status {
-        let best = easeml_store::best_run(runs, limits).map(|run| run.id);
+        let best_record = easeml_store::best_run(runs, limits);
+        let best = best_record.map(|run| run.id);
+        let phase = if runs
+            .iter()
+            .any(|run| matches!(run.state, RunState::Queued | RunState::Running))
+        {
+            Phase::Searching
+        } else if best.is_some() {
+            Phase::Finished
+        } else if enabled_examples < MIN_TRAINING_EXAMPLES as u64 {
+            Phase::WaitingForData
+        } else {
+            Phase::NotTrained
+        };
         let reports = runs
             .iter()
             .map(|run| {
@@ -308,9 +429,52 @@ impl Status {
             data_version,
             examples,
             enabled_examples,
-            best,
+            summary: summary(phase, best_record, data_version, enabled_examples),
+            best: best_record.map(|run| BestModel::of(run, data_version, metric)),
             runs: reports,
+            phase,
         }
+    }
+}
+
+/// A quality as the report prints it: `0.912 ± 0.031` under k-fold, `-` when unknown.
+fn quality_text(quality: Option<f64>, std: Option<f64>) -> String {
+    match (quality, std) {
+        (Some(quality), Some(std)) => format!("{quality:.3} ± {std:.3}"),
+        (Some(quality), None) => format!("{quality:.3}"),
+        (None, _) => "-".to_owned(),
+    }
+}
+
+/// [`Status::summary`]'s words.
+fn summary(
+    phase: Phase,
+    best: Option<&RunRecord>,
+    data_version: u64,
+    enabled_examples: u64,
+) -> String {
+    let serving = best.map(|run| {
+        format!(
+            "serving {} (run {}, data version {})",
+            run.candidate, run.id.0, run.data_version
+        )
+    });
+    let stale = best.is_some_and(|run| run.data_version != data_version);
+    match (phase, serving) {
+        (Phase::WaitingForData, _) => format!(
+            "waiting for data: {enabled_examples} enabled example(s); training starts at {MIN_TRAINING_EXAMPLES}"
+        ),
+        (Phase::NotTrained, _) => "not trained yet: run `train` to start the search".to_owned(),
+        (Phase::Searching, Some(serving)) if stale => {
+            format!("searching on data version {data_version}; {serving} meanwhile")
+        }
+        (Phase::Searching, Some(serving)) => format!("searching; {serving} meanwhile"),
+        (Phase::Searching, None) => "searching; the first run is under way".to_owned(),
+        (Phase::Finished, Some(serving)) if stale => format!(
+            "{serving}; no run on the current data (version {data_version}) has finished: run `train`"
+        ),
+        (Phase::Finished, Some(serving)) => format!("finished: {serving}"),
+        (Phase::Finished, None) => "finished".to_owned(),
     }
 }
 
@@ -332,6 +496,11 @@ impl fmt::Display for Status {
             }
             return writeln!(f, "no model trained yet");
         }
+        writeln!(f, "{}", self.summary)?;
+        if let Some(best) = &self.best {
+            let quality = quality_text(best.quality, best.quality_std);
+            writeln!(f, "its quality: {quality} ({})", best.measured)?;
+        }
         writeln!(
             f,
             "  {:<5} {:<21} {:<24} {:>13} {:>10} {:>10}  {:<18} state",
@@ -339,11 +508,7 @@ impl fmt::Display for Status {
         )?;
         for run in &self.runs {
             let marker = if run.best { '*' } else { ' ' };
-            let quality = match (run.quality, run.quality_std) {
-                (Some(quality), Some(std)) => format!("{quality:.3} ± {std:.3}"),
-                (Some(quality), None) => format!("{quality:.3}"),
-                (None, _) => "-".to_owned(),
-            };
+            let quality = quality_text(run.quality, run.quality_std);
             let protocol = run.protocol.as_deref().unwrap_or("-");
             let cost = run
                 .cost_seconds
@@ -399,6 +564,104 @@ impl fmt::Display for Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use easeml_store::{AppId, RunValidation};
+
+    /// A done run on `data_version` with quality 0.875 ± 0.05 under 5-fold on 60 examples.
+    fn record(id: i64, data_version: u64, quality: f64, state: RunState) -> RunRecord {
+        RunRecord {
+            id: RunId(id),
+            app: AppId(1),
+            candidate: format!("model_{id}"),
+            state,
+            data_version,
+            quality: (state == RunState::Done).then_some(quality),
+            cost_seconds: Some(1.5),
+            checkpoint: None,
+            queued_ms: 1_700_000_000_000,
+            started_ms: None,
+            finished_ms: None,
+            error: None,
+            validation: RunValidation {
+                protocol: Some("5-fold stratified".to_owned()),
+                quality_std: Some(0.05),
+                validated_examples: Some(60),
+            },
+            infer_latency_seconds: None,
+            trials: None,
+        }
+    }
+
+    fn best_model(id: i64, data_version: u64) -> BestModel {
+        let mut run = record(id, data_version, 0.875, RunState::Done);
+        run.candidate = "mlp_small".to_owned();
+        BestModel::of(&run, data_version, QualityMetric::Accuracy)
+    }
+
+    #[test]
+    fn the_served_model_says_which_data_it_saw_and_how_it_was_measured() {
+        let limits = ConstraintLimits::default();
+        let status = |runs: &[RunRecord], enabled: u64| {
+            Status::from_runs(
+                "pics".to_owned(),
+                String::new(),
+                3,
+                (enabled, enabled),
+                runs,
+                &limits,
+                QualityMetric::Accuracy,
+            )
+        };
+        assert_eq!(status(&[], 2).phase, Phase::WaitingForData);
+        assert_eq!(
+            status(&[], 2).summary,
+            "waiting for data: 2 enabled example(s); training starts at 4"
+        );
+        assert_eq!(status(&[], 60).phase, Phase::NotTrained);
+
+        // The best of version 2 serves while the app retrains on version 3...
+        let old = record(1, 2, 0.95, RunState::Done);
+        let running = record(2, 3, 0.0, RunState::Running);
+        let report = status(&[old.clone(), running], 60);
+        assert_eq!(report.phase, Phase::Searching);
+        let best = report.best.as_ref().unwrap();
+        assert_eq!(
+            (best.run, best.data_version, best.current),
+            (RunId(1), 2, false)
+        );
+        assert_eq!(
+            report.summary,
+            "searching on data version 3; serving model_1 (run 1, data version 2) meanwhile"
+        );
+        assert_eq!(
+            best.measured,
+            "accuracy, 5-fold stratified cross-validation on 60 examples"
+        );
+        // ...and the best run on version 3 serves once one finishes, though it scored lower.
+        let new = record(2, 3, 0.7, RunState::Done);
+        let report = status(&[old, new], 60);
+        assert_eq!(report.phase, Phase::Finished);
+        let best = report.best.as_ref().unwrap();
+        assert_eq!(
+            (best.run, best.data_version, best.current),
+            (RunId(2), 3, true)
+        );
+        assert_eq!(
+            report.summary,
+            "finished: serving model_2 (run 2, data version 3)"
+        );
+        assert!(report.runs[1].best && !report.runs[0].best);
+        let text = report.to_string();
+        assert!(
+            text.contains("its quality: 0.700 ± 0.050 (accuracy, 5-fold stratified cross-validation on 60 examples)"),
+            "{text}"
+        );
+        // Regression apps name R²; a split reads as a held-out share.
+        let mut split = record(3, 3, 0.5, RunState::Done);
+        split.validation.protocol = Some("split 20%".to_owned());
+        split.validation.validated_examples = Some(1);
+        let best = BestModel::of(&split, 3, QualityMetric::RSquared);
+        assert_eq!(best.measured, "R², a held-out 20% split on 1 example");
+    }
 
     #[test]
     fn the_json_reads_back() {
@@ -438,9 +701,16 @@ mod tests {
                 error: (state == RunState::Failed).then(|| "diverged".to_owned()),
             })
             .collect(),
-            best: Some(RunId(1)),
+            best: Some(best_model(1, 3)),
+            phase: Phase::Searching,
+            summary: "searching; serving mlp_small (run 1, data version 3) meanwhile".to_owned(),
         };
         let json = serde_json::to_string(&status).unwrap();
+        // `status --json`'s interface of record: `best.data_version`.
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["best"]["data_version"], 3);
+        assert_eq!(value["best"]["run"], 1);
+        assert_eq!(value["phase"], "searching");
         assert_eq!(serde_json::from_str::<Status>(&json).unwrap(), status);
         let error = serde_json::from_str::<Status>(&json.replace("\"queued\"", "\"paused\""))
             .unwrap_err()
@@ -505,12 +775,21 @@ mod tests {
                 slow,
                 hopping,
             ],
-            best: Some(RunId(1)),
+            best: Some(best_model(1, 3)),
+            phase: Phase::Searching,
+            summary: "searching; serving mlp_small (run 1, data version 3) meanwhile".to_owned(),
         };
         let text = status.to_string();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
-            lines[2..],
+            lines[2..4],
+            [
+                "searching; serving mlp_small (run 1, data version 3) meanwhile",
+                "its quality: 0.875 ± 0.050 (accuracy, 5-fold stratified cross-validation on 60 examples)",
+            ]
+        );
+        assert_eq!(
+            lines[4..],
             [
                 "  run   date                  candidate                      quality       cost    latency  validation         state",
                 "* 1     2023-11-14 22:13:20Z  mlp_small                0.875 ± 0.050      1.5 s   420.0 µs  5-fold stratified  done",
@@ -590,6 +869,8 @@ mod tests {
             enabled_examples,
             runs: Vec::new(),
             best: None,
+            phase: Phase::WaitingForData,
+            summary: String::new(),
         };
         let waiting = status(2).to_string();
         assert!(

@@ -164,6 +164,9 @@ pub struct Answered {
     pub run: i64,
     /// That run's candidate id.
     pub candidate: String,
+    /// The data version that run trained on.
+    #[serde(default)]
+    pub data_version: u64,
     /// How the answers scored, when every line gave its expected output.
     pub score: Option<WireScore>,
 }

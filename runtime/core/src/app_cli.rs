@@ -144,7 +144,9 @@ fn infer_command(schema: &Schema) -> Command {
         .about("Answer inputs with the best model so far: one INPUT per line (as for feed), from a file or standard input")
         .after_help(format!(
             "{}\nA line may also carry its expected OUTPUT (the feed format): then the answers are scored \
-             (accuracy, or mean squared error) on standard error.",
+             (accuracy, or mean squared error) on standard error.\n\nNothing is stored: inputs and \
+             answers are not kept, and labelled lines do not become examples (use `feed` for that). \
+             Standard error names the run that answered and the data version it was trained on.",
             feed_help(schema).replace(" OUTPUT", "").replacen("Line formats:", "Input formats (the output part is optional):", 1)
         ))
         .arg(Arg::new("file").value_name("FILE").help("Read inputs from FILE instead of standard input"))
@@ -584,11 +586,12 @@ fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     }
     let app = client.app_name();
     eprintln!(
-        "{app}: {} input{} answered by run {} ({})",
+        "{app}: {} input{} answered by run {} ({}, trained on data version {})",
         report.answers.len(),
         if report.answers.len() == 1 { "" } else { "s" },
         report.run.0,
-        report.candidate
+        report.candidate,
+        report.data_version
     );
     match report.score {
         Some(Score::Accuracy { correct, total }) => eprintln!(

@@ -371,7 +371,7 @@ impl Engine {
         if lock.try_lock().is_err() {
             return Err(Error::Busy {
                 home: store.home().display().to_string(),
-                lock: lock_path.display().to_string(),
+                lock: format!("the lock file {}", lock_path.display()),
             });
         }
         // A PostgreSQL store is shared by hosts whose file locks need not see each other: its
@@ -379,7 +379,7 @@ impl Engine {
         if !store.try_lock_coordinator()? {
             return Err(Error::Busy {
                 home: store.home().display().to_string(),
-                lock: "the store database's coordinator lock (pg_try_advisory_lock)".to_owned(),
+                lock: "the PostgreSQL database's coordinator lock (an advisory lock)".to_owned(),
             });
         }
         // Holding the lock, any in-process worker's lease is a dead predecessor's.

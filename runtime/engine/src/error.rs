@@ -36,12 +36,13 @@ pub enum Error {
     Checkpoint(String),
     /// Another process trains on this store.
     #[error(
-        "another `train` is already running on the store at {home} (lock file {lock}); wait for it or stop it"
+        "another process already trains the store at {home} (an `easeml serve`, `easeml train` or an \
+         app's `train`; it holds {lock}); wait for it to finish or stop it, then try again"
     )]
     Busy {
         /// The store's directory.
         home: String,
-        /// The lock file.
+        /// The lock it holds, in words: `the lock file PATH` or the database's lock.
         lock: String,
     },
     /// Inputs that the model cannot take.

@@ -63,7 +63,11 @@ fn clusters(n: usize, offset: usize) -> Vec<(Vec<f32>, &'static str)> {
         .collect()
 }
 
-fn feed_labels(store: &mut Store, app: AppId, rows: &[(Vec<f32>, &str)]) {
+fn feed_labels(
+    store: &mut Store,
+    app: AppId,
+    rows: &[(Vec<f32>, &str)],
+) -> easeml_store::InsertReport {
     let examples: Vec<NewExample> = rows
         .iter()
         .map(|(x, label)| NewExample {
@@ -71,7 +75,7 @@ fn feed_labels(store: &mut Store, app: AppId, rows: &[(Vec<f32>, &str)]) {
             output: NewOutput::Label((*label).to_owned()),
         })
         .collect();
-    store.insert_examples(app, &examples).expect("stored");
+    store.insert_examples(app, &examples).expect("stored")
 }
 
 fn feed_regression(store: &mut Store, app: AppId, n: usize) {
@@ -201,6 +205,79 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
     assert!(answers[0].class.is_none());
 }
 
+/// The label the served model of `app` gives `point`, and the run that answered.
+fn served_answer(store: &Store, app: AppId, point: [f32; 2]) -> (easeml_store::RunRecord, String) {
+    let served = ServedModel::load(store, app, Device::Cpu)
+        .unwrap()
+        .expect("a served model");
+    let answer = served
+        .predict(&[Object::single(point.to_vec())])
+        .unwrap()
+        .remove(0);
+    let label = answer.output.as_str().expect("a label").to_owned();
+    (served.run().clone(), label)
+}
+
+#[test]
+fn the_served_model_follows_the_data_when_examples_are_disabled_or_fed() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path()).unwrap();
+    let sides = register(&mut store, SIDES, "sides");
+    feed_labels(&mut store, sides, &clusters(40, 0));
+    // A dense corner of mislabelled examples: every point there has x > y, so is `right`, but
+    // these say `left`. The models learn the corner, and score well on it (it is consistent).
+    let corner: Vec<(Vec<f32>, &str)> = (0..24)
+        .map(|i| {
+            let x = 0.85 + (i % 4) as f32 * 0.03;
+            let y = 0.05 + (i / 4) as f32 * 0.02;
+            (vec![x, y], "left")
+        })
+        .collect();
+    let mislabelled = feed_labels(&mut store, sides, &corner).ids;
+    drop(store);
+    let probe = [0.9, 0.1];
+
+    let mut engine = Engine::open(home.path(), config()).unwrap();
+    assert!(engine.train(None, &mut |_| {}).unwrap().exhausted);
+    let (before, answer) = served_answer(engine.store(), sides, probe);
+    assert_eq!(
+        answer, "left",
+        "the served model learned the corner: {before:#?}"
+    );
+
+    // The user disables the examples the model depends on (the refine loop): the engine retrains
+    // on the new data, and the model served is one trained without them, though the old one's
+    // quality (measured on data that held the corner) may be higher.
+    let mut other = Store::open(home.path()).unwrap();
+    let mut version = 0;
+    for id in &mislabelled {
+        version = other.set_enabled(sides, *id, false).unwrap();
+    }
+    // Until a run on the new data finishes, the old model keeps serving.
+    assert_eq!(served_answer(engine.store(), sides, probe).0.id, before.id);
+    assert!(engine.train(None, &mut |_| {}).unwrap().exhausted);
+    let (after, answer) = served_answer(engine.store(), sides, probe);
+    assert_eq!(after.data_version, version, "{after:#?}");
+    assert_ne!(after.id, before.id);
+    assert_eq!(answer, "right", "served without the corner: {after:#?}");
+
+    // A feed does the same: the next finished run on the new version is what serves.
+    let version = feed_labels(&mut other, sides, &clusters(12, 700)).data_version;
+    assert_eq!(served_answer(engine.store(), sides, probe).0.id, after.id);
+    loop {
+        let run = engine
+            .step(None, &mut |_| {})
+            .unwrap()
+            .and_then(Step::into_run)
+            .expect("runs on the new data");
+        assert_eq!(run.data_version, version);
+        if run.state == RunState::Done {
+            assert_eq!(served_answer(engine.store(), sides, probe).0.id, run.id);
+            break;
+        }
+    }
+}
+
 /// A latency limit no model meets (10 ns: reading the clock takes longer) and one every model meets.
 const SIDES_TOO_FAST: &str = "app sides\nInput = [2]\nOutput = [2]\nlabels = [left, right]\nconstraint infer_latency <= 0.00001ms\n";
 const SIDES_EASY: &str = "app easy\nInput = [2]\nOutput = [2]\nlabels = [left, right]\nconstraint infer_latency <= 10s\n";
@@ -315,6 +392,7 @@ fn with_trimtuner_a_network_run_searches_settings_and_shares_and_keeps_its_trial
         (300, 300),
         &runs,
         &easeml_store::ConstraintLimits::default(),
+        easeml_client::QualityMetric::Accuracy,
     );
     let mut tuned = 0;
     for (run, report) in runs.iter().zip(&status.runs) {
@@ -400,7 +478,15 @@ fn one_engine_per_store_and_interrupted_runs_are_rerun_first() {
 
     let mut engine = Engine::open(home.path(), config()).unwrap();
     match Engine::open(home.path(), config()) {
-        Err(Error::Busy { lock, .. }) => assert!(lock.ends_with("train.lock")),
+        Err(error @ Error::Busy { .. }) => {
+            let message = error.to_string();
+            assert!(
+                message.starts_with("another process already trains the store at ")
+                    && message.contains("it holds the lock file ")
+                    && message.contains("train.lock); wait for it to finish or stop it"),
+                "{message}"
+            );
+        }
         other => panic!("expected the store to be busy, got {other:?}"),
     }
     let run = engine

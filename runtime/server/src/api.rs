@@ -135,7 +135,7 @@ pub(crate) async fn runs(
 ) -> Result<Json<Value>, ApiError> {
     let status = with_app(&state, access, |client| Ok(client.status()?)).await?;
     Ok(Json(
-        json!({"app": status.app, "best": status.best.map(|id| id.0), "runs": status.runs}),
+        json!({"app": status.app, "best": status.best.map(|best| best.run.0), "runs": status.runs}),
     ))
 }
 
@@ -348,6 +348,7 @@ async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Response,
             .collect(),
         run: report.run.0,
         candidate: report.candidate,
+        data_version: report.data_version,
         score,
     })
     .into_response())

@@ -546,6 +546,14 @@ fn bad_input_gets_a_clear_4xx_and_stores_nothing() {
         assert_eq!(status, expected, "{what}: {error}");
         assert!(error["error"].is_string(), "{what}: {error}");
     }
+    let with_train_time = |seconds: &str| {
+        let text = manifest(&schema(&format!("{PICS}\nconstraint train_time <= 5s\n")));
+        let changed = text
+            .replace("\"seconds\":5.0", &format!("\"seconds\":{seconds}"))
+            .replace("\"seconds\": 5.0", &format!("\"seconds\": {seconds}"));
+        assert_ne!(changed, text, "the limit is in the manifest: {text}");
+        changed
+    };
     let manifests = [
         ("malformed JSON", "{\"schema\": ".to_owned()),
         ("no schema", "{\"app\": \"x\"}".to_owned()),
@@ -565,6 +573,9 @@ fn bad_input_gets_a_clear_4xx_and_stores_nothing() {
             "a wrong system type",
             manifest(&schema(PICS)).replace("Tensor[4,4,3]", "Tensor[5,4,3]"),
         ),
+        // easemlc refuses these with E012; the server holds a manifest to the same rule.
+        ("a negative time limit", with_train_time("-5.0")),
+        ("a zero time limit", with_train_time("0.0")),
     ];
     for (what, body) in manifests {
         let (status, error) =

@@ -2,11 +2,19 @@
 //! engine's summaries, and the one rule for which constraint a run broke.
 //!
 //! The best run is the finished (`done`) run with the highest validation quality, the earliest on
-//! ties, among the runs that break none of the app's constraints (LANGUAGE.md: a model known to
-//! violate a constraint is never served): its cost must meet `train_time` and its measured inference
-//! latency must meet `infer_latency`. A run whose latency was never measured (recorded before the
-//! store kept it) is not known to break it, so it still counts. Runs of every data version count:
-//! after the data changes, the old best keeps serving until a better run on the new data finishes.
+//! ties, among the eligible runs of the newest data version that has one. A run is eligible when it
+//! breaks none of the app's constraints (LANGUAGE.md: a model known to violate a constraint is never
+//! served): its cost must meet `train_time` and its measured inference latency must meet
+//! `infer_latency`. A run whose latency was never measured (recorded before the store kept it) is not
+//! known to break it, so it still counts.
+//!
+//! **The served model follows the data** (ease.ml's refine loop): a feed or a toggle makes a new data
+//! version, and as soon as one eligible run on it finishes, the best of the runs on that version is
+//! served, even when a run on older data scored higher (its quality was measured on other data, and
+//! its model may depend on examples the user has since disabled). Until then the best run of the
+//! newest older version keeps serving, so an app never goes without a model while it retrains.
+//! Data versions only grow, so the newest version with an eligible run is the current one as soon as
+//! any run on the current data has finished; no caller needs to pass the current version.
 
 use std::fmt;
 
@@ -73,15 +81,19 @@ pub fn broken_constraints(run: &RunRecord, limits: &ConstraintLimits) -> Vec<Bro
     .collect()
 }
 
-/// The best run of `runs` (see the module documentation).
+/// The best run of `runs` (see the module documentation): the best eligible run of the newest data
+/// version that has one.
 pub fn best_run<'a>(runs: &'a [RunRecord], limits: &ConstraintLimits) -> Option<&'a RunRecord> {
     let mut best: Option<&RunRecord> = None;
     for run in runs {
         if run.state != RunState::Done || !broken_constraints(run, limits).is_empty() {
             continue;
         }
-        let quality = run.quality.unwrap_or(0.0);
-        if best.is_none_or(|best| quality > best.quality.unwrap_or(0.0)) {
+        let better = best.is_none_or(|best| {
+            (run.data_version, run.quality.unwrap_or(0.0))
+                > (best.data_version, best.quality.unwrap_or(0.0))
+        });
+        if better {
             best = Some(run);
         }
     }

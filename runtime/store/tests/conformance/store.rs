@@ -261,6 +261,64 @@ fn runs_move_through_their_states() {
 }
 
 #[test]
+fn the_served_run_follows_the_data_version() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("refined", Some(2), None)).unwrap();
+    let report = store
+        .insert_examples(app.id, &[labelled(1, "cat"), labelled(2, "dog")])
+        .unwrap();
+    let plain = RunValidation::default();
+    let limits = ConstraintLimits::default();
+    let best = |store: &Store| {
+        let runs = store.runs(app.id).unwrap();
+        best_run(&runs, &limits).map(|run| (run.id, run.data_version))
+    };
+    let old = finished_run(&mut store, app.id, "forest", (0.99, 1.0, 0.001), &plain);
+    let first = report.data_version;
+    assert_eq!(best(&store), Some((old, first)));
+
+    // A toggle makes a new data version: the old best serves until a run on it finishes...
+    let second = store.set_enabled(app.id, report.ids[0], false).unwrap();
+    assert!(second > first);
+    let failed = leased_run(&mut store, app.id, "mlp");
+    store
+        .commit_unit(
+            &failed,
+            &UnitResult::Failed {
+                reason: "diverged",
+                cost_seconds: Some(0.1),
+                infer_latency_seconds: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(best(&store), Some((old, first)), "a failed run serves nothing");
+    // ...then the best run on the new data serves, although the old one scored higher (on data
+    // that held the disabled example).
+    let new = finished_run(&mut store, app.id, "knn", (0.6, 1.0, 0.001), &plain);
+    assert_eq!(best(&store), Some((new, second)));
+    let better = finished_run(&mut store, app.id, "gbdt", (0.7, 1.0, 0.001), &plain);
+    assert_eq!(best(&store), Some((better, second)));
+
+    // A feed does the same; a run on the new data that breaks a constraint is never served, so
+    // the newest version with an eligible run keeps serving.
+    let third = store
+        .insert_examples(app.id, &[labelled(3, "cat")])
+        .unwrap()
+        .data_version;
+    assert!(third > second);
+    let slow = finished_run(&mut store, app.id, "vgg16", (0.9, 100.0, 0.001), &plain);
+    let runs = store.runs(app.id).unwrap();
+    let within = ConstraintLimits {
+        train_time: Some(10.0),
+        infer_latency: None,
+    };
+    assert_eq!(best_run(&runs, &within).map(|run| run.id), Some(better));
+    assert_eq!(best(&store), Some((slow, third)));
+}
+
+#[test]
 fn measured_latencies_decide_which_run_is_served() {
     let Some((_fixture, mut store)) = open() else {
         return;
