@@ -247,7 +247,7 @@ fn a_header_without_a_label_column_says_to_name_one() {
     let message = csv_error(&mut fixture.client(IRIS), &path, &CsvOptions::default());
     assert!(
         message.contains(
-            "which column is the output? Pass --label-column NAME (CsvOptions::label_column); the header's columns are `sepal_length`, `petal_width`, `species`"
+            "no label column was named: pass --label-column NAME, the column that holds each row's output; the header's columns are `sepal_length`, `petal_width`, `species`"
         ),
         "{message}"
     );

@@ -187,7 +187,7 @@ impl Table {
             return Err(bad_file(
                 &shown,
                 format!(
-                    "which column is the output? Pass --label-column NAME (CsvOptions::label_column); the header's columns are {}",
+                    "no label column was named: pass --label-column NAME, the column that holds each row's output; the header's columns are {}",
                     list_columns(&names)
                 ),
             ));
