@@ -5,6 +5,7 @@
 //! snapshot of the label map (`backend::Batch`), and scoring.
 
 use std::io::BufRead;
+use std::path::Path;
 
 use easeml_object::{Inference, Object};
 use easeml_schema::{Manifest, Schema};
@@ -12,7 +13,10 @@ use easeml_store::{App, ExampleId, ExampleRecord, NewApp, Page, PageRequest, Run
 use serde::Serialize;
 
 use crate::backend::{Backend, Drive};
-use crate::feed::{CheckedOutput, FeedOptions, LineChecker, LineError, LineErrors};
+use crate::feed::{
+    CheckedOutput, CsvOptions, FeedOptions, IgnoredFiles, ImageFolder, LineChecker, LineError,
+    LineErrors, Table,
+};
 use crate::local::Local;
 use crate::remote::{Remote, RemoteSettings, TokenOrigin};
 use crate::{Connection, Error, Result, Status};
@@ -112,6 +116,9 @@ pub struct FeedReport {
     /// Bad lines left out (only with [`FeedOptions::skip_bad`]): the first ones in full, all
     /// counted.
     pub skipped: LineErrors,
+    /// What an image-folder feed passed over without reading (not images, not regular files);
+    /// all zero for other feeds.
+    pub ignored_files: IgnoredFiles,
 }
 
 /// A stored example, decoded.
@@ -331,6 +338,77 @@ impl Client {
             }
         });
         self.backend.feed(&self.schema, "line", options, drive)
+    }
+
+    /// Feeds a table: a CSV / TSV file with a header row and the output in the column
+    /// `csv.label_column`, or scikit-learn's layout (see [`crate::feed`]'s `table` rules: input
+    /// columns by the schema's field names or in file order, missing values refused with their
+    /// line and column). The header is checked first (a problem there is [`Error::Read`], nothing
+    /// read further); then every row is checked as a feed line is, and stored as
+    /// [`Client::feed_lines`] stores: all or nothing, or the good rows with `options.skip_bad`.
+    /// `progress` gets the number of rows read so far.
+    ///
+    /// Relative paths in cells (images, `.npy` files) are read from the table's folder
+    /// (`options.base_dir` is not used). Remote: the rows are checked here and sent as feed lines
+    /// through the same path as [`Client::feed_lines`], so the server sees no difference.
+    pub fn feed_csv(
+        &mut self,
+        path: impl AsRef<Path>,
+        csv: &CsvOptions,
+        options: &FeedOptions,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<FeedReport> {
+        let path = path.as_ref();
+        let table = Table::open(path, csv, &self.schema)?;
+        let options = FeedOptions {
+            base_dir: Some(crate::feed::table_folder(path)),
+            ..options.clone()
+        };
+        let checker = LineChecker::new(
+            &self.schema,
+            &options,
+            self.schema.label_capacity().is_some(),
+        );
+        let drive: Drive<'_> = Box::new(|each| table.read_rows(&checker, each, progress));
+        self.backend.feed(&self.schema, "line", &options, drive)
+    }
+
+    /// Feeds an image folder laid out by class, `dir/LABEL/*.png` (see [`crate::feed`]'s
+    /// `folder` rules): every image of a sub-folder is an example labelled by the sub-folder's
+    /// name. The app's input must be one image tensor and its output take labels (else an error
+    /// before anything is read). An unreadable image is a bad line (unit `image`), as with
+    /// [`Client::feed_lines`]: all or nothing, or the good ones with `options.skip_bad`; files that
+    /// are not images, and symbolic links (never followed), are passed over and counted in
+    /// [`FeedReport::ignored_files`]. `progress` gets the number of images read so far.
+    ///
+    /// Remote: the images are read and checked here and sent inline through the same path as
+    /// [`Client::feed_lines`].
+    pub fn feed_image_folder(
+        &mut self,
+        dir: impl AsRef<Path>,
+        options: &FeedOptions,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<FeedReport> {
+        let dir = dir.as_ref();
+        if !options.allow_paths {
+            return Err(Error::Read(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{}: this feed may not read files (FeedOptions::allow_paths is off)",
+                    dir.display()
+                ),
+            )));
+        }
+        let folder = ImageFolder::open(dir, &self.schema)?;
+        let mut ignored = IgnoredFiles::default();
+        let schema = &self.schema;
+        let drive: Drive<'_> = Box::new(|each| {
+            ignored = folder.read_images(schema, each, progress)?;
+            Ok(())
+        });
+        let mut report = self.backend.feed(&self.schema, "image", options, drive)?;
+        report.ignored_files = ignored;
+        Ok(report)
     }
 
     /// Feeds typed values (the generated crate's `Input` / `Output`, or anything that serializes to

@@ -47,7 +47,8 @@ pub use easeml_store::{
 };
 pub use error::{Batch, Error, Result};
 pub use feed::{
-    CheckedExample, CheckedOutput, FeedOptions, LineError, LineErrors, MAX_KEPT_LINE_ERRORS,
+    CheckedExample, CheckedOutput, CsvOptions, FeedOptions, IgnoredFiles, LineError, LineErrors,
+    MAX_KEPT_LINE_ERRORS,
 };
 pub use models::{LoadedModel, LocalModels, install_local_models, local_models};
 pub use remote::TokenOrigin;

@@ -80,6 +80,7 @@ impl Backend for Local {
             data_version: report.data_version,
             new_labels: report.new_labels,
             skipped,
+            ignored_files: crate::feed::IgnoredFiles::default(),
         })
     }
 

@@ -401,6 +401,7 @@ impl Remote {
             data_version: 0,
             new_labels: Vec::new(),
             skipped: LineErrors::new(),
+            ignored_files: crate::feed::IgnoredFiles::default(),
         };
         for range in outbox.chunks(self.request_bytes) {
             let body = outbox.read(range.clone())?;

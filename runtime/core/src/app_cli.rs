@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use clap::{Arg, ArgAction, ArgGroup, ArgMatches, Command};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::feed::FeedOptions;
+use crate::feed::{CsvOptions, FeedOptions, IgnoredFiles, is_table_path};
 use crate::{
     AppSpec, Client, Connection, ExampleId, PageRequest, Schema, Score, StoredOutput, TokenOrigin,
 };
@@ -215,15 +215,97 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 
 fn feed_command(schema: &Schema) -> Command {
     Command::new("feed")
-        .about("Add labelled examples: one `INPUT OUTPUT` pair per line, from a file or standard input")
-        .after_help(feed_help(schema))
-        .arg(Arg::new("file").value_name("FILE").help("Read pairs from FILE instead of standard input"))
+        .about("Add labelled examples: one `INPUT OUTPUT` pair per line (a file or standard input), a CSV / TSV table, or an image folder by class")
+        .after_help(format!("{}\n\n{}", feed_help(schema), table_help(schema)))
+        .arg(Arg::new("file").value_name("FILE").help(
+            "Read pairs from FILE instead of standard input; a FILE ending in .csv, .tsv or .tab is a table with a header row (see --label-column)",
+        ))
+        .arg(
+            Arg::new("label-column")
+                .long("label-column")
+                .value_name("NAME")
+                .requires("file")
+                .help("The column of a .csv / .tsv FILE that holds each row's output (a label or a value), by its header name; the other columns are the input"),
+        )
+        .arg(
+            Arg::new("images")
+                .long("images")
+                .value_name("DIR")
+                .conflicts_with_all(["file", "label-column"])
+                .help("Feed the images of DIR, laid out one sub-folder per class: DIR/cat/1.png is an example labelled `cat`"),
+        )
         .arg(
             Arg::new("skip-bad")
                 .long("skip-bad")
                 .action(ArgAction::SetTrue)
-                .help("Store the good lines and report the bad ones (default: store nothing when a line is bad)"),
+                .help("Store the good lines (rows, images) and report the bad ones (default: store nothing when one is bad)"),
         )
+}
+
+/// The `feed --help` text on tables and image folders, for this very schema.
+pub fn table_help(schema: &Schema) -> String {
+    let app = &schema.app;
+    let input = &schema.input;
+    let mut text = String::from(
+        "Tables (a FILE ending in .csv, .tsv or .tab; a header row names the columns):\n",
+    );
+    let label = schema
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.first())
+        .map_or("species", String::as_str);
+    if input.recursive_names().next().is_some() {
+        text.push_str("  not for this app: its input is recursive (feed JSON Lines)\n");
+    } else {
+        let tensors: Vec<_> = input.tensors().collect();
+        let columns = match (input.fields.as_slice(), tensors.as_slice()) {
+            ([field], [tensor]) if tensor.dims.len() == 1 || tensor.element_count() == 1 => {
+                format!(
+                    "the other {} columns, in file order (or one named `{}` holding a JSON array or a .npy path)",
+                    tensor.element_count(),
+                    field.name
+                )
+            }
+            ([field], [_]) => format!(
+                "one other column (or one named `{}`), each cell an image or .npy path (read from the table's folder) or a JSON array",
+                field.name
+            ),
+            (fields, _) => format!(
+                "one column per field, by name: {} (a number, or for a larger field a JSON array or an image / .npy path); other columns are refused",
+                fields
+                    .iter()
+                    .map(|field| format!("`{}`", field.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        text.push_str(&format!(
+            "  {app} feed data.csv --label-column NAME\n  the column NAME holds each row's output (e.g. {label}); the input is {columns}.\n"
+        ));
+        text.push_str("  Missing values (an empty cell, NA, NaN, ?) are refused with their line and column.\n");
+        if schema.label_capacity().is_some() {
+            text.push_str("  scikit-learn's layout (a first line like `569,30,malignant,benign`, the class index last) needs no --label-column.\n");
+        }
+    }
+    text.push_str("Image folders (one sub-folder per class, named by its label):\n");
+    let image = match input.tensors().collect::<Vec<_>>().as_slice() {
+        [tensor] if input.fields.len() == 1 && schema.label_capacity().is_some() => {
+            match tensor.dims.as_slice() {
+                [_, _, 3] | [_, _, 1] | [_, _] => Some(tensor.dims.clone()),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    match image {
+        Some(dims) => text.push_str(&format!(
+            "  {app} feed --images DIR          (DIR/{label}/0001.png; PNG or JPEG, resized to {dims:?}; other files are passed over)"
+        )),
+        None => text.push_str(
+            "  not for this app: --images needs an input of one image tensor and an output of labels",
+        ),
+    }
+    text
 }
 
 fn refine_command() -> Command {
@@ -421,15 +503,32 @@ fn execute(
     }
 }
 
+/// `feed`: an image folder (`--images DIR`), a table (a FILE ending in .csv / .tsv / .tab, with
+/// `--label-column`, or scikit-learn's layout without it), or feed lines (any other FILE, or
+/// standard input).
 fn feed(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     let options = FeedOptions {
         skip_bad: arguments.get_flag("skip-bad"),
         ..FeedOptions::default()
     };
+    let file = arguments.get_one::<String>("file");
+    let label_column = arguments.get_one::<String>("label-column");
+    let images = arguments.get_one::<String>("images");
+    let table = file.filter(|path| is_table_path(std::path::Path::new(path)));
+    if let (Some(path), Some(_), None) = (file, label_column, table) {
+        return Err(format!(
+            "--label-column is for a table: a FILE ending in .csv, .tsv or .tab; `{path}` is read as feed lines (`INPUT OUTPUT`)"
+        ));
+    }
+    let unit = match (images, table) {
+        (Some(_), _) => "images read",
+        (None, Some(_)) => "rows checked",
+        (None, None) => "lines checked",
+    };
     let progress = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new_spinner();
         bar.set_style(
-            ProgressStyle::with_template("{spinner} {pos} lines checked ({per_sec})")
+            ProgressStyle::with_template(&format!("{{spinner}} {{pos}} {unit} ({{per_sec}})"))
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         bar
@@ -437,14 +536,22 @@ fn feed(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
         ProgressBar::hidden()
     };
     let mut on_line = |lines: usize| progress.set_position(lines as u64);
-    let report = match arguments.get_one::<String>("file") {
-        Some(path) => {
+    let report = match (images, table, file) {
+        (Some(dir), _, _) => client.feed_image_folder(dir, &options, &mut on_line),
+        (None, Some(path), _) => {
+            let csv = CsvOptions {
+                label_column: label_column.cloned(),
+                delimiter: None,
+            };
+            client.feed_csv(path, &csv, &options, &mut on_line)
+        }
+        (None, None, Some(path)) => {
             let file = open_lines_file(path)?;
             let mut options = options;
             options.base_dir = PathBuf::from(path).parent().map(PathBuf::from);
             client.feed_lines_with_progress(BufReader::new(file), &options, &mut on_line)
         }
-        None => {
+        (None, None, None) => {
             let stdin = std::io::stdin();
             client.feed_lines_with_progress(stdin.lock(), &options, &mut on_line)
         }
@@ -452,6 +559,9 @@ fn feed(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     progress.finish_and_clear();
     let report = report.map_err(|error| error.to_string())?;
     let app = client.app_name().to_owned();
+    if let Some(note) = ignored_note(&report.ignored_files) {
+        eprintln!("{app}: {note}");
+    }
     for skipped in &report.skipped {
         eprintln!("{app}: skipped {skipped}");
     }
@@ -468,6 +578,36 @@ fn feed(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
         if report.added == 1 { "" } else { "s" }
     );
     Ok(())
+}
+
+/// What an image-folder feed passed over, in words; `None` when nothing was.
+fn ignored_note(ignored: &IgnoredFiles) -> Option<String> {
+    let mut parts = Vec::new();
+    if ignored.not_images > 0 {
+        parts.push(format!(
+            "{} not an image (.png, .jpg, .jpeg)",
+            ignored.not_images
+        ));
+    }
+    if ignored.not_regular > 0 {
+        parts.push(format!(
+            "{} not a regular file (symbolic links are not followed, nor folders inside a class folder)",
+            ignored.not_regular
+        ));
+    }
+    if ignored.outside_classes > 0 {
+        parts.push(format!(
+            "{} beside the class folders",
+            ignored.outside_classes
+        ));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "passed over {} file(s): {}",
+            ignored.total(),
+            parts.join("; ")
+        )
+    })
 }
 
 fn refine(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
@@ -697,3 +837,138 @@ fn remote_train(client: &Client) -> Result<(), String> {
 
 /// A duration in words for people, as the training session prints it (the store's one rule).
 pub use easeml_client::store::format_seconds;
+
+#[cfg(test)]
+mod tests {
+    //! `feed FILE.csv --label-column NAME` and `feed --images DIR` through [`run_from`], the
+    //! generated binaries' one entry, on an embedded store in a temporary folder.
+
+    use std::path::Path;
+    use std::process::ExitCode;
+
+    use easeml_compiler::{Compiled, Registry, codegen, compile};
+
+    use super::{Baked, Entry, run_from};
+    use crate::{AppSpec, Client, Connection, PageRequest};
+
+    const IRIS: &str = "app iris\ntype Input\n  sepal_length :: Tensor[1]\n  petal_width :: Tensor[1]\nend\nOutput = [3]\nlabels = [setosa, versicolor, virginica]";
+    const PICS: &str = "app pics\nInput = [4, 6, 3]\nOutput = [2]";
+
+    fn manifest_of(source: &str) -> String {
+        let schema = compile(source, "app", &Registry::builtin())
+            .unwrap_or_else(|diagnostics| panic!("{diagnostics:?}"))
+            .schema;
+        let compiled = Compiled::from_schema(schema, &Registry::builtin()).expect("a template");
+        codegen::manifest(&compiled).to_json()
+    }
+
+    /// Runs `<app> --home HOME ARGS...`.
+    fn run(manifest: &str, home: &Path, arguments: &[&str]) -> ExitCode {
+        let home = home.to_str().unwrap();
+        let mut all = vec!["app", "--home", home];
+        all.extend_from_slice(arguments);
+        run_from(manifest, Entry::App, &Baked::default(), all)
+    }
+
+    /// How many examples the app of `manifest` holds in `home`.
+    fn stored(manifest: &str, home: &Path) -> u64 {
+        let spec = AppSpec::from_manifest_json(manifest).unwrap();
+        let client = Client::open(&Connection::embedded(home), spec).unwrap();
+        client.examples(PageRequest::default()).unwrap().total
+    }
+
+    #[test]
+    fn feed_reads_a_csv_by_its_label_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let manifest = manifest_of(IRIS);
+        let csv = dir.path().join("iris.csv");
+        std::fs::write(
+            &csv,
+            "petal_width,species,sepal_length\n0.2,setosa,5.1\n1.3,versicolor,5.7\n,setosa,5.0\n",
+        )
+        .unwrap();
+        let csv = csv.to_str().unwrap();
+        // A bad row stores nothing; --skip-bad stores the good ones.
+        let feed = ["feed", csv, "--label-column", "species"];
+        assert_eq!(run(&manifest, &home, &feed), ExitCode::from(1));
+        assert_eq!(stored(&manifest, &home), 0);
+        let feed = ["feed", csv, "--label-column", "species", "--skip-bad"];
+        assert_eq!(run(&manifest, &home, &feed), ExitCode::SUCCESS);
+        assert_eq!(stored(&manifest, &home), 2);
+        // No --label-column for a table with a header: an error, nothing stored.
+        assert_eq!(run(&manifest, &home, &["feed", csv]), ExitCode::from(1));
+        // --label-column for a file of lines, or with no FILE at all.
+        let lines = dir.path().join("lines.txt");
+        std::fs::write(&lines, "[5.1, 0.2] setosa\n").unwrap();
+        let lines = lines.to_str().unwrap();
+        let feed = ["feed", lines, "--label-column", "species"];
+        assert_eq!(run(&manifest, &home, &feed), ExitCode::from(1));
+        let feed = ["feed", "--label-column", "species"];
+        assert_eq!(run(&manifest, &home, &feed), ExitCode::from(2));
+        assert_eq!(stored(&manifest, &home), 2);
+    }
+
+    #[test]
+    fn feed_reads_an_image_folder_by_class() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let manifest = manifest_of(PICS);
+        let images = dir.path().join("images");
+        for (class, name) in [("cat", "1.png"), ("cat", "2.jpg"), ("dog", "1.png")] {
+            std::fs::create_dir_all(images.join(class)).unwrap();
+            image::RgbImage::from_pixel(6, 4, image::Rgb([10, 20, 30]))
+                .save(images.join(class).join(name))
+                .unwrap();
+        }
+        std::fs::write(images.join("cat/notes.txt"), "passed over").unwrap();
+        let images = images.to_str().unwrap();
+        assert_eq!(
+            run(&manifest, &home, &["feed", "--images", images]),
+            ExitCode::SUCCESS
+        );
+        assert_eq!(stored(&manifest, &home), 3);
+        // --images conflicts with FILE and --label-column.
+        let feed = ["feed", "--images", images, "data.csv"];
+        assert_eq!(run(&manifest, &home, &feed), ExitCode::from(2));
+        // An app whose input is not an image.
+        let iris = manifest_of(IRIS);
+        assert_eq!(
+            run(&iris, &home, &["feed", "--images", images]),
+            ExitCode::from(1)
+        );
+        assert_eq!(stored(&iris, &home), 0);
+    }
+
+    #[test]
+    fn feed_help_names_tables_and_image_folders_for_the_schema() {
+        let help = |source: &str| {
+            let spec = AppSpec::from_manifest_json(&manifest_of(source)).unwrap();
+            let mut command = super::command(&spec, Entry::App);
+            command
+                .find_subcommand_mut("feed")
+                .unwrap()
+                .render_long_help()
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let iris = help(IRIS);
+        for expected in [
+            "--label-column <NAME>",
+            "--images <DIR>",
+            "iris feed data.csv --label-column NAME",
+            "one column per field, by name: `sepal_length`, `petal_width`",
+            "scikit-learn's layout",
+            "not for this app: --images needs an input of one image tensor",
+        ] {
+            assert!(iris.contains(expected), "{expected}\n{iris}");
+        }
+        let pics = help(PICS);
+        assert!(
+            pics.contains("pics feed --images DIR") && pics.contains("resized to [4, 6, 3]"),
+            "{pics}"
+        );
+    }
+}

@@ -21,17 +21,23 @@ fn max_side(declared: u32) -> u32 {
     declared.saturating_mul(MAX_SCALE).max(MIN_LIMIT)
 }
 
+/// The rows, columns and channels (3: RGB, 1: grey) of an image tensor of shape `dims`: `[A,B,3]`,
+/// `[A,B,1]` or `[A,B]`; `None` for any other shape.
+pub(super) fn image_shape(dims: &[u64]) -> Option<(u64, u64, u8)> {
+    match *dims {
+        [rows, columns, 3] => Some((rows, columns, 3)),
+        [rows, columns, 1] | [rows, columns] => Some((rows, columns, 1)),
+        _ => None,
+    }
+}
+
 /// Loads `path` (shown as `shown` in errors) as a tensor of shape `dims`.
 pub(super) fn load(path: &Path, shown: &str, dims: &[u64]) -> Result<Vec<f32>, String> {
-    let (rows, columns, channels) = match *dims {
-        [rows, columns, 3] => (rows, columns, 3),
-        [rows, columns, 1] | [rows, columns] => (rows, columns, 1),
-        _ => {
-            return Err(format!(
-                "{shown}: an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]; this app's input is {}",
-                easeml_object::format_dims(dims)
-            ));
-        }
+    let Some((rows, columns, channels)) = image_shape(dims) else {
+        return Err(format!(
+            "{shown}: an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]; this app's input is {}",
+            easeml_object::format_dims(dims)
+        ));
     };
     let (width, height) = match (u32::try_from(columns), u32::try_from(rows)) {
         (Ok(width), Ok(height)) => (width, height),

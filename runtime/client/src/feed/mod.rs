@@ -12,14 +12,27 @@
 //!   `{..., "left": {...}, "right": null}`; field names come from the schema. A string input is a path
 //!   as above; a string output is a label (or a `.npy` path).
 //!
+//! - Tables (`table.rs`): a CSV / TSV file with a header row and a label column, or scikit-learn's
+//!   layout (a first line `COUNT,FEATURES,NAME...`, the class index last), each row checked into the
+//!   same examples a line gives ([`CsvOptions`], `Client::feed_csv`).
+//! - Image folders (`folder.rs`): `DIR/LABEL/*.png`, one example per image, labelled by its
+//!   sub-folder (`Client::feed_image_folder`).
+//!
 //! Every line is checked completely (shapes, NaN/infinity, labels) before anything is stored; an error
 //! names the line, the field, and the expected and found shapes.
 
 mod fast_json;
+mod folder;
 mod image;
 mod npy;
+mod table;
 mod write;
 
+pub use folder::IgnoredFiles;
+pub(crate) use folder::ImageFolder;
+pub use table::CsvOptions;
+pub use table::is_table_path;
+pub(crate) use table::{Table, table_folder};
 pub use write::{min_feed_line_bytes, write_feed_line};
 
 use std::fmt;
@@ -270,10 +283,18 @@ impl<'a> LineChecker<'a> {
         if rest.is_empty() {
             return Ok(Some((input, None)));
         }
-        let (output, trailing) = if rest.starts_with(['[', '{', '"']) {
-            split_token(rest, line.len() - rest.len())?
+        let output = self.output_text(rest, line.len() - rest.len())?;
+        Ok(Some((input, Some(output))))
+    }
+
+    /// The OUTPUT of a pair line (`text`, starting `offset` bytes into its line): a JSON value when
+    /// it starts with `[`, `{` or `"`, else a label, a number or a `.npy` path, up to the end. The
+    /// table reader gives its output cells here too (`table.rs`), so one rule reads both.
+    pub(crate) fn output_text(&self, text: &str, offset: usize) -> Result<CheckedOutput, String> {
+        let (output, trailing) = if text.starts_with(['[', '{', '"']) {
+            split_token(text, offset)?
         } else {
-            (Token::Text(rest.to_owned()), "")
+            (Token::Text(text.to_owned()), "")
         };
         if !trailing.trim().is_empty() {
             return Err(format!(
@@ -281,8 +302,7 @@ impl<'a> LineChecker<'a> {
                 trailing.trim()
             ));
         }
-        let output = self.output_from(output)?;
-        Ok(Some((input, Some(output))))
+        self.output_from(output)
     }
 
     /// Checks a JSON Lines record `{"input": ..., "output": ...}` (also the typed feed's form).
@@ -323,11 +343,18 @@ impl<'a> LineChecker<'a> {
             Token::Checked(object) => Ok(object),
             Token::Json(value) => object_from_json(data_type, value.value(), "input")
                 .map_err(|error| error.to_string()),
-            Token::Text(path) if !self.allow_paths => Err(refused_path("input", &path)),
-            Token::Text(path) => {
-                read_input_file(data_type, &self.resolve(&path), &path).map(Object::single)
-            }
+            Token::Text(path) => self.input_file(data_type, &path).map(Object::single),
         }
+    }
+
+    /// The values of `data_type` (one tensor field) that the file named `path` gives: resolved
+    /// against [`FeedOptions::base_dir`], refused where files may not be read. The table reader
+    /// reads a cell naming a file here too.
+    pub(crate) fn input_file(&self, data_type: &DataType, path: &str) -> Result<Vec<f32>, String> {
+        if !self.allow_paths {
+            return Err(refused_path("input", path));
+        }
+        read_input_file(data_type, &self.resolve(path), path)
     }
 
     fn output_from(&self, token: Token<'_>) -> Result<CheckedOutput, String> {
@@ -379,10 +406,7 @@ pub fn read_input_file(data_type: &DataType, path: &Path, shown: &str) -> Result
     let lower = shown.to_ascii_lowercase();
     if lower.ends_with(".npy") {
         read_npy_file(data_type, path, shown, "input")
-    } else if [".png", ".jpg", ".jpeg"]
-        .iter()
-        .any(|extension| lower.ends_with(extension))
-    {
+    } else if is_image_name(shown) {
         let dims = single_tensor_dims(data_type).ok_or_else(|| {
             format!(
                 "{shown}: an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]; this app's input is {data_type}"
@@ -394,6 +418,15 @@ pub fn read_input_file(data_type: &DataType, path: &Path, shown: &str) -> Result
             "input `{shown}` is not an image (.png, .jpg, .jpeg), a .npy file or a JSON array"
         ))
     }
+}
+
+/// Whether a file name is an image's by its extension (`.png`, `.jpg`, `.jpeg`, any case): the
+/// one rule of what a feed reads as an image (a line's path, an image folder's file).
+pub(crate) fn is_image_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    [".png", ".jpg", ".jpeg"]
+        .iter()
+        .any(|extension| lower.ends_with(extension))
 }
 
 /// The values of one side (`input` or `output`) that a `.npy` file gives, read as a feed line
@@ -491,6 +524,15 @@ fn malformed_json(error: &serde_json::Error, text: &str, offset: usize) -> Strin
         );
     }
     format!("malformed JSON at column {}: {what}", offset + start + 1)
+}
+
+/// A type as the table and image-folder messages name it: `[30]` for one tensor field, else
+/// its canonical form.
+pub(crate) fn describe_type(data_type: &DataType) -> String {
+    match single_tensor_dims(data_type) {
+        Some(dims) => easeml_object::format_dims(dims),
+        None => data_type.to_string(),
+    }
 }
 
 /// The dims of a type that is exactly one tensor field (no recursive field): the feed's fast path
