@@ -68,9 +68,14 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A failure (or, with `EASEML_ALLOW_SKIPS=1`, a loud skip): `easeml_test_support::missing_part`.
 fn banner(message: &str) {
-    let line = "!".repeat(100);
-    eprintln!("\n{line}\n!!! SKIPPED: {message}\n{line}\n");
+    easeml_test_support::missing_part(
+        "the Python package tests",
+        "Python with venv and PyPI",
+        message,
+        "`cargo xtask setup` installs python3-venv; PyPI must be reachable",
+    );
 }
 
 /// The test venv with maturin, pytest, numpy and pillow; `None` when PyPI cannot be reached.

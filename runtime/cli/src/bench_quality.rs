@@ -11,6 +11,13 @@
 //! evenly across tasks). Every method is scored by `knn::score` (accuracy, or R^2 for apps whose
 //! output is not a class). Writes `summary.json`, `summary.md` (the table, also printed) and
 //! `scores.svg` / `scores.png` to `--out`.
+//!
+//! `--repeat N` runs the whole comparison N times (a fresh store and another engine seed each time;
+//! the tasks' train/test splits are fixed files, so the seed is what varies), and reports each
+//! method's mean score per task with its spread over the repeats. Beside the per-task table, every
+//! method's **mean rank** across tasks (1 = best on a task, ties share the mean of their ranks, a
+//! method without a score ranks last), averaged over the repeats with its spread: one number that
+//! says who wins across tasks, without averaging accuracies of unlike tasks.
 
 mod flaml;
 mod knn;
@@ -61,6 +68,10 @@ pub struct QualityBenchArgs {
     /// fresh store (store/), the compiled apps (apps/) and the FLAML files (flaml/).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    /// Run the whole comparison this many times (another engine seed and a fresh store each
+    /// time): scores are then means with their spread, and the mean rank has a spread too.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    repeat: u32,
 }
 
 /// A peer method.
@@ -126,6 +137,53 @@ struct Outcome {
     /// Why a peer has no score for this task.
     peer_errors: BTreeMap<&'static str, String>,
     flaml_model: Option<String>,
+}
+
+/// One method's scores on one task over the repeats (`None`: no score that time).
+fn mean_and_std(values: &[Option<f64>]) -> (Option<f64>, Option<f64>) {
+    let known: Vec<f64> = values.iter().flatten().copied().collect();
+    if known.is_empty() {
+        return (None, None);
+    }
+    let mean = known.iter().sum::<f64>() / known.len() as f64;
+    let std = (known.len() > 1).then(|| {
+        (known
+            .iter()
+            .map(|value| (value - mean).powi(2))
+            .sum::<f64>()
+            / (known.len() - 1) as f64)
+            .sqrt()
+    });
+    (Some(mean), std)
+}
+
+/// Each method's rank on one task (1 = the highest score; ties share the mean of their ranks; a
+/// method without a score ranks after every scored one, tied with the other unscored ones).
+fn ranks(scores: &[Option<f64>]) -> Vec<f64> {
+    scores
+        .iter()
+        .map(|score| {
+            let key = |value: &Option<f64>| value.unwrap_or(f64::NEG_INFINITY);
+            let mine = key(score);
+            let better = scores.iter().filter(|other| key(other) > mine).count();
+            let tied = scores.iter().filter(|other| key(other) == mine).count();
+            // Ranks better+1 ..= better+tied, averaged.
+            better as f64 + (tied as f64 + 1.0) / 2.0
+        })
+        .collect()
+}
+
+/// Every method's mean rank across tasks, for one repeat: `scores[task][method]`.
+fn mean_ranks(scores: &[Vec<Option<f64>>], methods: usize) -> Vec<f64> {
+    let mut sums = vec![0.0; methods];
+    for task in scores {
+        for (sum, rank) in sums.iter_mut().zip(ranks(task)) {
+            *sum += rank;
+        }
+    }
+    sums.iter()
+        .map(|sum| sum / scores.len().max(1) as f64)
+        .collect()
 }
 
 fn say(line: impl AsRef<str>) {
@@ -196,13 +254,94 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
         });
     }
 
+    let mut runs: Vec<Vec<Outcome>> = Vec::new();
+    let mut device_used = String::new();
+    for repeat in 0..args.repeat {
+        if args.repeat > 1 {
+            say(format!("repeat {} of {}", repeat + 1, args.repeat));
+        }
+        let (outcomes, device) = run_once(
+            args,
+            &tasks,
+            &peers,
+            flaml_python.as_deref(),
+            u64::from(repeat),
+        )?;
+        device_used = device;
+        runs.push(outcomes);
+    }
+    let outcomes = mean_outcomes(&runs);
+    let ranking = Ranking::of(&runs, &peers);
+    let summary = summary_json(
+        &tasks,
+        &runs,
+        &outcomes,
+        &ranking,
+        &peers,
+        budget,
+        &device_used,
+    );
+    std::fs::write(
+        args.out.join("summary.json"),
+        serde_json::to_string_pretty(&summary)? + "\n",
+    )
+    .context("cannot write summary.json")?;
+    let mut table = table_markdown(&tasks, &outcomes, &peers, budget);
+    table.push_str(&ranking.markdown(args.repeat));
+    std::fs::write(args.out.join("summary.md"), &table).context("cannot write summary.md")?;
+    let plot = BarPlot {
+        title: format!(
+            "test accuracy (R^2 for regression), budget {}",
+            format_seconds(budget)
+        ),
+        y_label: "test score".to_owned(),
+        series: std::iter::once("easeml")
+            .chain(peers.iter().map(|peer| peer.name()))
+            .map(str::to_owned)
+            .collect(),
+        groups: tasks
+            .iter()
+            .zip(&outcomes)
+            .map(|(task, outcome)| {
+                let mut values = vec![outcome.easeml];
+                values.extend(
+                    peers
+                        .iter()
+                        .map(|peer| outcome.peers.get(peer.name()).copied()),
+                );
+                (task.app.clone(), values)
+            })
+            .collect(),
+    };
+    for note in write_bar_plots(&plot, &args.out, "scores")? {
+        eprintln!("note: {note}");
+    }
+    print!("{table}");
+    say(format!(
+        "done in {}: wrote summary.json, summary.md, scores.svg and scores.png to {}",
+        format_seconds(started.elapsed().as_secs_f64()),
+        args.out.display()
+    ));
+    Ok(())
+}
+
+/// One repeat of the comparison: a fresh store, one engine over every app, the answers scored, the
+/// peers run; each task's outcome, and the device's name.
+fn run_once(
+    args: &QualityBenchArgs,
+    tasks: &[Task],
+    peers: &[Peer],
+    flaml_python: Option<&std::path::Path>,
+    repeat: u64,
+) -> anyhow::Result<(Vec<Outcome>, String)> {
+    let budget = args.budget.as_secs_f64();
     let home = args.out.join("store");
     if home.exists() {
         std::fs::remove_dir_all(&home)
             .with_context(|| format!("cannot remove the old store `{}`", home.display()))?;
     }
     let connection = Connection::Embedded { home: home.clone() };
-    for task in &tasks {
+    for task in tasks {
         let mut client = Client::open(&connection, task.spec.clone())
             .with_context(|| format!("task `{}`: registering the app", task.files.dir.display()))?;
         let file = std::fs::File::open(&task.files.train)?;
@@ -219,6 +358,8 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
 
     let device = choose_device().map_err(anyhow::Error::msg)?;
     let mut config = EngineConfig::for_device(device);
+    // Each repeat its own seed (the first the engine's default, as a single run has).
+    config.seed ^= repeat.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     config.max_run_seconds = config
         .max_run_seconds
         .min((budget / tasks.len() as f64).max(MIN_RUN_SECONDS));
@@ -237,7 +378,7 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
 
     easeml_runtime::install_engine();
     let mut outcomes: Vec<Outcome> = Vec::new();
-    for task in &tasks {
+    for task in tasks {
         let mut outcome = Outcome::default();
         let mut client = Client::open(&connection, task.spec.clone())?;
         let file = std::fs::File::open(&task.files.test)?;
@@ -298,7 +439,7 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
             .map(|e| flattener.flatten(&e.input))
             .collect();
         let truth: Vec<Target> = task.test.iter().map(|e| e.target.clone()).collect();
-        for peer in &peers {
+        for peer in peers {
             let predictions = match peer {
                 Peer::Knn1 => knn1(&train_x, &train_y, &test_x),
                 Peer::Flaml => {
@@ -308,7 +449,7 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
                         format_seconds(flaml_budget),
                         train_x.first().map_or(0, Vec::len)
                     ));
-                    let python = flaml_python.as_deref().context("no peer Python")?;
+                    let python = flaml_python.context("no peer Python")?;
                     let input = flaml::input_json(
                         is_classification(task.schema()),
                         flaml_budget,
@@ -351,48 +492,43 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
         }
     }
 
-    let summary = summary_json(&tasks, &outcomes, &peers, budget, &device_name(device));
-    std::fs::write(
-        args.out.join("summary.json"),
-        serde_json::to_string_pretty(&summary)? + "\n",
-    )
-    .context("cannot write summary.json")?;
-    let table = table_markdown(&tasks, &outcomes, &peers, budget);
-    std::fs::write(args.out.join("summary.md"), &table).context("cannot write summary.md")?;
-    let plot = BarPlot {
-        title: format!(
-            "test accuracy (R^2 for regression), budget {}",
-            format_seconds(budget)
-        ),
-        y_label: "test score".to_owned(),
-        series: std::iter::once("easeml")
-            .chain(peers.iter().map(|peer| peer.name()))
-            .map(str::to_owned)
-            .collect(),
-        groups: tasks
-            .iter()
-            .zip(&outcomes)
-            .map(|(task, outcome)| {
-                let mut values = vec![outcome.easeml];
-                values.extend(
-                    peers
-                        .iter()
-                        .map(|peer| outcome.peers.get(peer.name()).copied()),
-                );
-                (task.app.clone(), values)
-            })
-            .collect(),
+    Ok((outcomes, device_name(device)))
+}
+
+/// Each task's outcome averaged over the repeats (scores as means; the first repeat's model and
+/// notes), with every repeat's scores kept for the spread.
+fn mean_outcomes(runs: &[Vec<Outcome>]) -> Vec<Outcome> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
     };
-    for note in write_bar_plots(&plot, &args.out, "scores")? {
-        eprintln!("note: {note}");
-    }
-    print!("{table}");
-    say(format!(
-        "done in {}: wrote summary.json, summary.md, scores.svg and scores.png to {}",
-        format_seconds(started.elapsed().as_secs_f64()),
-        args.out.display()
-    ));
-    Ok(())
+    (0..first.len())
+        .map(|task| {
+            let of_task: Vec<&Outcome> = runs.iter().map(|run| &run[task]).collect();
+            let easeml: Vec<Option<f64>> = of_task.iter().map(|outcome| outcome.easeml).collect();
+            let mut mean = Outcome {
+                easeml: mean_and_std(&easeml).0,
+                easeml_model: of_task[0].easeml_model.clone(),
+                easeml_note: of_task[0].easeml_note.clone(),
+                peers: BTreeMap::new(),
+                peer_errors: of_task[0].peer_errors.clone(),
+                flaml_model: of_task[0].flaml_model.clone(),
+            };
+            let names: std::collections::BTreeSet<&'static str> = of_task
+                .iter()
+                .flat_map(|outcome| outcome.peers.keys().copied())
+                .collect();
+            for name in names {
+                let values: Vec<Option<f64>> = of_task
+                    .iter()
+                    .map(|outcome| outcome.peers.get(name).copied())
+                    .collect();
+                if let Some(value) = mean_and_std(&values).0 {
+                    mean.peers.insert(name, value);
+                }
+            }
+            mean
+        })
+        .collect()
 }
 
 /// An answer of the served model as a target: its label (classification), else its values.
@@ -410,15 +546,92 @@ fn answer_target(schema: &Schema, answer: &Inference) -> Target {
     Target::Values(values)
 }
 
+/// Every method's mean rank across tasks, over the repeats (`easeml` first, then the peers).
+struct Ranking {
+    methods: Vec<&'static str>,
+    /// Per method: the mean over the repeats of its mean rank across tasks.
+    mean: Vec<f64>,
+    /// Per method: the standard deviation of that over the repeats (0 for one repeat).
+    std: Vec<f64>,
+}
+
+impl Ranking {
+    fn of(runs: &[Vec<Outcome>], peers: &[Peer]) -> Ranking {
+        let methods: Vec<&'static str> = std::iter::once("easeml")
+            .chain(peers.iter().map(|peer| peer.name()))
+            .collect();
+        let per_repeat: Vec<Vec<f64>> = runs
+            .iter()
+            .map(|outcomes| {
+                let scores: Vec<Vec<Option<f64>>> = outcomes
+                    .iter()
+                    .map(|outcome| {
+                        std::iter::once(outcome.easeml)
+                            .chain(
+                                peers
+                                    .iter()
+                                    .map(|peer| outcome.peers.get(peer.name()).copied()),
+                            )
+                            .collect()
+                    })
+                    .collect();
+                mean_ranks(&scores, methods.len())
+            })
+            .collect();
+        let (mean, std) = (0..methods.len())
+            .map(|method| {
+                let values: Vec<Option<f64>> =
+                    per_repeat.iter().map(|ranks| Some(ranks[method])).collect();
+                let (mean, std) = mean_and_std(&values);
+                (mean.unwrap_or(f64::NAN), std.unwrap_or(0.0))
+            })
+            .unzip();
+        Ranking { methods, mean, std }
+    }
+
+    fn json(&self, values: &[f64]) -> Value {
+        Value::Object(
+            self.methods
+                .iter()
+                .zip(values)
+                .map(|(method, value)| ((*method).to_owned(), json!(value)))
+                .collect(),
+        )
+    }
+
+    fn markdown(&self, repeats: u32) -> String {
+        let cells: Vec<String> = self
+            .methods
+            .iter()
+            .zip(self.mean.iter().zip(&self.std))
+            .map(|(method, (mean, std))| {
+                if repeats > 1 {
+                    format!("{method} {mean:.2} ± {std:.2}")
+                } else {
+                    format!("{method} {mean:.2}")
+                }
+            })
+            .collect();
+        format!(
+            "\nMean rank across tasks (1 = best; {} repeat{}): {}\n",
+            repeats,
+            if repeats == 1 { "" } else { "s" },
+            cells.join(", ")
+        )
+    }
+}
+
 fn summary_json(
     tasks: &[Task],
+    runs: &[Vec<Outcome>],
     outcomes: &[Outcome],
+    ranking: &Ranking,
     peers: &[Peer],
     budget: f64,
     device: &str,
 ) -> Value {
     let mut entries = serde_json::Map::new();
-    for (task, outcome) in tasks.iter().zip(outcomes) {
+    for (index, (task, outcome)) in tasks.iter().zip(outcomes).enumerate() {
         let mut entry = json!({
             "metric": if is_classification(task.schema()) { "accuracy" } else { "r2" },
             "dir": task.files.dir.display().to_string(),
@@ -440,13 +653,36 @@ fn summary_json(
         if let Some(model) = &outcome.flaml_model {
             entry["flaml_model"] = json!(model);
         }
+        if runs.len() > 1 {
+            // Every repeat's score, and the spread, per method.
+            let of_method = |score: &dyn Fn(&Outcome) -> Option<f64>| {
+                let values: Vec<Option<f64>> = runs.iter().map(|run| score(&run[index])).collect();
+                (json!(values), json!(mean_and_std(&values).1))
+            };
+            let (values, std) = of_method(&|outcome| outcome.easeml);
+            entry["easeml_repeats"] = values;
+            entry["easeml_std"] = std;
+            entry["easeml_models"] = json!(
+                runs.iter()
+                    .map(|run| run[index].easeml_model.clone())
+                    .collect::<Vec<_>>()
+            );
+            for peer in peers {
+                let (values, std) = of_method(&|outcome| outcome.peers.get(peer.name()).copied());
+                entry[format!("{}_repeats", peer.name())] = values;
+                entry[format!("{}_std", peer.name())] = std;
+            }
+        }
         entries.insert(task.app.clone(), entry);
     }
     json!({
         "budget_seconds": budget,
+        "repeat": runs.len(),
         "peers": peers.iter().map(|peer| peer.name()).collect::<Vec<_>>(),
         "device": device,
         "tasks": entries,
+        "mean_rank": ranking.json(&ranking.mean),
+        "mean_rank_std": ranking.json(&ranking.std),
     })
 }
 
@@ -510,6 +746,56 @@ mod tests {
         assert!(parse_peers(&[String::new()]).unwrap().is_empty());
         let error = parse_peers(&["knn1".into(), "svm".into()]).unwrap_err();
         assert_eq!(error.to_string(), "unknown peer `svm` (known: knn1, flaml)");
+    }
+
+    #[test]
+    fn ranks_share_ties_and_put_missing_scores_last() {
+        assert_eq!(
+            ranks(&[Some(0.9), Some(0.8), Some(0.95)]),
+            vec![2.0, 3.0, 1.0]
+        );
+        assert_eq!(
+            ranks(&[Some(0.9), Some(0.9), Some(0.5)]),
+            vec![1.5, 1.5, 3.0]
+        );
+        assert_eq!(ranks(&[None, Some(0.1), None]), vec![2.5, 1.0, 2.5]);
+        // Two tasks: easeml best on one, tied first on the other.
+        let scores = vec![
+            vec![Some(0.9), Some(0.7), Some(0.8)],
+            vec![Some(0.6), Some(0.6), Some(0.5)],
+        ];
+        assert_eq!(mean_ranks(&scores, 3), vec![1.25, 2.25, 2.5]);
+        assert_eq!(
+            mean_and_std(&[Some(1.0), None, Some(3.0)]),
+            (Some(2.0), Some(2f64.sqrt()))
+        );
+        assert_eq!(mean_and_std(&[None]), (None, None));
+        assert_eq!(mean_and_std(&[Some(0.5)]), (Some(0.5), None));
+    }
+
+    #[test]
+    fn repeats_average_each_method_and_rank_with_a_spread() {
+        let outcome = |easeml: Option<f64>, knn1: f64| Outcome {
+            easeml,
+            easeml_model: Some("gbdt".to_owned()),
+            peers: BTreeMap::from([("knn1", knn1)]),
+            ..Outcome::default()
+        };
+        // Two repeats of one task: easeml wins the first, loses the second.
+        let runs = vec![vec![outcome(Some(0.9), 0.8)], vec![outcome(Some(0.7), 0.8)]];
+        let means = mean_outcomes(&runs);
+        assert!((means[0].easeml.unwrap() - 0.8).abs() < 1e-12);
+        assert_eq!(means[0].peers["knn1"], 0.8);
+        let ranking = Ranking::of(&runs, &[Peer::Knn1]);
+        assert_eq!(ranking.methods, vec!["easeml", "knn1"]);
+        assert_eq!(ranking.mean, vec![1.5, 1.5]);
+        assert!((ranking.std[0] - 0.5f64.sqrt()).abs() < 1e-12);
+        assert_eq!(
+            ranking.markdown(2),
+            "\nMean rank across tasks (1 = best; 2 repeats): easeml 1.50 ± 0.71, knn1 1.50 ± 0.71\n"
+        );
+        let json = ranking.json(&ranking.mean);
+        assert_eq!(json["easeml"], 1.5);
     }
 
     #[test]

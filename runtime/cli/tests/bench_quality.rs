@@ -185,7 +185,9 @@ fn help_documents_the_interface() {
         .unwrap();
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
-    for flag in ["--task", "--budget", "--peers", "--out", "knn1", "flaml"] {
+    for flag in [
+        "--task", "--budget", "--peers", "--out", "--repeat", "knn1", "flaml",
+    ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
 }
@@ -227,6 +229,17 @@ fn two_tiny_tasks_are_trained_answered_and_compared_with_knn1() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["budget_seconds"], 30.0);
     assert_eq!(summary["peers"], serde_json::json!(["knn1"]));
+    // The mean rank across the two tasks, for easeml and each peer (1 to 2 with two methods).
+    assert_eq!(summary["repeat"], 1);
+    for method in ["easeml", "knn1"] {
+        let rank = summary["mean_rank"][method].as_f64().expect("a mean rank");
+        assert!((1.0..=2.0).contains(&rank), "{summary}");
+        assert_eq!(summary["mean_rank_std"][method], 0.0);
+    }
+    assert!(
+        stdout.contains("Mean rank across tasks (1 = best; 1 repeat): easeml "),
+        "{stdout}"
+    );
     let tasks = summary["tasks"].as_object().unwrap();
     assert_eq!(tasks.len(), 2);
     for (app, test_size) in [("blobs", 16), ("waves", 12)] {

@@ -113,6 +113,10 @@ impl Backend for Local {
     fn status(&self, schema: &Schema) -> Result<Status> {
         let app = self.store.app(self.app.id)?;
         let runs = self.store.runs(self.app.id)?;
+        let labels = match self.store.label_map(self.app.id)? {
+            Some(map) => map.labels,
+            None => Vec::new(),
+        };
         let mut status = Status::from_runs(
             app.name,
             app.system_type,
@@ -120,7 +124,7 @@ impl Backend for Local {
             self.store.example_counts(self.app.id)?,
             &runs,
             &constraint_limits(schema),
-            QualityMetric::of(schema),
+            (QualityMetric::of(schema), &labels),
         );
         for report in &mut status.runs {
             if matches!(report.state, RunState::Queued | RunState::Running) {

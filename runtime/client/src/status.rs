@@ -8,7 +8,10 @@
 //! 5-fold stratified cross-validation on 142 examples"), and whether the search is still going on
 //! ([`Phase`]).
 
+use std::collections::BTreeMap;
 use std::fmt;
+
+use easeml_object::Confusion;
 
 use easeml_store::MIN_TRAINING_EXAMPLES;
 
@@ -69,6 +72,48 @@ pub struct BestModel {
     /// One sentence: metric, protocol and examples, e.g. `accuracy, 5-fold stratified
     /// cross-validation on 142 examples`.
     pub measured: String,
+    /// For a classifier, each class's accuracy on its validation examples (label -> share
+    /// answered right, in [0, 1]; classes without validation examples are absent); empty when the
+    /// run kept no confusion counts (value outputs, MOP runs, runs recorded before they were kept).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub per_class: BTreeMap<String, f64>,
+    /// For a classifier, the confusion matrix of its validation answers, when kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confusion: Option<ConfusionMatrix>,
+}
+
+/// A confusion matrix as people read it: rows are the true labels, columns the answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfusionMatrix {
+    /// The labels, by class index.
+    pub labels: Vec<String>,
+    /// `counts[true][answered]`: how many validation examples of a label got each answer.
+    pub counts: Vec<Vec<u64>>,
+}
+
+impl ConfusionMatrix {
+    /// The matrix of a run's stored counts over the app's labels; `None` when the counts do not
+    /// read or no label is known.
+    fn of(stored: &str, labels: &[String]) -> Option<ConfusionMatrix> {
+        let confusion = Confusion::from_json(stored)?;
+        (!labels.is_empty()).then(|| ConfusionMatrix {
+            labels: labels.to_vec(),
+            counts: confusion.matrix(labels.len()),
+        })
+    }
+
+    /// Each label's accuracy (labels with validation examples only).
+    fn per_class(&self) -> BTreeMap<String, f64> {
+        self.labels
+            .iter()
+            .zip(&self.counts)
+            .enumerate()
+            .filter_map(|(index, (label, row))| {
+                let examples: u64 = row.iter().sum();
+                (examples > 0).then(|| (label.clone(), row[index] as f64 / examples as f64))
+            })
+            .collect()
+    }
 }
 
 /// What an app's quality numbers are: the trainer's validation quality is accuracy for outputs that
@@ -127,7 +172,17 @@ fn protocol_words(protocol: &str) -> String {
 }
 
 impl BestModel {
-    fn of(run: &RunRecord, current_version: u64, metric: QualityMetric) -> BestModel {
+    fn of(
+        run: &RunRecord,
+        current_version: u64,
+        metric: QualityMetric,
+        labels: &[String],
+    ) -> BestModel {
+        let confusion = run
+            .validation
+            .confusion
+            .as_deref()
+            .and_then(|stored| ConfusionMatrix::of(stored, labels));
         let mut measured = metric.name().to_owned();
         if let Some(protocol) = &run.validation.protocol {
             measured.push_str(&format!(", {}", protocol_words(protocol)));
@@ -149,6 +204,11 @@ impl BestModel {
             protocol: run.validation.protocol.clone(),
             validated_examples: run.validation.validated_examples,
             measured,
+            per_class: confusion
+                .as_ref()
+                .map(ConfusionMatrix::per_class)
+                .unwrap_or_default(),
+            confusion,
         }
     }
 }
@@ -382,7 +442,7 @@ impl Status {
         (examples, enabled_examples): (u64, u64),
         runs: &[RunRecord],
         limits: &ConstraintLimits,
-        metric: QualityMetric,
+        (metric, labels): (QualityMetric, &[String]),
     ) -> Status {
         let best_record = easeml_store::best_run(runs, limits);
         let best = best_record.map(|run| run.id);
@@ -430,7 +490,7 @@ impl Status {
             examples,
             enabled_examples,
             summary: summary(phase, best_record, data_version, enabled_examples),
-            best: best_record.map(|run| BestModel::of(run, data_version, metric)),
+            best: best_record.map(|run| BestModel::of(run, data_version, metric, labels)),
             runs: reports,
             phase,
         }
@@ -500,6 +560,37 @@ impl fmt::Display for Status {
         if let Some(best) = &self.best {
             let quality = quality_text(best.quality, best.quality_std);
             writeln!(f, "its quality: {quality} ({})", best.measured)?;
+            if let Some(matrix) = &best.confusion {
+                writeln!(f, "per class, on its validation answers:")?;
+                let width = matrix
+                    .labels
+                    .iter()
+                    .map(|label| label.chars().count())
+                    .max()
+                    .unwrap_or(0)
+                    .clamp(5, 30);
+                writeln!(f, "  {:<width$} {:>8}  answered as", "label", "accuracy")?;
+                for (index, (label, row)) in matrix.labels.iter().zip(&matrix.counts).enumerate() {
+                    let examples: u64 = row.iter().sum();
+                    if examples == 0 {
+                        continue;
+                    }
+                    let answers: Vec<String> = matrix
+                        .labels
+                        .iter()
+                        .zip(row)
+                        .filter(|(_, count)| **count > 0)
+                        .map(|(answer, count)| format!("{answer} {count}"))
+                        .collect();
+                    writeln!(
+                        f,
+                        "  {label:<width$} {:>8.3}  {} of {examples} right ({})",
+                        row[index] as f64 / examples as f64,
+                        row[index],
+                        answers.join(", ")
+                    )?;
+                }
+            }
         }
         writeln!(
             f,
@@ -585,6 +676,7 @@ mod tests {
                 protocol: Some("5-fold stratified".to_owned()),
                 quality_std: Some(0.05),
                 validated_examples: Some(60),
+                confusion: None,
             },
             infer_latency_seconds: None,
             trials: None,
@@ -594,7 +686,7 @@ mod tests {
     fn best_model(id: i64, data_version: u64) -> BestModel {
         let mut run = record(id, data_version, 0.875, RunState::Done);
         run.candidate = "mlp_small".to_owned();
-        BestModel::of(&run, data_version, QualityMetric::Accuracy)
+        BestModel::of(&run, data_version, QualityMetric::Accuracy, &[])
     }
 
     #[test]
@@ -608,7 +700,7 @@ mod tests {
                 (enabled, enabled),
                 runs,
                 &limits,
-                QualityMetric::Accuracy,
+                (QualityMetric::Accuracy, &[]),
             )
         };
         assert_eq!(status(&[], 2).phase, Phase::WaitingForData);
@@ -655,11 +747,47 @@ mod tests {
             text.contains("its quality: 0.700 ± 0.050 (accuracy, 5-fold stratified cross-validation on 60 examples)"),
             "{text}"
         );
+        // A classifier's stored confusion counts give the per-class view, by label.
+        let mut counted = record(4, 3, 0.8, RunState::Done);
+        counted.validation.confusion =
+            Some(r#"{"cells":[[0,0,6],[0,1,2],[1,1,2],[7,7,1]]}"#.to_owned());
+        let labels = ["cat".to_owned(), "dog".to_owned()];
+        let best = BestModel::of(&counted, 3, QualityMetric::Accuracy, &labels);
+        assert_eq!(
+            best.per_class,
+            BTreeMap::from([("cat".to_owned(), 0.75), ("dog".to_owned(), 1.0)])
+        );
+        let matrix = best.confusion.as_ref().unwrap();
+        assert_eq!(matrix.counts, vec![vec![6, 2], vec![0, 2]]);
+        let text = status(&[counted.clone()], 60).to_string();
+        assert!(!text.contains("per class"), "no labels, no table: {text}");
+        let mut report = status(&[counted.clone()], 60);
+        report.best = Some(best.clone());
+        let text = report.to_string();
+        assert!(
+            text.contains("per class, on its validation answers:\n  label accuracy  answered as\n  cat      0.750  6 of 8 right (cat 6, dog 2)\n  dog      1.000  2 of 2 right (dog 2)\n"),
+            "{text}"
+        );
+        let value = serde_json::to_value(&best).unwrap();
+        assert_eq!(value["per_class"]["cat"], 0.75);
+        // Counts that do not read, or no labels, give no per-class view (and no error).
+        counted.validation.confusion = Some("garbage".to_owned());
+        assert!(
+            BestModel::of(&counted, 3, QualityMetric::Accuracy, &labels)
+                .per_class
+                .is_empty()
+        );
+        assert!(
+            BestModel::of(&counted, 3, QualityMetric::Accuracy, &[])
+                .confusion
+                .is_none()
+        );
+
         // Regression apps name R²; a split reads as a held-out share.
         let mut split = record(3, 3, 0.5, RunState::Done);
         split.validation.protocol = Some("split 20%".to_owned());
         split.validation.validated_examples = Some(1);
-        let best = BestModel::of(&split, 3, QualityMetric::RSquared);
+        let best = BestModel::of(&split, 3, QualityMetric::RSquared, &[]);
         assert_eq!(best.measured, "R², a held-out 20% split on 1 example");
     }
 

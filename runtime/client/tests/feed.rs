@@ -718,12 +718,14 @@ fn status_marks_the_best_run_within_the_constraints() {
                 protocol: Some("5-fold stratified".to_owned()),
                 quality_std: Some(0.05),
                 validated_examples: None,
+                confusion: None,
             }
         } else {
             RunValidation {
                 protocol: Some("split 20%".to_owned()),
                 quality_std: None,
                 validated_examples: None,
+                confusion: None,
             }
         };
         finished_run(store, app, candidate, (quality, cost, 0.0), &validation)

@@ -1014,6 +1014,9 @@ fn finish(
                 )),
                 quality_std: None,
                 validated_examples: Some(validated as u64),
+                // A MOP run's epochs are validated by the workers in pieces that report a
+                // quality only; its per-class view is not kept (DECISIONS.md).
+                confusion: None,
             },
             infer_latency_seconds: latency,
             trials: Some(&trials),

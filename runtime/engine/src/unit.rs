@@ -354,6 +354,13 @@ fn train_and_measure(
     let trials = serde_json::to_string(&trained.trials)
         .ok()
         .filter(|trials| trials.len() <= easeml_store::MAX_TRIALS_BYTES);
+    // How a classifier's validation answers fell, for the per-class view (left out, like the
+    // trials, past the store's bound).
+    let confusion = trained
+        .confusion
+        .as_ref()
+        .map(|confusion| easeml_object::Confusion::from_cells(confusion.cells()).to_json())
+        .filter(|json| json.len() <= easeml_store::MAX_CONFUSION_BYTES);
     Ok(Finished {
         quality: quality.clamp(0.0, 1.0),
         cost_seconds: trained.cost_seconds,
@@ -362,6 +369,7 @@ fn train_and_measure(
             protocol: Some(trained.validation.describe()),
             quality_std: trained.quality_std,
             validated_examples: Some(trained.n_validation as u64),
+            confusion,
         },
         latency,
         trials,

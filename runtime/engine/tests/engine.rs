@@ -152,6 +152,30 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
                 "{run:#?}"
             );
             assert!(run.validation.quality_std.is_some(), "{run:#?}");
+            // A classifier's run keeps how its validation answers fell: every example once
+            // (k-fold), the right ones on the diagonal making up the quality.
+            match (app == sides, run.validation.confusion.as_deref()) {
+                (true, Some(stored)) => {
+                    let confusion = easeml_object::Confusion::from_json(stored).expect("reads");
+                    let total: u64 = confusion.cells.iter().map(|cell| cell[2]).sum();
+                    let right: u64 = confusion
+                        .cells
+                        .iter()
+                        .filter(|cell| cell[0] == cell[1])
+                        .map(|cell| cell[2])
+                        .sum();
+                    assert_eq!(Some(total), run.validation.validated_examples, "{run:#?}");
+                    // The quality is the mean of the folds' accuracies, the diagonal's share
+                    // their pooled one: equal within the folds' size differences.
+                    let pooled = right as f64 / total as f64;
+                    assert!(
+                        (pooled - run.quality.unwrap()).abs() < 0.05,
+                        "{pooled} vs {run:#?}"
+                    );
+                }
+                (true, None) => panic!("a classifier's run without confusion counts: {run:#?}"),
+                (false, confusion) => assert_eq!(confusion, None, "{run:#?}"),
+            }
         }
     }
     let finished: Vec<&Event> = events
@@ -392,7 +416,7 @@ fn with_trimtuner_a_network_run_searches_settings_and_shares_and_keeps_its_trial
         (300, 300),
         &runs,
         &easeml_store::ConstraintLimits::default(),
-        easeml_client::QualityMetric::Accuracy,
+        (easeml_client::QualityMetric::Accuracy, &[]),
     );
     let mut tuned = 0;
     for (run, report) in runs.iter().zip(&status.runs) {

@@ -10,11 +10,13 @@
 //! depend on it, so that they agree on what an example is.
 
 pub mod codec;
+mod confusion;
 pub mod deep_json;
 mod inference;
 mod json;
 mod object;
 
+pub use confusion::{ClassTally, Confusion};
 pub use inference::Inference;
 pub use json::{json_shape_description, object_from_json, object_to_json, tensor_to_json};
 pub use object::{MAX_DEPTH, Object, check_tensor_values, format_dims, format_index};

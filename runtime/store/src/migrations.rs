@@ -207,6 +207,14 @@ ALTER TABLE units ADD COLUMN endpoint TEXT; -- gang rank: `host:port` of its hol
 "#,
         postgres_sql: None,
     },
+    Migration {
+        version: 9,
+        name: "validation confusion counts",
+        sql: r#"
+ALTER TABLE runs ADD COLUMN confusion TEXT; -- a classifier's validation answers by (true, predicted) class as JSON (easeml_object::Confusion); NULL otherwise and before version 9
+"#,
+        postgres_sql: None,
+    },
 ];
 
 /// The schema of `sql` (written for SQLite) in PostgreSQL's types: integers are `BIGINT`, an

@@ -272,6 +272,10 @@ pub struct RunValidation {
     /// How many examples measured the quality (the validation part, or all of them under k-fold),
     /// when known (`None` for runs recorded before it was kept).
     pub validated_examples: Option<u64>,
+    /// For a classifier: how the validation answers fell, by (true class, predicted class), as the
+    /// JSON text the engine writes (`easeml_object::Confusion`; the store keeps it and never reads
+    /// it, at most [`MAX_CONFUSION_BYTES`]); `None` otherwise.
+    pub confusion: Option<String>,
 }
 
 /// One store: its rows (`easeml.sqlite3` under the home directory, or a PostgreSQL database) and
@@ -290,8 +294,11 @@ const QUEUED_OR_RUNNING: &[RunState] = &[RunState::Queued, RunState::Running];
 
 /// The most JSON a run's trials may take (a run has tens of trials of a few hundred bytes each).
 pub const MAX_TRIALS_BYTES: usize = 1 << 20;
+/// The most JSON a run's confusion counts may take (a cell is about 15 bytes: 1 MiB holds every
+/// cell of a 250-class problem).
+pub const MAX_CONFUSION_BYTES: usize = 1 << 20;
 const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_index, l.label, e.enabled, e.data_version, e.created_ms";
-const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples";
+const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples, confusion";
 
 impl Store {
     /// Whether `home` holds a store (its database file), without creating anything.
@@ -1044,6 +1051,7 @@ fn run_from_row(row: &Row) -> DbResult<RunRecord> {
             protocol: row.get(12)?,
             quality_std: row.get(13)?,
             validated_examples: row.get::<Option<i64>>(16)?.map(|count| count.max(0) as u64),
+            confusion: row.get(17)?,
         },
         infer_latency_seconds: row.get(14)?,
         trials: row.get(15)?,

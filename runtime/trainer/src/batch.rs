@@ -234,10 +234,48 @@ pub(crate) enum Expected<'a> {
     Values(&'a [f32]),
 }
 
+/// How a classifier's validation answers fell: the count of each (true class, predicted class)
+/// pair, by class index. The trainer keeps the one of the quality it reports (the best epoch's;
+/// under k-fold the sum over the chosen setting's folds, so every example is counted once, by the
+/// model that did not train on it); the engine stores it with the run for the per-class view.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Confusion {
+    counts: std::collections::BTreeMap<(i64, i64), u64>,
+}
+
+impl Confusion {
+    /// Counts `count` answers `predicted` for examples of class `actual`.
+    pub fn add(&mut self, actual: i64, predicted: i64, count: u64) {
+        *self.counts.entry((actual, predicted)).or_default() += count;
+    }
+
+    /// Adds every count of `other` (another fold's).
+    pub fn merge(&mut self, other: &Confusion) {
+        for (&(actual, predicted), &count) in &other.counts {
+            self.add(actual, predicted, count);
+        }
+    }
+
+    /// Whether nothing was counted.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// Every `(true class, predicted class, count)`, sorted, counts > 0.
+    pub fn cells(&self) -> impl Iterator<Item = (i64, i64, u64)> + '_ {
+        self.counts
+            .iter()
+            .filter(|(_, count)| **count > 0)
+            .map(|(&(actual, predicted), &count)| (actual, predicted, count))
+    }
+}
+
 /// Running sums for the validation quality (accuracy or clipped R^2) and, for networks, the
 /// validation loss (the training loss on the validation rows, averaged over them).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct QualityAccumulator {
+    /// For classification: how the answers fell, by (true class, predicted class).
+    confusion: Confusion,
     correct: f64,
     count: f64,
     squared_error: f64,
@@ -268,9 +306,17 @@ impl QualityAccumulator {
         self.loss_rows += rows;
         let (predicted, actual, mask) = match targets {
             TargetBatch::Classes(labels) => {
-                let hits = outputs.argmax(-1, false).eq_tensor(labels);
+                let predicted = outputs.argmax(-1, false);
+                let hits = predicted.eq_tensor(labels);
                 self.correct += hits.sum(Kind::Float).double_value(&[]);
                 self.count += labels.size()[0] as f64;
+                let as_vec = |tensor: &Tensor| {
+                    Vec::<i64>::try_from(tensor.to_device(tch::Device::Cpu).to_kind(Kind::Int64))
+                        .unwrap_or_default()
+                };
+                for (actual, predicted) in as_vec(labels).into_iter().zip(as_vec(&predicted)) {
+                    self.confusion.add(actual, predicted, 1);
+                }
                 return;
             }
             TargetBatch::Dense(values) => (outputs, values.shallow_clone(), None),
@@ -317,6 +363,13 @@ impl QualityAccumulator {
     fn add_class(&mut self, predicted: i64, actual: i64) {
         self.correct += f64::from(u8::from(predicted == actual));
         self.count += 1.0;
+        self.confusion.add(actual, predicted, 1);
+    }
+
+    /// For classification, how the answers added so far fell (`None` before any, and for
+    /// value outputs).
+    pub(crate) fn confusion(&self) -> Option<Confusion> {
+        (!self.confusion.is_empty()).then(|| self.confusion.clone())
     }
 
     fn add_values(&mut self, predicted: &[f32], actual: &[f32]) {

@@ -41,6 +41,7 @@ pub mod task;
 pub mod train;
 pub mod tune;
 
+pub use batch::Confusion;
 pub use candidate::{ALL_MODELS, Candidate, ModelKind, kin_by_model};
 pub use checkpoint::Checkpoint;
 pub use cost::{CostEstimate, estimate_cost};

@@ -25,7 +25,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor, nn};
 
-use crate::batch::{QualityAccumulator, TargetBatch, dense_input_shape, example_batch, loss};
+use crate::batch::{
+    Confusion, QualityAccumulator, TargetBatch, dense_input_shape, example_batch, loss,
+};
 use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::{Checkpoint, CheckpointMeta, safetensors_bytes};
 use crate::data::{Examples, Inputs, Targets, k_folds, mix64, split_by_id};
@@ -288,6 +290,10 @@ pub struct LearningRateTrial {
     /// A TrimTuner trial's other settings and its cost (`crate::tune`), `None` for the grid's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuned: Option<crate::tune::TunedTrial>,
+    /// For classification: how the validation answers of its best epoch fell. Kept in memory for
+    /// the run's [`TrainedRun::confusion`], not written with the trials.
+    #[serde(skip)]
+    pub confusion: Option<Confusion>,
 }
 
 /// How a run ended.
@@ -333,6 +339,10 @@ pub struct TrainedRun {
     /// The refit on every example (k-fold, when some learning rate trained on every fold; and for
     /// the models that are not networks under the split too, `crate::classic`).
     pub refit: Option<Refit>,
+    /// For classification: how the validation answers behind the reported quality fell (the best
+    /// trial's best epoch under the split; every fold of the chosen setting under k-fold), `None`
+    /// for value outputs and failed runs.
+    pub confusion: Option<Confusion>,
 }
 
 impl TrainedRun {
@@ -390,6 +400,7 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
         validation,
         quality_std: None,
         refit: None,
+        confusion: None,
     };
     let shared = Shared {
         candidate,
@@ -498,6 +509,7 @@ fn train_split(
                 learning_rate,
                 seed,
                 weights,
+                confusion: trial_record.confusion.clone(),
             });
         }
         run.trials.push(trial_record);
@@ -507,10 +519,13 @@ fn train_split(
         }
     }
     run.outcome = match best {
-        Some(best) => RunOutcome::Succeeded {
-            checkpoint: shared.checkpoint(best.learning_rate, best.seed, &best.weights)?,
-            quality: best.quality,
-        },
+        Some(best) => {
+            run.confusion = best.confusion;
+            RunOutcome::Succeeded {
+                checkpoint: shared.checkpoint(best.learning_rate, best.seed, &best.weights)?,
+                quality: best.quality,
+            }
+        }
         None => failed_outcome(&run.trials),
     };
     Ok(())
@@ -549,6 +564,7 @@ fn train_k_fold(
             qualities: Vec::new(),
             best_epochs: Vec::new(),
             best_fold: None,
+            confusion: Confusion::default(),
             seconds: 0.0,
             epochs: 0,
         };
@@ -573,6 +589,9 @@ fn train_k_fold(
             let succeeded = match (record.best_quality, kept) {
                 (Some(quality), Some(weights)) => {
                     result.qualities.push(quality);
+                    if let Some(confusion) = &record.confusion {
+                        result.confusion.merge(confusion);
+                    }
                     result
                         .best_epochs
                         .push(record.best_epoch.unwrap_or(record.epochs));
@@ -609,6 +628,7 @@ fn train_k_fold(
     };
     let (quality, std) = (best.mean(), best.std());
     run.quality_std = Some(std);
+    run.confusion = (!best.confusion.is_empty()).then(|| best.confusion.clone());
     let (refit, weights) = refit(shared, &best, k)?;
     let (learning_rate, seed) = (best.learning_rate, best.seed);
     let weights = match weights {
@@ -636,6 +656,8 @@ struct RateResult {
     best_epochs: Vec<usize>,
     /// The fold model with the best quality (served when the refit cannot be).
     best_fold: Option<(f64, Weights)>,
+    /// How its folds' validation answers fell, summed (classification).
+    confusion: Confusion,
     /// Seconds and epochs of its fold trainings, for the refit's time estimate.
     seconds: f64,
     epochs: usize,
@@ -742,6 +764,7 @@ fn skip_rates(
             best_quality: None,
             best_epoch: None,
             tuned: None,
+            confusion: None,
             failure: Some(format!(
                 "not tried: an epoch took {epoch_seconds:.1} s, too slow to give {} rates {} \
                  epochs each{per_fold} in the {:.0} s limit",
@@ -820,6 +843,8 @@ pub(crate) struct BestTrial {
     pub(crate) learning_rate: f64,
     pub(crate) seed: u64,
     pub(crate) weights: Weights,
+    /// How its validation answers fell (classification).
+    pub(crate) confusion: Option<Confusion>,
 }
 
 /// Runs `build` with libtorch's process-wide generator seeded with `seed`, under the trainer's
@@ -874,6 +899,7 @@ pub(crate) fn run_trial(
         best_epoch: None,
         failure: None,
         tuned: None,
+        confusion: None,
     };
     if !(learning_rate.is_finite() && learning_rate > 0.0) {
         record.failure = Some(format!(
@@ -1023,8 +1049,8 @@ pub(crate) fn run_trial(
         let evaluation_started = context.started.elapsed().as_secs_f64();
         let evaluated = evaluate(context, &model);
         evaluation_seconds = Some(context.started.elapsed().as_secs_f64() - evaluation_started);
-        let evaluation = match evaluated {
-            Some(evaluation) => evaluation,
+        let (evaluation, confusion) = match evaluated {
+            Some(evaluated) => evaluated,
             None => {
                 record.failure = Some(format!("the outputs are not finite at epoch {epoch}"));
                 break;
@@ -1041,6 +1067,7 @@ pub(crate) fn run_trial(
         if stopping.record(Some(&evaluation)) {
             best_epoch = epoch;
             best_weights = Some(snapshot(&store));
+            record.confusion = confusion;
         }
         if stopping.epochs_without_progress() >= budget.patience.max(1)
             || context.started.elapsed().as_secs_f64() + evaluation_seconds.unwrap_or(0.0)
@@ -1109,8 +1136,9 @@ fn forward(model: &Model, input: &BatchInput, train: bool, budget: &Budget) -> T
     }
 }
 
-/// The validation quality and loss, or `None` when an output was not finite.
-fn evaluate(context: &TrialContext<'_>, model: &Model) -> Option<Evaluation> {
+/// The validation quality and loss, with how the answers fell for classification, or `None` when an
+/// output was not finite.
+fn evaluate(context: &TrialContext<'_>, model: &Model) -> Option<(Evaluation, Option<Confusion>)> {
     let _guard = tch::no_grad_guard();
     let mut accumulator = QualityAccumulator::default();
     for rows in context
@@ -1121,7 +1149,8 @@ fn evaluate(context: &TrialContext<'_>, model: &Model) -> Option<Evaluation> {
         let outputs = forward(model, &input, false, context.budget);
         accumulator.add(&outputs, &targets);
     }
-    accumulator.finite_evaluation(context.task.is_classification())
+    let evaluation = accumulator.finite_evaluation(context.task.is_classification())?;
+    Some((evaluation, accumulator.confusion()))
 }
 
 /// One epoch's validation: the quality a run reports (accuracy, or R^2 clipped to `[0, 1]`) and the

@@ -277,6 +277,7 @@ pub(crate) fn train_tuned(
             if kept.fraction < 1.0 {
                 run.n_train = rows_at(kept.fraction, ordered.len());
             }
+            run.confusion = kept.best.confusion.clone();
             RunOutcome::Succeeded {
                 checkpoint: shared.checkpoint(
                     kept.best.learning_rate,
@@ -333,6 +334,7 @@ fn trial(
             learning_rate: settings.learning_rate,
             seed,
             weights,
+            confusion: record.confusion.clone(),
         }),
         _ => None,
     };

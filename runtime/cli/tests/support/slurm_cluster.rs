@@ -35,9 +35,11 @@ pub fn available() -> bool {
     if missing.is_empty() {
         return true;
     }
-    eprintln!(
-        "\n!!!!!!!!!!\n!!! SKIPPED: the Slurm test needs {} (missing).\n!!! `cargo xtask setup` installs them (apt-get install slurm-wlm munge).\n!!!!!!!!!!\n",
-        missing.join(", ")
+    easeml_test_support::missing_part(
+        "the Slurm test",
+        "the Slurm and munge daemons",
+        &format!("{} missing", missing.join(", ")),
+        "`cargo xtask setup` installs them (apt-get install slurm-wlm munge)",
     );
     false
 }

@@ -20,8 +20,11 @@ pub fn browser_available(test: &str) -> bool {
     if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
         return true;
     }
-    eprintln!(
-        "\n!!!!!!!!!!\n!!! SKIPPED {test}: {CHROMIUM} or {CHROMEDRIVER} is missing.\n!!! `cargo xtask setup` installs them (apt-get install chromium chromium-driver).\n!!!!!!!!!!\n"
+    easeml_test_support::missing_part(
+        test,
+        "Chromium and chromedriver",
+        &format!("{CHROMIUM} or {CHROMEDRIVER} is missing"),
+        "`cargo xtask setup` installs them (apt-get install chromium chromium-driver)",
     );
     false
 }

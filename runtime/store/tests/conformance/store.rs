@@ -203,6 +203,7 @@ fn runs_move_through_their_states() {
         protocol: Some("5-fold".into()),
         quality_std: Some(f64::NAN),
         validated_examples: None,
+        confusion: None,
     };
     let error = store
         .commit_unit(&lease, &finished(&checkpoint, &bad_spread, 0.5, 1.0, 0.0))
@@ -225,6 +226,8 @@ fn runs_move_through_their_states() {
         protocol: Some("5-fold stratified".into()),
         quality_std: Some(0.05),
         validated_examples: None,
+        // Kept as the engine wrote it (the store never reads it).
+        confusion: Some("{\"cells\":[[0,0,3],[1,0,1]]}".into()),
     };
     store
         .commit_unit(

@@ -35,9 +35,13 @@ pub fn database() -> Option<String> {
     Some(easeml_store::create_database(&server.base, &name).expect("creating a test database"))
 }
 
+/// A failure (or, with `EASEML_ALLOW_SKIPS=1`, a loud skip): `easeml_test_support::missing_part`.
 fn banner(why: &str) {
-    eprintln!(
-        "\n!!!!!!!!!!\n!!! SKIPPED: the PostgreSQL tests need a server: {why}.\n!!! `cargo xtask setup` installs it (apt-get install postgresql), or set EASEML_TEST_POSTGRES.\n!!!!!!!!!!\n"
+    easeml_test_support::missing_part(
+        "the PostgreSQL tests",
+        "a PostgreSQL server",
+        why,
+        "`cargo xtask setup` installs it (apt-get install postgresql), or set EASEML_TEST_POSTGRES",
     );
 }
 

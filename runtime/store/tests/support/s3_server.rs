@@ -103,9 +103,13 @@ fn request(address: &str, method: &str, path: &str, headers: &str, body: &[u8]) 
         .unwrap_or(0)
 }
 
+/// A failure (or, with `EASEML_ALLOW_SKIPS=1`, a loud skip): `easeml_test_support::missing_part`.
 fn banner(why: &str) {
-    eprintln!(
-        "\n!!!!!!!!!!\n!!! SKIPPED: the S3 tests need an S3-compatible server: {why}.\n!!! They install moto from PyPI into a venv (python3 with venv: `cargo xtask setup`), or set EASEML_TEST_S3.\n!!!!!!!!!!\n"
+    easeml_test_support::missing_part(
+        "the S3 tests",
+        "an S3-compatible server",
+        why,
+        "They install moto from PyPI into a venv (python3 with venv: `cargo xtask setup`), or set EASEML_TEST_S3",
     );
 }
 

@@ -37,7 +37,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::batch::{Expected, QualityAccumulator};
+use crate::batch::{Confusion, Expected, QualityAccumulator};
 use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::{Checkpoint, CheckpointMeta};
 use crate::data::{Examples, Inputs, Targets};
@@ -424,15 +424,16 @@ fn table_shape(examples: &Examples) -> (f64, f64) {
     })
 }
 
-/// The validation quality of `model` on `rows` (accuracy, or clipped R^2), `None` when it predicted
-/// a value that is not finite. Predictions are made one row at a time while `clock` has time
-/// left: a validation that runs past the limit (1-NN DTW's searches, say) is an error.
+/// The validation quality of `model` on `rows` (accuracy, or clipped R^2) with, for classification,
+/// how its answers fell; `None` when it predicted a value that is not finite. Predictions are made
+/// one row at a time while `clock` has time left: a validation that runs past the limit (1-NN DTW's
+/// searches, say) is an error.
 pub(crate) fn quality(
     model: &ClassicModel,
     examples: &Examples,
     rows: &[usize],
     clock: &Clock,
-) -> Result<Option<f64>> {
+) -> Result<Option<(f64, Option<Confusion>)>> {
     let mut predictions = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(1) {
         if clock.expired() {
@@ -464,7 +465,9 @@ pub(crate) fn quality(
             return Err(wrong_kind());
         }
     }
-    Ok(accumulator.finite_quality(classification))
+    Ok(accumulator
+        .finite_quality(classification)
+        .map(|quality| (quality, accumulator.confusion())))
 }
 
 /// The training run of a classic model (called by [`crate::train()`]).
@@ -492,8 +495,8 @@ pub(crate) fn train_run(
     let k_fold = matches!(validation, Validation::KFold { .. });
     let mut trials = Vec::new();
     let mut curve = Vec::new();
-    // (mean quality, sample std, setting, the model of the best fold)
-    let mut best: Option<(f64, f64, f64, ClassicModel)> = None;
+    // (mean quality, sample std, setting, the model of the best fold, the folds' answers)
+    let mut best: Option<(f64, f64, f64, ClassicModel, Confusion)> = None;
     let mut failure = None;
     // The last failure when it was the time limit ending a fit or a validation.
     let mut out_of_time: Option<Error> = None;
@@ -506,6 +509,7 @@ pub(crate) fn train_run(
             break;
         }
         let mut qualities = Vec::new();
+        let mut confusion = Confusion::default();
         let mut best_fold: Option<(f64, ClassicModel)> = None;
         for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
             let fit_started = clock.elapsed();
@@ -514,7 +518,12 @@ pub(crate) fn train_run(
             let fitted = fitted
                 .and_then(|model| Ok((quality(&model, examples, validation_rows, &clock)?, model)));
             let (quality, model) = match fitted {
-                Ok((Some(quality), model)) => (quality, model),
+                Ok((Some((quality, answers)), model)) => {
+                    if let Some(answers) = answers {
+                        confusion.merge(&answers);
+                    }
+                    (quality, model)
+                }
                 Ok((None, _)) => {
                     failure = Some("the model predicted a value that is not finite".to_owned());
                     break;
@@ -541,6 +550,7 @@ pub(crate) fn train_run(
                 best_epoch: Some(1),
                 failure: None,
                 tuned: None,
+                confusion: None,
             });
             qualities.push(quality);
             if best_fold.as_ref().is_none_or(|(best, _)| quality > *best) {
@@ -565,13 +575,15 @@ pub(crate) fn train_run(
             .as_ref()
             .is_none_or(|(best_mean, ..)| mean > *best_mean)
         {
-            best = Some((mean, std, setting, model));
+            best = Some((mean, std, setting, model, confusion));
         }
     }
     let mut quality_std = None;
     let mut refit = None;
+    let mut validation_confusion = None;
     let outcome = match best {
-        Some((quality, std, setting, model)) => {
+        Some((quality, std, setting, model, confusion)) => {
+            validation_confusion = (!confusion.is_empty()).then_some(confusion);
             if k_fold {
                 quality_std = Some(std);
             }
@@ -667,5 +679,6 @@ pub(crate) fn train_run(
         validation,
         quality_std,
         refit,
+        confusion: validation_confusion,
     })
 }

@@ -1,0 +1,56 @@
+//! What the tests of several easeml crates share (a dev-dependency only).
+//!
+//! **A test never passes by not running.** Tests that need an outside part (a PostgreSQL server,
+//! an S3 server, Chromium, the Slurm daemons, Python from PyPI) call [`missing_part`] when the part
+//! is not there. Under `cargo xtask test`, which installs every part first (and so in CI), that is a
+//! failure naming the test and how to install the part. On a developer's machine without the part,
+//! `EASEML_ALLOW_SKIPS=1` turns it into a loud skip instead, printed so that the run's output says
+//! which tests did not run.
+
+/// The variable that lets a test whose outside part is missing skip instead of failing.
+pub const ALLOW_SKIPS: &str = "EASEML_ALLOW_SKIPS";
+
+/// Says that `test` cannot run because `part` is missing (`why`), and how to get it (`install`).
+/// Panics, failing the test, unless [`ALLOW_SKIPS`] is set to `1`; then prints the skip and
+/// returns, and the caller returns early.
+pub fn missing_part(test: &str, part: &str, why: &str, install: &str) {
+    decide(skips_allowed(), test, part, why, install);
+}
+
+/// [`missing_part`] with the variable read.
+fn decide(allowed: bool, test: &str, part: &str, why: &str, install: &str) {
+    let message = format!("{test} needs {part}: {why}.\n!!! {install}");
+    if allowed {
+        let line = "!".repeat(100);
+        eprintln!("\n{line}\n!!! SKIPPED ({ALLOW_SKIPS}=1): {message}\n{line}\n");
+        return;
+    }
+    panic!(
+        "{message}\n(the test command installs it; set {ALLOW_SKIPS}=1 to skip such tests on a machine without it)"
+    );
+}
+
+/// Whether [`ALLOW_SKIPS`] is `1`.
+pub fn skips_allowed() -> bool {
+    std::env::var(ALLOW_SKIPS).is_ok_and(|value| value == "1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_part_fails_the_test_unless_skips_are_allowed() {
+        let failed = std::panic::catch_unwind(|| {
+            decide(false, "a test", "a server", "not installed", "install it")
+        });
+        let message = failed.unwrap_err();
+        let message = message.downcast_ref::<String>().unwrap();
+        assert!(
+            message.starts_with("a test needs a server: not installed."),
+            "{message}"
+        );
+        // Allowed: a printed skip, and the caller returns.
+        decide(true, "a test", "a server", "not installed", "install it");
+    }
+}
