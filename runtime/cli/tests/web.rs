@@ -804,8 +804,27 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         eprintln!("the operator's chart: {pixels} pixels of the line");
         assert!(pixels > MIN_LINE_PIXELS, "the operator's chart is blank ({pixels} pixels of the line)");
 
-        // The per-class view: a table and a confusion matrix when the status has them (drawn here
-        // from a small made-up report, the dashboard's refreshes stopped first).
+        // The served classifier's per-class view, from the status: a row per label (100% on the
+        // separable blobs), and a confusion matrix of its 40 validation answers (5 folds).
+        until(
+            &browser,
+            "the per-class view",
+            "return !document.getElementById('class-section').classList.contains('hidden') \
+             && document.querySelectorAll('#confusion rect').length === 4;",
+        )
+        .await;
+        let real = script(
+            &browser,
+            "return [Array.from(document.querySelectorAll('#per-class tr')).map(r => r.textContent), \
+             Array.from(document.querySelectorAll('#confusion rect')).map(r => Number(r.nextElementSibling.textContent)).reduce((a, b) => a + b, 0)];",
+        )
+        .await;
+        assert_eq!(real, json!([["low100%", "high100%"], 40]), "{real}");
+        script(&browser, "document.getElementById('class-section').scrollIntoView(); return true;").await;
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots.join("web-classes-served.png"), png).unwrap();
+
+        // The same view of a made-up report with mistakes (the dashboard's refreshes stopped first).
         script(&browser, "pollApp = () => {}; clearTimeout(appTimer); return true;").await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let classes = script(
