@@ -654,6 +654,32 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         let png = browser.screenshot().await.unwrap();
         std::fs::write(screenshots.join("web-upload-errors.png"), png).unwrap();
 
+        // A file of feed lines (no table): its bad line is listed, nothing is added.
+        give_file(&browser, "bad.txt", "[0.1, 0.1, 0.1, 0.1] low\n[1, 2] high\n", false).await;
+        assert_eq!(
+            script(&browser, "return document.getElementById('table-options').classList.contains('hidden');").await,
+            json!(true)
+        );
+        browser.find(Locator::Id("send-data")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "the bad lines' errors",
+            "return document.getElementById('upload-result').textContent.includes('bad.txt');",
+        )
+        .await;
+        let shown = script(
+            &browser,
+            "return [document.getElementById('upload-result').textContent, \
+             Array.from(document.querySelectorAll('#upload-errors li')).map(li => li.textContent)];",
+        )
+        .await;
+        assert_eq!(
+            shown[0],
+            json!("Nothing was added: 1 of 2 lines of bad.txt cannot be read. Fix them and add the file again:"),
+            "{shown}"
+        );
+        assert!(shown[1][0].as_str().unwrap().starts_with("line 2: "), "{shown}");
+
         // The good table through the file input.
         give_file(&browser, "blobs.csv", &blob_table(), false).await;
         browser.find(Locator::Id("send-data")).await.unwrap().click().await.unwrap();
