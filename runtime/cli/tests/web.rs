@@ -4,7 +4,9 @@
 //! in a headless Chromium (Debian's `chromium` + `chromium-driver`, as the refine page's test):
 //! compile an invalid then an uploaded valid program, download, register, feed, watch the first
 //! run appear and finish on the app's dashboard and the operator's, with screenshots checked for
-//! drawn charts. The browser test skips, loudly, only when Chromium or chromedriver is missing.
+//! drawn charts; the dashboard's upload (a bad table dropped, its errors listed; a good one through
+//! the file input), the try-it box (no model yet, an answer with its run and data version, a bad
+//! input), the zoomed chart's ticks, the phase badge and the per-class view. The browser test skips, loudly, only when Chromium or chromedriver is missing.
 
 #[path = "../../server/tests/support/browser.rs"]
 mod browser;
@@ -102,6 +104,20 @@ fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| panic!("not JSON: {text}"))
 }
 
+/// Whether `text` is the try-it box's line on the model that answered.
+fn regex_like_model(text: &str) -> bool {
+    let Some(rest) = text.strip_prefix("Answered by ") else {
+        return false;
+    };
+    let Some((candidate, rest)) = rest.split_once(" (run ") else {
+        return false;
+    };
+    let Some((run, rest)) = rest.split_once("), ") else {
+        return false;
+    };
+    !candidate.is_empty() && run.parse::<u64>().is_ok() && rest == "trained on data version 1."
+}
+
 /// What `easemlc` prints for `source` saved as `file`.
 fn easemlc_errors(source: &str, file: &str) -> String {
     let diagnostics = compile(source, "program", &Registry::builtin()).unwrap_err();
@@ -124,6 +140,46 @@ fn blob_lines() -> String {
             )
         })
         .collect()
+}
+
+/// [`blob_lines`] as a CSV table with a header, the label in the column `label`.
+fn blob_table() -> String {
+    let mut table = String::from("a,b,c,d,label\n");
+    for line in blob_lines().lines() {
+        let (values, label) = line.split_once(' ').unwrap();
+        let values: Vec<f32> = serde_json::from_str(values).unwrap();
+        let cells: Vec<String> = values.iter().map(f32::to_string).collect();
+        table.push_str(&format!("{},{label}\n", cells.join(",")));
+    }
+    table
+}
+
+/// Gives the dashboard's upload `content` as a file named `name`: through the file input, or
+/// dropped on the drop zone.
+async fn give_file(browser: &Browser, name: &str, content: &str, drop: bool) {
+    let code = "const [name, content, drop] = arguments; \
+         const data = new DataTransfer(); \
+         data.items.add(new File([content], name, {type: 'text/plain'})); \
+         if (drop) { \
+           document.getElementById('drop-zone').dispatchEvent(new DragEvent('drop', {dataTransfer: data, bubbles: true, cancelable: true})); \
+         } else { \
+           const input = document.getElementById('data-file'); input.files = data.files; \
+           input.dispatchEvent(new Event('change')); \
+         } \
+         return true;";
+    browser
+        .execute(code, vec![json!(name), json!(content), json!(drop)])
+        .await
+        .unwrap();
+    until(
+        browser,
+        "the file is read",
+        &format!(
+            "return document.getElementById('data-chosen').textContent.startsWith({}) && !document.getElementById('send-data').disabled;",
+            json!(name)
+        ),
+    )
+    .await;
 }
 
 #[test]
@@ -521,7 +577,7 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         )
         .await;
         let token = script(&browser, "return document.getElementById('new-token').textContent;").await;
-        let token = token.as_str().unwrap().to_owned();
+        assert!(token.as_str().unwrap().len() > 20, "{token}");
         // The app's dashboard, before any data: an empty chart (the control of the pixel check).
         browser.find(Locator::Id("new-dashboard")).await.unwrap().click().await.unwrap();
         until(
@@ -533,14 +589,111 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         .await;
         let blank = chart_pixels(&browser, "app-chart", &screenshots.join("web-app-empty.png")).await;
         assert_eq!(blank, 0, "the chart of an app without runs has data pixels");
+        until(
+            &browser,
+            "the phase badge before any data",
+            "const badge = document.getElementById('phase-badge'); \
+             return badge.dataset.phase === 'waiting_for_data' && badge.textContent === 'waiting for data';",
+        )
+        .await;
+        assert_eq!(
+            script(&browser, "return document.getElementById('class-section').classList.contains('hidden');").await,
+            json!(true),
+            "a per-class section without a served model"
+        );
+        // The registration page no longer names the API route.
+        assert_eq!(
+            script(&browser, "return document.getElementById('registered').textContent.includes('/api/v1');").await,
+            json!(false)
+        );
 
-        // Fed over HTTP as a client would (the blocking client, off this async thread).
-        let feed_url = format!("{}/api/v1/apps/blobs/examples", served.url);
-        let (status, text) =
-            std::thread::spawn(move || post(&feed_url, Some(&token), blob_lines()))
-                .join()
-                .unwrap();
-        assert_eq!(status, 200, "{text}");
+        // Try it before any model: the page says so in words.
+        browser.find(Locator::Id("try-input")).await.unwrap().send_keys("[0.1, 0.1, 0.1, 0.1]").await.unwrap();
+        browser.find(Locator::Id("try-answer")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "no model yet",
+            "return document.getElementById('try-error').textContent.startsWith('No model is trained yet: ');",
+        )
+        .await;
+
+        // A bad table, dropped: nothing added, its bad lines listed.
+        let mut bad = blob_table();
+        bad.push_str("0.5,,0.5,0.5,low\n0.5,0.5,0.5,0.5,middle\n0.1,0.1,0.1,0.1,high\n");
+        give_file(&browser, "bad.csv", &bad, true).await;
+        let columns = script(
+            &browser,
+            "const s = document.getElementById('label-column'); \
+             return [Array.from(s.options).map(o => o.value), s.value, !document.getElementById('table-options').classList.contains('hidden')];",
+        )
+        .await;
+        assert_eq!(columns, json!([["a", "b", "c", "d", "label"], "label", true]));
+        browser.find(Locator::Id("send-data")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "the bad table's errors",
+            "return document.querySelectorAll('#upload-errors li').length > 0;",
+        )
+        .await;
+        let shown = script(
+            &browser,
+            "return [document.getElementById('upload-result').textContent, \
+             Array.from(document.querySelectorAll('#upload-errors li')).map(li => li.textContent)];",
+        )
+        .await;
+        assert_eq!(
+            shown[0],
+            json!("Nothing was added: 2 of 43 rows of bad.csv cannot be read. Fix them and add the file again:"),
+            "{shown}"
+        );
+        let errors = shown[1].as_array().unwrap();
+        assert_eq!(errors.len(), 2, "{shown}");
+        assert!(errors[0].as_str().unwrap().starts_with("line 42: column `b`: the value is missing"), "{shown}");
+        assert!(errors[1].as_str().unwrap().starts_with("line 43: ") && errors[1].as_str().unwrap().contains("unknown label `middle`"), "{shown}");
+        assert_eq!(script(&browser, "return document.getElementById('count-examples').textContent;").await, json!("0"));
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots.join("web-upload-errors.png"), png).unwrap();
+
+        // A file of feed lines (no table): its bad line is listed, nothing is added.
+        give_file(&browser, "bad.txt", "[0.1, 0.1, 0.1, 0.1] low\n[1, 2] high\n", false).await;
+        assert_eq!(
+            script(&browser, "return document.getElementById('table-options').classList.contains('hidden');").await,
+            json!(true)
+        );
+        browser.find(Locator::Id("send-data")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "the bad lines' errors",
+            "return document.getElementById('upload-result').textContent.includes('bad.txt');",
+        )
+        .await;
+        let shown = script(
+            &browser,
+            "return [document.getElementById('upload-result').textContent, \
+             Array.from(document.querySelectorAll('#upload-errors li')).map(li => li.textContent)];",
+        )
+        .await;
+        assert_eq!(
+            shown[0],
+            json!("Nothing was added: 1 of 2 lines of bad.txt cannot be read. Fix them and add the file again:"),
+            "{shown}"
+        );
+        assert!(shown[1][0].as_str().unwrap().starts_with("line 2: "), "{shown}");
+
+        // The good table through the file input.
+        give_file(&browser, "blobs.csv", &blob_table(), false).await;
+        browser.find(Locator::Id("send-data")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "the table is added",
+            "return document.getElementById('upload-result').textContent.startsWith('Added ') \
+             || document.getElementById('upload-result').textContent.startsWith('Nothing ');",
+        )
+        .await;
+        assert_eq!(
+            script(&browser, "return [document.getElementById('upload-result').textContent, document.getElementById('upload-errors').classList.contains('hidden')];").await,
+            json!(["Added 40 examples from blobs.csv (data version 1). Training picks them up.", true])
+        );
 
         // Counts, then a run appears and finishes, and the chart shows it.
         until(
@@ -585,6 +738,70 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         let pixels = chart_pixels(&browser, "app-chart", &screenshots.join("web-app-dashboard.png")).await;
         eprintln!("the app's chart: {pixels} pixels of the line");
         assert!(pixels > MIN_LINE_PIXELS, "the app's chart is blank ({pixels} pixels of the line)");
+        // The chart zooms to its data: its quality axis is not 0-1 (the blobs are separable), its
+        // time axis runs from the first run to the last, not to now.
+        let ticks = script(
+            &browser,
+            "return Array.from(document.querySelectorAll('#app-chart [data-tick=y]')).map(t => Number(t.textContent));",
+        )
+        .await;
+        let ticks: Vec<f64> = serde_json::from_value(ticks).unwrap();
+        assert!(ticks.len() >= 2 && ticks[0] > 0.0, "the quality axis is not zoomed: {ticks:?}");
+        // The same drawing for qualities 0.8 to 0.95: round ticks inside the data's range.
+        let drawn = script(
+            &browser,
+            "const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');              drawChart(svg, [{name: 'x', color: '#000', points: [[1e12, 0.8], [1e12 + 60000, 0.9], [1e12 + 600000, 0.95]]}], 'accuracy');              const ticks = (axis) => Array.from(svg.querySelectorAll('[data-tick=' + axis + ']')).map(t => t.textContent);              return [ticks('y'), ticks('x'), [fmtTime(1e12), fmtTime(1e12 + 300000), fmtTime(1e12 + 600000)]];",
+        )
+        .await;
+        assert_eq!(drawn[0], json!(["0.80", "0.85", "0.90", "0.95"]), "{drawn}");
+        assert_eq!(drawn[1], drawn[2], "the time axis runs from the first run to the last: {drawn}");
+
+        // The phase badge names the phase.
+        let phase = script(
+            &browser,
+            "const badge = document.getElementById('phase-badge'); return [badge.dataset.phase, badge.textContent];",
+        )
+        .await;
+        assert!(
+            phase == json!(["searching", "searching"]) || phase == json!(["finished", "finished"]),
+            "{phase}"
+        );
+        // The out-of-date "no model yet" of the try-it box is gone.
+        assert_eq!(script(&browser, "return document.getElementById('try-error').textContent;").await, json!(""));
+        script(&browser, "document.getElementById('dash-name').scrollIntoView(); return true;").await;
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots.join("web-app-top.png"), png).unwrap();
+
+        // Try it: an answer, the model and data that gave it; a bad input is named as such.
+        browser.find(Locator::Id("try-answer")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "an answer",
+            "return !document.getElementById('try-result').classList.contains('hidden');",
+        )
+        .await;
+        let answer = script(
+            &browser,
+            "return ['try-output', 'try-sure', 'try-model', 'try-error'].map(id => document.getElementById(id).textContent);",
+        )
+        .await;
+        assert_eq!(answer[0], json!("low"), "{answer}");
+        assert!(answer[1].as_str().unwrap().starts_with("The model gives this class a probability of "), "{answer}");
+        assert!(
+            regex_like_model(answer[2].as_str().unwrap()),
+            "{answer}"
+        );
+        assert_eq!(answer[3], json!(""), "{answer}");
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots.join("web-try-it.png"), png).unwrap();
+        script(&browser, "document.getElementById('try-input').value = '[1, 2]'; return true;").await;
+        browser.find(Locator::Id("try-answer")).await.unwrap().click().await.unwrap();
+        until(
+            &browser,
+            "a bad input named",
+            "return document.getElementById('try-error').textContent.startsWith('This input cannot be read: ')              && document.getElementById('try-result').classList.contains('hidden');",
+        )
+        .await;
         let refine = script(&browser, "return document.getElementById('refine-link').getAttribute('href');").await;
         assert!(refine.as_str().unwrap().starts_with("/apps/blobs/refine#token="), "{refine}");
 
@@ -612,6 +829,48 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         let pixels = chart_pixels(&browser, "op-chart", &screenshots.join("web-operator.png")).await;
         eprintln!("the operator's chart: {pixels} pixels of the line");
         assert!(pixels > MIN_LINE_PIXELS, "the operator's chart is blank ({pixels} pixels of the line)");
+
+        // The served classifier's per-class view, from the status: a row per label (100% on the
+        // separable blobs), and a confusion matrix of its 40 validation answers (5 folds).
+        until(
+            &browser,
+            "the per-class view",
+            "return !document.getElementById('class-section').classList.contains('hidden') \
+             && document.querySelectorAll('#confusion rect').length === 4;",
+        )
+        .await;
+        let real = script(
+            &browser,
+            "return [Array.from(document.querySelectorAll('#per-class tr')).map(r => r.textContent), \
+             Array.from(document.querySelectorAll('#confusion rect')).map(r => Number(r.nextElementSibling.textContent)).reduce((a, b) => a + b, 0)];",
+        )
+        .await;
+        assert_eq!(real, json!([["low100%", "high100%"], 40]), "{real}");
+        script(&browser, "document.getElementById('class-section').scrollIntoView(); return true;").await;
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots.join("web-classes-served.png"), png).unwrap();
+
+        // The same view of a made-up report with mistakes (the dashboard's refreshes stopped first).
+        script(&browser, "pollApp = () => {}; clearTimeout(appTimer); return true;").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let classes = script(
+            &browser,
+            "renderClasses({per_class: {low: 1, high: 0.75}, confusion: {labels: ['low', 'high'], counts: [[20, 0], [5, 15]]}});              document.getElementById('class-section').scrollIntoView();              return [!document.getElementById('class-section').classList.contains('hidden'),                Array.from(document.querySelectorAll('#per-class tr')).map(r => r.textContent),                document.querySelectorAll('#confusion rect').length,                Array.from(document.querySelectorAll('#confusion text')).map(t => t.textContent)];",
+        )
+        .await;
+        assert_eq!(classes[0], json!(true), "{classes}");
+        assert_eq!(classes[1], json!(["low100%", "high75%"]), "{classes}");
+        assert_eq!(classes[2], json!(4), "{classes}");
+        for word in ["low", "high", "20", "5", "15"] {
+            assert!(classes[3].as_array().unwrap().contains(&json!(word)), "{word}: {classes}");
+        }
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots.join("web-classes.png"), png).unwrap();
+        script(&browser, "renderClasses(null); return true;").await;
+        assert_eq!(
+            script(&browser, "return document.getElementById('class-section').classList.contains('hidden');").await,
+            json!(true)
+        );
 
         // The refine page from the dashboard's link.
         browser.goto(&format!("{}{}", served.url, refine.as_str().unwrap())).await.unwrap();

@@ -373,6 +373,36 @@ impl Client {
         self.backend.feed(&self.schema, "line", &options, drive)
     }
 
+    /// Feeds a table read from `text` instead of a file, by the rules of [`Client::feed_csv`]:
+    /// the server's table feed (`POST .../examples?format=csv&label_column=NAME`, the web
+    /// console's upload), whose request body is the table. `shown` names the table in messages
+    /// (`the uploaded table`); the separator is `csv.delimiter`, else guessed from the header
+    /// line. A cell that names a file is read only when `options.allow_paths` is set (relative to
+    /// `options.base_dir`); the server sets it off, so a table sent to it never reads its disk.
+    pub fn feed_csv_text(
+        &mut self,
+        text: impl BufRead + 'static,
+        shown: &str,
+        csv: &CsvOptions,
+        options: &FeedOptions,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<FeedReport> {
+        let table = Table::from_reader(
+            Box::new(text),
+            shown.to_owned(),
+            csv.delimiter,
+            csv,
+            &self.schema,
+        )?;
+        let checker = LineChecker::new(
+            &self.schema,
+            options,
+            self.schema.label_capacity().is_some(),
+        );
+        let drive: Drive<'_> = Box::new(|each| table.read_rows(&checker, each, progress));
+        self.backend.feed(&self.schema, "line", options, drive)
+    }
+
     /// Feeds an image folder laid out by class, `dir/LABEL/*.png` (see [`crate::feed`]'s
     /// `folder` rules): every image of a sub-folder is an example labelled by the sub-folder's
     /// name. The app's input must be one image tensor and its output take labels (else an error

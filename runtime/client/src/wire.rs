@@ -67,6 +67,23 @@ pub struct Listed {
     pub data_version: u64,
     /// When it was stored (milliseconds since the Unix epoch).
     pub created_ms: i64,
+    /// A bounded look at the input, when the listing asked for one (`?preview=N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<Preview>,
+}
+
+/// A bounded look at an example's input for the refine page: never the whole input, at most the
+/// `preview=N` of the listing's query (capped by the server).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Preview {
+    /// `values`: the first numbers of the input's tensor fields, in field order (row-major);
+    /// `series`: for a recursive input (a chain, a tree), the first number of each step, steps in
+    /// depth-first order.
+    pub kind: String,
+    /// At most N of them.
+    pub values: Vec<f32>,
+    /// How many there are in all (numbers for `values`, steps for `series`).
+    pub count: u64,
 }
 
 /// `GET .../examples` -> 200: one page of examples, and what the refine page and the remote

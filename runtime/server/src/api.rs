@@ -16,6 +16,7 @@ use easeml_client::wire::{ExamplesPage, Fed, Health, NewLabel, Registered, Toggl
 
 use super::auth::{AppAccess, authorize_admin, authorize_app};
 use super::{ApiError, AppState, json as example_json, thumbnail};
+use easeml_client::feed::CsvOptions;
 use easeml_client::{AppSpec, Client, ExampleId, FeedOptions, PageRequest};
 
 /// The most examples one listing page returns.
@@ -139,13 +140,49 @@ pub(crate) async fn runs(
     ))
 }
 
-/// `POST /api/v1/apps/{name}/examples`: a feed. The body is text in the `feed` line formats; every
-/// line is checked, then all examples are stored in one transaction, or none when a line is bad.
+/// The query of `POST .../examples`: how the body is laid out.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FeedQuery {
+    /// `lines` (the default: the `feed` line formats), `csv` (comma-separated) or `tsv`
+    /// (tab-separated): a table with a header row.
+    format: Option<String>,
+    /// A table's label column, by its header name (not given for scikit-learn's layout).
+    label_column: Option<String>,
+}
+
+/// `POST /api/v1/apps/{name}/examples`: a feed. The body is text in the `feed` line formats, or
+/// with `?format=csv&label_column=NAME` (or `tsv`) a table with a header row; every line (row) is
+/// checked, then all examples are stored in one transaction, or none when one is bad.
+///
+/// Decision (issue 45, the dashboard's upload): a table is read here, by the client's one table
+/// reader (`Client::feed_csv_text`, the rules of `<app> feed FILE.csv --label-column NAME`), not
+/// converted to feed lines in the browser, so the page, the command line and Python read a table
+/// the same way (scikit-learn's layout, input columns by field name, missing values refused with
+/// their row and column). The body is the table: a cell naming a file is a bad row, as a path in a
+/// feed line is, so the server never reads its own disk for a client.
 pub(crate) async fn feed(
     State(state): State<AppState>,
     access: AppAccess,
+    query: Result<Query<FeedQuery>, QueryRejection>,
     request: Request,
 ) -> Result<Json<Fed>, ApiError> {
+    let Query(query) = query?;
+    let delimiter = match query.format.as_deref() {
+        None | Some("lines") => None,
+        Some("csv") => Some(b','),
+        Some("tsv") => Some(b'\t'),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "format `{other}` is not one of lines, csv, tsv"
+            )));
+        }
+    };
+    if delimiter.is_none() && query.label_column.is_some() {
+        return Err(ApiError::bad_request(
+            "label_column is for tables: give format=csv or format=tsv too",
+        ));
+    }
     authorize_early(&state, &access).await?;
     let body = Bytes::from_request(request, &state).await?;
     let _permit = state
@@ -161,7 +198,22 @@ pub(crate) async fn feed(
             allow_paths: false,
             ..FeedOptions::default()
         };
-        Ok(client.feed_lines(Cursor::new(body), &options)?)
+        match delimiter {
+            None => Ok(client.feed_lines(Cursor::new(body), &options)?),
+            Some(delimiter) => {
+                let csv = CsvOptions {
+                    label_column: query.label_column,
+                    delimiter: Some(delimiter),
+                };
+                Ok(client.feed_csv_text(
+                    Cursor::new(body),
+                    "the table",
+                    &csv,
+                    &options,
+                    &mut |_| {},
+                )?)
+            }
+        }
     })
     .await?;
     tracing::info!(app = %name, added = report.added, bytes = lines, data_version = report.data_version, "feed");
@@ -189,9 +241,17 @@ pub(crate) struct ListQuery {
     enabled: Option<bool>,
     /// Only those with this label.
     label: Option<String>,
+    /// With each example a preview of its input: at most this many numbers (capped at
+    /// [`MAX_PREVIEW`]); none when not given.
+    preview: Option<u32>,
 }
 
-/// `GET /api/v1/apps/{name}/examples?after=&limit=&enabled=&label=`: one page of examples.
+/// The most numbers of an input one listed example's preview holds (the refine page asks for 64:
+/// eight shown as numbers, a series' sparkline from all).
+const MAX_PREVIEW: u32 = 64;
+
+/// `GET /api/v1/apps/{name}/examples?after=&limit=&enabled=&label=&preview=`: one page of
+/// examples, each with a preview of its input when `preview` asks (for the refine page).
 pub(crate) async fn list_examples(
     State(state): State<AppState>,
     access: AppAccess,
@@ -206,6 +266,7 @@ pub(crate) async fn list_examples(
         enabled: query.enabled,
         label: query.label,
     };
+    let preview = query.preview.map(|limit| limit.min(MAX_PREVIEW));
     let value = with_app(&state, access, move |client| {
         let page = client.examples_filtered(request, &filter)?;
         Ok(ExamplesPage {
@@ -216,7 +277,22 @@ pub(crate) async fn list_examples(
             labels_declared: client.labels_declared(),
             thumbnails: thumbnail::image_shape(&client.schema().input).is_some(),
             system_type: client.schema().system_type(),
-            items: page.items.iter().map(example_json::listed).collect(),
+            items: page
+                .items
+                .iter()
+                .map(|record| {
+                    let mut listed = example_json::listed(record);
+                    if let Some(limit) = preview {
+                        let example = client.example(record.id)?;
+                        listed.preview = Some(example_json::preview(
+                            client.schema(),
+                            &example.input,
+                            limit as usize,
+                        ));
+                    }
+                    Ok(listed)
+                })
+                .collect::<Result<_, ApiError>>()?,
         })
     })
     .await?;

@@ -4,7 +4,9 @@
 use easeml_client::object::object_to_json;
 use serde_json::Value;
 
-use easeml_client::wire::{FullExample, Listed};
+use easeml_client::object::Object;
+use easeml_client::schema::FieldKind;
+use easeml_client::wire::{FullExample, Listed, Preview};
 use easeml_client::{CheckedOutput, ExampleRecord, LoadedExample, Schema, StoredOutput};
 
 /// One example of a listing: `{id, enabled, label, label_index, input_hash, output_hash,
@@ -23,6 +25,43 @@ pub(crate) fn listed(record: &ExampleRecord) -> Listed {
         output_hash,
         data_version: record.data_version,
         created_ms: record.created_ms,
+        preview: None,
+    }
+}
+
+/// The preview of an input ([`Preview`]): at most `limit` numbers, found without recursion (a
+/// chain may be [`easeml_client::object::MAX_DEPTH`] steps long) and without copying the input.
+pub(crate) fn preview(schema: &Schema, input: &Object, limit: usize) -> Preview {
+    let recursive = schema
+        .input
+        .fields
+        .iter()
+        .any(|field| matches!(field.kind, FieldKind::Recursive));
+    let mut values = Vec::new();
+    let mut count = 0u64;
+    if recursive {
+        let mut stack = vec![input];
+        while let Some(step) = stack.pop() {
+            let first = step.tensors.iter().find_map(|tensor| tensor.first());
+            if let Some(&value) = first {
+                count += 1;
+                if values.len() < limit {
+                    values.push(value);
+                }
+            }
+            stack.extend(step.children.iter().rev().flatten().map(|child| &**child));
+        }
+    } else {
+        for tensor in &input.tensors {
+            count += tensor.len() as u64;
+            let room = limit - values.len();
+            values.extend(tensor.iter().take(room));
+        }
+    }
+    Preview {
+        kind: if recursive { "series" } else { "values" }.to_owned(),
+        values,
+        count,
     }
 }
 

@@ -9,8 +9,8 @@
 //! | `POST /api/v1/apps` | body: the app's `easeml.json`; registers it, answers `{id, name, token}` (admin token when configured) |
 //! | `GET /api/v1/apps/{name}/status` | the figure-5 report ([`easeml_client::Status`]) |
 //! | `GET /api/v1/apps/{name}/runs` | the runs of the report |
-//! | `POST /api/v1/apps/{name}/examples` | a feed: the `feed` line formats as text; all examples or none |
-//! | `GET /api/v1/apps/{name}/examples?after=&limit=&enabled=&label=` | one page of examples |
+//! | `POST /api/v1/apps/{name}/examples` | a feed: the `feed` line formats as text, or with `?format=csv&label_column=NAME` (or `tsv`) a table with a header row; all examples or none |
+//! | `GET /api/v1/apps/{name}/examples?after=&limit=&enabled=&label=&preview=` | one page of examples (`preview=N`: each with at most N numbers of its input) |
 //! | `GET /api/v1/apps/{name}/examples/{id}` | one example, input and output as JSON |
 //! | `GET /api/v1/apps/{name}/examples/{id}/thumbnail.png` | a PNG of an image input |
 //! | `PATCH /api/v1/apps/{name}/examples/{id}` | `{"enabled": bool}` |

@@ -42,6 +42,16 @@ where
     }
 }
 
+/// Where screenshots go: `EASEML_SCREENSHOTS`, else a folder under the system's temporary one.
+fn screenshots() -> std::path::PathBuf {
+    let folder = std::env::var_os("EASEML_SCREENSHOTS").map_or_else(
+        || std::env::temp_dir().join("easeml-refine-screenshots"),
+        std::path::PathBuf::from,
+    );
+    std::fs::create_dir_all(&folder).unwrap();
+    folder
+}
+
 /// The example ids the page shows now.
 async fn shown_ids(browser: &Browser) -> Vec<i64> {
     let ids = script(
@@ -96,6 +106,32 @@ fn the_refine_page_toggles_an_example_in_a_real_browser() {
     );
     assert_eq!(status, 200, "{report}");
     let ids: Vec<i64> = serde_json::from_value(report["ids"].clone()).unwrap();
+    // A table app and a series app, whose rows show their values (issue 45).
+    let table_token = server.register(&schema(
+        "app nums\nInput = [12]\nOutput = [2]\nlabels = [low, high]",
+    ));
+    let (status, report) = status_json(
+        with_token(http().post(server.api("/apps/nums/examples")), &table_token)
+            .body(
+                "[0.5, 1.25, 2, 3, 4, 5, 6, 7.125, 8, 9, 10, 11] low\n[1, 2, 3] high\n"
+                    .replace("[1, 2, 3]", "[1,1,1,1,1,1,1,1,1,1,1,1]"),
+            )
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 200, "{report}");
+    let table_id = report["ids"][0].as_i64().unwrap();
+    let series_token = server.register(&schema(
+        "app series\ntype Input\n  reading :: Tensor[1]\n  next :: Nullable{Input}\nend\ntype Output\n  label :: Tensor[2]\nend",
+    ));
+    let (status, report) = status_json(
+        with_token(http().post(server.api("/apps/series/examples")), &series_token)
+            .body("{\"input\": [{\"reading\": [1]}, {\"reading\": [3]}, {\"reading\": [2]}, {\"reading\": [5]}], \"output\": [1, 0]}\n")
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 200, "{report}");
+    let series_id = report["ids"][0].as_i64().unwrap();
     let profile = tempfile::tempdir().unwrap();
     let driver = Driver::start(PATIENCE);
     let home = server.home.clone();
@@ -192,6 +228,51 @@ fn the_refine_page_toggles_an_example_in_a_real_browser() {
             .unwrap();
         eventually("the store sees the second click", || async {
             enabled_in_store(&home, "pics", ids[3])
+        })
+        .await;
+
+        // A table's example shows its first 8 values, an ellipsis and the count; a series a sparkline.
+        browser
+            .goto(&format!("{}/apps/nums/refine#token={table_token}", server.url))
+            .await
+            .unwrap();
+        let values_of = format!(
+            "const cell = document.querySelector('#example-{table_id} td.values'); return cell === null ? null : cell.textContent;"
+        );
+        eventually("a table example's values", || async {
+            script(&browser, &values_of).await != Value::Null
+        })
+        .await;
+        assert_eq!(
+            script(&browser, &values_of).await,
+            json!("0.5, 1.25, 2, 3, 4, 5, 6, 7.125, …(12 values)")
+        );
+        assert_eq!(
+            script(&browser, "return document.querySelector('#rows img') === null && document.querySelector('th.thumb-col').classList.contains('hidden');").await,
+            json!(true)
+        );
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(screenshots().join("refine-table.png"), png).unwrap();
+        browser
+            .goto(&format!("{}/apps/series/refine#token={series_token}", server.url))
+            .await
+            .unwrap();
+        let series_of = format!(
+            "const cell = document.querySelector('#example-{series_id} td.values'); \
+             return cell === null ? null : [cell.textContent, cell.querySelector('polyline').getAttribute('points').split(' ').length];"
+        );
+        eventually("a series example's sparkline", || async {
+            script(&browser, &series_of).await != Value::Null
+        })
+        .await;
+        assert_eq!(script(&browser, &series_of).await, json!(["4 steps", 4]));
+        // The image app's rows show no numbers.
+        browser
+            .goto(&format!("{}/apps/pics/refine#token={token}", server.url))
+            .await
+            .unwrap();
+        eventually("the image rows again", || async {
+            script(&browser, "return document.querySelectorAll('#rows img').length === 5 && Array.from(document.querySelectorAll('#rows td.values')).every(c => c.classList.contains('hidden') && c.textContent === '');").await == json!(true)
         })
         .await;
 

@@ -1006,3 +1006,161 @@ fn the_refine_servers_have_no_console() {
     );
     assert_eq!(status, 501);
 }
+
+/// The dashboard's upload (issue 45): a table sent as the feed's body with `?format=csv` and its
+/// label column is read by the client's table reader (the rules of `feed FILE.csv`), with every
+/// error path; and the listing's bounded `preview` of each input, for the refine page.
+#[test]
+fn a_table_feeds_through_the_api_and_listings_preview_inputs() {
+    let server = TestServer::start(|_| {});
+    let client = http();
+    let token = server.register(&schema(
+        "app iris\nInput = [12]\nOutput = [3]\nlabels = [setosa, versicolor, virginica]",
+    ));
+    let feed = |query: &str, body: &str| {
+        status_json(
+            with_token(
+                client.post(server.api(&format!("/apps/iris/examples{query}"))),
+                &token,
+            )
+            .body(body.to_owned())
+            .send()
+            .unwrap(),
+        )
+    };
+    let header: Vec<String> = (0..12).map(|k| format!("f{k}")).collect();
+    let row = |offset: usize, label: &str| {
+        let values: Vec<String> = (0..12).map(|k| (offset * 100 + k).to_string()).collect();
+        format!("{},{label}\n", values.join(","))
+    };
+    let table = format!(
+        "{},species\n{}{}",
+        header.join(","),
+        row(1, "setosa"),
+        row(2, "virginica")
+    );
+    let (status, body) = feed("?format=csv&label_column=species", &table);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["added"], 2, "{body}");
+    // Tab-separated, the label column first.
+    let tsv = format!("species\t{}\nsetosa\t{}\n", header.join("\t"), {
+        let values: Vec<String> = (0..12).map(|k| k.to_string()).collect();
+        values.join("\t")
+    });
+    let (status, body) = feed("?format=tsv&label_column=species", &tsv);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["added"], 1, "{body}");
+
+    // Error paths: nothing is stored.
+    let (status, body) = feed("?format=csv&label_column=kind", &table);
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("the table: the label column `kind` is not in the header"),
+        "{body}"
+    );
+    let missing = format!(
+        "{},species\n{}{}",
+        header.join(","),
+        row(3, "setosa"),
+        row(4, "setosa").replacen("403,", ",", 1)
+    );
+    let (status, body) = feed("?format=csv&label_column=species", &missing);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "bad_input", "{body}");
+    assert_eq!(body["errors"][0]["line"], 3, "{body}");
+    let message = body["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("column `f3`: the value is missing"),
+        "{message}"
+    );
+    // A cell that names a file is never read on the server.
+    let mut cells: Vec<String> = vec!["/etc/passwd.npy".to_owned()];
+    cells.push("setosa".to_owned());
+    let (status, body) = feed(
+        "?format=csv&label_column=species",
+        &format!("pixels,species\n{}\n", cells.join(",")),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["errors"][0]["line"], 2, "{body}");
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`/etc/passwd.npy` is a file path, and the server never reads files"),
+        "a path in a table sent to the server: {body}"
+    );
+    let (status, body) = feed("?format=xlsx", &table);
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("not one of lines, csv, tsv")
+    );
+    let (status, body) = feed("?label_column=species", &table);
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("format=csv"));
+    let (status, body) = feed("?nonsense=1", &table);
+    assert_eq!(status, 400, "{body}");
+
+    // The listing: no preview unless asked; a preview holds at most N numbers and the count.
+    let list = |query: &str| {
+        status_json(
+            with_token(
+                client.get(server.api(&format!("/apps/iris/examples{query}"))),
+                &token,
+            )
+            .send()
+            .unwrap(),
+        )
+    };
+    let (status, page) = list("");
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["total"], 3, "{page}");
+    assert!(page["items"][0].get("preview").is_none(), "{page}");
+    let (status, page) = list("?preview=5");
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        page["items"][0]["preview"],
+        json!({"kind": "values", "values": [100.0, 101.0, 102.0, 103.0, 104.0], "count": 12}),
+        "{page}"
+    );
+    let (_, page) = list("?preview=100000");
+    assert_eq!(
+        page["items"][1]["preview"]["values"]
+            .as_array()
+            .unwrap()
+            .len(),
+        12,
+        "{page}"
+    );
+
+    // A chain's preview is a series: the first number of each step.
+    let token = server.register(&schema(
+        "app series\ntype Input\n  reading :: Tensor[2]\n  next :: Nullable{Input}\nend\ntype Output\n  label :: Tensor[2]\nend",
+    ));
+    let (status, body) = status_json(
+        with_token(client.post(server.api("/apps/series/examples")), &token)
+            .body(r#"{"input": [{"reading": [1, 9]}, {"reading": [3, 9]}, {"reading": [2, 9]}], "output": [1, 0]}"#.to_owned() + "\n")
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, page) = status_json(
+        with_token(
+            client.get(server.api("/apps/series/examples?preview=2")),
+            &token,
+        )
+        .send()
+        .unwrap(),
+    );
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        page["items"][0]["preview"],
+        json!({"kind": "series", "values": [1.0, 3.0], "count": 3}),
+        "{page}"
+    );
+}

@@ -67,7 +67,7 @@ const LISTED_COLUMNS: usize = 20;
 
 /// An opened table: its header read and matched with the schema, its rows not read yet.
 pub(crate) struct Table {
-    reader: csv::Reader<BufReader<File>>,
+    reader: csv::Reader<Box<dyn BufRead>>,
     shown: String,
     /// The header's names (`column N` where a header cell is empty, and for scikit-learn's
     /// layout, which has none).
@@ -131,20 +131,31 @@ impl Table {
                 format!("{shown}: {error}"),
             ))
         })?;
-        let mut file = BufReader::with_capacity(64 << 10, file);
-        let delimiter = match options.delimiter {
+        let file = BufReader::with_capacity(64 << 10, file);
+        let delimiter = options.delimiter.or_else(|| extension_delimiter(path));
+        Table::from_reader(Box::new(file), shown, delimiter, options, schema)
+    }
+
+    /// A table read from `text` (its header read and matched with `schema` here, as
+    /// [`Table::open`] does), `shown` naming it in messages: the server's table feed, whose body
+    /// is the table. The separator is `delimiter`, else guessed from the header line.
+    pub(crate) fn from_reader(
+        mut text: Box<dyn BufRead>,
+        shown: String,
+        delimiter: Option<u8>,
+        options: &CsvOptions,
+        schema: &Schema,
+    ) -> Result<Table> {
+        let delimiter = match delimiter {
             Some(delimiter) => delimiter,
-            None => match extension_delimiter(path) {
-                Some(delimiter) => delimiter,
-                None => sniff_delimiter(file.fill_buf().map_err(Error::Read)?),
-            },
+            None => sniff_delimiter(text.fill_buf().map_err(Error::Read)?),
         };
         let mut reader = ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
             .trim(Trim::All)
             .delimiter(delimiter)
-            .from_reader(file);
+            .from_reader(text);
         let mut header = ByteRecord::new();
         let read = reader
             .read_byte_record(&mut header)
@@ -215,7 +226,7 @@ impl Table {
     /// scikit-learn's layout: `COUNT,FEATURES,NAME...`, then rows of FEATURES numbers and the
     /// class index.
     fn sklearn(
-        reader: csv::Reader<BufReader<File>>,
+        reader: csv::Reader<Box<dyn BufRead>>,
         shown: String,
         options: &CsvOptions,
         schema: &Schema,
