@@ -744,7 +744,7 @@ fn status_marks_the_best_run_within_the_constraints() {
         .unwrap();
     assert_eq!(store.run(running).unwrap().state, RunState::Running);
     let status = client.status().unwrap();
-    assert_eq!(status.best, Some(runs[2]));
+    assert_eq!(status.best.as_ref().map(|best| best.run), Some(runs[2]));
     assert!(status.runs[1].over_train_time);
     assert_eq!(
         status.runs[1].broken_constraints,

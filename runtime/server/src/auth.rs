@@ -78,13 +78,22 @@ pub(crate) fn authorize_app(
             return store.app_by_name(name)?.ok_or_else(refused);
         }
     }
-    let app = store.app_by_name(name)?.ok_or_else(refused)?;
+    let Some(app) = store.app_by_name(name)? else {
+        // The same work as a wrong token (issue 49): one more query and one hash, so the time of
+        // the answer does not tell whether the app exists.
+        let _ = store.verify_token(easeml_store::AppId(i64::MIN), token);
+        let _ = easeml_store::tokens::matches_hash(token, UNKNOWN_APP_HASH);
+        return Err(refused());
+    };
     if store.verify_token(app.id, token)? {
         Ok(app)
     } else {
         Err(refused())
     }
 }
+
+/// A token hash no token has (not hex), compared against for an app that does not exist.
+const UNKNOWN_APP_HASH: &str = "----------------------------------------------------------------";
 
 /// Whether the request may register apps: the admin token when one is configured; never on the
 /// embedded refine page's server.
@@ -183,9 +192,8 @@ fn unguarded_write_refused(config: &crate::Config, request: &Request) -> Option<
     } else {
         host.rsplit_once(':').map_or(host, |(name, _)| name)
     };
-    let host_ok = is_loopback_host(host)
-        || host == listen
-        || host_name.parse::<std::net::IpAddr>().is_ok();
+    let host_ok =
+        is_loopback_host(host) || host == listen || host_name.parse::<std::net::IpAddr>().is_ok();
     if !host_ok {
         return Some(ApiError::new(
             StatusCode::FORBIDDEN,

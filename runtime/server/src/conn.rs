@@ -73,7 +73,10 @@ impl Tracker {
     /// A place for a new connection: a free one, or the place of the connection idle longest;
     /// `None` when every admitted connection has a request in flight.
     fn admit(&self) -> Option<(u64, Arc<Conn>)> {
-        let mut open = self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if open.len() >= self.limits.max_connections.max(1) {
             let oldest_idle = open
                 .iter()
@@ -173,10 +176,7 @@ impl AsyncWrite for Counted {
         Pin::new(&mut self.stream).poll_flush(cx)
     }
 
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 
@@ -314,16 +314,18 @@ impl Connection {
             Arc::clone(&self.tracker),
             self.router.clone(),
         );
-        let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            let busy = Busy::start(&conn, &tracker);
-            let router = router.clone();
-            async move {
-                let response =
-                    tower::ServiceExt::oneshot(router, request.map(axum::body::Body::new)).await;
-                drop(busy);
-                response
-            }
-        });
+        let service =
+            hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let busy = Busy::start(&conn, &tracker);
+                let router = router.clone();
+                async move {
+                    let response =
+                        tower::ServiceExt::oneshot(router, request.map(axum::body::Body::new))
+                            .await;
+                    drop(busy);
+                    response
+                }
+            });
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout + limits.idle_timeout)

@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 
 use easeml_client::feed::LineChecker;
 use easeml_client::{
-    Batch, CheckedOutput, Client, Error, FeedOptions, Inference, InferReport, LineError,
+    Batch, CheckedOutput, Client, Error, FeedOptions, InferReport, Inference, LineError,
     LineErrors, Object, RunId,
 };
 
@@ -327,7 +327,9 @@ fn advance(client: &mut Client, task: &mut Task) -> Result<Option<InferReport>, 
             );
             let start = *offset;
             let mut lines = 0;
-            while *offset < body.len() && lines < CHECK_CHUNK_LINES && *offset - start < CHECK_CHUNK_BYTES
+            while *offset < body.len()
+                && lines < CHECK_CHUNK_LINES
+                && *offset - start < CHECK_CHUNK_BYTES
             {
                 let rest = &body[*offset..];
                 let (text, advance) = match rest.iter().position(|&byte| byte == b'\n') {
@@ -429,15 +431,16 @@ fn advance(client: &mut Client, task: &mut Task) -> Result<Option<InferReport>, 
                 return Ok(None);
             };
             let answers = std::mem::take(answers);
-            let score = if !inputs.expected.is_empty()
-                && inputs.expected.iter().all(Option::is_some)
-            {
-                let expected: Vec<CheckedOutput> =
-                    std::mem::take(&mut inputs.expected).into_iter().flatten().collect();
-                client.score_answers(&answers, &expected)
-            } else {
-                None
-            };
+            let score =
+                if !inputs.expected.is_empty() && inputs.expected.iter().all(Option::is_some) {
+                    let expected: Vec<CheckedOutput> = std::mem::take(&mut inputs.expected)
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                    client.score_answers(&answers, &expected)
+                } else {
+                    None
+                };
             Ok(Some(InferReport {
                 answers,
                 run: model.run,

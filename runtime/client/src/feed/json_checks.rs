@@ -31,8 +31,7 @@ pub(crate) fn duplicate_key(text: &str) -> Option<String> {
                 let end = string_end(bytes, at)?;
                 if expect_key {
                     let raw = &text[at..end];
-                    let key: String =
-                        serde_json::from_str(raw).unwrap_or_else(|_| raw.to_owned());
+                    let key: String = serde_json::from_str(raw).unwrap_or_else(|_| raw.to_owned());
                     if let Some(Some(keys)) = open.last_mut()
                         && !keys.insert(key.clone())
                     {
@@ -72,7 +71,8 @@ pub(crate) fn number_rounding_to_zero(text: &str) -> Option<&str> {
             b'"' => at = string_end(bytes, at)?,
             b'-' | b'0'..=b'9' => {
                 let start = at;
-                while at < bytes.len() && matches!(bytes[at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                while at < bytes.len()
+                    && matches!(bytes[at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
                 {
                     at += 1;
                 }
