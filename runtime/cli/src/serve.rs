@@ -30,6 +30,22 @@ pub struct ServeArgs {
     /// The largest request body in bytes (larger requests get 413).
     #[arg(long, value_name = "BYTES", default_value_t = server::DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
+    /// The most connections served at once. Past it a new connection takes the place of the one
+    /// that has waited longest for a request; only when every connection has a request in flight
+    /// is it refused with 503.
+    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// How long a client may take to send a request's headers once it has begun them (then the
+    /// connection is closed), e.g. `10s`.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    header_timeout: Duration,
+    /// How long a connection may wait, sending nothing, for its first or next request (then it is
+    /// closed), e.g. `60s`.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    idle_timeout: Duration,
+    /// How long reading one request's body may take (a slower body gets 408), e.g. `60s`.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    body_timeout: Duration,
     /// Serve only: do not train (another process, e.g. `easeml train`, trains the store).
     #[arg(long)]
     no_train: bool,
@@ -124,6 +140,22 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let mut config = server::Config::new(&home);
     config.listen = args.listen;
     config.max_body_bytes = args.max_body_bytes;
+    if args.max_connections == 0 {
+        bail!("--max-connections must be at least 1");
+    }
+    for (flag, value) in [
+        ("--header-timeout", args.header_timeout),
+        ("--idle-timeout", args.idle_timeout),
+        ("--body-timeout", args.body_timeout),
+    ] {
+        if value.is_zero() {
+            bail!("{flag} must be longer than 0 s, e.g. 10s");
+        }
+    }
+    config.max_connections = args.max_connections;
+    config.header_timeout = args.header_timeout;
+    config.idle_timeout = args.idle_timeout;
+    config.body_timeout = args.body_timeout;
     config.compiler = Some(server::CompilerHook(std::sync::Arc::new(
         crate::web_compiler::WebCompiler::builtin(),
     )));

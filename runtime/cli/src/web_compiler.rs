@@ -12,6 +12,10 @@ use easeml_compiler::explain::Explanation;
 use easeml_compiler::{Compiled, Registry, compile_bytes};
 use easeml_runtime::server::{Compilation, CompiledProgram, GenerateFailure, ProgramCompiler};
 
+/// Where a downloaded crate finds easeml's runtime: a checkout of easeml (`git clone` of the
+/// repository, folder `easeml`) beside the unpacked `APP/` folder.
+pub const DOWNLOAD_RUNTIME_PATH: &str = "../easeml/runtime/core";
+
 /// The built-in template registry, the generated crates' path to the runtime.
 pub struct WebCompiler {
     registry: Registry,
@@ -19,17 +23,14 @@ pub struct WebCompiler {
 }
 
 impl WebCompiler {
-    /// The compiler with the built-in registry (as `easemlc` without `--templates`); generated crates use this checkout's runtime, as
-    /// `easemlc`'s do.
+    /// The compiler with the built-in registry (as `easemlc` without `--templates`). The files it
+    /// generates name the runtime as [`DOWNLOAD_RUNTIME_PATH`], a checkout of easeml beside the
+    /// unpacked folder, never this server's own checkout (issue 49: an unauthenticated download
+    /// must not tell where the server's files are).
     pub fn builtin() -> WebCompiler {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core");
-        let runtime_path = std::fs::canonicalize(&path)
-            .unwrap_or(path)
-            .display()
-            .to_string();
         WebCompiler {
             registry: Registry::builtin(),
-            runtime_path,
+            runtime_path: DOWNLOAD_RUNTIME_PATH.to_owned(),
         }
     }
 

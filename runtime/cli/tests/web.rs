@@ -292,6 +292,13 @@ fn the_compile_routes_answer_as_easemlc_and_refuse_bad_requests() {
     );
     let cargo = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
     assert!(cargo.contains("name = \"blobs\""), "{cargo}");
+    // No path of the server's checkout (issue 49): the runtime is a checkout beside the folder.
+    let checkout = std::fs::canonicalize(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .unwrap()
+        .display()
+        .to_string();
+    assert!(!cargo.contains(&checkout), "{cargo}");
+    assert!(cargo.contains("\"../easeml/runtime/core\""), "{cargo}");
     let generated = easeml_compiler::codegen::crate_files(
         &compiled,
         &easeml_compiler::codegen::CrateOptions {

@@ -602,6 +602,18 @@ impl Client {
         self.backend.infer(&self.schema, inputs)
     }
 
+    /// How `answers` score against the `expected` outputs, one each in order (what
+    /// [`Client::infer_lines`] reports when every line gives its output): accuracy for labelled
+    /// outputs, else the mean squared error over every output value. A server that answers a
+    /// batch in chunks (`easeml serve`) scores the whole batch with it.
+    pub fn score_answers(
+        &self,
+        answers: &[(usize, Inference)],
+        expected: &[CheckedOutput],
+    ) -> Option<Score> {
+        self.score(answers, expected)
+    }
+
     fn score(&self, answers: &[(usize, Inference)], expected: &[CheckedOutput]) -> Option<Score> {
         let total = answers.len();
         if self.schema.label_capacity().is_some() {

@@ -48,7 +48,7 @@ pub use easeml_store::{
 pub use error::{Batch, Error, Result};
 pub use feed::{
     CheckedExample, CheckedOutput, CsvOptions, FeedOptions, IgnoredFiles, LineError, LineErrors,
-    MAX_KEPT_LINE_ERRORS,
+    MAX_KEPT_LINE_ERRORS, MAX_LINE_ERROR_BYTES,
 };
 pub use models::{LoadedModel, LocalModels, install_local_models, local_models};
 pub use remote::TokenOrigin;

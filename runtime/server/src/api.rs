@@ -75,6 +75,27 @@ async fn authorize_early(state: &AppState, access: &AppAccess) -> Result<(), Api
     .await
 }
 
+/// The body of `request`, read within [`crate::Config::body_timeout`] (408 past it: a client that
+/// sends its body slowly cannot hold a connection and a handler for ever) and the body limit (413).
+pub(crate) async fn read_body(state: &AppState, request: Request) -> Result<Bytes, ApiError> {
+    let limit = state.config().body_timeout;
+    match tokio::time::timeout(limit, Bytes::from_request(request, state)).await {
+        Ok(body) => Ok(body?),
+        Err(_) => Err(body_timeout(limit)),
+    }
+}
+
+/// 408: the body did not arrive within `limit`.
+pub(crate) fn body_timeout(limit: std::time::Duration) -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        format!(
+            "the request body did not arrive within {} s (the server's --body-timeout); send it faster, or in smaller requests",
+            limit.as_secs_f64()
+        ),
+    )
+}
+
 /// The example id of an example route.
 fn example_id(path: Result<Path<(String, String)>, PathRejection>) -> Result<ExampleId, ApiError> {
     let Path((_, id)) = path?;
@@ -98,7 +119,7 @@ pub(crate) async fn register(
     request: Request,
 ) -> Result<Response, ApiError> {
     authorize_admin(&state, request.headers())?;
-    let body = Bytes::from_request(request, &state).await?;
+    let body = read_body(&state, request).await?;
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::bad_request("the manifest is not UTF-8 text"))?;
     let spec = AppSpec::from_manifest_json(text)?;
@@ -184,7 +205,7 @@ pub(crate) async fn feed(
         ));
     }
     authorize_early(&state, &access).await?;
-    let body = Bytes::from_request(request, &state).await?;
+    let body = read_body(&state, request).await?;
     let _permit = state
         .shared
         .feeds
@@ -365,7 +386,7 @@ pub(crate) async fn set_enabled(
     request: Request,
 ) -> Result<Json<Toggled>, ApiError> {
     let id = example_id(path)?;
-    let body = Bytes::from_request(request, &state).await?;
+    let body = read_body(&state, request).await?;
     let toggle: Toggle = serde_json::from_slice(&body).map_err(|error| {
         ApiError::bad_request(format!(
             "the body must be {{\"enabled\": true}} or {{\"enabled\": false}}: {error}"
@@ -392,19 +413,14 @@ pub(crate) async fn infer(
     request: Request,
 ) -> Result<Response, ApiError> {
     authorize_early(&state, &access).await?;
-    let body = Bytes::from_request(request, &state).await?;
+    let body = read_body(&state, request).await?;
     answer(&state, access.name, body).await
 }
 
 /// Inference itself, on the inference thread.
 async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Response, ApiError> {
     use easeml_client::wire::{Answer, Answered, WireScore};
-    let report = state
-        .shared
-        .infer
-        .infer(name, body)
-        .await
-        .ok_or_else(|| ApiError::internal("the inference thread has stopped"))??;
+    let report = state.shared.infer.infer(name, body).await?;
     let score = report.score.map(|score| match score {
         easeml_client::Score::Accuracy { correct, total } => WireScore::Accuracy {
             accuracy: correct as f64 / total.max(1) as f64,

@@ -78,13 +78,22 @@ pub(crate) fn authorize_app(
             return store.app_by_name(name)?.ok_or_else(refused);
         }
     }
-    let app = store.app_by_name(name)?.ok_or_else(refused)?;
+    let Some(app) = store.app_by_name(name)? else {
+        // The same work as a wrong token (issue 49): one more query and one hash, so the time of
+        // the answer does not tell whether the app exists.
+        let _ = store.verify_token(easeml_store::AppId(i64::MIN), token);
+        let _ = easeml_store::tokens::matches_hash(token, UNKNOWN_APP_HASH);
+        return Err(refused());
+    };
     if store.verify_token(app.id, token)? {
         Ok(app)
     } else {
         Err(refused())
     }
 }
+
+/// A token hash no token has (not hex), compared against for an app that does not exist.
+const UNKNOWN_APP_HASH: &str = "----------------------------------------------------------------";
 
 /// Whether the request may register apps: the admin token when one is configured; never on the
 /// embedded refine page's server.
@@ -137,6 +146,9 @@ pub(crate) async fn check_host(
     request: Request,
     next: Next,
 ) -> Response {
+    if let Some(refused) = unguarded_write_refused(state.config(), &request) {
+        return refused.into_response();
+    }
     if state.config().refine_only.is_some() {
         let host = request
             .headers()
@@ -152,6 +164,59 @@ pub(crate) async fn check_host(
         }
     }
     next.run(request).await
+}
+
+/// On a server without an admin token (anyone who reaches it may register apps), a request that
+/// changes state (any method but GET, HEAD, OPTIONS) is refused when a browser sent it for another
+/// site: an `Origin` that is not this server's own (`http://` + the request's `Host`), or a `Host`
+/// that is a name other than a loopback name (DNS rebinding: a website that points its own name at
+/// this server). IP addresses and the configured listen address are accepted as `Host`.
+fn unguarded_write_refused(config: &crate::Config, request: &Request) -> Option<ApiError> {
+    if config.admin_token.is_some()
+        || config.refine_only.is_some()
+        || matches!(
+            *request.method(),
+            axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
+        )
+    {
+        return None;
+    }
+    let headers = request.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|host| host.to_str().ok())
+        .unwrap_or("");
+    let listen = config.listen.to_string();
+    let host_name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    let host_ok =
+        is_loopback_host(host) || host == listen || host_name.parse::<std::net::IpAddr>().is_ok();
+    if !host_ok {
+        return Some(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "this server has no admin token, so it takes changes only from requests addressed to localhost or an IP address, not `{}`: use http://127.0.0.1:PORT, or start it with --admin-token-file",
+                host.chars().take(100).collect::<String>()
+            ),
+        ));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        let own = [format!("http://{host}"), format!("https://{host}")];
+        if !own.iter().any(|own| own == origin) {
+            return Some(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "a request from the web page of another site (Origin `{}`) may not change this server, which has no admin token; start it with --admin-token-file to serve other sites' pages",
+                    origin.chars().take(100).collect::<String>()
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.

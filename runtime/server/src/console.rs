@@ -148,9 +148,14 @@ async fn program_request(
     if declared.is_some_and(|length| length > MAX_PROGRAM_BYTES as u64) {
         return Err(too_large());
     }
-    let body = axum::body::to_bytes(request.into_body(), MAX_PROGRAM_BYTES)
-        .await
-        .map_err(|_| too_large())?;
+    let limit = state.config().body_timeout;
+    let body = tokio::time::timeout(
+        limit,
+        axum::body::to_bytes(request.into_body(), MAX_PROGRAM_BYTES),
+    )
+    .await
+    .map_err(|_| super::api::body_timeout(limit))?
+    .map_err(|_| too_large())?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
             "the program is empty: send the .eml text as the body",
@@ -159,20 +164,24 @@ async fn program_request(
     Ok((compiler, body.to_vec()))
 }
 
-/// Runs compiler work on a blocking thread, at most [`COMPILES_AT_ONCE`] at a time.
+/// Runs compiler work on a blocking thread, at most [`COMPILES_AT_ONCE`] at a time. The permit
+/// moves into the blocking closure and is given back when the work ends, not when the request
+/// does: a client that hangs up cannot free the slot while its compile still runs on (issue 49).
 async fn compiler_work<T: Send + 'static>(
     state: &AppState,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ApiError> {
-    let _permit = state
-        .shared
-        .compiles
-        .acquire()
+    let permit = Arc::clone(&state.shared.compiles)
+        .acquire_owned()
         .await
         .map_err(ApiError::internal)?;
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(ApiError::internal)
+    tokio::task::spawn_blocking(move || {
+        let outcome = work();
+        drop(permit);
+        outcome
+    })
+    .await
+    .map_err(ApiError::internal)
 }
 
 /// How many programs are compiled at once (generating a crate runs rustfmt per file).
@@ -396,6 +405,116 @@ fn octal(field: &mut [u8], value: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Condvar, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// A compiler that waits for a gate to open, counting the calls that entered.
+    struct GatedCompiler {
+        entered: AtomicUsize,
+        open: Mutex<bool>,
+        opened: Condvar,
+    }
+
+    impl ProgramCompiler for GatedCompiler {
+        fn compile(&self, _program: &[u8], _file: &str) -> Compilation {
+            self.entered.fetch_add(1, Ordering::SeqCst);
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.opened.wait(open).unwrap();
+            }
+            Compilation::Failed {
+                rendered: String::new(),
+                diagnostics: Value::Null,
+            }
+        }
+
+        fn generate(
+            &self,
+            _program: &[u8],
+            _file: &str,
+            _server: Option<&str>,
+        ) -> Result<(String, BTreeMap<String, String>), GenerateFailure> {
+            Err(GenerateFailure::Internal("not in this test".to_owned()))
+        }
+    }
+
+    fn wait_for(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "waited a minute for {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_compile_whose_client_hung_up_keeps_its_permit_until_the_work_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let compiler = Arc::new(GatedCompiler {
+            entered: AtomicUsize::new(0),
+            open: Mutex::new(false),
+            opened: Condvar::new(),
+        });
+        let mut config = crate::Config::new(dir.path().join("home"));
+        config.compiler = Some(CompilerHook(compiler.clone()));
+        let state = AppState::new(config).unwrap();
+        let permits = Arc::clone(&state.shared.compiles);
+        let runtime = crate::runtime().unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let address = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let limits = crate::conn::Limits {
+            max_connections: 64,
+            header_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+        };
+        let server = runtime.spawn(crate::conn::serve(
+            listener,
+            crate::router(state),
+            limits,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        // Two compiles take both permits; their clients hang up while the work runs.
+        let clients: Vec<std::net::TcpStream> = (0..COMPILES_AT_ONCE)
+            .map(|_| {
+                let mut socket = std::net::TcpStream::connect(address).unwrap();
+                socket
+                    .write_all(b"POST /api/v1/compile HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello")
+                    .unwrap();
+                socket
+            })
+            .collect();
+        wait_for("both compiles to start", || {
+            compiler.entered.load(Ordering::SeqCst) == COMPILES_AT_ONCE
+        });
+        assert_eq!(permits.available_permits(), 0);
+        for client in clients {
+            client.shutdown(std::net::Shutdown::Both).unwrap();
+        }
+        // The request futures are dropped (the server saw the clients leave), the work runs on:
+        // the permits stay taken. (Before issue 49 they came back at once.)
+        let watch_until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < watch_until {
+            assert_eq!(
+                permits.available_permits(),
+                0,
+                "a hung-up client's compile gave its permit back while its work still ran"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        *compiler.open.lock().unwrap() = true;
+        compiler.opened.notify_all();
+        wait_for("the permits to come back once the work ended", || {
+            permits.available_permits() == COMPILES_AT_ONCE
+        });
+        let _ = stop.send(());
+        runtime.block_on(server).unwrap().unwrap();
+    }
 
     #[test]
     fn tar_headers_carry_names_sizes_and_checksums() {

@@ -153,7 +153,9 @@ impl From<QueryRejection> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body)).into_response();
-        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE
+            || self.status == StatusCode::REQUEST_TIMEOUT
+        {
             // The rest of the body is not read: the connection cannot carry another request.
             response
                 .headers_mut()

@@ -32,6 +32,7 @@
 
 mod api;
 mod auth;
+mod conn;
 mod console;
 mod error;
 mod infer;
@@ -44,7 +45,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
@@ -91,6 +92,19 @@ use pool::StorePool;
 /// JSON).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 << 20;
 
+/// The most connections served at once by default. Past it a new connection takes the place of
+/// the one idle longest; only when every connection has a request in flight is it refused (503).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// How long a connection may take to send a request's headers once it has begun them, by default.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection may wait between requests (or before its first) by default.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long reading one request's body may take by default (64 MiB at about 9 Mbit/s).
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How a server runs. Build one with [`Config::new`] and set the fields that differ.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -111,6 +125,19 @@ pub struct Config {
     /// The compiler of the web console's compile routes (`easeml serve` sets it); without one they
     /// answer 501 and the page says compiling is not available.
     pub compiler: Option<CompilerHook>,
+    /// The most connections served at once ([`DEFAULT_MAX_CONNECTIONS`]): past it a new connection
+    /// takes the place of the one that has waited longest for a request, and is refused with 503
+    /// only when every connection has a request in flight.
+    pub max_connections: usize,
+    /// A connection that has begun a request's headers must finish them within this long, or it
+    /// is closed ([`DEFAULT_HEADER_TIMEOUT`]).
+    pub header_timeout: Duration,
+    /// A connection with no request in flight and nothing sent is closed after this long
+    /// ([`DEFAULT_IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
+    /// Reading a request's body may take at most this long; a slower body is answered 408
+    /// ([`DEFAULT_BODY_TIMEOUT`]).
+    pub body_timeout: Duration,
 }
 
 impl Config {
@@ -126,6 +153,10 @@ impl Config {
                 .clamp(2, 8),
             refine_only: None,
             compiler: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
         }
     }
 }
@@ -175,8 +206,8 @@ struct Shared {
     config: Config,
     pool: StorePool,
     feeds: Semaphore,
-    /// The compile permits of the web console.
-    compiles: Semaphore,
+    /// The compile permits of the web console (owned permits: held by the blocking work).
+    compiles: Arc<Semaphore>,
     /// The thread that owns the loaded models and answers inferences.
     infer: infer::InferWorker,
 }
@@ -198,7 +229,7 @@ impl AppState {
                 config,
                 pool,
                 feeds,
-                compiles: Semaphore::new(console::COMPILES_AT_ONCE),
+                compiles: Arc::new(Semaphore::new(console::COMPILES_AT_ONCE)),
                 infer,
             }),
         })
@@ -310,9 +341,13 @@ impl Server {
     ) -> std::io::Result<()> {
         let address = self.listener.local_addr()?;
         tracing::info!(%address, home = %self.state.config().home.display(), "serving");
-        axum::serve(self.listener, router(self.state))
-            .with_graceful_shutdown(shutdown)
-            .await?;
+        let config = self.state.config();
+        let limits = conn::Limits {
+            max_connections: config.max_connections.max(1),
+            header_timeout: config.header_timeout.max(Duration::from_millis(1)),
+            idle_timeout: config.idle_timeout.max(Duration::from_millis(1)),
+        };
+        conn::serve(self.listener, router(self.state), limits, shutdown).await?;
         tracing::info!(%address, "stopped");
         Ok(())
     }

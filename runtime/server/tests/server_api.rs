@@ -810,6 +810,24 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     }
     assert_eq!(report["score"]["total"], 4, "{report}");
     assert!(report["run"].as_i64().is_some() && report["candidate"].is_string());
+    // A request of several chunks (lines are checked 1024 at a time and answered 256 at a time,
+    // taking turns with other apps): every line answered in order, the same answers as one at a
+    // time, one run, the whole request scored; a bad line in a late chunk fails it all.
+    let many: String = (0..2500).map(|i| line(100 + i % 4)).collect();
+    let (status, big) = infer(format!("# a comment\n{many}"));
+    assert_eq!(status, 200);
+    let big_answers = big["answers"].as_array().unwrap();
+    assert_eq!(big_answers.len(), 2500);
+    for (index, answer) in big_answers.iter().enumerate() {
+        assert_eq!(answer["line"], index + 2);
+        assert_eq!(answer["output"], answers[index % 4]["output"], "{answer}");
+    }
+    assert_eq!(big["run"], report["run"]);
+    assert_eq!(big["score"]["total"], 2500, "{}", big["score"]);
+    let (status, error) = infer(format!("{many}[0.8, 0.8]\n"));
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["bad"], 1, "{error}");
+    assert_eq!(error["errors"][0]["line"], 2501, "{error}");
     // Inputs alone: answered, not scored.
     let (status, report) = infer("[0.8, 0.8, 0.8]\n{\"input\": [0.1, 0.1, 0.1]}\n".to_owned());
     assert_eq!(status, 200, "{report}");

@@ -24,6 +24,7 @@
 mod fast_json;
 mod folder;
 mod image;
+mod json_checks;
 mod npy;
 mod table;
 mod write;
@@ -95,6 +96,23 @@ impl fmt::Display for LineError {
 /// become millions of messages in memory or in an answer.
 pub const MAX_KEPT_LINE_ERRORS: usize = 100;
 
+/// A kept bad line's message is cut to about this many bytes (a message may quote the line, and a
+/// line may be megabytes: 100 of them must not make a 100 MB answer), ending in `…` and the
+/// message's full length.
+pub const MAX_LINE_ERROR_BYTES: usize = 200;
+
+/// `message` cut to [`MAX_LINE_ERROR_BYTES`] at a character boundary, saying how long it was.
+fn cut_message(message: String) -> String {
+    if message.len() <= MAX_LINE_ERROR_BYTES + 40 {
+        return message;
+    }
+    let mut end = MAX_LINE_ERROR_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (cut: {} bytes in all)", &message[..end], message.len())
+}
+
 /// The bad lines of one batch: the first [`MAX_KEPT_LINE_ERRORS`] in full, and how many there were.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LineErrors {
@@ -112,14 +130,19 @@ impl LineErrors {
     /// [`MAX_KEPT_LINE_ERRORS`] are kept) out of `count` in all.
     pub fn from_parts(mut kept: Vec<LineError>, count: usize) -> LineErrors {
         kept.truncate(MAX_KEPT_LINE_ERRORS);
+        for error in &mut kept {
+            error.message = cut_message(std::mem::take(&mut error.message));
+        }
         let count = count.max(kept.len());
         LineErrors { kept, count }
     }
 
-    /// Counts a bad line, keeping it when fewer than [`MAX_KEPT_LINE_ERRORS`] are kept.
-    pub fn push(&mut self, error: LineError) {
+    /// Counts a bad line, keeping it when fewer than [`MAX_KEPT_LINE_ERRORS`] are kept (its
+    /// message cut to [`MAX_LINE_ERROR_BYTES`]).
+    pub fn push(&mut self, mut error: LineError) {
         self.count += 1;
         if self.kept.len() < MAX_KEPT_LINE_ERRORS {
+            error.message = cut_message(error.message);
             self.kept.push(error);
         }
     }
@@ -274,6 +297,11 @@ impl<'a> LineChecker<'a> {
             .and_then(|dims| fast_json::tensor_prefix(line, dims))
         {
             Some((values, rest)) if rest.is_empty() || rest.starts_with(char::is_whitespace) => {
+                if let Some(token) =
+                    json_checks::number_rounding_to_zero(&line[..line.len() - rest.len()])
+                {
+                    return Err(json_checks::rounds_to_zero_message(token));
+                }
                 (Token::Checked(Object::single(values)), rest)
             }
             _ => split_token(line, 0)?,
@@ -490,10 +518,21 @@ fn refused_path(side: &str, path: &str) -> String {
 /// One JSON value of a line (`text` starts `offset` bytes into it): parsed however deep an
 /// object may nest (`easeml_object::deep_json`), or the error naming the column or the limit.
 fn parse_json(text: &str, offset: usize) -> Result<DeepValue, String> {
-    parse_deep_json(text).map_err(|error| match error {
+    let value = parse_deep_json(text).map_err(|error| match error {
         DeepJsonError::TooDeep(nesting) => too_deep_message(nesting),
         DeepJsonError::Syntax(error) => malformed_json(&error, text, offset),
-    })
+    })?;
+    // What the parsed value no longer shows (issue 49): the last of two equal keys would win.
+    if let Some(key) = json_checks::duplicate_key(text) {
+        let key: String = key.chars().take(60).collect();
+        return Err(format!(
+            "the key `{key}` appears twice in one object; give each key once"
+        ));
+    }
+    if let Some(token) = json_checks::number_rounding_to_zero(text) {
+        return Err(json_checks::rounds_to_zero_message(token));
+    }
+    Ok(value)
 }
 
 fn malformed_json(error: &serde_json::Error, text: &str, offset: usize) -> String {
@@ -571,5 +610,41 @@ fn split_token(text: &str, offset: usize) -> Result<(Token<'static>, &str), Stri
     } else {
         let end = text.find(char::is_whitespace).unwrap_or(text.len());
         Ok((Token::Text(text[..end].to_owned()), &text[end..]))
+    }
+}
+
+#[cfg(test)]
+mod cut_tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_cut_with_their_length() {
+        let mut errors = LineErrors::new();
+        let long = format!("malformed: {}", "é".repeat(300_000));
+        errors.push(LineError {
+            unit: "line",
+            line: 1,
+            message: long.clone(),
+        });
+        errors.push(LineError {
+            unit: "line",
+            line: 2,
+            message: "short".to_owned(),
+        });
+        let kept = errors.kept();
+        assert!(
+            kept[0].message.len() < MAX_LINE_ERROR_BYTES + 60,
+            "{}",
+            kept[0].message
+        );
+        assert!(kept[0].message.starts_with("malformed: é"));
+        assert!(
+            kept[0]
+                .message
+                .ends_with(&format!("… (cut: {} bytes in all)", long.len())),
+            "{}",
+            kept[0].message
+        );
+        assert_eq!(kept[1].message, "short");
     }
 }
