@@ -517,8 +517,8 @@ fn the_wheel_trains_without_a_toolchain(venv: &Path, stem: &str, folder: &Path) 
         .find(|line| line.trim_start().starts_with("libtorch_cpu.so"))
         .unwrap_or_else(|| panic!("{} loads no libtorch_cpu.so:\n{loaded}", carried.display()));
     assert!(
-        libtorch.contains(&format!("{}/torch/lib/", site.display())),
-        "{} finds libtorch elsewhere than in the fresh venv: {libtorch}",
+        libtorch.contains(&format!("{}/{stem}/bin/../../torch/lib/", site.display())),
+        "{} finds libtorch elsewhere than through its rpath $ORIGIN/../../torch/lib: {libtorch}",
         carried.display()
     );
     eprintln!(
