@@ -8,6 +8,8 @@ Every test uses its own store (`EASEML_HOME` in a temporary folder).
 import ast
 import importlib
 import os
+import subprocess
+import sys
 import urllib.request
 
 import numpy as np
@@ -118,6 +120,13 @@ def test_the_stubs_parse_and_name_the_fields_and_labels():
     assert {"feed", "infer", "train", "status", "examples", "enable", "disable", "refine"} <= stubbed
 
 
+def test_import_loads_neither_pandas_nor_pil():
+    # pandas and PIL are optional: found by their types when the caller has imported them.
+    code = f"import sys, {APP}; print('pandas' in sys.modules, 'PIL' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"], done.stdout + done.stderr
+
+
 def test_a_wrong_numpy_shape_names_the_field_and_the_expected_shape(app):
     if app_module.INPUT_RECURSIVE:
         pytest.skip("a recursive input is given in its JSON form; its shapes are checked by the client")
@@ -175,18 +184,27 @@ def test_errors_map_to_their_exception_classes(app, tmp_path, monkeypatch):
     assert str(tmp_path / "no-engine") in str(raised.value)
 
 
-def test_nan_inputs_are_refused_with_the_binaries_message(app):
-    if app_module.INPUT_RECURSIVE:
-        pytest.skip("numpy arrays only")
+def test_nan_is_a_missing_value_named_by_its_example_in_feed_and_infer(app):
     inputs, outputs = make_examples(3)
-    if isinstance(inputs, dict):
-        next(iter(inputs.values()))[1].flat[0] = np.nan
+    if app_module.INPUT_RECURSIVE:
+        record = inputs[1][0] if isinstance(inputs[1], list) else inputs[1]
+        name = next(iter(app_module.INPUT_SHAPES))
+        record[name] = np.full(app_module.INPUT_SHAPES[name], np.nan).tolist()
+        expected = "example 1 (counting from 0): a value is missing (NaN)"
     else:
-        inputs[1].flat[0] = np.nan
+        name = next(iter(app_module.INPUT_SHAPES))
+        array = inputs[name] if isinstance(inputs, dict) else inputs
+        array[1].flat[0] = np.nan
+        at = "" if int(np.prod(app_module.INPUT_SHAPES[name])) == 1 else " at " + shape_text((0,) * len(array.shape[1:]))
+        expected = f"example 1 (counting from 0), field `input.{name}`: the value{at} is missing (NaN); fill it in"
     with pytest.raises(app_module.BadInputError) as raised:
         app.feed(inputs, outputs)
-    assert "example(s) are bad; nothing was stored" in str(raised.value), str(raised.value)
+    assert expected in str(raised.value), str(raised.value)
     assert app.examples() == []
+    # infer refuses it as an input error (not an engine failure), before asking for a model.
+    with pytest.raises(app_module.BadInputError) as raised:
+        app.infer(inputs)
+    assert expected in str(raised.value), str(raised.value)
 
 
 def test_feed_train_infer_round_trip(app):
@@ -254,6 +272,16 @@ def test_feed_train_infer_round_trip(app):
         for name, shape in app_module.OUTPUT_SHAPES.items():
             assert single[name].shape == shape
 
+    if not app_module.INPUT_RECURSIVE:  # a DataFrame gives the same answers as the arrays it holds
+        frame = to_frame(inputs)
+        from_frame = app.infer(frame)
+        if isinstance(answer, tuple):
+            assert from_frame[0] == answer[0]
+            assert app.infer(frame.iloc[3])[0] == answer[0][3]  # one row: one input
+        elif isinstance(answer, dict):
+            for name in answer:
+                np.testing.assert_allclose(from_frame[name], answer[name], rtol=1e-5, atol=1e-5)
+
     page = app.refine(open_browser=False)
     try:
         html = urllib.request.urlopen(page.url, timeout=10).read()
@@ -288,3 +316,128 @@ def test_file_paths_and_images_are_read_as_the_feed_command_reads_them(app, tmp_
             app.feed(image, one_out)
         assert "an image can only give an input of shape [A,B,3], [A,B,1] or [A,B]" in str(raised.value)
     assert len(app.examples()) == (4 if takes_images else 3)
+
+
+# -- a scientist's data: pandas and PIL ----------------------------------------------------------
+
+
+def to_frame(inputs, index=None):
+    """Inputs as a pandas DataFrame, a row per example: one column per number for a vector input,
+    one column per field (its cells arrays) for a record, one column of arrays otherwise."""
+    import pandas as pd
+
+    if isinstance(inputs, dict):
+        return pd.DataFrame({name: list(values) for name, values in inputs.items()}, index=index)
+    ((name, shape),) = app_module.INPUT_SHAPES.items()
+    if len(shape) == 1:
+        return pd.DataFrame(inputs, columns=[f"x{i}" for i in range(shape[0])], index=index)
+    return pd.DataFrame({"values": list(inputs)}, index=index)
+
+
+def test_a_dataframe_feeds_with_string_labels_a_label_column_and_categoricals(app):
+    if app_module.INPUT_RECURSIVE:
+        pytest.skip("a DataFrame cannot hold a recursive input")
+    import pandas as pd
+
+    inputs, outputs = make_examples(12)
+    frame = to_frame(inputs)
+    count = 0
+    if app_module.LABELS is not None:
+        with_labels = frame.assign(species=outputs)
+        assert app.feed(with_labels, label_column="species")["added"] == 12
+        assert app.feed(frame, pd.Series(outputs, name="species").astype("category"))["added"] == 12
+        assert app.feed(frame, pd.Categorical(outputs))["added"] == 12
+        assert app.feed(frame, np.asarray(outputs, dtype=object))["added"] == 12
+        assert app.feed(frame, pd.Series(outputs, dtype="string"))["added"] == 12
+        count = 60
+        labels = [example["label"] for example in app.examples()]
+        assert labels == outputs * 5
+        # A text column without label_column= is named, with what to do.
+        if len(frame.columns) > 1:
+            with pytest.raises(app_module.ShapeError) as raised:
+                app.feed(with_labels, outputs)
+            assert "`species` holds text: if it is the label column, give label_column='species'" in str(raised.value)
+        with pytest.raises(app_module.BadInputError) as raised:
+            app.feed(with_labels, label_column="kind")
+        assert "no column `kind`" in str(raised.value)
+        # A missing or unknown label names its row (the DataFrame's index) and column.
+        broken = with_labels.set_axis(range(100, 112))
+        broken.loc[104, "species"] = None
+        with pytest.raises(app_module.BadInputError) as raised:
+            app.feed(broken, label_column="species")
+        assert str(raised.value).startswith("row 104, column `species`: the label is missing"), str(raised.value)
+        broken.loc[104, "species"] = "unicorn"
+        with pytest.raises(app_module.BadInputError) as raised:
+            app.feed(broken, label_column="species")
+        assert "row 104, column `species`: unknown label 'unicorn'" in str(raised.value), str(raised.value)
+    else:
+        assert app.feed(frame, outputs)["added"] == 12
+        count = 12
+        if not isinstance(outputs, dict) and outputs.shape[1:] == (1,):  # a column of targets
+            targets = frame.assign(target=outputs[:, 0])
+            assert app.feed(targets, label_column="target")["added"] == 12
+            count = 24
+            targets.loc[5, "target"] = np.nan
+            with pytest.raises(app_module.BadInputError) as raised:
+                app.feed(targets, label_column="target")
+            assert "row 5, column `target`: the value is missing (NaN)" in str(raised.value), str(raised.value)
+
+    # NaN in a DataFrame: the row (by the index) and the column, and what to do.
+    column = frame.columns[-1]
+    if frame[column].dtype.kind == "f":
+        broken = frame.set_axis(range(10, 22))
+        broken.loc[17, column] = np.nan
+        expected = f"row 17, column `{column}`: the value is missing (NaN); fill it in or drop the row"
+    else:  # a column of arrays: the last field's (or the only one's) values
+        copied = {name: values.copy() for name, values in inputs.items()} if isinstance(inputs, dict) else inputs.copy()
+        array = copied[column] if isinstance(copied, dict) else copied
+        array[7].flat[1] = np.nan
+        broken = to_frame(copied, index=range(10, 22))
+        index = shape_text(np.unravel_index(1, array.shape[1:]))
+        expected = f"row 17, column `{column}`: the value at {index} is missing (NaN); fill it in or drop the row"
+    with pytest.raises(app_module.BadInputError) as raised:
+        app.feed(broken, outputs)
+    assert str(raised.value) == expected, str(raised.value)
+    # A column the schema does not have is refused, not ignored.
+    if len(app_module.INPUT_SHAPES) > 1 or len(frame.columns) == 1:
+        with pytest.raises(app_module.ShapeError) as raised:
+            app.feed(frame.assign(id=range(12)), outputs)
+        assert "`id`" in str(raised.value), str(raised.value)
+    assert len(app.examples()) == count
+
+
+def test_pil_images_feed_as_the_image_loader_reads_them(app, tmp_path):
+    if app_module.INPUT_RECURSIVE or len(app_module.INPUT_SHAPES) != 1:
+        pytest.skip("images give an input of one tensor field")
+    (shape,) = app_module.INPUT_SHAPES.values()
+    grey = len(shape) == 2 or (len(shape) == 3 and shape[2] == 1)
+    if not (grey or (len(shape) == 3 and shape[2] == 3)):
+        pytest.skip("not an image input")
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    rows, columns = shape[0], shape[1]
+    mode = "L" if grey else "RGB"
+    pixels = rng.integers(0, 256, size=(rows, columns) + (() if grey else (3,)), dtype=np.uint8)
+    images = [
+        Image.fromarray(pixels),  # the declared size and mode: converted in Python
+        Image.fromarray(pixels).convert("RGBA" if not grey else "RGB"),  # converted by the loader
+        Image.fromarray(pixels).resize((columns * 2 + 1, rows + 3)),  # resized by the loader
+    ]
+    # Every image gives exactly what the feed command reads from the same image saved as a PNG.
+    for number, image in enumerate(images):
+        path = tmp_path / f"image{number}.png"
+        image.save(path)
+        np.testing.assert_array_equal(app._image_values(image), app._file_values(path))
+    np.testing.assert_array_equal(app._image_values(images[0]), (pixels.astype(np.float32) / 255).reshape(shape))
+    labels = app_module.LABELS
+    outputs = [labels[0], labels[1], labels[0]] if labels is not None else make_examples(3)[1]
+    assert app.feed(images, outputs)["added"] == 3
+    if labels is not None:
+        assert [example["label"] for example in app.examples()] == outputs
+    # A larger image than the loader takes (16 times the input, at least 4096 pixels a side) is
+    # refused as the feed command refuses it.
+    too_large = Image.new(mode, (max(columns * 16, 4096) + 1, rows))
+    with pytest.raises(app_module.BadInputError) as raised:
+        app.feed(too_large, outputs[0] if labels is not None else outputs[:1][0])
+    assert "are refused before decoding: resize it first" in str(raised.value), str(raised.value)

@@ -1,17 +1,21 @@
 //! The generated Python package (`easemlc --python`), built and used from Python.
 //!
 //! A venv is made by the test under the target dir (kept between runs, so reruns are cheap) with
-//! maturin, pytest, numpy and pillow from PyPI; when PyPI cannot be reached the test prints a loud
-//! banner and skips. For each covered example the crate and its `python/` package are generated,
-//! the extension is built into the venv (`maturin develop`, with the target dir the golden crates
-//! test uses, so the runtime is compiled once for both), and `tests/python/test_app.py` runs:
-//! feed -> train briefly -> infer, error classes, wrong numpy shapes, NaN, the `.pyi` stubs. The
+//! maturin, pytest, numpy, pandas and pillow from PyPI; when PyPI cannot be reached the test prints
+//! a loud banner and skips. For each covered example the crate and its `python/` package are
+//! generated, the extension is built in place (`maturin develop --skip-install`, with the target
+//! dir the golden crates test uses, so the runtime is compiled once for both) and put on the venv's
+//! path, and `tests/python/test_app.py` runs: feed -> train briefly -> infer, error classes, wrong
+//! numpy shapes, NaN as a missing value in feed and infer, pandas DataFrames (string labels, a
+//! label column, categoricals, NaN named by row and column), PIL images, the `.pyi` stubs. The
 //! engine binaries the package starts for training and inference are built by the package itself
 //! on first use (in the same target dir). For `breast_cancer`, `tests/python/test_server.py` then
 //! drives the same package against a server (`connect(server=...)`: registration and the saved
 //! token, feed, examples, enable / disable, a wrong token, `train` while the server's engine trains,
-//! infer), served by this process with an engine training beside it as `easeml serve` does. Then
-//! one side-by-side measurement: feeding 10,000
+//! infer), served by this process with an engine training beside it as `easeml serve` does; and
+//! its wheel, made by the package's `build_wheel.py` with the engine binaries inside, is installed
+//! into a fresh venv and trains there with no cargo and no environment variables
+//! ([`the_wheel_trains_without_a_toolchain`]). Then one side-by-side measurement: feeding 10,000
 //! [32,32,3] examples from one numpy array against the typed Rust client (the same generated client,
 //! through `#[easeml_schema]`) on the same data, and `import <app>` time.
 //!
@@ -78,13 +82,20 @@ fn banner(message: &str) {
     );
 }
 
-/// The test venv with maturin, pytest, numpy and pillow; `None` when PyPI cannot be reached.
+/// What the test venv holds (PyPI): maturin to build the packages, pytest, and what a
+/// scientist's data comes in (numpy, pandas, pillow).
+const VENV_PACKAGES: [&str; 5] = ["maturin>=1.5,<2", "pytest", "numpy", "pandas", "pillow"];
+
+/// The test venv with [`VENV_PACKAGES`]; `None` when PyPI cannot be reached. Its marker file
+/// records the list, so a venv made for another list is made again.
 fn venv() -> Option<PathBuf> {
     let venv = tmp().join("python-venv");
     let ready = venv.join(".easeml-ready");
-    if ready.exists() {
+    let wanted = VENV_PACKAGES.join("\n");
+    if std::fs::read_to_string(&ready).is_ok_and(|made| made == wanted) {
         return Some(venv);
     }
+    let _ = std::fs::remove_dir_all(&venv);
     let python = std::env::var("EASEML_TEST_PYTHON").unwrap_or_else(|_| "python3".to_owned());
     let made = Command::new(&python)
         .args(["-m", "venv"])
@@ -95,15 +106,8 @@ fn venv() -> Option<PathBuf> {
         });
     assert!(made.success(), "{python} -m venv {} failed", venv.display());
     let installed = Command::new(venv.join("bin/pip"))
-        .args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "maturin>=1.5,<2",
-            "pytest",
-            "numpy",
-            "pillow",
-        ])
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(VENV_PACKAGES)
         .output()
         .expect("pip runs");
     if !installed.status.success() {
@@ -123,7 +127,7 @@ fn venv() -> Option<PathBuf> {
         ));
         return None;
     }
-    std::fs::write(&ready, "").unwrap();
+    std::fs::write(&ready, wanted).unwrap();
     Some(venv)
 }
 
@@ -145,8 +149,11 @@ fn install(stem: &str, source: &str, root: &Path, venv: &Path) -> PathBuf {
     )
     .unwrap();
     let started = Instant::now();
+    // Built in place (`src_py/<app>/_native*.so`) and put on the venv's path by a `.pth` file, as
+    // `maturin develop` does, but without its `pip install` of the package's dependencies: `torch`
+    // (4.7 GB) is only needed by the wheel's engine binaries, which this venv does not run.
     let output = Command::new(venv.join("bin/maturin"))
-        .args(["develop", "--quiet", "--manifest-path"])
+        .args(["develop", "--skip-install", "--quiet", "--manifest-path"])
         .arg(folder.join("python/Cargo.toml"))
         .env("VIRTUAL_ENV", venv)
         .env("CARGO_TARGET_DIR", shared_target())
@@ -158,6 +165,11 @@ fn install(stem: &str, source: &str, root: &Path, venv: &Path) -> PathBuf {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    std::fs::write(
+        site_packages(venv).join(format!("easeml-test-{stem}.pth")),
+        format!("{}\n", folder.join("python/src_py").display()),
+    )
+    .unwrap();
     eprintln!(
         "{stem}: package built and installed in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -185,6 +197,23 @@ fn install(stem: &str, source: &str, root: &Path, venv: &Path) -> PathBuf {
         extension.display()
     );
     folder
+}
+
+/// The venv's `site-packages`.
+fn site_packages(venv: &Path) -> PathBuf {
+    let output = Command::new(venv.join("bin/python"))
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ])
+        .output()
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
 }
 
 fn python(venv: &Path, arguments: &[&str], envs: &[(&str, &Path)]) -> (bool, String) {
@@ -252,6 +281,7 @@ fn every_covered_example_round_trips_from_python() {
         );
         if stem == SERVER_EXAMPLE {
             round_trip_through_a_server(&venv, stem, &stubs);
+            the_wheel_trains_without_a_toolchain(&venv, stem, &folder);
         }
     }
 }
@@ -320,6 +350,190 @@ fn round_trip_through_a_server(venv: &Path, stem: &str, stubs: &Path) {
         "{stem} against a server: pytest passed in {:.1} s ({runs} run(s) trained)",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The training budget of the wheel's test.
+const WHEEL_BUDGET_SECONDS: u64 = 20;
+
+/// Python without a toolchain (issue 45, item 5): the package's wheel, made by its own
+/// `build_wheel.py` (the engine binaries built in the dev profile, here already built by the
+/// pytest run before, and carried as package data), installed into a fresh venv; then, with no
+/// cargo and no easeml or libtorch variables (PATH: the venv's `bin`, `/usr/bin`, `/bin`; every
+/// other variable unset but `HOME`), feed, `train(budget="20s")` and infer
+/// (`tests/python/wheel_first_answer.py`), timed from the venv's creation to the first answer.
+///
+/// The fresh venv gets numpy from PyPI (pip's cache) and torch without downloading it again: the
+/// `torch` and `nvidia` packages (and their `.dist-info`) of the venv whose libtorch the engine
+/// binaries were linked against are symlinked into its `site-packages`, the layout `pip install
+/// torch` makes there, so the binaries' rpath `$ORIGIN/../../torch/lib` finds libtorch inside
+/// the fresh venv (checked: the dynamic loader's answer for `libtorch_cpu.so`). The wheel is
+/// installed with `--no-deps` for that reason (its torch requirement is met by the symlinks).
+fn the_wheel_trains_without_a_toolchain(venv: &Path, stem: &str, folder: &Path) {
+    let out = tmp().join("python-wheels");
+    let _ = std::fs::remove_dir_all(&out);
+    let started = Instant::now();
+    let path = format!(
+        "{}:{}",
+        venv.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let built = Command::new(venv.join("bin/python"))
+        .arg(folder.join("python/build_wheel.py"))
+        .args(["--profile", "dev", "--out"])
+        .arg(&out)
+        .arg("--target-dir")
+        .arg(shared_target())
+        .env("VIRTUAL_ENV", venv)
+        .env("PATH", path)
+        .output()
+        .expect("python runs");
+    assert!(
+        built.status.success(),
+        "{stem}: build_wheel.py failed:\n{}\n{}",
+        String::from_utf8_lossy(&built.stdout),
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let wheel = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|extension| extension == "whl"))
+        .unwrap_or_else(|| panic!("no wheel in {}", out.display()));
+    let megabytes = std::fs::metadata(&wheel).unwrap().len() as f64 / 1e6;
+    eprintln!(
+        "{stem}: wheel {} ({megabytes:.0} MB, the engine binaries inside) built in {:.1} s",
+        wheel.file_name().unwrap().to_string_lossy(),
+        started.elapsed().as_secs_f64()
+    );
+    // The libtorch the engine binaries were linked against: the absolute entry of their rpath.
+    let train = shared_target().join(format!("debug/{stem}-train"));
+    let dynamic = Command::new("readelf")
+        .arg("-d")
+        .arg(&train)
+        .output()
+        .unwrap();
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout).into_owned();
+    assert!(
+        dynamic.contains("$ORIGIN/../../torch/lib"),
+        "{} has no rpath to the torch wheel's libtorch:\n{dynamic}",
+        train.display()
+    );
+    let torch_site = dynamic
+        .lines()
+        .filter(|line| line.contains("RUNPATH") || line.contains("RPATH"))
+        .flat_map(|line| {
+            let inner = line
+                .rsplit('[')
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches(']');
+            inner.split(':').map(str::to_owned).collect::<Vec<_>>()
+        })
+        .map(PathBuf::from)
+        .find(|dir| dir.ends_with("torch/lib") && dir.is_absolute())
+        .and_then(|lib| lib.parent()?.parent().map(Path::to_path_buf));
+    let Some(torch_site) = torch_site else {
+        banner(&format!(
+            "the wheel test: {} was not linked against a torch package's libtorch (LIBTORCH_USE_PYTORCH), so there is no torch to give the fresh venv",
+            train.display()
+        ));
+        return;
+    };
+
+    let fresh = tmp().join("python-fresh-venv");
+    let _ = std::fs::remove_dir_all(&fresh);
+    let home = tmp().join("python-fresh-home");
+    let _ = std::fs::remove_dir_all(&home);
+    let started = Instant::now();
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&fresh)
+        .status()
+        .unwrap();
+    assert!(made.success(), "python3 -m venv {} failed", fresh.display());
+    let site = site_packages(&fresh);
+    for entry in std::fs::read_dir(&torch_site).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let torch = name == "torch" || (name.starts_with("torch-") && name.ends_with(".dist-info"));
+        let nvidia = name == "nvidia" || name.starts_with("nvidia_");
+        if torch || nvidia {
+            std::os::unix::fs::symlink(torch_site.join(&name), site.join(&name)).unwrap();
+        }
+    }
+    let installed = Command::new(fresh.join("bin/pip"))
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+        ])
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    assert!(
+        installed.status.success(),
+        "pip install {}:\n{}",
+        wheel.display(),
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let numpy = Command::new(fresh.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "numpy"])
+        .output()
+        .unwrap();
+    assert!(
+        numpy.status.success(),
+        "pip install numpy:\n{}",
+        String::from_utf8_lossy(&numpy.stderr)
+    );
+    let installed_at = started.elapsed().as_secs_f64();
+    let script = workspace_root().join("tests/python/wheel_first_answer.py");
+    let answered = Command::new(fresh.join("bin/python"))
+        .arg(&script)
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", fresh.join("bin").display()),
+        )
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+        .env("EASEML_HOME", &home)
+        .env("EASEML_PY_APP", stem)
+        .env("EASEML_PY_BUDGET", format!("{WHEEL_BUDGET_SECONDS}s"))
+        .output()
+        .unwrap();
+    let total = started.elapsed().as_secs_f64();
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&answered.stdout),
+        String::from_utf8_lossy(&answered.stderr)
+    );
+    assert!(
+        answered.status.success(),
+        "{stem}: the wheel in a fresh venv without cargo failed:\n{output}"
+    );
+    // The loader finds libtorch through the relative rpath, inside the fresh venv.
+    let carried = site.join(format!("{stem}/bin/{stem}-train"));
+    let loaded = Command::new(&carried)
+        .env_clear()
+        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .output()
+        .unwrap();
+    let loaded = String::from_utf8_lossy(&loaded.stdout).into_owned();
+    let libtorch = loaded
+        .lines()
+        .find(|line| line.trim_start().starts_with("libtorch_cpu.so"))
+        .unwrap_or_else(|| panic!("{} loads no libtorch_cpu.so:\n{loaded}", carried.display()));
+    assert!(
+        libtorch.contains(&format!("{}/{stem}/bin/../../torch/lib/", site.display())),
+        "{} finds libtorch elsewhere than through its rpath $ORIGIN/../../torch/lib: {libtorch}",
+        carried.display()
+    );
+    eprintln!(
+        "{stem}: the wheel in a fresh venv, no cargo: installed in {installed_at:.1} s, first answer {total:.1} s after the venv was made ({:.1} s beyond the {WHEEL_BUDGET_SECONDS} s training budget)\n{}",
+        total - WHEEL_BUDGET_SECONDS as f64,
+        output.trim_end()
+    );
+    let _ = std::fs::remove_dir_all(&fresh);
+    let _ = std::fs::remove_dir_all(&home);
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// The app of the feed measurement, in Rust through the macro: the same typed client `easemlc`

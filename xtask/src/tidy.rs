@@ -19,6 +19,9 @@
 //!    `easeml-*` dependencies) the opt-level the workspace gives it, name no other crate (cargo
 //!    warns about a package spec that matches nothing), and keep the workspace's settings for the
 //!    other dependencies (`"*"`) and build scripts.
+//! 4. **The Python package pins the torch easeml builds against** ([`torch_pin_violations`]): the
+//!    generated `pyproject.toml` (the golden `breast_cancer`'s) depends on
+//!    `torch=={TORCH_VERSION}`, whose libtorch the engine binaries of its wheel load.
 //!
 //! Every violation is printed (not just the first), each with what to do.
 
@@ -146,6 +149,7 @@ pub fn run(root: &Path) -> Result<()> {
         &python_crates,
         GENERATED_PYTHON_MANIFEST,
     ));
+    violations.extend(torch_pin_violations(&read_toml(GENERATED_PYPROJECT)?));
     if violations.is_empty() {
         eprintln!(
             "tidy: {} dependency rules hold; every path and item ARCHITECTURE.md names exists; \
@@ -424,6 +428,32 @@ impl RustCode {
 const GENERATED_APP_MANIFEST: &str = "tests/golden/breast_cancer/Cargo.toml";
 /// Its Python crate.
 const GENERATED_PYTHON_MANIFEST: &str = "tests/golden/breast_cancer/python/Cargo.toml";
+
+/// Its Python package's project file.
+const GENERATED_PYPROJECT: &str = "tests/golden/breast_cancer/python/pyproject.toml";
+
+/// The generated Python package must depend on the torch whose libtorch easeml builds against
+/// (`torch=={TORCH_VERSION}`): its wheel's engine binaries load that libtorch.
+pub fn torch_pin_violations(pyproject: &toml::Table) -> Vec<String> {
+    let wanted = format!("torch=={}", crate::torch::TORCH_VERSION);
+    let dependencies = pyproject
+        .get("project")
+        .and_then(|project| project.get("dependencies"))
+        .and_then(toml::Value::as_array);
+    let pinned = dependencies.is_some_and(|list| {
+        list.iter().any(|item| {
+            item.as_str()
+                .is_some_and(|text| text.replace(' ', "") == wanted)
+        })
+    });
+    if pinned {
+        Vec::new()
+    } else {
+        vec![format!(
+            "{GENERATED_PYPROJECT} does not depend on `{wanted}` (the torch easeml builds against, xtask/src/torch.rs); fix templates/crate/python/pyproject.toml.hbs and run `cargo xtask bless`"
+        )]
+    }
+}
 
 /// The `easeml-*` crates a manifest declares as normal or build dependencies.
 pub fn declared_easeml_dependencies(manifest: &toml::Table) -> BTreeSet<String> {
@@ -716,6 +746,27 @@ mod tests {
         assert!(looks_like_item("easeml_app_engine::run_engine"));
         assert!(!looks_like_item("easeml_runtime::Client"));
         assert!(!looks_like_path("Cargo.toml in the user's crate"));
+    }
+
+    #[test]
+    fn the_python_package_pins_the_torch_easeml_builds_against() {
+        let pinned = format!(
+            "[project]\ndependencies = [\"numpy\", \"torch == {}\"]",
+            crate::torch::TORCH_VERSION
+        );
+        assert!(torch_pin_violations(&pinned.parse().unwrap()).is_empty());
+        for other in [
+            "[project]\ndependencies = [\"numpy\", \"torch==1.0.0\"]",
+            "[project]\ndependencies = [\"numpy\"]",
+            "[project]",
+        ] {
+            let violations = torch_pin_violations(&other.parse().unwrap());
+            assert_eq!(violations.len(), 1, "{other}");
+            assert!(
+                violations[0].contains("pyproject.toml.hbs"),
+                "{violations:?}"
+            );
+        }
     }
 
     #[test]

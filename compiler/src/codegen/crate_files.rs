@@ -72,7 +72,7 @@ const TEMPLATES: [(&str, &str, &str); 5] = [
 
 /// The Python package's templates (`easemlc --python`), with the path each renders to under
 /// `python/` (`{app}` stands for the app's name: the Python package's folder).
-const PYTHON_TEMPLATES: [(&str, &str, &str); 7] = [
+const PYTHON_TEMPLATES: [(&str, &str, &str); 8] = [
     (
         "py_Cargo.toml",
         "python/Cargo.toml",
@@ -87,6 +87,11 @@ const PYTHON_TEMPLATES: [(&str, &str, &str); 7] = [
         "py_build.rs",
         "python/build.rs",
         include_str!("../../../templates/crate/python/build.rs.hbs"),
+    ),
+    (
+        "py_build_wheel.py",
+        "python/build_wheel.py",
+        include_str!("../../../templates/crate/python/build_wheel.py.hbs"),
     ),
     (
         "py_lib.rs",
@@ -542,6 +547,7 @@ mod tests {
             for path in [
                 "python/src/lib.rs",
                 "python/build.rs",
+                "python/build_wheel.py",
                 "python/src_py/py/__init__.py",
                 "python/src_py/py/__init__.pyi",
                 "python/src_py/py/_errors.py",

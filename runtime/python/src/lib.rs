@@ -211,6 +211,33 @@ impl Side<'_> {
             columns.push((dims, values));
         }
         let examples = count.map_or(0, |(examples, _)| examples);
+        // A value that is not finite (a missing value, NaN, in a scientist's data) is refused here,
+        // naming the example and the element, before anything is stored or run: the engine and the
+        // JSON forms have no NaN (it would reach them as `null`).
+        let bad = columns
+            .iter()
+            .enumerate()
+            .find_map(|(field, (dims, values))| {
+                let position = values.iter().position(|value| !value.is_finite())?;
+                let size = dims.iter().product::<u64>().max(1) as usize;
+                Some((field, position, size))
+            });
+        if let Some((field, position, size)) = bad {
+            let (name, dims) = fields[field];
+            let value = columns[field].1[position];
+            return Err(self.raise(
+                py,
+                "BadInputError",
+                not_finite_message(
+                    side,
+                    name,
+                    dims,
+                    self.batched.then_some(position / size),
+                    position % size,
+                    value,
+                ),
+            ));
+        }
         let columns = OnThisThread(columns);
         let rows = py.allow_threads(move || {
             let columns = columns;
@@ -231,6 +258,43 @@ impl Side<'_> {
             OnThisThread(rows)
         });
         Ok(rows.0)
+    }
+}
+
+/// The message for a value that is not finite: where it is (the example, counting from 0 as
+/// numpy does, the field, the element) and what to do. NaN is how numpy and pandas write a
+/// missing value.
+fn not_finite_message(
+    side: &str,
+    field: &str,
+    dims: &[u64],
+    example: Option<usize>,
+    element: usize,
+    value: f32,
+) -> String {
+    let place = match example {
+        Some(example) => format!("example {example} (counting from 0), field `{side}.{field}`"),
+        None => format!("field `{side}.{field}`"),
+    };
+    let at = if dims.iter().product::<u64>() > 1 {
+        format!(
+            " at {}",
+            easeml_runtime::object::format_index(dims, element)
+        )
+    } else {
+        String::new()
+    };
+    if value.is_nan() {
+        format!(
+            "{place}: the value{at} is missing (NaN); fill it in or drop the {}",
+            if example.is_some() {
+                "example"
+            } else {
+                "value"
+            }
+        )
+    } else {
+        format!("{place}: the value{at} is {value}; every value must be a finite number")
     }
 }
 

@@ -39,13 +39,23 @@ pub fn emit_link_args(lib_dir: &str) {
     }
 }
 
+/// Where a generated app's engine binaries find libtorch when its Python wheel carries them: they
+/// are installed as `site-packages/<app>/bin/<app>-train`, and the `torch` wheel the package
+/// depends on puts libtorch in `site-packages/torch/lib`. Tried before the build's own libtorch
+/// dir (an absolute path, which on another machine does not exist); in a target dir the relative
+/// one finds nothing and the absolute one is used.
+pub const WHEEL_RPATH: &str = "$ORIGIN/../../torch/lib";
+
 /// [`emit_link_args`] for the named binaries of the calling crate only (`rustc-link-arg-bin`):
 /// a generated app's `<app>-infer` and `<app>-train` link libtorch, its `<app>`, `<app>-feed` and
 /// `<app>-refine` must not (they reference no libtorch symbol, so the linker's `--as-needed`
-/// leaves libtorch out, and nothing here forces `libtorch_cuda` in).
+/// leaves libtorch out, and nothing here forces `libtorch_cuda` in). These binaries also get the
+/// rpath [`WHEEL_RPATH`], first, so that the copies an app's Python wheel carries find the
+/// `torch` wheel's libtorch.
 pub fn emit_link_args_for_bins(lib_dir: &str, bins: &[&str]) {
     emit_metadata(lib_dir);
     for bin in bins {
+        println!("cargo:rustc-link-arg-bin={bin}=-Wl,-rpath,{WHEEL_RPATH}");
         for arg in link_args(lib_dir) {
             println!("cargo:rustc-link-arg-bin={bin}={arg}");
         }

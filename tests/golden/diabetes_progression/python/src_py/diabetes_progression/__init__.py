@@ -3,7 +3,9 @@
 
     import diabetes_progression
     app = diabetes_progression.connect()          # the local store ($EASEML_HOME), or server= / $EASEML_SERVER
-    app.feed(inputs, outputs)        # numpy arrays (a leading batch axis), lists, PIL images, paths
+    app.feed(inputs, outputs)        # numpy arrays (a leading batch axis), lists, PIL images, paths,
+                                     # pandas DataFrames and Series (labels as strings or categoricals)
+    app.feed(df, label_column="species")   # a DataFrame with its label column
     app.train(budget="5m")           # train candidate models, a line per finished run
     app.infer(x)                     # labels and confidences, or numpy arrays
     app.status()                     # the run history as dicts and lists
@@ -73,6 +75,102 @@ def _is_image(value):
     return type(value).__module__.startswith("PIL.")
 
 
+# pandas is optional and never imported here: a value can only be a DataFrame, a Series or a
+# Categorical when the caller has imported pandas already.
+
+
+def _pandas_type(value, name):
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(value, getattr(pandas, name))
+
+
+def _is_frame(value):
+    return _pandas_type(value, "DataFrame")
+
+
+def _is_series(value):
+    return _pandas_type(value, "Series")
+
+
+def _is_categorical(value):
+    return _pandas_type(value, "Categorical")
+
+
+def _shape_text(shape):
+    return "[" + ",".join(str(side) for side in shape) + "]"
+
+
+def _columns_text(columns, limit=20):
+    shown = ", ".join(f"`{column}`" for column in list(columns)[:limit])
+    more = len(columns) - limit
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _missing(cell):
+    """Whether a cell is a missing value: None, NaN, pandas' NA or NaT."""
+    if cell is None:
+        return True
+    if isinstance(cell, (float, _np.floating)):
+        return bool(cell != cell)
+    return type(cell).__name__ in ("NAType", "NaTType")
+
+
+def _row(index, position):
+    """A DataFrame's row as messages name it: its index label (its position for the default
+    index), so that `df.loc[...]` finds it."""
+    if index is None:
+        return f"row {position}"
+    label = index[position]
+    return f"row {label}" if isinstance(label, (int, _np.integer)) else f"row {label!r}"
+
+
+def _where(index, position, column):
+    where = _row(index, position)
+    return where if column is None else f"{where}, column `{column}`"
+
+
+_FILL = "fill it in or drop the row"
+
+
+def _column_floats(values, index, column):
+    """One column's cells as float64 numbers (a numpy array or a pandas Series); a missing value or
+    a cell that is not a finite number is refused, naming its row and column."""
+    if _is_series(values):
+        if values.dtype.kind in "biuf":  # numpy's, and pandas' nullable Int64 / Float64 / boolean
+            numbers = values.to_numpy(dtype=_np.float64, na_value=_np.nan)
+            cells = None
+        else:
+            cells = values.to_numpy(dtype=object)
+    else:
+        cells = _np.asarray(values, dtype=object).reshape(-1)
+    if cells is not None:
+        numbers = _np.empty(len(cells), dtype=_np.float64)
+        for position, cell in enumerate(cells):
+            if _missing(cell):
+                numbers[position] = _np.nan
+                continue
+            try:
+                numbers[position] = float(cell)
+            except (TypeError, ValueError):
+                hint = ""
+                if isinstance(cell, str):
+                    hint = " (text: if this is the label column, give it as label_column=...)"
+                raise BadInputError(f"{_where(index, position, column)}: {cell!r} is not a number{hint}") from None
+    narrow = numbers.astype(_np.float32)
+    bad = _np.flatnonzero(~_np.isfinite(narrow))
+    if bad.size:
+        position = int(bad[0])
+        value = numbers[position]
+        if value != value:
+            message = f"the value is missing (NaN); {_FILL}"
+        elif _np.isfinite(value):
+            message = f"the value {value} does not fit in a 32-bit float"
+        else:
+            message = f"the value is {value}; every value must be a finite number"
+        raise BadInputError(f"{_where(index, position, column)}: {message}")
+    return narrow
+
+
 def _is_path(value):
     return isinstance(value, (str, os.PathLike))
 
@@ -103,14 +201,125 @@ class App:
         return _np.frombuffer(data, dtype=_np.float32).reshape(shape)
 
     def _image_values(self, image):
+        """A PIL image as the `feed` command reads an image file: RGB (`[A,B,3]`) or grey (`[A,B,1]`,
+        `[A,B]`), resized to A rows by B columns when the sizes differ, scaled to [0, 1]."""
+        shape = next(iter(INPUT_SHAPES.values()))
+        grey = len(shape) == 2 or (len(shape) == 3 and shape[2] == 1)
+        rgb = len(shape) == 3 and shape[2] == 3
+        if (rgb and image.mode == "RGB") or (grey and image.mode == "L"):
+            if tuple(image.size) == (shape[1], shape[0]):
+                pixels = _np.asarray(image, dtype=_np.uint8)
+                return (pixels.astype(_np.float32) / _np.float32(255)).reshape(shape)
+        # Another mode (its conversion to grey or RGB) or another size (the resize, a triangle
+        # filter) is done by the feed command's own loader, so that both give the same values.
         with tempfile.TemporaryDirectory(prefix="easeml-") as folder:
             path = os.path.join(folder, "image.png")
             image.save(path)
-            return self._file_values(path)
+            try:
+                return self._file_values(path)
+            except BadInputError as error:
+                raise BadInputError(str(error).replace(path, "the PIL image")) from None
 
-    def _side(self, values, shapes, recursive, side):
+    def _frame_cells(self, frame, column, shape, side):
+        """The values of the field of shape `shape` in a DataFrame's `column`, with the batch axis: a
+        number per cell for a one-value field, else an array (nested lists), a file path or a PIL
+        image per cell."""
+        if int(_np.prod(shape)) == 1:
+            return _column_floats(frame[column], frame.index, column).reshape((len(frame),) + shape)
+        arrays = []
+        for position, cell in enumerate(frame[column].to_numpy(dtype=object)):
+            where = _where(frame.index, position, column)
+            if _missing(cell):
+                raise BadInputError(f"{where}: the value is missing; {_FILL}")
+            try:
+                if side == "input" and (_is_path(cell) or _is_image(cell)):
+                    array = self._file_values(cell) if _is_path(cell) else self._image_values(cell)
+                else:
+                    array = _np.asarray(cell, dtype=_np.float32)
+            except BadInputError as error:
+                raise BadInputError(f"{where}: {error}") from None
+            except (TypeError, ValueError):
+                raise BadInputError(f"{where}: expected an array of shape {_shape_text(shape)}, found {cell!r:.60}") from None
+            if array.shape != shape:
+                raise ShapeError(f"{where}: expected shape {_shape_text(shape)}, found {_shape_text(array.shape)}")
+            bad = _np.flatnonzero(~_np.isfinite(array))
+            if bad.size:
+                at = _shape_text(_np.unravel_index(int(bad[0]), shape))
+                value = array.flat[int(bad[0])]
+                what = f"missing (NaN); {_FILL}" if value != value else f"{value}; every value must be a finite number"
+                raise BadInputError(f"{where}: the value at {at} is {what}")
+            arrays.append(array)
+        return _np.stack(arrays) if arrays else _np.zeros((0,) + shape, dtype=_np.float32)
+
+    def _frame_values(self, frame, shapes, side, label_column):
+        """A DataFrame's rows as the side's values (an array, or a dict by field name, with the batch
+        axis), by the rule of the `feed` command's tables: one tensor field takes the column named
+        like it, or the only column, or else every column in order (as many as it has values); a
+        record takes one column per field, by name. Extra columns are refused, not ignored."""
+        columns = list(frame.columns)
+        names = list(shapes)
+        besides = f" besides the label column `{label_column}`" if label_column is not None else ""
+
+        def named(fields):
+            extra = [column for column in columns if column not in fields]
+            if extra:
+                raise ShapeError(
+                    f"the {side} columns are the fields {_columns_text(fields)}{besides}; the DataFrame also has "
+                    f"{_columns_text(extra)}: drop {'it' if len(extra) == 1 else 'them'} first (extra columns are "
+                    "refused, not ignored)"
+                )
+            return {name: self._frame_cells(frame, name, shapes[name], side) for name in fields}
+
+        if len(names) == 1:
+            (name,) = names
+            shape = shapes[name]
+            count = int(_np.prod(shape))
+            if name in columns:
+                return named([name])[name]
+            if count > 1 and len(columns) == 1:
+                return self._frame_cells(frame, columns[0], shape, side)
+            if len(columns) != count:
+                text = [column for column in columns if frame[column].dtype.kind not in "biufc"]
+                hint = ""
+                if text and label_column is None:
+                    hint = f"; `{text[0]}` holds text: if it is the label column, give label_column={text[0]!r}"
+                raise ShapeError(
+                    f"this app's {side} `{name}` is {_shape_text(shape)}: expected {count} {side} columns{besides} "
+                    f"(or one column named `{name}`), found {len(columns)}: {_columns_text(columns)}{hint}"
+                )
+            numbers = _np.empty((len(frame), count), dtype=_np.float32)
+            for position, column in enumerate(columns):
+                numbers[:, position] = _column_floats(frame[column], frame.index, column)
+            return numbers.reshape((len(frame),) + shape)
+        missing = [name for name in names if name not in columns]
+        if missing:
+            raise ShapeError(
+                f"this app's {side} takes one column per field, by name; the DataFrame has none for "
+                f"{_columns_text(missing)}; its columns are {_columns_text(columns)}"
+            )
+        return named(names)
+
+    def _side(self, values, shapes, recursive, side, label_column=None):
         """(payload, batched): a list of float32 arrays with a batch axis (one per tensor field) or
         JSON text."""
+        if recursive and (_is_frame(values) or _is_series(values)):
+            raise ShapeError(
+                f"this app's {side} has recursive fields (chains or trees), which a DataFrame cannot hold: "
+                "give it in its JSON form (a dict per example, or a list of them)"
+            )
+        if _is_frame(values):
+            values = self._frame_values(values, shapes, side, label_column)
+        elif _is_series(values):
+            if side == "input" and all(isinstance(name, str) for name in values.index):
+                # One row of a DataFrame (`df.iloc[3]`, indexed by column names): one example.
+                frame = values.to_frame().T
+                values = self._frame_values(frame, shapes, side, label_column)
+                values = {name: array[0] for name, array in values.items()} if isinstance(values, dict) else values[0]
+            else:  # a column: one value per example
+                values = _column_floats(values, values.index, values.name)
+                (shape,) = shapes.values() if len(shapes) == 1 else [()]
+                if int(_np.prod(shape)) == 1:
+                    values = values.reshape((-1,) + shape)
         if recursive:
             links = _INPUT_LINKS if side == "input" else _OUTPUT_LINKS
             chain = len(links) == 1
@@ -121,7 +330,18 @@ class App:
             examples = list(values) if batched else [values]
             if chain:
                 examples = [_nest(example, links[0]) for example in examples]
-            return json.dumps(examples, default=_to_json), batched
+            try:
+                return json.dumps(examples, default=_to_json, allow_nan=False), batched
+            except ValueError:  # NaN or infinity: name the example
+                for position, example in enumerate(examples):
+                    try:
+                        json.dumps(example, default=_to_json, allow_nan=False)
+                    except ValueError:
+                        where = f"example {position} (counting from 0)" if batched else f"the {side}"
+                        raise BadInputError(
+                            f"{where}: a value is missing (NaN) or infinite; fill it in or drop the example"
+                        ) from None
+                raise
         names = list(shapes)
         if isinstance(values, dict):
             unknown = sorted(set(values) - set(names))
@@ -161,13 +381,55 @@ class App:
             arrays = [a[_np.newaxis] for a in arrays]
         return [_np.ascontiguousarray(a) for a in arrays], batched
 
+    def _labels(self, values, index, column):
+        """Labels given as a pandas Series or Categorical, a numpy array of objects or a list with
+        text in it: the names as a list (a missing or unknown one refused, naming its row), or the
+        values as an array when they are numbers (label indices, or outputs)."""
+        if _is_series(values):
+            index, column = values.index, values.name
+            if values.dtype.kind in "biuf":  # numbers (a missing one refused)
+                numbers = _column_floats(values, index, column)
+                return numbers.astype(_np.int64) if values.dtype.kind in "iu" else numbers
+            cells = values.to_numpy(dtype=object)
+        else:
+            cells = _np.asarray(values, dtype=object).reshape(-1)
+        if not any(isinstance(cell, str) for cell in cells) and not any(_missing(cell) for cell in cells):
+            return _np.asarray(cells.tolist())  # numbers: label indices or output values
+        names = []
+        for position, cell in enumerate(cells):
+            where = _where(index, position, column) if index is not None or column is not None else f"label {position} (counting from 0)"
+            if _missing(cell):
+                raise BadInputError(f"{where}: the label is missing; {_FILL}")
+            if not isinstance(cell, str):
+                raise BadInputError(f"{where}: {cell!r} is not a label name (the other labels are text)")
+            if LABELS is not None and cell not in LABELS:
+                raise BadInputError(f"{where}: unknown label {cell!r}: the labels are {', '.join(LABELS)}")
+            names.append(str(cell))
+        return names
+
     def _outputs(self, outputs):
+        if _is_frame(outputs) and LABELS is not None and len(outputs.columns) == 1:
+            outputs = outputs[outputs.columns[0]]
+        if _is_series(outputs) and outputs.dtype.kind in "biuf" and LABELS is None:
+            return self._side(outputs, OUTPUT_SHAPES, OUTPUT_RECURSIVE, "output")  # a column of targets
+        if (
+            _is_series(outputs)
+            or _is_categorical(outputs)
+            or (isinstance(outputs, _np.ndarray) and outputs.dtype.kind == "O")
+            or (isinstance(outputs, (list, tuple)) and any(isinstance(o, str) or _missing(o) for o in outputs))
+        ):
+            labels = self._labels(outputs, None, None)
+            if isinstance(labels, list):
+                if LABELS is None:
+                    raise BadInputError(
+                        "this app declares no labels: give each output as an array (or in its JSON form)"
+                    )
+                return labels, True
+            outputs = labels
         if LABELS is not None:
             if isinstance(outputs, str):
                 return [outputs], False
             array = outputs if isinstance(outputs, _np.ndarray) else None
-            if isinstance(outputs, (list, tuple)) and outputs and all(isinstance(o, str) for o in outputs):
-                return list(outputs), True
             if array is not None and array.dtype.kind in "US":
                 return [str(o) for o in array.reshape(-1)], array.ndim > 0
             if isinstance(outputs, (int, _np.integer)) or (
@@ -188,16 +450,40 @@ class App:
 
     # -- the API ---------------------------------------------------------------------------------
 
-    def feed(self, inputs, outputs):
+    def feed(self, inputs, outputs=None, label_column=None):
         """Stores labelled examples: all of them, or none when one is bad.
 
         `inputs`: one example or a batch (a leading batch axis) of numpy arrays or nested lists; a
         dict by field name when the input has several fields; a file path (`.npy`, PNG, JPEG) or a
-        PIL image, or a list of them, when it has one. `outputs`: label names or indices, or arrays,
-        likewise. Returns `{"added", "ids", "data_version"}`. Raises `ShapeError` (the field and its
-        expected shape) or `BadInputError` (the binaries' messages) and stores nothing.
+        PIL image, or a list of them, when it has one; a pandas DataFrame, a row per example (one
+        tensor field: the column named like it, or its values as columns in order; a record: a
+        column per field, by name). `outputs`: label names or indices (a list, a numpy array, a
+        pandas Series or Categorical), or arrays, likewise; or `label_column="species"` names the
+        DataFrame's column that holds them. Returns `{"added", "ids", "data_version"}`. Raises
+        `ShapeError` (the field and its expected shape) or `BadInputError` (what is wrong and where:
+        the example, or the DataFrame's row and column, e.g. a missing value) and stores nothing.
         """
-        payload, batched = self._side(inputs, INPUT_SHAPES, INPUT_RECURSIVE, "input")
+        if label_column is not None:
+            if not _is_frame(inputs):
+                raise BadInputError(
+                    f"label_column={label_column!r} names a column of a pandas DataFrame; the inputs are a "
+                    f"{type(inputs).__name__}"
+                )
+            if outputs is not None:
+                raise BadInputError("give the outputs either as `outputs` or as `label_column`, not both")
+            if label_column not in inputs.columns:
+                raise BadInputError(
+                    f"the DataFrame has no column `{label_column}` (the label column); its columns are "
+                    f"{_columns_text(list(inputs.columns))}"
+                )
+            outputs = inputs[label_column]
+            inputs = inputs.drop(columns=[label_column])
+        elif outputs is None:
+            raise BadInputError(
+                "feed needs the outputs: app.feed(inputs, outputs), or app.feed(df, label_column=NAME) for a "
+                "DataFrame that holds them"
+            )
+        payload, batched = self._side(inputs, INPUT_SHAPES, INPUT_RECURSIVE, "input", label_column)
         answers, outputs_batched = self._outputs(outputs)
         if batched != outputs_batched:
             raise ShapeError(
@@ -229,7 +515,8 @@ class App:
 
     def status(self):
         """The run history: `{"app", "system_type", "data_version", "examples", "enabled_examples",
-        "runs": [...], "best": run id or None}` as plain Python data."""
+        "runs": [...], "best": {"run", "candidate", "data_version", "current", "quality", "metric",
+        "measured", ...} or None, "phase", "summary"}` as plain Python data."""
         return json.loads(self._native.status())
 
     def train(self, budget="5m", max_run=None, progress=True):
@@ -250,10 +537,12 @@ class App:
     def infer(self, inputs):
         """Answers inputs with the best model so far.
 
-        One input (no batch axis) gives `(label, confidence)` for classification, else the output
-        (a dict of numpy arrays by field name); a batch gives `(labels, confidences)` (a list and a
-        float32 array), else a dict of arrays with the batch axis. Raises `NoModelError` before a
-        model is trained."""
+        `inputs` as `feed` takes them (a pandas DataFrame is a batch, one of its rows, `df.iloc[i]`,
+        one input). One input (no batch axis) gives `(label, confidence)` for classification, else
+        the output (a dict of numpy arrays by field name); a batch gives `(labels, confidences)` (a
+        list and a float32 array), else a dict of arrays with the batch axis. Raises
+        `BadInputError` for a missing value (NaN), naming where, and `NoModelError` before a model
+        is trained."""
         payload, batched = self._side(inputs, INPUT_SHAPES, INPUT_RECURSIVE, "input")
         if self._native.server is not None:
             answers = [json.loads(text) for text in self._native.infer(payload, batched)]
@@ -277,19 +566,19 @@ class App:
         return arrays if batched else {name: array[0] for name, array in arrays.items()}
 
     def _infer_embedded(self, payload, batched):
-        status = self.status()
-        if status["best"] is None:
-            if any(run["state"] in ("queued", "running") for run in status["runs"]):
-                raise NoModelError(
-                    f"no model of app `{APP}` is trained yet; the first run is under way, try again when it finishes"
-                )
-            raise NoModelError(
-                f"no model of app `{APP}` is trained yet; run app.train() first (training needs at least 4 "
-                "enabled examples)"
-            )
         with tempfile.TemporaryDirectory(prefix="easeml-") as folder:
             path = os.path.join(folder, "inputs.jsonl")
-            self._native.write_inputs(payload, path, batched)
+            self._native.write_inputs(payload, path, batched)  # the inputs checked first
+            status = self.status()
+            if status["best"] is None:
+                if any(run["state"] in ("queued", "running") for run in status["runs"]):
+                    raise NoModelError(
+                        f"no model of app `{APP}` is trained yet; the first run is under way, try again when it finishes"
+                    )
+                raise NoModelError(
+                    f"no model of app `{APP}` is trained yet; run app.train() first (training needs at least 4 "
+                    "enabled examples)"
+                )
             done = subprocess.run(
                 [_engine_binary("infer"), "--home", self._native.home, "--json", path],
                 stdout=subprocess.PIPE,
@@ -345,10 +634,16 @@ class RefinePage:
 
 
 def _engine_binary(command):
-    """The path of the app's `diabetes_progression-<command>` binary (`train`, `infer`, `refine`): in
-    `$EASEML_ENGINE_BIN_DIR`, on the PATH, or built (once, with cargo) from the generated crate
-    next to where this extension was built."""
+    """The path of the app's `diabetes_progression-<command>` binary (`train`, `infer`, `refine`): the one this
+    package carries (`diabetes_progression/bin/`, in a wheel made by `python build_wheel.py`; it finds libtorch
+    in the `torch` package beside it), else in `$EASEML_ENGINE_BIN_DIR`, on the PATH, or built
+    (once, with cargo) from the generated crate next to where this extension was built."""
     name = f"{APP}-{command}"
+    carried = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", name)
+    if os.path.isfile(carried):
+        if not os.access(carried, os.X_OK):  # an installer that dropped the executable bit
+            os.chmod(carried, os.stat(carried).st_mode | 0o111)
+        return carried
     folder = os.environ.get("EASEML_ENGINE_BIN_DIR")
     if folder:
         path = os.path.join(folder, name)
@@ -405,8 +700,21 @@ def _build_engine(crate, target, profile):
         arguments.append("--release")
     elif profile != "debug":
         arguments += ["--profile", profile]
-    print(f"{APP}: building the engine binaries once (they link libtorch) ...", file=sys.stderr, flush=True)
-    done = subprocess.run(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    environment = dict(os.environ)
+    if "LIBTORCH" not in environment and "LIBTORCH_USE_PYTORCH" not in environment:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is not None:
+            # The libtorch of the `torch` package installed beside this one (torch-sys asks the
+            # first `python` on the PATH where it is).
+            environment["LIBTORCH_USE_PYTORCH"] = "1"
+            environment["PATH"] = os.path.dirname(sys.executable) + os.pathsep + environment.get("PATH", "")
+    print(
+        f"{APP}: building the engine binaries once (they link libtorch; minutes, more in release) ...",
+        file=sys.stderr,
+        flush=True,
+    )
+    done = subprocess.run(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environment)
     if done.returncode != 0:
         raise EngineError(f"building the engine binaries failed:\n{done.stderr[-4000:]}")
 
