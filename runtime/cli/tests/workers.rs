@@ -619,7 +619,7 @@ fn killed_workers_and_coordinators_lose_nothing_and_run_nothing_twice() {
         .unwrap();
     assert_eq!(second.status.code(), Some(1), "{}", text(&second));
     assert!(
-        text(&second).contains("already running"),
+        text(&second).contains("another process already trains the store"),
         "{}",
         text(&second)
     );
