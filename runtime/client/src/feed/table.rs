@@ -476,7 +476,7 @@ fn extension_delimiter(path: &Path) -> Option<u8> {
 }
 
 /// Whether a path names a table by its extension (`.csv`, `.tsv`, `.tab`): what the `feed`
-/// command reads with [`Table`].
+/// command reads as a table (`Client::feed_csv`), not as feed lines.
 pub fn is_table_path(path: &Path) -> bool {
     extension_delimiter(path).is_some()
 }
