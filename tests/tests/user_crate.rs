@@ -1,5 +1,5 @@
 //! The third front door as a new user walks through it: a crate outside the workspace, written as
-//! the README's `#[easeml_schema]` section says (path dependencies on easeml-macros and
+//! docs/macro.md says (path dependencies on easeml-macros and
 //! easeml-runtime, the macro, the typed client), with no build script and no `LD_LIBRARY_PATH`,
 //! built and run with `cargo run`, with and without the runtime's `engine` feature.
 //!
@@ -17,7 +17,7 @@ fn workspace_root() -> PathBuf {
         .to_owned()
 }
 
-/// The README's module, and a main that feeds, lists and asks for an answer.
+/// The module of docs/macro.md, and a main that feeds, lists and asks for an answer.
 const MAIN: &str = r#"use easeml_macros::easeml_schema;
 
 #[easeml_schema(labels = [normal, arrhythmia], constraint(train_time <= 30m))]
@@ -107,7 +107,7 @@ debug = false
     );
     assert!(
         !stderr.contains("warning"),
-        "engine={engine}: the README's code warns:\n{stderr}"
+        "engine={engine}: docs/macro.md's code warns:\n{stderr}"
     );
     stdout
 }

@@ -27,6 +27,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 mod demo;
+mod doc_links;
 mod gpu;
 mod packages;
 mod tidy;

@@ -150,9 +150,11 @@ pub fn run(root: &Path) -> Result<()> {
         GENERATED_PYTHON_MANIFEST,
     ));
     violations.extend(torch_pin_violations(&read_toml(GENERATED_PYPROJECT)?));
+    violations.extend(crate::doc_links::violations(root));
     if violations.is_empty() {
         eprintln!(
             "tidy: {} dependency rules hold; every path and item ARCHITECTURE.md names exists; \
+             every document's link resolves and the README is a user's page; \
              generated crates build easeml's {} crates as the workspace does",
             RULES.len(),
             python_crates.len()

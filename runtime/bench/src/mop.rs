@@ -1022,7 +1022,7 @@ mod tests {
     #[test]
     fn the_services_epoch_first_order_meets_the_target_where_uniform_choice_does_not() {
         // 2P models on P = 8 equal workers: the lower bound's two terms are close, and uniform
-        // choice lets the longest chains fall behind (the README's table: 1.143).
+        // choice lets the longest chains fall behind (bench/results/mop/README.md's table: 1.143).
         let outcome = run(
             &MopConfig {
                 epochs: 10,

@@ -432,7 +432,7 @@ impl UserPicker for HybridPicker {
 /// have loss left). A user in its first round (no observation yet) is Hybrid's to serve, and so is
 /// one whose best quality reaches the ceiling: it has no loss left, whatever the posterior says
 /// (on the synthetic family with ALPHA = 1, where most users reach quality 1 within a few runs,
-/// the floor spent up to a fifth of the runs on such users; README, issue 20).
+/// the floor spent up to a fifth of the runs on such users; bench/results/scheduler/README.md).
 #[derive(Debug, Clone)]
 pub struct DefaultPicker {
     starvation_rounds: usize,
