@@ -14,10 +14,15 @@ pub const README_SECTIONS: &[&str] = &["## Install", "## Concepts", "## Tutorial
 
 /// The documents whose links are checked, relative to the repository root.
 pub fn documents(root: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = ["README.md", "CONTRIBUTING.md", "ARCHITECTURE.md", "DECISIONS.md"]
-        .iter()
-        .map(|name| root.join(name))
-        .collect();
+    let mut files: Vec<PathBuf> = [
+        "README.md",
+        "CONTRIBUTING.md",
+        "ARCHITECTURE.md",
+        "DECISIONS.md",
+    ]
+    .iter()
+    .map(|name| root.join(name))
+    .collect();
     let mut in_folder = |folder: PathBuf, file_name: Option<&str>| {
         let Ok(entries) = std::fs::read_dir(&folder) else {
             return;
@@ -76,7 +81,11 @@ fn is_outside_or_anchor(target: &str) -> bool {
 
 /// The broken links of one document, as `file:line: ...` sentences.
 pub fn broken_links(root: &Path, file: &Path, text: &str) -> Vec<String> {
-    let shown = file.strip_prefix(root).unwrap_or(file).display().to_string();
+    let shown = file
+        .strip_prefix(root)
+        .unwrap_or(file)
+        .display()
+        .to_string();
     let folder = file.parent().unwrap_or(root);
     link_targets(text)
         .into_iter()
@@ -150,7 +159,8 @@ mod tests {
 
     #[test]
     fn links_are_found_outside_code_only() {
-        let text = "see [a](docs/a.md) and `[b](not.md)`\n```\n[c](no.md)\n```\n[d](x.md#part) [e](#top)";
+        let text =
+            "see [a](docs/a.md) and `[b](not.md)`\n```\n[c](no.md)\n```\n[d](x.md#part) [e](#top)";
         let targets: Vec<String> = link_targets(text).into_iter().map(|(_, t)| t).collect();
         assert_eq!(targets, ["docs/a.md", "x.md#part", "#top"]);
     }
@@ -171,12 +181,24 @@ mod tests {
     #[test]
     fn a_readme_with_history_or_without_its_sections_is_refused() {
         let good = README_SECTIONS.join("\n") + "\nthe tissue 3 times\n";
-        assert!(readme_violations(&good).is_empty(), "{:?}", readme_violations(&good));
+        assert!(
+            readme_violations(&good).is_empty(),
+            "{:?}",
+            readme_violations(&good)
+        );
         let bad = "## Install\nas issue 45 says\n".to_string() + &"x\n".repeat(README_MAX_LINES);
         let found = readme_violations(&bad);
         assert!(found.iter().any(|v| v.contains("over 450")), "{found:?}");
-        assert!(found.iter().any(|v| v.contains("no `## Concepts`")), "{found:?}");
-        assert!(found.iter().any(|v| v.contains("README.md:2: names an issue")), "{found:?}");
+        assert!(
+            found.iter().any(|v| v.contains("no `## Concepts`")),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|v| v.contains("README.md:2: names an issue")),
+            "{found:?}"
+        );
     }
 
     #[test]

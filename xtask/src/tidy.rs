@@ -51,13 +51,22 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         from: "easeml-tuner",
-        never: &["axum", "ureq", "rusqlite", "tch", "torch-sys"],
-        why: "the tuner (TrimTuner) is pure Rust + nalgebra: no HTTP, SQL or libtorch",
+        never: &[
+            "axum",
+            "ureq",
+            "rusqlite",
+            "tch",
+            "torch-sys",
+            "easeml-scheduler",
+        ],
+        why: "the tuner (TrimTuner) is pure Rust + nalgebra: no HTTP, SQL or libtorch, and it shares \
+              only easeml-stats with the multi-tenant scheduler",
     },
     Rule {
         from: "easeml-trainer",
-        never: &["axum", "ureq", "rusqlite"],
-        why: "the trainer never sees HTTP or SQL",
+        never: &["axum", "ureq", "rusqlite", "easeml-scheduler"],
+        why: "the trainer never sees HTTP or SQL, nor the multi-tenant scheduler (the tuner's GP \
+              shares only easeml-stats with it)",
     },
     Rule {
         from: "easeml-store",

@@ -8,6 +8,7 @@
 //! use the expected improvement over the best quality observed so far. A fixed order (MostCited,
 //! MostRecent) trains candidates by rank. Scores are sanitised: a non-finite score never wins.
 
+pub use easeml_stats::{normal_cdf, normal_pdf};
 use serde::{Deserialize, Serialize};
 
 /// Which form of `beta_t` GP-UCB uses.
@@ -177,32 +178,6 @@ fn sanitise(score: f64) -> f64 {
     }
 }
 
-/// The standard normal density.
-pub fn normal_pdf(z: f64) -> f64 {
-    (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
-}
-
-/// The standard normal distribution function (via a Chebyshev-fitted `erfc`, |error| < 1.2e-7).
-pub fn normal_cdf(z: f64) -> f64 {
-    0.5 * complementary_error_function(-z / std::f64::consts::SQRT_2)
-}
-
-/// `erfc(x)` (Numerical Recipes' `erfcc`), relative error below 1.2e-7 everywhere.
-fn complementary_error_function(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let polynomial = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let value = t * polynomial.exp();
-    if x >= 0.0 { value } else { 2.0 - value }
-}
-
 /// Index of the largest score among `eligible` indices (ties: the lowest index); `None` if empty.
 pub fn argmax_eligible(scores: impl Iterator<Item = (usize, f64)>) -> Option<(usize, f64)> {
     let mut best: Option<(usize, f64)> = None;
@@ -218,13 +193,6 @@ pub fn argmax_eligible(scores: impl Iterator<Item = (usize, f64)>) -> Option<(us
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn normal_cdf_matches_known_values() {
-        assert!((normal_cdf(0.0) - 0.5).abs() < 1e-7);
-        assert!((normal_cdf(1.959_963_985) - 0.975).abs() < 1e-6);
-        assert!((normal_cdf(-1.0) - 0.158_655_254).abs() < 1e-6);
-    }
 
     #[test]
     fn beta_forms() {

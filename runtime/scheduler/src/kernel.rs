@@ -69,40 +69,7 @@ fn family(model_id: &str) -> &str {
     model_id.split('+').next().unwrap_or(model_id)
 }
 
-/// The shape of the stationary part of the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KernelKind {
-    /// Squared exponential: `exp(-r^2 / 2)`.
-    Rbf,
-    /// Matern with smoothness 5/2: `(1 + sqrt5 r + 5/3 r^2) exp(-sqrt5 r)`.
-    Matern52,
-}
-
-impl KernelKind {
-    /// The kernel shape at scaled distance `r = distance / length_scale`.
-    pub fn shape(self, scaled_distance: f64) -> f64 {
-        match self {
-            KernelKind::Rbf => (-0.5 * scaled_distance * scaled_distance).exp(),
-            KernelKind::Matern52 => {
-                let sqrt5_r = 5f64.sqrt() * scaled_distance;
-                (1.0 + sqrt5_r + 5.0 / 3.0 * scaled_distance * scaled_distance) * (-sqrt5_r).exp()
-            }
-        }
-    }
-
-    /// The derivative of [`KernelKind::shape`] with respect to `log(length_scale)`.
-    pub fn shape_derivative_log_length_scale(self, scaled_distance: f64) -> f64 {
-        let r = scaled_distance;
-        match self {
-            KernelKind::Rbf => r * r * (-0.5 * r * r).exp(),
-            KernelKind::Matern52 => {
-                let sqrt5_r = 5f64.sqrt() * r;
-                5.0 / 3.0 * r * r * (1.0 + sqrt5_r) * (-sqrt5_r).exp()
-            }
-        }
-    }
-}
+pub use easeml_stats::KernelKind;
 
 /// Qualities are clamped to `[LOGIT_EPSILON, 1 - LOGIT_EPSILON]` before the log-odds.
 pub const LOGIT_EPSILON: f64 = 0.005;

@@ -187,7 +187,7 @@ impl ModelKind {
     }
 
     /// The model's kin: models of one kin are expected to do alike on a data set (the scheduler's
-    /// no-history prior correlates them, `easeml_scheduler::kernel::KIN_CORRELATION`), so a poor
+    /// no-history prior correlates them, the scheduler's `kernel::KIN_CORRELATION`), so a poor
     /// result of one sends the search to another kind of model before its siblings.
     pub fn kin(self) -> &'static str {
         use ModelKind::*;

@@ -2,7 +2,7 @@
 //!
 //! Inputs are `(x, s)` with the level feature last ([`crate::space`]). The kernel is, as TrimTuner's
 //! code builds it with george, an amplitude times a product over the features of `x` of
-//! one-dimensional Matern-5/2 kernels (one length-scale each; the Matern shape is the scheduler's
+//! one-dimensional Matern-5/2 kernels (one length-scale each; the Matern shape is easeml-stats'
 //! [`KernelKind::Matern52`], one rule in one place) times a Bayesian-linear-regression kernel in
 //! `s` over a basis `phi(s)`: `k_s(s, s') = 1 + w phi(s) phi(s')` with FABOLAS' bases,
 //! `(1 - s)^2` for the loss (its decrease flattens towards the full data set) and `s` for the log
@@ -17,7 +17,7 @@
 //! arbitrary points (representers and candidates); the posterior is a dense Cholesky solve over
 //! the observations (at most a few dozen).
 
-use easeml_scheduler::KernelKind;
+use easeml_stats::KernelKind;
 use nalgebra::{Cholesky, DMatrix, DVector, Dyn};
 
 /// The basis of the kernel's `s` part.

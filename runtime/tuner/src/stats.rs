@@ -1,7 +1,7 @@
-//! The standard normal distribution: the density and distribution function are the scheduler's
-//! (`easeml_scheduler::acquisition`, one implementation for both), the quantile function is here.
+//! The standard normal distribution: the density and distribution function are `easeml-stats`'
+//! (one implementation for the scheduler and the tuner), the quantile function is here.
 
-pub use easeml_scheduler::acquisition::{normal_cdf, normal_pdf};
+pub use easeml_stats::{normal_cdf, normal_pdf};
 
 /// The standard normal quantile function at `p` in (0, 1) (Acklam's rational approximation,
 /// relative error below 1.2e-9); `-inf` at 0 and `inf` at 1.
