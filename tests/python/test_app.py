@@ -255,6 +255,16 @@ def test_feed_train_infer_round_trip(app):
         assert confidences.dtype == np.float32 and ((confidences >= 0) & (confidences <= 1)).all()
         label, confidence = app.infer(one_in)
         assert label in known and 0 <= confidence <= 1
+        # Every class's probability, columns in the labels' order: rows sum to 1, the largest is
+        # the answered class with its confidence.
+        probabilities = app.probabilities(inputs)
+        assert probabilities.dtype == np.float32 and probabilities.shape == (40, len(known)), probabilities.shape
+        np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-4)
+        order = list(app_module.LABELS) if app_module.LABELS is not None else sorted(known)
+        answered = probabilities[np.arange(40), [order.index(label) for label in labels]]
+        np.testing.assert_allclose(answered, probabilities.max(axis=1), atol=1e-6)  # ties allowed
+        np.testing.assert_allclose(answered, confidences, atol=1e-6)
+        assert app.probabilities(one_in).shape == (len(known),)
     elif app_module.OUTPUT_RECURSIVE:  # each answer in its JSON form: a chain is a list of records
         assert isinstance(answer, list) and len(answer) == 40, answer
         single = app.infer(one_in)
@@ -271,6 +281,10 @@ def test_feed_train_infer_round_trip(app):
         single = app.infer(one_in)
         for name, shape in app_module.OUTPUT_SHAPES.items():
             assert single[name].shape == shape
+
+    if not isinstance(answer, tuple):  # values, not classes: no class probabilities
+        with pytest.raises(TypeError, match="not classes"):
+            app.probabilities(inputs)
 
     if not app_module.INPUT_RECURSIVE:  # a DataFrame gives the same answers as the arrays it holds
         frame = to_frame(inputs)

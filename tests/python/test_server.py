@@ -73,4 +73,8 @@ def test_feed_train_infer_through_a_server(config_dir):
     assert confidences.dtype == np.float32 and ((confidences >= 0) & (confidences <= 1)).all()
     label, confidence = app.infer(inputs[0])
     assert label in app_module.LABELS and 0 <= confidence <= 1
+    probabilities = app.probabilities(inputs)  # through the server, as embedded
+    assert probabilities.shape == (40, len(app_module.LABELS))
+    answered = probabilities[np.arange(40), [app_module.LABELS.index(label) for label in labels]]
+    np.testing.assert_allclose(answered, confidences, atol=1e-6)
     assert app.refine(open_browser=False).url == f"{SERVER.rstrip('/')}/apps/{APP}/refine"

@@ -799,6 +799,17 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
             "{answer}"
         );
         assert_eq!(answer[3], json!(""), "{answer}");
+        // Every class's probability, the answered class first, summing to 100%.
+        let classes = script(
+            &browser,
+            "return Array.from(document.querySelectorAll('#try-probabilities tr')).map(row => [row.dataset.label, parseFloat(row.children[1].textContent)]);",
+        )
+        .await;
+        let classes = classes.as_array().unwrap();
+        assert!(classes.len() >= 2, "one row per class: {classes:?}");
+        assert_eq!(classes[0][0], answer[0], "the answered class is the most likely: {classes:?}");
+        let sum: f64 = classes.iter().map(|row| row[1].as_f64().unwrap()).sum();
+        assert!((sum - 100.0).abs() < 0.5, "the probabilities sum to 100%: {classes:?}");
         let png = browser.screenshot().await.unwrap();
         std::fs::write(screenshots.join("web-try-it.png"), png).unwrap();
         script(&browser, "document.getElementById('try-input').value = '[1, 2]'; return true;").await;
@@ -833,6 +844,12 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
             "const row = document.getElementById('op-app-blobs'); return row !== null && row.children[2].textContent !== '0';",
         )
         .await;
+        // Each app's dashboard link carries the admin token, which the server takes on app routes.
+        let link = script(&browser, "return document.querySelector('#op-app-blobs a').getAttribute('href');").await;
+        assert!(
+            link.as_str().unwrap().starts_with("/apps/blobs/dashboard#token="),
+            "the operator's dashboard link opens the dashboard: {link}"
+        );
         let pixels = chart_pixels(&browser, "op-chart", &screenshots.join("web-operator.png")).await;
         eprintln!("the operator's chart: {pixels} pixels of the line");
         assert!(pixels > MIN_LINE_PIXELS, "the operator's chart is blank ({pixels} pixels of the line)");

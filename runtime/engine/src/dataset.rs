@@ -230,6 +230,7 @@ pub fn inference_of(app: &AppModel, labels: &[String], prediction: Prediction) -
                 output,
                 class: Some(class),
                 confidence: probabilities.get(class as usize).copied(),
+                probabilities: (!probabilities.is_empty()).then_some(probabilities),
             }
         }
         Prediction::Values { values, .. } => {
@@ -243,6 +244,7 @@ pub fn inference_of(app: &AppModel, labels: &[String], prediction: Prediction) -
                 output: tensor_to_json(&dims, &values),
                 class: None,
                 confidence: None,
+                probabilities: None,
             }
         }
         Prediction::Sequence(steps) => Inference {
@@ -251,6 +253,7 @@ pub fn inference_of(app: &AppModel, labels: &[String], prediction: Prediction) -
             }),
             class: None,
             confidence: None,
+            probabilities: None,
         },
         Prediction::Bytes(bytes) => Inference {
             output: object_to_json(
@@ -259,6 +262,7 @@ pub fn inference_of(app: &AppModel, labels: &[String], prediction: Prediction) -
             ),
             class: None,
             confidence: None,
+            probabilities: None,
         },
     }
 }

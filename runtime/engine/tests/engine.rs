@@ -217,6 +217,20 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
         .count();
     assert!(correct >= 40, "{correct}/50 held-out points right");
     assert!(answers.iter().all(|answer| answer.confidence.is_some()));
+    for answer in &answers {
+        // Every class's probability, in class order: they sum to 1, the answered class is the most
+        // probable one, and `confidence` is its probability.
+        let probabilities = answer.probabilities.as_ref().expect("class probabilities");
+        assert_eq!(probabilities.len(), 2, "{answer:?}");
+        let sum: f32 = probabilities.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-4, "{answer:?}");
+        let class = answer.class.expect("a class") as usize;
+        assert_eq!(Some(probabilities[class]), answer.confidence, "{answer:?}");
+        assert!(
+            probabilities.iter().all(|&p| p <= probabilities[class]),
+            "{answer:?}"
+        );
+    }
 
     let served = ServedModel::load(engine.store(), level, Device::Cpu)
         .unwrap()

@@ -16,6 +16,10 @@ pub struct Inference {
     /// The probability of that class, for classification.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f32>,
+    /// The probability of every class, in class order (the order of the app's labels), for
+    /// classification; they sum to 1 and `confidence` is the answered class's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probabilities: Option<Vec<f32>>,
 }
 
 #[cfg(test)]
@@ -28,15 +32,17 @@ mod tests {
             output: Value::from("benign"),
             class: Some(1),
             confidence: Some(0.75),
+            probabilities: Some(vec![0.25, 0.75]),
         };
         assert_eq!(
             serde_json::to_string(&labelled).unwrap(),
-            r#"{"output":"benign","class":1,"confidence":0.75}"#
+            r#"{"output":"benign","class":1,"confidence":0.75,"probabilities":[0.25,0.75]}"#
         );
         let regression = Inference {
             output: serde_json::json!({"progression": [0.5]}),
             class: None,
             confidence: None,
+            probabilities: None,
         };
         assert_eq!(
             serde_json::to_string(&regression).unwrap(),

@@ -485,7 +485,7 @@ impl<A: PyApp> Session<A> {
     }
 
     /// Answers inputs with the server's best model (remote apps); a list of JSON texts, one
-    /// `{"output", "class", "confidence"}` per input.
+    /// `{"output", "class", "confidence", "probabilities"}` per input.
     pub fn infer(
         &mut self,
         py: Python<'_>,

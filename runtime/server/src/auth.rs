@@ -1,5 +1,6 @@
 //! Who may do what: one token per app (`Authorization: Bearer <token>`), an optional admin token for
-//! registration and compiling (the operator's overview needs it configured), and the embedded refine page's per-process token and loopback-only `Host`.
+//! registration and compiling (the operator's overview needs it configured) that also opens every
+//! app's routes, and the embedded refine page's per-process token and loopback-only `Host`.
 
 use axum::extract::{FromRequestParts, RawPathParams, Request, State};
 use axum::http::request::Parts;
@@ -77,6 +78,12 @@ pub(crate) fn authorize_app(
         if same_secret(token, &refine.token) {
             return store.app_by_name(name)?.ok_or_else(refused);
         }
+    }
+    // The operator's admin token opens every app (the operator page links each app's dashboard).
+    if let Some(admin) = &state.config().admin_token
+        && same_secret(token, admin)
+    {
+        return store.app_by_name(name)?.ok_or_else(refused);
     }
     let Some(app) = store.app_by_name(name)? else {
         // The same work as a wrong token (issue 49): one more query and one hash, so the time of

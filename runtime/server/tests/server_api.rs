@@ -245,6 +245,23 @@ fn registration_needs_the_admin_token_when_one_is_configured() {
     assert_eq!(status, 201, "{registered}");
     // An app's token is not the admin's.
     assert_eq!(register(registered["token"].as_str()).0, 403);
+    // The admin token opens the app's routes (the operator page links every app's dashboard),
+    // not an app that does not exist; a wrong token still opens nothing.
+    let status_with = |app: &str, token: &str| {
+        status_json(
+            with_token(
+                client.get(server.api(&format!("/apps/{app}/status"))),
+                token,
+            )
+            .send()
+            .unwrap(),
+        )
+    };
+    let (status, report) = status_with("pics", admin);
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["app"], "pics", "{report}");
+    assert_eq!(status_with("no_such_app", admin).0, 403);
+    assert_eq!(status_with("pics", "not-the-admin-token").0, 403);
 }
 
 #[test]
