@@ -17,7 +17,7 @@
 //!
 //! let mut client = heartbeat::Client::open_default()?;
 //! client.feed_labelled([(input, heartbeat::Label::Arrhythmia)])?;
-//! let answers = client.infer([query])?;
+//! let answers = client.infer([query])?; // each a `Classified<heartbeat::Label>`: `.label`, `.confidence`, `.probabilities`
 //! ```
 //! Tensor fields are `Tensor<d1, ..., dn>` or `#[shape(d1, ..., dn)] name: Tensor`; recursive fields
 //! `Option<Box<Input>>`; tuple fields are unnamed like the `.eml` shorthand. Errors carry the

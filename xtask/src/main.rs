@@ -30,6 +30,7 @@ mod demo;
 mod doc_links;
 mod gpu;
 mod packages;
+mod test_tally;
 mod tidy;
 mod torch;
 
@@ -264,9 +265,9 @@ fn test() -> Result<()> {
     )?;
     let mut tests = check_cargo(&["test", "--workspace", "--features", OPTIONAL_FEATURES]);
     tests.env("INSTA_UPDATE", "no");
-    run_step("tests", tests)?;
+    let tally = test_tally::run_tests_counting("tests", tests)?;
     eprintln!(
-        "==> all checks passed in {:.1}s",
+        "==> all checks passed in {:.1}s; {tally}",
         started.elapsed().as_secs_f64()
     );
     Ok(())

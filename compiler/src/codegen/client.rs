@@ -62,6 +62,45 @@ pub(crate) fn client_tokens(
             }
         }
     });
+    let infer = if has_labels {
+        quote! {
+            /// Answers inputs with the best model so far: each answer's `Label`, its probability and
+            /// every class's (`probabilities[label.index()]`); an error says when no model is
+            /// trained yet, or, embedded, when the process has no engine (easeml-runtime built
+            /// without its `engine` feature).
+            pub fn infer(
+                &mut self,
+                inputs: impl ::core::iter::IntoIterator<Item = Input>,
+            ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Classified<Label>>> {
+                self.inner
+                    .infer(inputs)?
+                    .answers
+                    .into_iter()
+                    .map(|(_, answer)| ::easeml_runtime::Classified::from_inference(answer, Label::from_index))
+                    .collect()
+            }
+        }
+    } else {
+        quote! {
+            /// Answers inputs with the best model so far (the output in its JSON form; the class
+            /// index for an output of classes without declared labels); an error says when no
+            /// model is trained yet, or, embedded, when the process has no engine (easeml-runtime
+            /// built without its `engine` feature).
+            pub fn infer(
+                &mut self,
+                inputs: impl ::core::iter::IntoIterator<Item = Input>,
+            ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Inference>> {
+                ::core::result::Result::Ok(
+                    self.inner
+                        .infer(inputs)?
+                        .answers
+                        .into_iter()
+                        .map(|(_, answer)| answer)
+                        .collect(),
+                )
+            }
+        }
+    };
     quote! {
         /// The app's manifest (`easeml.json`), from which the runtime registers it.
         pub const MANIFEST: &str = #manifest;
@@ -123,22 +162,7 @@ pub(crate) fn client_tokens(
                 self.inner.set_enabled(id, enabled)
             }
 
-            /// Answers inputs with the best model so far (label names for classification, else the output
-            /// in its JSON form); an error says when no model is trained yet, or, embedded, when the
-            /// process has no engine (easeml-runtime built without its `engine` feature).
-            pub fn infer(
-                &mut self,
-                inputs: impl ::core::iter::IntoIterator<Item = Input>,
-            ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Inference>> {
-                ::core::result::Result::Ok(
-                    self.inner
-                        .infer(inputs)?
-                        .answers
-                        .into_iter()
-                        .map(|(_, answer)| answer)
-                        .collect(),
-                )
-            }
+            #infer
 
             /// The report of every training run, the best marked.
             pub fn status(&self) -> ::easeml_runtime::Result<::easeml_runtime::Status> {
@@ -246,12 +270,12 @@ mod tests {
             runtime_names.into_iter().collect::<Vec<_>>(),
             [
                 "AppSpec",
+                "Classified",
                 "Client",
                 "Connection",
                 "ExampleId",
                 "ExampleRecord",
                 "FeedReport",
-                "Inference",
                 "Page",
                 "PageRequest",
                 "Result",

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use easeml_macros::easeml_schema;
-use easeml_runtime::{Connection, Inference, Tensor};
+use easeml_runtime::{Classified, Connection, Tensor};
 
 /// Wine cultivars (`data/wine.csv`), declared inline.
 #[easeml_schema(labels = [cultivar_1, cultivar_2, cultivar_3], constraint(train_time <= 1m))]
@@ -204,7 +204,12 @@ pub fn run(home: &Path, budget: Duration, max_run: Duration) -> Result<Report, E
         wine_client.infer(wine_rows.held_out.iter().map(|(input, _)| input.clone()))?;
     let cancer_answers =
         cancer_client.infer(cancer_rows.held_out.iter().map(|(input, _)| input.clone()))?;
-    let wine_names: Vec<&str> = wine::Label::ALL.iter().map(|l| l.name()).collect();
+    well_formed(&wine_answers, wine::Label::ALL.len(), wine::Label::index)?;
+    well_formed(
+        &cancer_answers,
+        breast_cancer::Label::ALL.len(),
+        breast_cancer::Label::index,
+    )?;
     let wine_status = wine_client.status()?;
     let cancer_status = cancer_client.status()?;
     let apps = vec![
@@ -213,7 +218,7 @@ pub fn run(home: &Path, budget: Duration, max_run: Duration) -> Result<Report, E
             form: "inline",
             fed: wine_fed,
             held_out: wine_rows.held_out.len(),
-            correct: correct(&wine_answers, &wine_rows.held_out, &wine_names),
+            correct: correct(&wine_answers, &wine_rows.held_out, wine::Label::index),
             best: best(&wine_status),
             status: wine_status,
         },
@@ -222,7 +227,11 @@ pub fn run(home: &Path, budget: Duration, max_run: Duration) -> Result<Report, E
             form: "file = \"breast_cancer.eml\"",
             fed: cancer_fed,
             held_out: cancer_rows.held_out.len(),
-            correct: correct(&cancer_answers, &cancer_rows.held_out, &cancer_names),
+            correct: correct(
+                &cancer_answers,
+                &cancer_rows.held_out,
+                breast_cancer::Label::index,
+            ),
             best: best(&cancer_status),
             status: cancer_status,
         },
@@ -259,12 +268,32 @@ fn split<I>(
     Ok(split)
 }
 
+/// Checks that every typed answer gives each class a probability and that its `confidence` is its
+/// label's (what the typed client promises).
+fn well_formed<L: Copy + std::fmt::Debug>(
+    answers: &[Classified<L>],
+    classes: usize,
+    index: fn(L) -> usize,
+) -> Result<(), Error> {
+    for answer in answers {
+        let own = answer.probabilities.get(index(answer.label)).copied();
+        if answer.probabilities.len() != classes || own != Some(answer.confidence) {
+            return Err(format!("an answer that does not hold together: {answer:?}").into());
+        }
+    }
+    Ok(())
+}
+
 /// How many answers name the expected class.
-fn correct<I>(answers: &[Inference], expected: &[(I, usize)], names: &[&str]) -> usize {
+fn correct<L: Copy, I>(
+    answers: &[Classified<L>],
+    expected: &[(I, usize)],
+    index: fn(L) -> usize,
+) -> usize {
     answers
         .iter()
         .zip(expected)
-        .filter(|(answer, (_, class))| answer.output.as_str() == Some(names[*class]))
+        .filter(|(answer, (_, class))| index(answer.label) == *class)
         .count()
 }
 

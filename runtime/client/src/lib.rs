@@ -21,6 +21,7 @@
 //! ([`Error::NoEngine`]).
 
 mod backend;
+mod classified;
 mod client;
 mod connection;
 mod error;
@@ -32,6 +33,7 @@ mod status;
 pub mod tensor;
 pub mod wire;
 
+pub use classified::Classified;
 pub use client::{AppSpec, Client, FeedReport, InferReport, LoadedExample, Score};
 pub use connection::Connection;
 /// The checked object model and its encoding.

@@ -62,9 +62,10 @@ impl Client {
     ) -> ::easeml_runtime::Result<u64> {
         self.inner.set_enabled(id, enabled)
     }
-    /// Answers inputs with the best model so far (label names for classification, else the output
-    /// in its JSON form); an error says when no model is trained yet, or, embedded, when the
-    /// process has no engine (easeml-runtime built without its `engine` feature).
+    /// Answers inputs with the best model so far (the output in its JSON form; the class
+    /// index for an output of classes without declared labels); an error says when no
+    /// model is trained yet, or, embedded, when the process has no engine (easeml-runtime
+    /// built without its `engine` feature).
     pub fn infer(
         &mut self,
         inputs: impl ::core::iter::IntoIterator<Item = Input>,

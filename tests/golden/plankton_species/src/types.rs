@@ -81,6 +81,10 @@ impl Label {
     pub fn from_name(name: &str) -> ::core::option::Option<Label> {
         Label::ALL.into_iter().find(|label| label.name() == name)
     }
+    /// The label of a class index, if any.
+    pub fn from_index(index: usize) -> ::core::option::Option<Label> {
+        Label::ALL.get(index).copied()
+    }
 }
 impl ::core::fmt::Display for Label {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {

@@ -116,7 +116,7 @@ impl Native {
     }
 
     /// Answers inputs with the server's best model (remote apps); a list of JSON texts, one
-    /// `{"output", "class", "confidence"}` per input.
+    /// `{"output", "class", "confidence", "probabilities"}` per input.
     #[pyo3(signature = (inputs, batched=true))]
     fn infer(
         &mut self,

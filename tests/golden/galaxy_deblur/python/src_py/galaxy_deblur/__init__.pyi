@@ -58,4 +58,6 @@ class App:
     def train(self, budget: Optional[str] = ..., max_run: Optional[str] = ..., progress: bool = ...) -> Dict[str, Any]: ...
     def infer(self, inputs: Inputs) -> Union[Tuple[Label, float], Tuple[List[Label], npt.NDArray[np.float32]], Dict[str, npt.NDArray[np.float32]], Any]:
         """One input: `(label, confidence)` or the output's arrays; a batch: `(labels, confidences)` or arrays with the batch axis."""
+    def probabilities(self, inputs: Inputs) -> npt.NDArray[np.float32]:
+        """Every class's probability: shape `(N, classes)` for a batch, `(classes,)` for one input, columns in `LABELS` order."""
     def refine(self, open_browser: bool = ..., listen: str = ...) -> RefinePage: ...

@@ -8,6 +8,7 @@
     app.feed(df, label_column="species")   # a DataFrame with its label column
     app.train(budget="5m")           # train candidate models, a line per finished run
     app.infer(x)                     # labels and confidences, or numpy arrays
+    app.probabilities(x)             # every class's probability, columns in LABELS order
     app.status()                     # the run history as dicts and lists
 
 Inputs: `image` (32, 32, 3), `photometry` (5,).
@@ -543,11 +544,7 @@ class App:
         list and a float32 array), else a dict of arrays with the batch axis. Raises
         `BadInputError` for a missing value (NaN), naming where, and `NoModelError` before a model
         is trained."""
-        payload, batched = self._side(inputs, INPUT_SHAPES, INPUT_RECURSIVE, "input")
-        if self._native.server is not None:
-            answers = [json.loads(text) for text in self._native.infer(payload, batched)]
-        else:
-            answers = self._infer_embedded(payload, batched)
+        answers, batched = self._answers(inputs)
         if answers and "class" in answers[0]:
             labels = [answer["output"] for answer in answers]
             confidences = _np.asarray([answer.get("confidence", _np.nan) for answer in answers], dtype=_np.float32)
@@ -564,6 +561,29 @@ class App:
             for name, shape in OUTPUT_SHAPES.items()
         }
         return arrays if batched else {name: array[0] for name, array in arrays.items()}
+
+    def probabilities(self, inputs):
+        """Every class's probability for each input, from the best model so far: a float32 array
+        of shape `(N, classes)` for a batch, `(classes,)` for one input, its columns in the order
+        of `LABELS` (class indices where the program declares no labels); each row sums to 1 and
+        its largest entry is the class `infer` answers. Raises `TypeError` for an app whose output
+        is not a class, and what `infer` raises."""
+        answers, batched = self._answers(inputs)
+        if answers and "probabilities" not in answers[0]:
+            raise TypeError(
+                f"app `{APP}` answers values, not classes, so there are no class probabilities; "
+                "use infer()"
+            )
+        array = _np.asarray([answer["probabilities"] for answer in answers], dtype=_np.float32)
+        return array if batched else array[0]
+
+    def _answers(self, inputs):
+        """The answers of the best model so far in the API's JSON form, and whether `inputs` was
+        a batch."""
+        payload, batched = self._side(inputs, INPUT_SHAPES, INPUT_RECURSIVE, "input")
+        if self._native.server is not None:
+            return [json.loads(text) for text in self._native.infer(payload, batched)], batched
+        return self._infer_embedded(payload, batched), batched
 
     def _infer_embedded(self, payload, batched):
         with tempfile.TemporaryDirectory(prefix="easeml-") as folder:
