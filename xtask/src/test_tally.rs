@@ -56,7 +56,7 @@ impl std::fmt::Display for TestTally {
     }
 }
 
-/// [`run_step`] for `cargo test`: its standard output is echoed line by line as it comes and the
+/// `run_step` (in `main.rs`) for `cargo test`: its standard output is echoed line by line as it comes and the
 /// tests it ran are counted ([`TestTally`]), printed when the step ends.
 pub fn run_tests_counting(name: &str, mut command: Command) -> Result<TestTally> {
     use std::io::{BufRead, Write};

@@ -739,7 +739,9 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
              const measured = document.getElementById('best-measured').textContent; \
              return /serving \\S+ \\(run \\d+, data version 1\\)/.test(summary) \
              && /^The best model's quality is its (accuracy|R²), /.test(measured) \
-             && /on \\d+ examples\\.$/.test(measured);",
+             && (/accuracy/.test(measured) \
+                 ? /on \\d+ examples; 95% interval [01]\\.\\d{3}-[01]\\.\\d{3}\\.$/.test(measured) \
+                 : /on \\d+ examples\\.$/.test(measured));",
         )
         .await;
         let pixels = chart_pixels(&browser, "app-chart", &screenshots.join("web-app-dashboard.png")).await;

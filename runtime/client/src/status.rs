@@ -72,6 +72,13 @@ pub struct BestModel {
     /// One sentence: metric, protocol and examples, e.g. `accuracy, 5-fold stratified
     /// cross-validation on 142 examples`.
     pub measured: String,
+    /// For accuracy, its 95% interval from the validation answers (Wilson's, on
+    /// `validated_examples`): where the model's accuracy on new examples like these is likely to
+    /// be, honest near 0 and 1. The served model is the best of several measured on the same
+    /// answers, so its accuracy on new data tends to fall in the lower part. `None` for R² or
+    /// when the examples were not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<[f64; 2]>,
     /// For a classifier, each class's accuracy on its validation examples (label -> share
     /// answered right, in [0, 1]; classes without validation examples are absent); empty when the
     /// run kept no confusion counts (value outputs, MOP runs, runs recorded before they were kept).
@@ -193,6 +200,17 @@ impl BestModel {
                 if examples == 1 { "" } else { "s" }
             ));
         }
+        let interval = match (metric, run.quality, run.validation.validated_examples) {
+            (QualityMetric::Accuracy, Some(quality), Some(examples)) => {
+                let examples = examples as f64;
+                easeml_stats::wilson_interval(quality * examples, examples, easeml_stats::Z_95)
+                    .map(|(low, high)| [low, high])
+            }
+            _ => None,
+        };
+        if let Some([low, high]) = interval {
+            measured.push_str(&format!("; 95% interval {low:.3}-{high:.3}"));
+        }
         BestModel {
             run: run.id,
             candidate: run.candidate.clone(),
@@ -204,6 +222,7 @@ impl BestModel {
             protocol: run.validation.protocol.clone(),
             validated_examples: run.validation.validated_examples,
             measured,
+            interval,
             per_class: confusion
                 .as_ref()
                 .map(ConfusionMatrix::per_class)
@@ -726,8 +745,10 @@ mod tests {
         );
         assert_eq!(
             best.measured,
-            "accuracy, 5-fold stratified cross-validation on 60 examples"
+            "accuracy, 5-fold stratified cross-validation on 60 examples; 95% interval 0.863-0.983"
         );
+        let [low, high] = best.interval.expect("an interval for accuracy");
+        assert!(low < 0.95 && 0.95 < high && high <= 1.0, "{low} {high}");
         // ...and the best run on version 3 serves once one finishes, though it scored lower.
         let new = record(2, 3, 0.7, RunState::Done);
         let report = status(&[old, new], 60);
@@ -744,7 +765,7 @@ mod tests {
         assert!(report.runs[1].best && !report.runs[0].best);
         let text = report.to_string();
         assert!(
-            text.contains("its quality: 0.700 ± 0.050 (accuracy, 5-fold stratified cross-validation on 60 examples)"),
+            text.contains("its quality: 0.700 ± 0.050 (accuracy, 5-fold stratified cross-validation on 60 examples; 95% interval 0.575-0.801)"),
             "{text}"
         );
         // A classifier's stored confusion counts give the per-class view, by label.
@@ -789,6 +810,7 @@ mod tests {
         split.validation.validated_examples = Some(1);
         let best = BestModel::of(&split, 3, QualityMetric::RSquared, &[]);
         assert_eq!(best.measured, "R², a held-out 20% split on 1 example");
+        assert_eq!(best.interval, None, "no binomial interval for R²");
     }
 
     #[test]
@@ -913,7 +935,7 @@ mod tests {
             lines[2..4],
             [
                 "searching; serving mlp_small (run 1, data version 3) meanwhile",
-                "its quality: 0.875 ± 0.050 (accuracy, 5-fold stratified cross-validation on 60 examples)",
+                "its quality: 0.875 ± 0.050 (accuracy, 5-fold stratified cross-validation on 60 examples; 95% interval 0.768-0.937)",
             ]
         );
         assert_eq!(

@@ -2,7 +2,8 @@
 //! TrimTuner (`easeml-tuner`) share, so that the tuner, and the libtorch trainer above it, need not
 //! link the scheduler: the standard normal density and distribution function (one implementation
 //! for GP-EI, the expected regret and TrimTuner's entropy search) and the shapes of the stationary
-//! kernels (RBF, Matern 5/2). Pure Rust, no dependencies but serde.
+//! kernels (RBF, Matern 5/2); and the Wilson interval of a measured accuracy, for the client's
+//! status report. Pure Rust, no dependencies but serde.
 
 /// The shape of the stationary part of the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -65,6 +66,25 @@ fn complementary_error_function(x: f64) -> f64 {
     if x >= 0.0 { value } else { 2.0 - value }
 }
 
+/// The Wilson score interval of a proportion: `successes` of `trials` at the two-sided normal
+/// quantile `z` (1.96 for 95%). Unlike the mean plus or minus `z` standard errors it stays inside
+/// [0, 1] and is honest near 0 and 1 (a perfect score on 20 examples is [0.84, 1], not [1, 1]).
+/// `None` for no trials.
+pub fn wilson_interval(successes: f64, trials: f64, z: f64) -> Option<(f64, f64)> {
+    if trials.is_nan() || trials <= 0.0 || !successes.is_finite() {
+        return None;
+    }
+    let p = (successes / trials).clamp(0.0, 1.0);
+    let z2 = z * z;
+    let denominator = 1.0 + z2 / trials;
+    let centre = (p + z2 / (2.0 * trials)) / denominator;
+    let half = z / denominator * (p * (1.0 - p) / trials + z2 / (4.0 * trials * trials)).sqrt();
+    Some(((centre - half).max(0.0), (centre + half).min(1.0)))
+}
+
+/// The two-sided 95% quantile of the standard normal distribution.
+pub const Z_95: f64 = 1.959_963_984_540_054;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +95,21 @@ mod tests {
         assert!((normal_cdf(1.959_963_985) - 0.975).abs() < 1e-6);
         assert!((normal_cdf(-1.0) - 0.158_655_254).abs() < 1e-6);
         assert!((normal_pdf(0.0) - 0.398_942_280).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_wilson_interval_matches_known_values_and_stays_in_range() {
+        // 0.952 on 142 examples: the textbook interval.
+        let (low, high) = wilson_interval(135.0, 142.0, Z_95).unwrap();
+        assert!(
+            (low - 0.9018).abs() < 1e-3 && (high - 0.9759).abs() < 1e-3,
+            "{low} {high}"
+        );
+        let (low, high) = wilson_interval(20.0, 20.0, Z_95).unwrap();
+        assert!((low - 0.8389).abs() < 1e-3 && high == 1.0, "{low} {high}");
+        let (low, high) = wilson_interval(0.0, 10.0, Z_95).unwrap();
+        assert!(low == 0.0 && (high - 0.2775).abs() < 1e-3, "{low} {high}");
+        assert_eq!(wilson_interval(1.0, 0.0, Z_95), None);
     }
 
     #[test]
