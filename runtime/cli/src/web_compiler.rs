@@ -16,6 +16,11 @@ use easeml_runtime::server::{Compilation, CompiledProgram, GenerateFailure, Prog
 /// repository, folder `easeml`) beside the unpacked `APP/` folder.
 pub const DOWNLOAD_RUNTIME_PATH: &str = "../easeml/runtime/core";
 
+/// The workspace's `Cargo.lock`, put into every downloaded crate (and its Python crate) as
+/// `easemlc` copies it into the crates it writes: the download resolves the very versions easeml
+/// is built and tested with, wherever it is unpacked.
+const WORKSPACE_LOCK: &str = include_str!("../../../Cargo.lock");
+
 /// The built-in template registry, the generated crates' path to the runtime.
 pub struct WebCompiler {
     registry: Registry,
@@ -96,6 +101,12 @@ impl ProgramCompiler for WebCompiler {
         let mut files = crate_files(&compiled, &options)
             .map_err(|error| GenerateFailure::Internal(error.to_string()))?;
         rustfmt_files(&mut files);
+        for manifest in ["Cargo.toml", "python/Cargo.toml"] {
+            if files.contains_key(manifest) {
+                let lock = manifest.replace("Cargo.toml", "Cargo.lock");
+                files.insert(lock, WORKSPACE_LOCK.to_owned());
+            }
+        }
         Ok((compiled.schema.app.clone(), files))
     }
 }

@@ -313,6 +313,25 @@ fn the_compile_routes_answer_as_easemlc_and_refuse_bad_requests() {
     }
     // The Python package comes with the crate.
     assert!(crate_dir.join("python/pyproject.toml").is_file());
+    // With the workspace's Cargo.lock (the versions easeml is tested with), so that beside a
+    // checkout of easeml the crate resolves offline, as it unpacked.
+    let workspace_lock = include_str!("../../../Cargo.lock");
+    for lock in ["Cargo.lock", "python/Cargo.lock"] {
+        let text = std::fs::read_to_string(crate_dir.join(lock)).unwrap();
+        assert!(text == workspace_lock, "{lock} is not the workspace's");
+    }
+    let checkout_root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::os::unix::fs::symlink(&checkout_root, out.path().join("easeml")).unwrap();
+    let metadata = Command::new(env!("CARGO"))
+        .args(["metadata", "--offline", "--format-version", "1"])
+        .current_dir(&crate_dir)
+        .output()
+        .unwrap();
+    assert!(
+        metadata.status.success(),
+        "the download does not resolve beside a checkout: {}",
+        String::from_utf8_lossy(&metadata.stderr)
+    );
     let host = served.url.trim_start_matches("http://");
     let baked = generated
         .keys()
