@@ -1,4 +1,4 @@
-//! Semantic checks E002-E012 and E014 (LANGUAGE.md section 2), and lowering of the AST to [`Schema`].
+//! Semantic checks E002-E012, E014 and E015 (LANGUAGE.md section 2), and lowering of the AST to [`Schema`].
 //!
 //! Every check runs and every error is collected; a [`Schema`] comes out only when there is none.
 //! Checks that only make sense for a complete program (E002) are skipped when the file has syntax
@@ -12,8 +12,8 @@ use easeml_grammar::ast::{
 use easeml_grammar::{Code, Diagnostic, Span};
 
 use easeml_schema::rules::{
-    MAX_TENSOR_ELEMENTS, app_name_from_stem, app_name_problem, is_field_name, is_positive_limit,
-    label_problem,
+    MAX_TENSOR_ELEMENTS, app_name_from_stem, app_name_problem, fields_problem, is_field_name,
+    is_positive_limit, label_problem,
 };
 use easeml_schema::{Constraint, DataType, Field, FieldKind, Metric, Schema, Tensor};
 
@@ -173,8 +173,21 @@ impl Checker {
         None
     }
 
-    /// Checks one type definition and lowers it; `None` when it has errors.
+    /// Checks one type definition and lowers it; `None` when it has errors. A type with more
+    /// fields than `rules::MAX_FIELDS` is one E015 and its fields are not looked at.
     fn data_type(&mut self, def: &TypeDef, side: Side) -> Option<DataType> {
+        if let Some(problem) = fields_problem(def.fields.len()) {
+            self.report(
+                Diagnostic::new(
+                    Code::E015,
+                    def.name.span,
+                    format!("`{}` is too large: {problem}", side.name()),
+                )
+                .with_label("too many fields")
+                .with_help("gather fields into tensors: one `Tensor[N]` field holds N values"),
+            );
+            return None;
+        }
         let errors_before = self.diagnostics.len();
         let mut seen: HashMap<&str, Span> = HashMap::new();
         for field in &def.fields {

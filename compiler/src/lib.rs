@@ -1,7 +1,7 @@
 //! easemlc's library: the `.eml` front end after parsing.
 //!
 //! The stages are visible in the API (see ARCHITECTURE.md): [`easeml_grammar::parse`] (text to AST),
-//! [`check::check`] (AST to [`Schema`], E002-E014), [`Registry::matching`] (template matching) and
+//! [`check::check`] (AST to [`Schema`], E002-E015), [`Registry::matching`] (template matching) and
 //! [`candidates::candidates`] (augmentation). [`compile`] runs them all and collects every
 //! diagnostic; [`explain::Explanation`] and [`diagnostic`] turn the result into reports.
 
@@ -108,6 +108,11 @@ pub fn compile_bytes(
     }
 }
 
+/// The most diagnostics one compile reports, the first by position; past it, one E015 says how
+/// many there were. Rendering and placing each diagnostic costs time in the size of the program, so
+/// thousands of them (a 256 KiB program can make 35,000) took seconds to minutes to report.
+pub const MAX_DIAGNOSTICS: usize = 100;
+
 /// Checks and matches an already parsed program (the `.eml` parser's or the macro front end's);
 /// `syntax_diagnostics` are the errors found while building `file`.
 pub fn compile_ast(
@@ -120,6 +125,22 @@ pub fn compile_ast(
     let (schema, check_diagnostics) = check::check(file, default_app, !diagnostics.is_empty());
     diagnostics.extend(check_diagnostics);
     diagnostics.sort_by_key(|diagnostic| (diagnostic.span.start, diagnostic.code));
+    if diagnostics.len() > MAX_DIAGNOSTICS {
+        let count = diagnostics.len();
+        let first_unreported = diagnostics[MAX_DIAGNOSTICS].span;
+        diagnostics.truncate(MAX_DIAGNOSTICS);
+        diagnostics.push(
+            Diagnostic::new(
+                Code::E015,
+                first_unreported,
+                format!(
+                    "too many errors: {count} in all, and only the first {MAX_DIAGNOSTICS} are reported"
+                ),
+            )
+            .with_label("the errors from here on are not reported")
+            .with_help("fix the errors above and compile again"),
+        );
+    }
     let schema = match schema {
         Some(schema) if diagnostics.is_empty() => schema,
         _ => return Err(diagnostics),
@@ -150,4 +171,45 @@ fn input_definition_span(file: &easeml_grammar::ast::File) -> Span {
             _ => None,
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Past [`MAX_DIAGNOSTICS`] errors, the first are reported and one E015 says how many there were.
+    #[test]
+    fn a_program_with_too_many_errors_reports_the_first_and_a_count() {
+        let program = format!(
+            "type Input\n{}end\nOutput = [2]\n",
+            "  x :: Tensor[1]\n".repeat(150)
+        );
+        let diagnostics = compile(&program, "app", &Registry::builtin()).unwrap_err();
+        assert_eq!(diagnostics.len(), MAX_DIAGNOSTICS + 1);
+        assert!(
+            diagnostics[..MAX_DIAGNOSTICS]
+                .iter()
+                .all(|diagnostic| diagnostic.code == Code::E004)
+        );
+        let last = &diagnostics[MAX_DIAGNOSTICS];
+        assert_eq!(last.code, Code::E015);
+        assert_eq!(
+            last.message,
+            "too many errors: 149 in all, and only the first 100 are reported"
+        );
+        // The 101st duplicate `x` (line 103) is where the unreported errors start.
+        assert_eq!(diagnostic::line_column(&program, last.span.start), (103, 3));
+        // Exactly MAX_DIAGNOSTICS errors are all reported.
+        let program = format!(
+            "type Input\n{}end\nOutput = [2]\n",
+            "  x :: Tensor[1]\n".repeat(101)
+        );
+        let diagnostics = compile(&program, "app", &Registry::builtin()).unwrap_err();
+        assert_eq!(diagnostics.len(), MAX_DIAGNOSTICS);
+        assert!(
+            diagnostics
+                .iter()
+                .all(|diagnostic| diagnostic.code == Code::E004)
+        );
+    }
 }

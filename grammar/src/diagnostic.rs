@@ -1,5 +1,5 @@
 //! `Diagnostic`: the one error type of the front end, shared by the parser (E001) and the checker
-//! (E002-E014). Rendering (text, JSON) lives in `easeml-compiler`; this module only holds data.
+//! (E002-E015). Rendering (text, JSON) lives in `easeml-compiler`; this module only holds data.
 
 use std::fmt;
 
@@ -65,6 +65,9 @@ pub enum Code {
     E013,
     /// `app` given twice, or an invalid app name.
     E014,
+    /// The program is too large: a type with more fields than `rules::MAX_FIELDS`, or more errors
+    /// than the compiler reports.
+    E015,
 }
 
 impl Code {
@@ -85,6 +88,7 @@ impl Code {
             Code::E012 => "E012",
             Code::E013 => "E013",
             Code::E014 => "E014",
+            Code::E015 => "E015",
         }
     }
 }

@@ -19,6 +19,17 @@ pub const MAX_TENSOR_ELEMENTS: u64 = (1 << 31) - 1;
 /// binaries) and database rows, so they are kept short.
 pub const MAX_APP_NAME_LEN: usize = 64;
 
+/// The most fields (tensor and recursive) one type may have (E015). Real programs have a few; the
+/// limit bounds the work of a compile (every field is named, checked and matched) and of every
+/// stage after it, whoever sends the program.
+pub const MAX_FIELDS: usize = 1024;
+
+/// Why a type of `count` fields is too large (E015), or `None` when it is within [`MAX_FIELDS`].
+pub fn fields_problem(count: usize) -> Option<String> {
+    (count > MAX_FIELDS)
+        .then(|| format!("{count} fields, and a type may have at most {MAX_FIELDS}"))
+}
+
 /// `[a-z0-9_]+`: a field name (E005).
 pub fn is_field_name(name: &str) -> bool {
     !name.is_empty()
@@ -231,7 +242,7 @@ pub fn constraints_problem(constraints: &[Constraint]) -> Option<String> {
 }
 
 /// Checks every rule of a schema read from outside the compiler: a valid app name, at least one
-/// tensor field per side, non-empty unique field names, shapes within the limits, and declared labels
+/// tensor field and at most [`MAX_FIELDS`] fields per side, non-empty unique field names, shapes within the limits, and declared labels
 /// that fit a `[D]` output, and constraints as easemlc accepts them ([`constraints_problem`]).
 pub fn validate(schema: &Schema) -> Result<(), SchemaError> {
     if let Some(problem) = app_name_problem(&schema.app) {
@@ -243,6 +254,9 @@ pub fn validate(schema: &Schema) -> Result<(), SchemaError> {
     for (side, data_type) in [("input", &schema.input), ("output", &schema.output)] {
         if data_type.tensors().next().is_none() {
             return Err(SchemaError(format!("the {side} has no tensor field")));
+        }
+        if let Some(problem) = fields_problem(data_type.fields.len()) {
+            return Err(SchemaError(format!("the {side} has {problem}")));
         }
         let mut names = HashSet::new();
         for field in &data_type.fields {
@@ -438,5 +452,18 @@ mod tests {
         bad.labels = Some(vec!["x".into()]);
         assert!(validate(&bad).unwrap_err().0.contains("`labels`"));
         assert!(validate(&schema("Bad")).is_err());
+        let mut bad = schema("ok");
+        bad.input.fields = (0..=MAX_FIELDS)
+            .map(|index| Field {
+                name: format!("f{index}"),
+                kind: FieldKind::Tensor(Tensor { dims: vec![1] }),
+            })
+            .collect();
+        assert_eq!(
+            validate(&bad).unwrap_err().0,
+            "the input has 1025 fields, and a type may have at most 1024"
+        );
+        bad.input.fields.pop();
+        assert!(validate(&bad).is_ok());
     }
 }

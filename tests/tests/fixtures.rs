@@ -71,6 +71,7 @@ fn the_fixture_set_covers_every_code_form_and_template_row() {
         Code::E012,
         Code::E013,
         Code::E014,
+        Code::E015,
     ];
     for code in all_codes {
         assert!(

@@ -281,10 +281,56 @@ fn npy_files_larger_than_the_declared_shape_are_refused() {
     let message = fixture.feed_error(&mut grid, "sparse.npy a\n");
     assert!(
         message.contains(
-            "line 1: sparse.npy: larger than any .npy file of this app's input shape [2,2] can be"
+            "line 1: sparse.npy: 68719476736 bytes, larger than any .npy file of this app's input shape [2,2] can be (1048620 bytes)"
         ),
         "{message}"
     );
+}
+
+/// Regression: a `.npy` linked to a `/proc` file passed the regular-file check (the kernel says its
+/// files are regular) and was read to the declared shape's limit. Links are resolved and the kernel's
+/// folders refused before opening; empty files and images larger than any accepted image can be
+/// stored in are refused by their size before reading.
+#[test]
+fn kernel_files_empty_files_and_oversized_image_files_are_refused_before_reading() {
+    let fixture = Fixture::new();
+    std::os::unix::fs::symlink("/proc/self/status", fixture.path("status.npy")).unwrap();
+    std::os::unix::fs::symlink("/proc/self/status", fixture.path("status.png")).unwrap();
+    std::os::unix::fs::symlink("/sys/kernel", fixture.path("kernel.npy")).unwrap();
+    std::fs::write(fixture.path("empty.npy"), b"").unwrap();
+    std::fs::write(fixture.path("empty.png"), b"").unwrap();
+    let file = std::fs::File::create(fixture.path("huge.png")).unwrap();
+    file.set_len(1 << 40).unwrap();
+    drop(file);
+    let mut grid = fixture.client("app grid\nInput = [2, 2]\nOutput = [2]");
+    let message = fixture.feed_error(&mut grid, "status.npy a\nempty.npy a\nkernel.npy a\n");
+    for expected in [
+        "line 1: status.npy: is /proc/",
+        "one of the kernel's files under /proc, not a regular file on a disk",
+        "line 2: empty.npy: is empty (0 bytes)",
+        "line 3: kernel.npy: is a folder, not a regular file",
+    ] {
+        assert!(message.contains(expected), "{expected}: {message}");
+    }
+    let mut pics = fixture.client(IMAGE_APP);
+    let message = fixture.feed_error(&mut pics, "status.png cat\nempty.png cat\nhuge.png cat\n");
+    for expected in [
+        "line 1: status.png: is /proc/",
+        "line 2: empty.png: is empty (0 bytes)",
+        "line 3: huge.png: 1099511627776 bytes, larger than any image of at most 4096x4096 pixels can be (150994944 bytes)",
+    ] {
+        assert!(message.contains(expected), "{expected}: {message}");
+    }
+    // A link to a regular file on a disk is read as the file itself.
+    write_npy(
+        &fixture.path("real.npy"),
+        "<f4",
+        "(2, 2)",
+        &f32_bytes(&[1.0, 2.0, 3.0, 4.0]),
+    );
+    std::os::unix::fs::symlink(fixture.path("real.npy"), fixture.path("link.npy")).unwrap();
+    fixture.feed(&mut grid, "link.npy a\n").unwrap();
+    assert_eq!(total(&grid) + total(&pics), 1);
 }
 
 /// A tree input `depth` levels deep (each node's left child is the next level) as a JSON line.

@@ -157,6 +157,8 @@ impl InferWorker {
 struct Task {
     job: Job,
     stage: Stage,
+    /// Chunks done so far (the log of a dropped request says how far it got).
+    chunks: usize,
 }
 
 enum Stage {
@@ -214,8 +216,13 @@ fn work(home: &Path, queue: &mpsc::Receiver<Job>) {
         };
         if let Some(mut task) = tasks.pop_front() {
             if task.job.reply.is_closed() {
-                tracing::info!(app = %app, "inference dropped: its client hung up");
+                tracing::info!(
+                    app = %app,
+                    chunks = task.chunks,
+                    "inference dropped: its client hung up"
+                );
             } else {
+                task.chunks += 1;
                 match step(home, &mut clients, &mut task) {
                     None => tasks.push_front(task),
                     Some(result) => {
@@ -240,6 +247,7 @@ fn enqueue(turns: &mut VecDeque<(String, VecDeque<Task>)>, job: Job) {
             total: 0,
         },
         job,
+        chunks: 0,
     };
     match turns.iter_mut().find(|(app, _)| *app == task.job.app) {
         Some((_, tasks)) => tasks.push_back(task),

@@ -458,7 +458,7 @@ pub(crate) fn is_image_name(name: &str) -> bool {
 }
 
 /// The values of one side (`input` or `output`) that a `.npy` file gives, read as a feed line
-/// naming it is read (a regular file, at most the declared size).
+/// naming it is read (a regular file on a disk, at most the declared size: [`read_data_file`]).
 pub fn read_npy_file(
     data_type: &DataType,
     path: &Path,
@@ -473,11 +473,25 @@ pub fn read_npy_file(
     npy::load(path, shown, side, dims)
 }
 
-/// Opens a file a feed line names, refusing what is not a regular file: a device such as
-/// `/dev/zero` would be read forever, and a FIFO would block the feed. Symbolic links are followed
-/// (to a regular file they are fine). The type is checked before opening (opening a FIFO blocks)
-/// and again on the opened file.
-fn open_regular_file(path: &Path, shown: &str) -> Result<(std::fs::File, u64), String> {
+/// Where the kernel's pseudo files live: they pass as regular files but are made as they are read
+/// (`/proc/self/status` says it has 0 bytes and reads as text, `/proc/kcore` says it has 128 TB),
+/// and nothing under `/dev` is an example's data.
+const PSEUDO_FILE_ROOTS: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Reads the file a feed line names, whole, after refusing, before anything is read:
+/// - what is not a regular file: a device such as `/dev/zero` would be read forever, and a FIFO
+///   would block the feed (the type is checked before opening, since opening a FIFO blocks, and
+///   again on the opened file);
+/// - a file that is, once its symbolic links are resolved, under `/proc`, `/sys` or `/dev`
+///   ([`PSEUDO_FILE_ROOTS`]): a link to a regular file elsewhere is fine;
+/// - an empty file, and one of more than `limit` bytes (`what` names the limit in words, e.g.
+///   "any .npy file of this app's input shape [2,2]").
+///
+/// It reads through `Read::take` at most the size the opened file had, so a file that grows while it
+/// is read is not followed past it.
+fn read_data_file(path: &Path, shown: &str, limit: u64, what: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let cannot_read = |error: std::io::Error| format!("{shown}: cannot read: {error}");
     let not_regular =
         |kind: &str| format!("{shown}: is {kind}, not a regular file; name an image or .npy file");
     let kind_of = |metadata: &std::fs::Metadata| {
@@ -489,20 +503,41 @@ fn open_regular_file(path: &Path, shown: &str) -> Result<(std::fs::File, u64), S
             None
         }
     };
-    let metadata =
-        std::fs::metadata(path).map_err(|error| format!("{shown}: cannot read: {error}"))?;
+    let metadata = std::fs::metadata(path).map_err(cannot_read)?;
     if let Some(kind) = kind_of(&metadata) {
         return Err(not_regular(kind));
     }
-    let file =
-        std::fs::File::open(path).map_err(|error| format!("{shown}: cannot read: {error}"))?;
-    let metadata = file
-        .metadata()
-        .map_err(|error| format!("{shown}: cannot read: {error}"))?;
+    let target = std::fs::canonicalize(path).map_err(cannot_read)?;
+    if let Some(root) = PSEUDO_FILE_ROOTS
+        .iter()
+        .find(|root| target.starts_with(Path::new(root)))
+    {
+        return Err(format!(
+            "{shown}: is {}, one of the kernel's files under {root}, not a regular file on a disk; name an image or .npy file",
+            target.display()
+        ));
+    }
+    let file = std::fs::File::open(&target).map_err(cannot_read)?;
+    let metadata = file.metadata().map_err(cannot_read)?;
     if let Some(kind) = kind_of(&metadata) {
         return Err(not_regular(kind));
     }
-    Ok((file, metadata.len()))
+    let size = metadata.len();
+    if size == 0 {
+        return Err(format!(
+            "{shown}: is empty (0 bytes); name an image or .npy file"
+        ));
+    }
+    if size > limit {
+        return Err(format!(
+            "{shown}: {size} bytes, larger than {what} can be ({limit} bytes); is it the right file?"
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(size)
+        .read_to_end(&mut bytes)
+        .map_err(cannot_read)?;
+    Ok(bytes)
 }
 
 /// The error for a file path where files may not be read ([`FeedOptions::allow_paths`] off).

@@ -1,7 +1,6 @@
 //! A small `.npy` reader (NumPy format versions 1-3): C-order arrays of floats, integers or booleans,
 //! converted to `f32`. The shape must equal the declared one.
 
-use std::io::Read;
 use std::path::Path;
 
 use easeml_object::{Error as ExampleError, check_tensor_values, format_dims};
@@ -17,25 +16,19 @@ const MAX_ELEMENT_BYTES: u64 = 8;
 
 /// Reads `path` (shown as `shown` in errors) as the `side` (`input`/`output`) tensor of shape `dims`.
 ///
-/// Reads at most what an array of the declared shape can take (the header's limit plus 8 bytes an
-/// element) and one byte more, so a file that is larger is refused without being read whole; only
-/// regular files are read (`/dev/zero` or a FIFO would never end).
+/// A file larger than an array of the declared shape can be (the header's limit plus 8 bytes an
+/// element) is refused by its size before anything is read; only regular files on a disk are read
+/// (`super::read_data_file`).
 pub(super) fn load(path: &Path, shown: &str, side: &str, dims: &[u64]) -> Result<Vec<f32>, String> {
-    let (file, _) = super::open_regular_file(path, shown)?;
     let elements = dims.iter().product::<u64>();
     let limit = elements
         .saturating_mul(MAX_ELEMENT_BYTES)
         .saturating_add(12 + MAX_HEADER_BYTES);
-    let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|error| format!("{shown}: cannot read: {error}"))?;
-    if bytes.len() as u64 > limit {
-        return Err(format!(
-            "{shown}: larger than any .npy file of this app's {side} shape {} can be ({limit} bytes); is it the right file?",
-            format_dims(dims)
-        ));
-    }
+    let what = format!(
+        "any .npy file of this app's {side} shape {}",
+        format_dims(dims)
+    );
+    let bytes = super::read_data_file(path, shown, limit, &what)?;
     let values = parse(&bytes, side, dims).map_err(|message| format!("{shown}: {message}"))?;
     Ok(values)
 }

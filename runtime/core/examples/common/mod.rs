@@ -33,23 +33,28 @@ impl LoopbackServer {
         config.listen = "127.0.0.1:0".parse()?;
         config.max_body_bytes = 1 << 30;
         let server = easeml_runtime::server::ServerThread::spawn(config)?;
-        let url = server.url();
-        let response = reqwest::blocking::Client::new()
-            .post(format!("{url}/api/v1/apps"))
-            .body(manifest.to_owned())
-            .send()?;
-        anyhow::ensure!(response.status() == 201, "{}", response.text()?);
-        let token = response.json::<serde_json::Value>()?["token"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        Ok(LoopbackServer {
-            url,
-            token,
+        let mut loopback = LoopbackServer {
+            url: server.url(),
+            token: String::new(),
             home: home.to_owned(),
             _server: server,
             _dir: None,
-        })
+        };
+        loopback.token = loopback.register(manifest)?;
+        Ok(loopback)
+    }
+
+    /// Registers one more app (no admin token); returns its token.
+    pub fn register(&self, manifest: &str) -> Result<String> {
+        let response = reqwest::blocking::Client::new()
+            .post(format!("{}/api/v1/apps", self.url))
+            .body(manifest.to_owned())
+            .send()?;
+        anyhow::ensure!(response.status() == 201, "{}", response.text()?);
+        Ok(response.json::<serde_json::Value>()?["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned())
     }
 
     /// A remote connection to the app with its token (no token files).
