@@ -5,7 +5,8 @@
 //!
 //! Codes: the inline form can raise E001-E012 and E014 (one `fail/eNNN_*.rs` each, plus
 //! `fail/macro_syntax_errors.rs` for every E001 the Rust syntax adds); the file form the same codes
-//! from its `.eml` file (`fail/file_form_errors.rs`, one module per code). E013 (no template accepts
+//! from its `.eml` file (`fail/file_form_errors.rs`, one module per code), and E015 (a type of more
+//! than 1024 fields: only there, as an inline case would be 1025 fields long). E013 (no template accepts
 //! the program) cannot arise: the macro always uses the built-in registry, whose general templates
 //! (rows 8 and 9) accept every program.
 //!

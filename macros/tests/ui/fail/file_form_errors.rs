@@ -45,4 +45,7 @@ mod e014_app_twice {}
 #[easeml_schema(file = "fixtures/multi_many_errors.eml")]
 mod multi_many_errors {}
 
+#[easeml_schema(file = "fixtures/e015_too_many_fields.eml")]
+mod e015_too_many_fields {}
+
 fn main() {}

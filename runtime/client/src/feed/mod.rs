@@ -458,7 +458,7 @@ pub(crate) fn is_image_name(name: &str) -> bool {
 }
 
 /// The values of one side (`input` or `output`) that a `.npy` file gives, read as a feed line
-/// naming it is read (a regular file on a disk, at most the declared size: [`read_data_file`]).
+/// naming it is read (a regular file on a disk, at most the declared size).
 pub fn read_npy_file(
     data_type: &DataType,
     path: &Path,
