@@ -59,4 +59,6 @@ class App:
     def train(self, budget: Optional[str] = ..., max_run: Optional[str] = ..., progress: bool = ...) -> Dict[str, Any]: ...
     def infer(self, inputs: Inputs) -> Union[Tuple[Label, float], Tuple[List[Label], npt.NDArray[np.float32]], Dict[str, npt.NDArray[np.float32]], Any]:
         """One input: `(label, confidence)` or the output's arrays; a batch: `(labels, confidences)` or arrays with the batch axis."""
+    def export(self, path: Union[str, os.PathLike[str]], force: bool = ...) -> Dict[str, Any]:
+        """Writes the served model to the folder `path` (model.pt or model.json, easeml-export.json, README.md); returns the metadata."""
     def refine(self, open_browser: bool = ..., listen: str = ...) -> RefinePage: ...
