@@ -109,7 +109,12 @@ pub fn export_app(store: &Store, app: &str, out: &Path, force: bool) -> Result<E
         "app": schema.app,
         "system_type": schema.system_type(),
         "schema": { "input": schema.input, "output": schema.output },
-        "labels": if metric == QualityMetric::Accuracy { json!(labels) } else { json!(null) },
+        // Class names in output order; none for values, or for classes known only by index.
+        "labels": if metric == QualityMetric::Accuracy && !labels.is_empty() {
+            json!(labels)
+        } else {
+            json!(null)
+        },
         "run": {
             "id": run.id.0,
             "candidate": run.candidate,
@@ -161,7 +166,7 @@ fn check_out_dir(out: &Path, force: bool) -> Result<()> {
 /// How to call the model, in the metadata.
 fn call_description(model: &ExportedModel) -> serde_json::Value {
     let output = if model.output == "probabilities" {
-        "one probability per class, in the order of `labels` (the answer is the most probable)"
+        "one probability per class, in the order of `labels` (null: the classes are their indices); the answer is the most probable"
     } else {
         "the output values, row-major in `output_shape`"
     };
@@ -197,9 +202,16 @@ fn readme(app: &str, candidate: &str, run: RunId, model: &ExportedModel) -> Stri
         .collect::<Vec<_>>()
         .join(", ");
     if model.format == "torchscript" {
+        let labels = if model.output == "probabilities" {
+            format!(
+                "labels = json.load(open(\"{METADATA_FILE}\"))[\"labels\"]  # class names in output order\n"
+            )
+        } else {
+            String::new()
+        };
         text.push_str(&format!(
-            "## Load it in Python\n\n```python\nimport torch, json\nmodel = torch.jit.load(\"{TORCHSCRIPT_FILE}\")\n\
-             out = model(torch.zeros(1, {shape}))  # a float32 batch [B, {shape}]\n```\n\n\
+            "## Load it in Python\n\n```python\nimport json, torch\nmodel = torch.jit.load(\"{TORCHSCRIPT_FILE}\")\n\
+             {labels}out = model(torch.zeros(1, {shape}))  # a float32 batch [B, {shape}]\n```\n\n\
              The input is what was fed to easeml (raw values; any normalization is inside the model), \
              batch first{}. The output is `[B, {}]`: {}.\n",
             if model.input_shape.len() == 3 {
@@ -214,7 +226,7 @@ fn readme(app: &str, candidate: &str, run: RunId, model: &ExportedModel) -> Stri
                 .collect::<Vec<_>>()
                 .join(", "),
             if model.output == "probabilities" {
-                "class probabilities in the order of `labels` in the metadata"
+                "class probabilities in the order of `labels` in the metadata (null: class indices)"
             } else {
                 "the output values"
             }
