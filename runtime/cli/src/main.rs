@@ -40,7 +40,7 @@ enum Command {
     /// Train candidate models of every app in a local store, in the foreground.
     Train(train::TrainArgs),
     /// Write the model an app serves to a folder, to run without easeml: TorchScript (networks)
-    /// or JSON (kernel ridge, k-NN), with easeml-export.json and a README.
+    /// or JSON (kernel ridge, k-NN, tree ensembles), with easeml-export.json and a README.
     Export(export::ExportArgs),
     /// Run one worker: lease work units of the store, train them, commit them (until Ctrl-C or
     /// SIGTERM; a unit in hand is given back).

@@ -172,7 +172,7 @@ fn export_command() -> Command {
         .long_about(
             "Write the served model (the one `infer` answers with) to a folder, to run without easeml: \
              a network as TorchScript (model.pt: `torch.jit.load(\"model.pt\")(x)` in Python, the \
-             input normalization inside), kernel ridge and k-NN as JSON (model.json), with \
+             input normalization inside), kernel ridge, k-NN, gradient-boosted trees and random forests as JSON (model.json), with \
              easeml-export.json (the app, schema, label names in class order, the run, its quality) \
              and a README.md on loading it. Reads the local store; on a server's machine use \
              `easeml export APP --store DIR --out DIR`.",

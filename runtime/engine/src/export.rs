@@ -180,7 +180,7 @@ fn call_description(model: &ExportedModel) -> serde_json::Value {
     } else {
         json!({
             "how": "the formulas of README.md over `parameters` of the model file",
-            "input": "one row of input_shape values (float), in the app's declared order (a tensor flattened row-major); raw values as fed to easeml (the standardization is in the parameters)",
+            "input": "one row of input_shape values (float), in the app's declared order (a tensor flattened row-major); raw values as fed to easeml (any standardization is in the parameters)",
             "dtype": "float32",
             "output": output,
         })

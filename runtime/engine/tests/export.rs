@@ -367,14 +367,112 @@ fn kernel_ridge_exports_as_json_that_answers_as_infer_by_the_readme() {
     assert_same_answers(&answers, &by_readme, "kernel ridge by the README");
 }
 
+/// The values of the leaf `x` falls into, by the README's walk of a tree.
+fn leaf(tree: &Value, x: &[f32]) -> Vec<f64> {
+    let ints = |name: &str| -> Vec<u64> {
+        tree[name]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    };
+    let (feature, next) = (ints("feature"), ints("next"));
+    let threshold: Vec<f64> = tree["threshold"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let width = tree["width"].as_u64().unwrap() as usize;
+    let mut node = 0;
+    while feature[node] != 4_294_967_295 {
+        node = if f64::from(x[feature[node] as usize]) > threshold[node] {
+            next[node] as usize
+        } else {
+            node + 1
+        };
+    }
+    let leaves = tree["leaves"].as_array().unwrap();
+    let start = next[node] as usize * width;
+    leaves[start..start + width]
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn tree_ensembles_export_as_json_that_answers_as_infer_by_the_readme() {
+    let examples: Vec<Value> = (0..30)
+        .map(|i| json!({"input": row(i, 3), "output": (["no", "yes"][usize::from(noise(i, 1) > 0.5)])}))
+        .collect();
+    for family in ["gbdt", "random_forest"] {
+        let (_temp, home, mut client) = trained(
+            "Input = [3]\nOutput = [2]\nlabels = [no, yes]\n",
+            |id| id == family,
+            &examples,
+        );
+        let out = home.parent().unwrap().join("export");
+        export_app(&store(&home), "app", &out, false).unwrap();
+        let model: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("model.json")).unwrap())
+                .unwrap();
+        assert_eq!(model["family"], family);
+        let p = &model["parameters"];
+        let trees = p["trees"].as_array().unwrap();
+        let outputs = p["outputs"].as_u64().unwrap() as usize;
+        let inputs: Vec<Vec<f32>> = (100..106).map(|i| row(i, 3)).collect();
+        let by_readme: Vec<Vec<f32>> = inputs
+            .iter()
+            .map(|x| {
+                if family == "gbdt" {
+                    let mut score: Vec<f64> = p["base"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_f64().unwrap())
+                        .collect();
+                    for (index, tree) in trees.iter().enumerate() {
+                        score[index % outputs] += leaf(tree, x)[0];
+                    }
+                    let max = score.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let total: f64 = score.iter().map(|s| (s - max).exp()).sum();
+                    score
+                        .iter()
+                        .map(|s| ((s - max).exp() / total) as f32)
+                        .collect()
+                } else {
+                    let mut mean = vec![0.0; outputs];
+                    for tree in trees {
+                        for (m, v) in mean.iter_mut().zip(leaf(tree, x)) {
+                            *m += v / trees.len() as f64;
+                        }
+                    }
+                    mean.iter().map(|&m| m as f32).collect()
+                }
+            })
+            .collect();
+        let answers = client.infer(inputs).unwrap();
+        assert_same_answers(&answers, &by_readme, &format!("{family} by the README"));
+    }
+}
+
 #[test]
 fn export_refusals_are_in_words() {
+    let chain = |i: usize| {
+        let sign = if i.is_multiple_of(2) { 1.0 } else { -1.0 };
+        json!(
+            (0..3)
+                .map(|t| json!({"x": [sign * (0.5 + noise(i, t)), noise(i, t + 9)]}))
+                .collect::<Vec<_>>()
+        )
+    };
     let examples: Vec<Value> = (0..24)
-        .map(|i| json!({"input": row(i, 3), "output": (["no", "yes"][i % 2])}))
+        .map(|i| json!({"input": chain(i), "output": (["down", "up"][i % 2])}))
         .collect();
     let (_temp, home, _client) = trained(
-        "Input = [3]\nOutput = [2]\nlabels = [no, yes]\n",
-        |id| id == "gbdt",
+        "type Input\n  x :: Tensor[2]\n  next :: Nullable{Input}\nend\nOutput = [2]\nlabels = [down, up]\n",
+        |id| id == "dtw_knn",
         &examples,
     );
     let store = store(&home);
@@ -394,7 +492,7 @@ fn export_refusals_are_in_words() {
     let error = message(export_app(&store, "app", &dir.join("b"), false));
     assert!(
         error.starts_with(
-            "export of gbdt is not supported yet; supported: networks of image and tabular apps"
+            "export of dtw_knn is not supported yet; supported: networks of image and tabular apps"
         ),
         "{error}"
     );

@@ -8,10 +8,12 @@
 //!   the output values. Tracing records one path through the network, so models whose path
 //!   depends on the data (recurrent networks over sequences of any length, trees, the bit-level
 //!   models of general apps) are not exported.
-//! - **classic models** whose prediction is a few lines of arithmetic (`kernel_ridge`, `knn`) as
-//!   JSON, `model.json`: `{"format", "format_version", "family", "parameters"}`, the parameters
-//!   being the model's own state (the fields of [`crate::classic::kernel_ridge::KernelRidge`] and
-//!   [`crate::classic::knn::Knn`]); how to predict with them is [`CLASSIC_README`].
+//! - **classic models** whose prediction is a few lines of arithmetic (`kernel_ridge`, `knn`,
+//!   `gbdt`, `random_forest`) as JSON, `model.json`: `{"format", "format_version", "family",
+//!   "parameters"}`, the parameters being the model's own state (the fields of
+//!   [`crate::classic::kernel_ridge::KernelRidge`], [`crate::classic::knn::Knn`],
+//!   [`crate::classic::gbdt::Gbdt`] and [`crate::classic::forest::RandomForest`], over
+//!   [`crate::classic::trees::Tree`]); how to predict with them is [`CLASSIC_README`].
 //!
 //! Anything else is [`Error::ExportUnsupported`], naming what is supported. The metadata beside
 //! the model (app, labels, run) is the engine's (`easeml_engine::export`).
@@ -41,8 +43,7 @@ pub const CLASSIC_FILE: &str = "model.json";
 pub const CLASSIC_FORMAT: &str = "easeml-classic-json";
 
 /// What is exported, in words (the error for anything else names it).
-pub const SUPPORTED: &str =
-    "networks of image and tabular apps (TorchScript), kernel_ridge and knn (JSON)";
+pub const SUPPORTED: &str = "networks of image and tabular apps (TorchScript), kernel_ridge, knn, gbdt and random_forest (JSON)";
 
 /// Examples in the batch a network is traced with (any batch size runs the traced module: the
 /// networks' shapes depend on the batch only through its first dimension).
@@ -50,9 +51,10 @@ const TRACE_BATCH: i64 = 2;
 
 /// How to predict with an exported classic model (the README of an export of one).
 pub const CLASSIC_README: &str = "\
-Both families first standardize an input row x (its values in the app's declared order, flattened):
-z[i] = (x[i] - mean[i]) / scale[i], and 0 where that is not finite.
-`points` holds the kept training rows, already standardized, `features` values each.
+An input row x is the input's values in the app's declared order (a tensor flattened row-major).
+
+kernel_ridge and knn first standardize it: z[i] = (x[i] - mean[i]) / scale[i], and 0 where that
+is not finite. `points` holds the kept training rows, already standardized, `features` values each.
 
 kernel_ridge: k[j] = exp(-gamma * |z - points[j]|^2) for each kept row j;
 decision[o] = sum_j k[j] * coefficients[j * outputs + o] + intercepts[o].
@@ -63,6 +65,16 @@ knn: the k kept rows nearest to z (squared distance, ties by row), each weighted
 If classes > 0, targets[j] is row j's class: a class's probability is its rows' weight over the
 total, the answer the most probable class; else targets holds `outputs` values per row and the
 answer is the unweighted mean of the k rows' values.
+
+gbdt and random_forest read x as it is. A tree (`feature`, `threshold`, `next`: one entry per
+node; `leaves`, `width` values per leaf) is walked from node 0: at a node whose feature is
+4294967295 (a leaf) the values are leaves[next * width .. (next + 1) * width]; else the walk goes
+to node next[node] if x[feature] > threshold, else (also for a value that is not a number) to the
+node after it.
+gbdt: score[o] = base[o] + the sum of the leaf value (width 1) of trees[r * outputs + o] over the
+rounds r. If classification, the probabilities are softmax(score), else the values are score.
+random_forest: the mean over the trees of their leaf values (width = outputs). If classification,
+those are the class probabilities (the answer the first most probable), else the values.
 ";
 
 /// What [`Predictor::export`] wrote: the model's file and how to call it.
@@ -99,6 +111,24 @@ impl Predictor {
                         (model.features, model.classes, model.outputs)
                     }
                     ClassicModel::Knn(model) => (model.features, model.classes, model.outputs),
+                    ClassicModel::Gbdt(model) => (
+                        model.features,
+                        if model.classification {
+                            model.outputs
+                        } else {
+                            0
+                        },
+                        model.outputs,
+                    ),
+                    ClassicModel::RandomForest(model) => (
+                        model.features,
+                        if model.classification {
+                            model.outputs
+                        } else {
+                            0
+                        },
+                        model.outputs,
+                    ),
                     _ => return Err(unsupported(&family)),
                 };
                 let document = serde_json::json!({
