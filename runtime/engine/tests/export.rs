@@ -299,6 +299,46 @@ fn a_regression_network_exports_its_values() {
 }
 
 #[test]
+fn an_image_recovery_network_exports_its_images() {
+    let shape = [4i64, 4, 2];
+    let examples: Vec<Value> = (0..16)
+        .map(|i| {
+            let x = row(i, 32);
+            let y: Vec<f32> = x.iter().map(|v| 1.0 - v / 10.0).collect();
+            json!({"input": nested(&x, &shape), "output": nested(&y[..16], &[4, 4, 1])})
+        })
+        .collect();
+    let (_temp, home, mut client) = trained(
+        "Input = [4, 4, 2]\nOutput = [4, 4, 1]\n",
+        |id| id.starts_with("pix2pix+norm_k"),
+        &examples,
+    );
+    let out = home.parent().unwrap().join("export");
+    export_app(&store(&home), "app", &out, false).unwrap();
+    assert_eq!(metadata(&out)["model"]["output_shape"], json!([4, 4, 1]));
+    let inputs: Vec<Vec<f32>> = (100..103).map(|i| row(i, 32)).collect();
+    let answers = client
+        .infer(inputs.iter().map(|x| nested(x, &shape)).collect::<Vec<_>>())
+        .unwrap();
+    let here = libtorch_outputs(&out, &shape, &inputs);
+    for ((_, answer), values) in answers.answers.iter().zip(&here) {
+        let expected: Vec<f64> = answer
+            .output
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|row| row.as_array().unwrap().iter())
+            .flat_map(|pixel| pixel.as_array().unwrap().iter())
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(expected.len(), values.len());
+        for (a, b) in expected.iter().zip(values) {
+            assert!((*a as f32 - b).abs() <= 1e-5, "{a} vs {b}");
+        }
+    }
+}
+
+#[test]
 fn kernel_ridge_exports_as_json_that_answers_as_infer_by_the_readme() {
     let examples: Vec<Value> = (0..24)
         .map(|i| json!({"input": row(i, 3), "output": (["no", "yes"][usize::from(noise(i, 0) > 0.5)])}))
