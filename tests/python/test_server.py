@@ -57,6 +57,10 @@ def test_feed_train_infer_through_a_server(config_dir):
     with pytest.raises(app_module.ShapeError):
         app.feed(np.zeros((2, 3, 3), dtype=np.float32), outputs[:2])
     assert not (config_dir / "local-home").exists(), "a server app made a local store"
+    # The model of a server's app is exported on the server's machine, and nothing is written here.
+    with pytest.raises(app_module.EngineError, match="easeml export"):
+        app.export(config_dir / "exported")
+    assert not (config_dir / "exported").exists()
 
     # On a server, `train` returns the status: the server's engine trains in the background.
     status = app.train()

@@ -296,4 +296,19 @@ fn every_golden_crate_builds_and_its_binaries_run() {
         stderr.contains("line 2") && stderr.contains("expected shape [30]"),
         "{stderr}"
     );
+
+    // `export` starts `breast_cancer-train export`: the served model is written out, or, for a
+    // model the export does not write yet, it says so; either way the engine binary answered.
+    let out = home.join("exported");
+    let (code, stdout, stderr) = run(&app, &["export", "--out", out.to_str().unwrap()], &home, "");
+    if code == 0 {
+        assert!(stdout.starts_with("exported "), "{stdout}");
+        assert!(out.join("easeml-export.json").is_file());
+    } else {
+        assert!(
+            stderr.contains("breast_cancer: error: export of ")
+                && stderr.contains("is not supported yet; supported: "),
+            "{stderr}"
+        );
+    }
 }

@@ -3,7 +3,8 @@
 //! binaries only these two use this crate, and so only they link libtorch.
 //!
 //! [`run_engine`] installs the engine as the process's model loader
-//! (`easeml_engine::install_local_models`) and gives `easeml_runtime::app_cli` the `train` command.
+//! (`easeml_engine::install_local_models`) and gives `easeml_runtime::app_cli` the `train` and
+//! `export` commands (`<app> export` runs `<app>-train export`).
 //! The `<app>`, `<app>-feed` and `<app>-refine` binaries call `easeml_runtime::app_cli::run`, which
 //! cannot reach this crate (the generated crate depends on easeml-runtime without its `engine`
 //! feature), so their crate graph holds no libtorch binding at all; `<app> train` and an embedded
@@ -39,7 +40,7 @@ pub fn run_engine_from(
         entry,
         baked,
         arguments,
-        Some(&EngineCommands { train }),
+        Some(&EngineCommands { train, export }),
     )
 }
 
@@ -61,6 +62,24 @@ fn train(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
     train_with_progress(&mut engine, budget)?;
     let status = client.status().map_err(|error| error.to_string())?;
     print!("{status}");
+    Ok(())
+}
+
+/// `export --out DIR [--force]`: the served model of the local store written to DIR
+/// (`easeml_engine::export::export_app`).
+fn export(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
+    let store = client.store().ok_or("`export` reads the local store")?;
+    let out = arguments
+        .get_one::<String>("out")
+        .ok_or("give the folder to write: --out DIR")?;
+    let report = easeml_engine::export::export_app(
+        store,
+        client.app_name(),
+        std::path::Path::new(out),
+        arguments.get_flag("force"),
+    )
+    .map_err(|error| error.to_string())?;
+    println!("{report}");
     Ok(())
 }
 

@@ -2,7 +2,8 @@
 //! port (tests/common): the same `Client` calls as embedded mode over HTTP, tokens (registration,
 //! the token file, a refused token), the errors a user meets (no server, wrong token, the server's
 //! 4xx, no model yet, a server that dies mid-feed), and the app command line (`app_cli`, run in a
-//! child process) with `EASEML_SERVER`, `--server` and a baked-in server URL.
+//! child process) with `EASEML_SERVER`, `--server` and a baked-in server URL; `export` over the
+//! local store, refused with a server.
 
 #[path = "../../server/tests/common/mod.rs"]
 mod common;
@@ -1034,6 +1035,74 @@ fn the_app_command_line_works_against_a_server() {
 
 /// `feed FILE` / `infer FILE` with no such file, or with a folder: one error line naming it (here
 /// embedded: the same code serves both modes, before any connection is made).
+#[test]
+fn export_writes_the_local_model_and_refuses_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = [("EASEML_SERVER", "")];
+    std::fs::write(dir.path().join("data.txt"), image_lines(0..16)).unwrap();
+    let run = pics(&["feed", "data.txt"], &local, dir.path(), "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = dir.path().join("model");
+    let export = ["export", "--out", out.to_str().unwrap()];
+
+    let run = pics(&export, &local, dir.path(), "");
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains(
+            "pics: error: app pics has no trained model yet; feed examples and train first"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists());
+
+    train_once(&dir.path().join("local-home"));
+    let run = pics(&export, &local, dir.path(), "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.starts_with("exported "), "{}", run.stdout);
+    let metadata: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("easeml-export.json")).unwrap())
+            .unwrap();
+    assert_eq!(metadata["app"], "pics");
+    assert_eq!(metadata["labels"], json!(["cat", "dog"]));
+    // `[4, 4, 3]` for a network, `[48]` (a flattened row) for a classic model.
+    let shape: Vec<u64> = serde_json::from_value(metadata["model"]["input_shape"].clone()).unwrap();
+    assert_eq!(shape.iter().product::<u64>(), 48, "{metadata}");
+    assert!(out.join("README.md").is_file());
+
+    // Not over an export already there, unless --force.
+    let run = pics(&export, &local, dir.path(), "");
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr
+            .contains("exists and is not empty; give a new or empty folder, or --force"),
+        "{}",
+        run.stderr
+    );
+    let forced = ["export", "--out", out.to_str().unwrap(), "--force"];
+    let run = pics(&forced, &local, dir.path(), "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    // A server's app is exported on the server's machine.
+    let remote = [("EASEML_SERVER", "http://127.0.0.1:9")];
+    let other = dir.path().join("other");
+    let run = pics(
+        &["export", "--out", other.to_str().unwrap()],
+        &remote,
+        dir.path(),
+        "",
+    );
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains(
+            "pics: error: `export` reads the local store, not a server's; on the server's machine run `easeml export pics --store DIR --out DIR`"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!other.exists());
+}
+
 #[test]
 fn feed_and_infer_name_a_missing_file_or_a_folder() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,6 @@
 //! `easeml`, the runtime binary: `easeml serve` (the HTTP server and refine pages), `easeml apps`
 //! (the apps of a local store), `easeml train` (the multi-tenant loop over a local store, in
-//! process or coordinating workers), `easeml worker` / `easeml workers list` (work-unit workers) and
+//! process or coordinating workers), `easeml export` (an app's served model written to a folder), `easeml worker` / `easeml workers list` (work-unit workers) and
 //! `easeml bench scheduler` (the ease.ml replay benchmark), `easeml bench tuner` (TrimTuner's replay),
 //! `easeml bench quality` (test accuracy on task folders against knn1 and FLAML), `easeml bench mop
 //! --simulate` (Cerebro's model hopper parallelism against task parallelism, simulated).
@@ -13,6 +13,7 @@ mod bench_scheduler;
 mod bench_store;
 mod bench_trainer;
 mod bench_tuner;
+mod export;
 mod peers;
 mod plot;
 mod serve;
@@ -38,6 +39,9 @@ enum Command {
     Apps(apps::AppsArgs),
     /// Train candidate models of every app in a local store, in the foreground.
     Train(train::TrainArgs),
+    /// Write the model an app serves to a folder, to run without easeml: TorchScript (networks)
+    /// or JSON (kernel ridge, k-NN, tree ensembles), with easeml-export.json and a README.
+    Export(export::ExportArgs),
     /// Run one worker: lease work units of the store, train them, commit them (until Ctrl-C or
     /// SIGTERM; a unit in hand is given back).
     Worker(worker::WorkerArgs),
@@ -87,6 +91,7 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Apps(args) => apps::run(&args),
         Command::Train(args) => train::run(&args),
+        Command::Export(args) => export::run(&args),
         Command::Worker(args) => worker::run(&args),
         Command::Workers(args) => worker::run_workers(&args),
         Command::Bench {

@@ -1,6 +1,7 @@
-//! The command line of every generated app: `<app> [feed|refine|infer|status|train]` and the paper's
-//! stand-alone `<app>-feed`, `<app>-refine` and `<app>-infer` binaries, driven by the app's
-//! `easeml.json` manifest.
+//! The command line of every generated app: `<app> [feed|refine|infer|status|train|export]` and the
+//! paper's stand-alone `<app>-feed`, `<app>-refine` and `<app>-infer` binaries, driven by the app's
+//! `easeml.json` manifest. `export` is the engine's (`easeml_engine::export`): `<app> export`
+//! starts `<app>-train export`, where it is a hidden subcommand.
 //!
 //! Generated `main.rs` files are one line that calls [`run`] (or, for `<app>-infer` and
 //! `<app>-train`, `easeml_app_engine::run_engine`, which adds the engine): the behaviour lives here, once, and is
@@ -39,6 +40,8 @@ pub enum Entry {
 pub struct EngineCommands {
     /// `train` over the local store, in this process.
     pub train: fn(&Client, &ArgMatches) -> Result<(), String>,
+    /// `export --out DIR [--force]`: the served model of the local store written to a folder.
+    pub export: fn(&Client, &ArgMatches) -> Result<(), String>,
 }
 
 /// Settings baked in by `easemlc` when it generated the app.
@@ -131,11 +134,16 @@ pub fn command(spec: &AppSpec, entry: Entry) -> Command {
             .subcommand(refine_command().name("refine"))
             .subcommand(infer_command(schema).name("infer"))
             .subcommand(Command::new("status").about("Print the report of every training run, the best marked"))
-            .subcommand(train_command()),
+            .subcommand(train_command())
+            .subcommand(export_command()),
         Entry::Feed => feed_command(schema).name(format!("{app}-feed")).args(connection_args),
         Entry::Refine => refine_command().name(format!("{app}-refine")).args(connection_args),
         Entry::Infer => infer_command(schema).name(format!("{app}-infer")).args(connection_args),
-        Entry::Train => train_command().name(format!("{app}-train")).args(connection_args),
+        // `<app> export` runs `<app>-train export` (the engine is in that binary).
+        Entry::Train => train_command()
+            .name(format!("{app}-train"))
+            .args(connection_args)
+            .subcommand(export_command().hide(true)),
     }
 }
 
@@ -155,6 +163,32 @@ fn infer_command(schema: &Schema) -> Command {
                 .long("json")
                 .action(ArgAction::SetTrue)
                 .help("Print one JSON object per input: {\"line\", \"output\", \"class\", \"confidence\"}"),
+        )
+}
+
+fn export_command() -> Command {
+    Command::new("export")
+        .about("Write the served model (the one `infer` answers with) to a folder, to run without easeml")
+        .long_about(
+            "Write the served model (the one `infer` answers with) to a folder, to run without easeml: \
+             a network as TorchScript (model.pt: `torch.jit.load(\"model.pt\")(x)` in Python, the \
+             input normalization inside), kernel ridge, k-NN, gradient-boosted trees and random forests as JSON (model.json), with \
+             easeml-export.json (the app, schema, label names in class order, the run, its quality) \
+             and a README.md on loading it. Reads the local store; on a server's machine use \
+             `easeml export APP --store DIR --out DIR`.",
+        )
+        .arg(
+            Arg::new("out")
+                .long("out")
+                .value_name("DIR")
+                .required(true)
+                .help("The folder to write (new or empty)"),
+        )
+        .arg(
+            Arg::new("force")
+                .long("force")
+                .action(ArgAction::SetTrue)
+                .help("Write over the export files of a folder that is not empty"),
         )
 }
 
@@ -464,7 +498,10 @@ fn execute(
         Entry::Feed => ("feed", matches),
         Entry::Refine => ("refine", matches),
         Entry::Infer => ("infer", matches),
-        Entry::Train => ("train", matches),
+        Entry::Train => match matches.subcommand() {
+            Some(("export", export)) => ("export", export),
+            _ => ("train", matches),
+        },
         Entry::App => matches.subcommand().unwrap_or(("status", matches)),
     };
     let server = matches
@@ -476,7 +513,13 @@ fn execute(
     let connection =
         Connection::from_settings(server.as_deref(), home).map_err(|error| error.to_string())?;
     let embedded = matches!(connection, Connection::Embedded { .. });
-    if embedded && engine.is_none() && matches!(command, "train" | "infer") {
+    if command == "export" && !embedded {
+        return Err(format!(
+            "`export` reads the local store, not a server's; on the server's machine run `easeml export {} --store DIR --out DIR`",
+            spec.schema().app
+        ));
+    }
+    if embedded && engine.is_none() && matches!(command, "train" | "infer" | "export") {
         // The engine (libtorch) is in the sibling binary, not in this one.
         return match entry {
             Entry::App => run_sibling(&spec.schema().app, command, raw_arguments),
@@ -494,6 +537,10 @@ fn execute(
         "train" => match engine {
             Some(engine) if client.server_url().is_none() => (engine.train)(&client, arguments),
             _ => remote_train(&client),
+        },
+        "export" => match engine {
+            Some(engine) => (engine.export)(&client, arguments),
+            None => Err("`export` needs the engine (libtorch)".to_owned()),
         },
         _ => {
             let status = client.status().map_err(|error| error.to_string())?;
@@ -783,7 +830,8 @@ fn token_whereabouts(client: &Client) -> String {
 }
 
 /// Runs `<app>-COMMAND`, the engine binary beside this one, with this process's arguments less the
-/// subcommand's name, in place of this process (`exec` on Unix: its exit status is the app's).
+/// subcommand's name, in place of this process (`exec` on Unix: its exit status is the app's);
+/// `export` runs `<app>-train export` with the arguments as they are.
 fn run_sibling(
     app: &str,
     command: &str,
@@ -791,7 +839,11 @@ fn run_sibling(
 ) -> Result<(), String> {
     let this = std::env::current_exe()
         .map_err(|error| format!("cannot find this program's own path: {error}"))?;
-    let sibling = this.with_file_name(format!("{app}-{command}"));
+    let (binary, drop_command) = match command {
+        "export" => ("train", false),
+        _ => (command, true),
+    };
+    let sibling = this.with_file_name(format!("{app}-{binary}"));
     if !sibling.is_file() {
         return Err(format!(
             "`{app} {command}` runs `{}`, which is not there; build the app's crate again (`cargo build` builds all of its binaries)",
@@ -799,7 +851,9 @@ fn run_sibling(
         ));
     }
     let mut arguments: Vec<&std::ffi::OsString> = raw_arguments.iter().skip(1).collect();
-    if let Some(position) = arguments.iter().position(|argument| *argument == command) {
+    if let Some(position) = arguments.iter().position(|argument| *argument == command)
+        && drop_command
+    {
         arguments.remove(position);
     }
     let mut child = std::process::Command::new(&sibling);
@@ -970,5 +1024,50 @@ mod tests {
             pics.contains("pics feed --images DIR") && pics.contains("resized to [4, 6, 3]"),
             "{pics}"
         );
+    }
+
+    #[test]
+    fn export_runs_in_the_engine_binary_and_needs_its_out_folder() {
+        let spec = AppSpec::from_manifest_json(&manifest_of(PICS)).unwrap();
+        // `<app> export` takes --out (required) and --force.
+        let parse = |entry: Entry, arguments: &[&str]| {
+            super::command(&spec, entry)
+                .try_get_matches_from(arguments)
+                .map(|matches| {
+                    let (name, export) = matches.subcommand().expect("a subcommand");
+                    (
+                        name.to_owned(),
+                        export.get_one::<String>("out").cloned(),
+                        export.get_flag("force"),
+                    )
+                })
+        };
+        assert_eq!(
+            parse(Entry::App, &["pics", "export", "--out", "dir", "--force"]).unwrap(),
+            ("export".to_owned(), Some("dir".to_owned()), true)
+        );
+        assert!(parse(Entry::App, &["pics", "export"]).is_err());
+        // What `<app> export` starts: `<app>-train export ...`, the arguments as they are.
+        assert_eq!(
+            parse(
+                Entry::Train,
+                &["pics-train", "--home", "h", "export", "--out", "dir"]
+            )
+            .unwrap(),
+            ("export".to_owned(), Some("dir".to_owned()), false)
+        );
+        // Without the engine in this process, `export` starts `pics-train` beside it, which is
+        // not beside the test binary: an error, and no folder.
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        assert_eq!(
+            run(
+                &manifest_of(PICS),
+                &dir.path().join("home"),
+                &["export", "--out", out.to_str().unwrap()]
+            ),
+            ExitCode::from(1)
+        );
+        assert!(!out.exists());
     }
 }

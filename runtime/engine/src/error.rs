@@ -45,6 +45,10 @@ pub enum Error {
         /// The lock it holds, in words: `the lock file PATH` or the database's lock.
         lock: String,
     },
+    /// An export that cannot be made (no such app, no model yet, the folder, an unsupported
+    /// model), in words.
+    #[error("{0}")]
+    Export(String),
     /// Inputs that the model cannot take.
     #[error("{0}")]
     Input(String),

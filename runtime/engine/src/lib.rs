@@ -5,6 +5,7 @@
 //!   easeml-store (queued, running, done with quality, cost and checkpoint, or failed with a reason).
 //! - [`ServedModel`]: an app's best model so far, loaded for inference.
 //! - [`best_run`]: the one rule for "the best model" (shared with the status report).
+//! - [`export`]: the served model written to a folder (TorchScript or JSON, with its metadata).
 //! - [`dataset`]: between stored objects and the trainer's tensors, both ways.
 //! - [`mop`]: Cerebro's model hopper parallelism: a run trained by sub-epoch units that hop
 //!   between the workers holding the data's partitions; [`gang`]: the same runs trained by
@@ -17,6 +18,7 @@ pub mod checkpoint_blob;
 pub mod dataset;
 mod engine;
 mod error;
+pub mod export;
 pub mod gang;
 mod local;
 mod model;

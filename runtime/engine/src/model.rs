@@ -51,6 +51,21 @@ impl ServedModel {
         &self.run
     }
 
+    /// The app it serves.
+    pub fn app(&self) -> &AppModel {
+        &self.app
+    }
+
+    /// The label names in class order (empty for an app whose outputs are not labels).
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    /// The loaded model (what an export writes out).
+    pub(crate) fn predictor_mut(&mut self) -> &mut Predictor {
+        &mut self.predictor
+    }
+
     /// One inference per input object (checked against the app's input type by the caller).
     pub fn predict(&self, inputs: &[Object]) -> Result<Vec<Inference>> {
         if inputs.is_empty() {

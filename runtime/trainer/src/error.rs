@@ -44,6 +44,14 @@ pub enum Error {
     /// partition rows).
     #[error("model hopper parallelism: {0}")]
     Mop(String),
+    /// A model that [`crate::Predictor::export`] does not write yet.
+    #[error("export of {family} is not supported yet; supported: {supported}")]
+    ExportUnsupported {
+        /// The model's family (its id), with the app's kind where that is the reason.
+        family: String,
+        /// What is supported, in words.
+        supported: &'static str,
+    },
     /// libtorch reported an error.
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),

@@ -4,7 +4,7 @@
 use tch::{Device, Kind, Tensor, nn};
 
 use crate::batch::input_batch;
-use crate::candidate::Candidate;
+use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::Checkpoint;
 use crate::classic::{self, ClassicModel};
 use crate::data::{Inputs, numel};
@@ -38,8 +38,8 @@ pub enum Prediction {
 
 /// A loaded model.
 #[derive(Debug)]
-enum Loaded {
-    Torch { _store: nn::VarStore, model: Model },
+pub(crate) enum Loaded {
+    Torch { store: nn::VarStore, model: Model },
     Classic(ClassicModel),
 }
 
@@ -49,10 +49,12 @@ const DEFAULT_BATCH_SIZE: usize = 256;
 /// A model loaded from a checkpoint, ready to predict.
 #[derive(Debug)]
 pub struct Predictor {
-    task: Task,
+    pub(crate) task: Task,
+    /// The candidate's model (what an export names).
+    pub(crate) kind: ModelKind,
     config: models::ModelConfig,
-    loaded: Loaded,
-    device: Device,
+    pub(crate) loaded: Loaded,
+    pub(crate) device: Device,
     /// Examples per forward pass.
     pub batch_size: usize,
 }
@@ -73,13 +75,11 @@ impl Predictor {
                 models::build(&store.root(), &candidate, &meta.task, &meta.config)
             })?;
             load_into(&mut store, checkpoint.tensors()?)?;
-            Loaded::Torch {
-                _store: store,
-                model,
-            }
+            Loaded::Torch { store, model }
         };
         Ok(Self {
             task: meta.task.clone(),
+            kind: candidate.model,
             config: meta.config,
             loaded,
             device,
@@ -105,11 +105,9 @@ impl Predictor {
         })?;
         Ok(Some(Self {
             task: task.clone(),
+            kind: candidate.model,
             config,
-            loaded: Loaded::Torch {
-                _store: store,
-                model,
-            },
+            loaded: Loaded::Torch { store, model },
             device,
             batch_size: DEFAULT_BATCH_SIZE,
         }))

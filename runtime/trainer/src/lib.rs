@@ -14,7 +14,8 @@
 //!   state of a run (weights, buffers, Adam) as bytes, to continue it on another worker;
 //! - [`mop`]: model hopper parallelism's steps over those bytes (partitions by id hash, one
 //!   sub-epoch from a state to the next, a state's quality and checkpoint);
-//! - [`Predictor`]: inference from a checkpoint;
+//! - [`Predictor`]: inference from a checkpoint, and [`export`]: its model written out as
+//!   TorchScript (networks) or JSON (some classic models) to run without easeml;
 //! - [`latency`]: the batch-1 inference latency the `infer_latency` constraint bounds, of a trained
 //!   model or, before training, of the untrained network;
 //! - [`device::choose_device`]: CUDA when available, else CPU, `EASEML_DEVICE` overrides.
@@ -28,6 +29,7 @@ pub mod data;
 pub mod data_parallel;
 pub mod device;
 pub mod error;
+pub mod export;
 pub mod hop;
 pub mod infer;
 pub mod latency;
@@ -47,6 +49,7 @@ pub use checkpoint::Checkpoint;
 pub use cost::{CostEstimate, estimate_cost};
 pub use data::{Examples, Inputs, Targets, Tree};
 pub use error::{Error, Result};
+pub use export::ExportedModel;
 pub use infer::{Prediction, Predictor};
 pub use latency::{LatencyProtocol, measure_latency, probe_latency};
 pub use task::Task;

@@ -10,6 +10,7 @@
     app.infer(x)                     # labels and confidences, or numpy arrays
     app.probabilities(x)             # every class's probability, columns in LABELS order
     app.status()                     # the run history as dicts and lists
+    app.export("model")              # the served model to a folder (TorchScript or JSON), to run without easeml
 
 Inputs: `field1` (16, 16, 16).
 Outputs: `field1` (32, 32).
@@ -612,6 +613,34 @@ class App:
                 raise NoModelError(message)
             raise EngineError(message or f"{APP}-infer exited with status {done.returncode}")
         return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+    def export(self, path, force=False):
+        """Writes the served model (the one `infer` answers with) to the folder `path`, to run
+        without easeml: `model.pt` for a network (TorchScript: `torch.jit.load(path + "/model.pt")`
+        answers a float32 batch of raw inputs with class probabilities or output values), or
+        `model.json` for kernel ridge, k-NN and tree ensembles, with `easeml-export.json` (the label names in class
+        order, the run, its quality, the shapes) and a README. `path` must be new or empty unless
+        `force`. Runs `molecule_autoencoder-train export`. Returns the metadata (a dict); raises `NoModelError`
+        before a model is trained, `EngineError` for a refused folder or model."""
+        if self._native.server is not None:
+            raise EngineError(
+                f"`export` reads the local store, not a server's; on the server's machine run "
+                f"`easeml export {APP} --store DIR --out DIR`"
+            )
+        path = os.fspath(path)
+        arguments = [_engine_binary("train"), "--home", self._native.home, "export", "--out", path]
+        if force:
+            arguments.append("--force")
+        done = subprocess.run(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            message = done.stderr.strip()
+            prefix = f"{APP}: error: "
+            message = message[len(prefix):] if message.startswith(prefix) else message
+            if "has no trained model yet" in message:
+                raise NoModelError(message)
+            raise EngineError(message or f"{APP}-train export exited with status {done.returncode}")
+        with open(os.path.join(path, "easeml-export.json"), encoding="utf-8") as metadata:
+            return json.load(metadata)
 
     def refine(self, open_browser=True, listen="127.0.0.1:0"):
         """Serves the refine page (thumbnails, filters, a switch per example) and opens it in the

@@ -1,0 +1,222 @@
+//! Taking a trained model out of easeml, in a form that runs without it ([`Predictor::export`]):
+//!
+//! - **networks of dense inputs** (image and tabular apps: classification, regression, recovery)
+//!   as TorchScript, `model.pt`, traced from the loaded model in evaluation mode with its fitted
+//!   input transform inside (standardization or f_k), and for classification the softmax too:
+//!   `torch.jit.load("model.pt")(x)` with `x` a float32 `[B, ...input_shape]` batch (images
+//!   channel-last, `[B,H,W,C]`, as declared) answers what `infer` answers: class probabilities, or
+//!   the output values. Tracing records one path through the network, so models whose path
+//!   depends on the data (recurrent networks over sequences of any length, trees, the bit-level
+//!   models of general apps) are not exported.
+//! - **classic models** whose prediction is a few lines of arithmetic (`kernel_ridge`, `knn`,
+//!   `gbdt`, `random_forest`) as JSON, `model.json`: `{"format", "format_version", "family",
+//!   "parameters"}`, the parameters being the model's own state (the fields of
+//!   [`crate::classic::kernel_ridge::KernelRidge`], [`crate::classic::knn::Knn`],
+//!   [`crate::classic::gbdt::Gbdt`] and [`crate::classic::forest::RandomForest`], over
+//!   [`crate::classic::trees::Tree`]); how to predict with them is [`CLASSIC_README`].
+//!
+//! Anything else is [`Error::ExportUnsupported`], naming what is supported. The metadata beside
+//! the model (app, labels, run) is the engine's (`easeml_engine::export`).
+
+use std::path::Path;
+
+use serde::Serialize;
+use tch::{CModule, Device, Kind, Tensor};
+
+use crate::classic::ClassicModel;
+use crate::error::{Error, Result};
+use crate::infer::{Loaded, Predictor};
+use crate::models::BatchInput;
+use crate::task::Task;
+
+/// The version of the exported form (files, their layout and the metadata); raised on any change
+/// that a reader of an older export would misread.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The file of an exported network.
+pub const TORCHSCRIPT_FILE: &str = "model.pt";
+
+/// The file of an exported classic model.
+pub const CLASSIC_FILE: &str = "model.json";
+
+/// The `format` of an exported classic model's JSON.
+pub const CLASSIC_FORMAT: &str = "easeml-classic-json";
+
+/// What is exported, in words (the error for anything else names it).
+pub const SUPPORTED: &str = "networks of image and tabular apps (TorchScript), kernel_ridge, knn, gbdt and random_forest (JSON)";
+
+/// Examples in the batch a network is traced with (any batch size runs the traced module: the
+/// networks' shapes depend on the batch only through its first dimension).
+const TRACE_BATCH: i64 = 2;
+
+/// How to predict with an exported classic model (the README of an export of one).
+pub const CLASSIC_README: &str = "\
+An input row x is the input's values in the app's declared order (a tensor flattened row-major).
+
+kernel_ridge and knn first standardize it: z[i] = (x[i] - mean[i]) / scale[i], and 0 where that
+is not finite. `points` holds the kept training rows, already standardized, `features` values each.
+
+kernel_ridge: k[j] = exp(-gamma * |z - points[j]|^2) for each kept row j;
+decision[o] = sum_j k[j] * coefficients[j * outputs + o] + intercepts[o].
+If classes > 0 the answer is the class argmax(decision) with probabilities softmax(decision),
+else the `outputs` values decision.
+
+knn: the k kept rows nearest to z (squared distance, ties by row), each weighted 1 / (distance + 1e-6).
+If classes > 0, targets[j] is row j's class: a class's probability is its rows' weight over the
+total, the answer the most probable class; else targets holds `outputs` values per row and the
+answer is the unweighted mean of the k rows' values.
+
+gbdt and random_forest read x as it is. A tree (`feature`, `threshold`, `next`: one entry per
+node; `leaves`, `width` values per leaf) is walked from node 0: at a node whose feature is
+4294967295 (a leaf) the values are leaves[next * width .. (next + 1) * width]; else the walk goes
+to node next[node] if x[feature] > threshold, else (also for a value that is not a number) to the
+node after it.
+gbdt: score[o] = base[o] + the sum of the leaf value (width 1) of trees[r * outputs + o] over the
+rounds r. If classification, the probabilities are softmax(score), else the values are score.
+random_forest: the mean over the trees of their leaf values (width = outputs). If classification,
+those are the class probabilities (the answer the first most probable), else the values.
+";
+
+/// What [`Predictor::export`] wrote: the model's file and how to call it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExportedModel {
+    /// `torchscript` or [`CLASSIC_FORMAT`].
+    pub format: &'static str,
+    /// The file in the export folder ([`TORCHSCRIPT_FILE`] or [`CLASSIC_FILE`]).
+    pub file: &'static str,
+    /// The model's family (its id in the catalogue, e.g. `mlp`, `resnet18`, `kernel_ridge`).
+    pub family: String,
+    /// The shape of one input, as the model takes it (a batch adds a first dimension).
+    pub input_shape: Vec<i64>,
+    /// `probabilities` (one per class, in class order) or `values`.
+    pub output: &'static str,
+    /// The shape of one output.
+    pub output_shape: Vec<i64>,
+}
+
+impl Predictor {
+    /// Writes the model into `dir` (an existing folder) in its portable form; see the module
+    /// documentation. The model's variables stop requiring gradients (a predictor never trains).
+    pub fn export(&mut self, dir: &Path) -> Result<ExportedModel> {
+        let family = self.kind.id().to_owned();
+        let unsupported = |family: &str| Error::ExportUnsupported {
+            family: family.to_owned(),
+            supported: SUPPORTED,
+        };
+        let task = self.task.clone();
+        match &mut self.loaded {
+            Loaded::Classic(model) => {
+                let (input_shape, classes, outputs) = match &*model {
+                    ClassicModel::KernelRidge(model) => {
+                        (model.features, model.classes, model.outputs)
+                    }
+                    ClassicModel::Knn(model) => (model.features, model.classes, model.outputs),
+                    ClassicModel::Gbdt(model) => (
+                        model.features,
+                        if model.classification {
+                            model.outputs
+                        } else {
+                            0
+                        },
+                        model.outputs,
+                    ),
+                    ClassicModel::RandomForest(model) => (
+                        model.features,
+                        if model.classification {
+                            model.outputs
+                        } else {
+                            0
+                        },
+                        model.outputs,
+                    ),
+                    _ => return Err(unsupported(&family)),
+                };
+                let document = serde_json::json!({
+                    "format": CLASSIC_FORMAT,
+                    "format_version": FORMAT_VERSION,
+                    "family": family,
+                    "parameters": model.to_extra()?,
+                });
+                std::fs::write(
+                    dir.join(CLASSIC_FILE),
+                    serde_json::to_string(&document)? + "\n",
+                )?;
+                let classification = classes > 0;
+                Ok(ExportedModel {
+                    format: CLASSIC_FORMAT,
+                    file: CLASSIC_FILE,
+                    family,
+                    input_shape: vec![input_shape as i64],
+                    output: if classification {
+                        "probabilities"
+                    } else {
+                        "values"
+                    },
+                    output_shape: vec![if classification { classes } else { outputs } as i64],
+                })
+            }
+            Loaded::Torch { store, model } => {
+                let (input_shape, output_shape) = match &task {
+                    Task::ImageClassification { input, n_classes } => {
+                        (input.clone(), vec![*n_classes])
+                    }
+                    Task::ImageRecovery { input, output } => (input.clone(), output.clone()),
+                    Task::TabularClassification {
+                        features,
+                        n_classes,
+                    } => (vec![*features], vec![*n_classes]),
+                    Task::TabularRegression { features, outputs } => {
+                        (vec![*features], vec![*outputs])
+                    }
+                    _ => {
+                        return Err(unsupported(&format!(
+                            "{family} (a network of a {} app)",
+                            task.name()
+                        )));
+                    }
+                };
+                let device = self.device;
+                if device != Device::Cpu {
+                    return Err(Error::BadCheckpoint(
+                        "a model is exported from a predictor on the CPU".into(),
+                    ));
+                }
+                // Constants of a trace must not require gradients.
+                store.freeze();
+                let classification = task.is_classification();
+                let _guard = tch::no_grad_guard();
+                let mut example_shape = vec![TRACE_BATCH];
+                example_shape.extend_from_slice(&input_shape);
+                let example = Tensor::rand(&example_shape, (Kind::Float, device));
+                let module = CModule::create_by_tracing(
+                    "EasemlModel",
+                    "forward",
+                    &[example],
+                    &mut |inputs: &[Tensor]| {
+                        let outputs = model
+                            .forward(&BatchInput::Dense(inputs[0].shallow_clone()), false)
+                            .to_kind(Kind::Float);
+                        vec![if classification {
+                            outputs.softmax(-1, Kind::Float)
+                        } else {
+                            outputs
+                        }]
+                    },
+                )?;
+                module.save(dir.join(TORCHSCRIPT_FILE))?;
+                Ok(ExportedModel {
+                    format: "torchscript",
+                    file: TORCHSCRIPT_FILE,
+                    family,
+                    input_shape,
+                    output: if classification {
+                        "probabilities"
+                    } else {
+                        "values"
+                    },
+                    output_shape,
+                })
+            }
+        }
+    }
+}
