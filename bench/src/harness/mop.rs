@@ -1,18 +1,18 @@
-//! `easeml bench mop --simulate` (`--real`: `bench_mop_real.rs`): simulate Cerebro's model hopper parallelism (the randomized
+//! `easeml bench mop --simulate` (`--real`: `mop_real.rs`): simulate Cerebro's model hopper parallelism (the randomized
 //! scheduler), a lock-step MOP rotation and task parallelism on replicated data over seeded
-//! instances ([`easeml_bench::mop`]); print a table, write `summary.json` and `makespan.svg` /
+//! instances ([`crate::mop`]); print a table, write `summary.json` and `makespan.svg` /
 //! `makespan.png` (mean and max makespan over the lower bound per strategy), and with `--sweep`
 //! the same over several model counts (`sweep.svg` / `sweep.png`).
 
 use std::path::PathBuf;
 
+use crate::mop::{MopConfig, MopOutcome, Strategy, run as simulate, sweep_models};
 use anyhow::{Context, bail};
 use clap::Args;
-use easeml_bench::mop::{MopConfig, MopOutcome, Strategy, run as simulate, sweep_models};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-use crate::plot::{BarPlot, write_bar_plots};
+use crate::harness::plot::{BarPlot, write_bar_plots};
 
 /// Arguments of `easeml bench mop`.
 #[derive(Debug, Args)]
@@ -23,7 +23,7 @@ pub struct MopBenchArgs {
     /// Train for real instead: K models of one synthetic app in four modes (one worker; task
     /// parallelism over `--workers` worker processes; MOP over them; data parallelism over
     /// them), `summary.json` with each mode's wall time, final qualities and rows held
-    /// (`bench_mop_real.rs`).
+    /// (`mop_real.rs`).
     #[arg(long)]
     real: bool,
     /// `--real`: the app's examples.
@@ -88,12 +88,15 @@ fn ratio_values(outcome: &MopOutcome, with_copy: bool) -> Vec<(String, f64, f64)
 /// Runs `easeml bench mop`.
 pub fn run(args: &MopBenchArgs) -> anyhow::Result<()> {
     if args.real {
-        return crate::bench_mop_real::run(&crate::bench_mop_real::RealArgs {
+        return crate::harness::mop_real::run(&crate::harness::mop_real::RealArgs {
             models: args.models,
             workers: args.workers,
             epochs: args.epochs,
             examples: args.examples,
-            devices: crate::worker::worker_devices(args.workers, args.devices.as_deref())?,
+            devices: easeml_runtime::engine::local_workers::worker_devices(
+                args.workers,
+                args.devices.as_deref(),
+            )?,
             out: args.out.clone(),
         });
     }

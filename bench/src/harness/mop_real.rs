@@ -29,7 +29,7 @@ use tch::Device;
 
 use easeml_trainer::mop::partition_rows;
 
-use crate::worker::LocalWorkers;
+use easeml_runtime::engine::local_workers::LocalWorkers;
 
 /// The most examples `--real` makes (they are generated in memory and fed at once).
 const MAX_EXAMPLES: usize = 1_000_000;

@@ -7,14 +7,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::replay::{PolicyName, ReplayOutcome, Trace};
 use anyhow::{Context, bail};
-use easeml_bench::replay::{PolicyName, ReplayOutcome, Trace};
 
 /// The environment variable naming the Python interpreter of the peer harness.
 pub const PEER_PYTHON_ENV: &str = "EASEML_PEER_PYTHON";
 
 fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// The peer Python: `$EASEML_PEER_PYTHON`, else `bench/peers/.venv/bin/python`; when neither is

@@ -1,4 +1,4 @@
-//! The CLI's plots (plotters), each written as `STEM.svg` and `STEM.png` by one function
+//! The lab's plots (plotters), each written as `STEM.svg` and `STEM.png` by one function
 //! (`write_svg_and_png`, over the `Figure` each plot implements): the replay's mean and worst-case
 //! accuracy loss against cost (one line per policy), every app's best quality over time, the tuner
 //! replay's `Accuracy_C`, and grouped bars. Text needs a TrueType font: the first of the usual
@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use crate::replay::ReplayOutcome;
 use anyhow::Context;
-use easeml_bench::replay::ReplayOutcome;
 use plotters::coord::Shift;
 use plotters::coord::combinators::LogCoord;
 use plotters::coord::ranged1d::ValueFormatter;

@@ -36,7 +36,7 @@ use easeml_runtime::engine::{Engine, EngineConfig, choose_device, device_name};
 use easeml_runtime::{AppSpec, Client, Connection, Inference, Schema};
 use serde_json::{Value, json};
 
-use crate::plot::{BarPlot, write_bar_plots};
+use crate::harness::plot::{BarPlot, write_bar_plots};
 use knn::{Flattener, knn1, score};
 use task::{Example, Target, TaskFiles, class_name, is_classification};
 
@@ -402,7 +402,7 @@ fn run_once(
                 let message = format!(
                     "task `{}`: answering test.txt: {}",
                     task.files.dir.display(),
-                    crate::error_chain(&anyhow::Error::new(error))
+                    easeml_runtime::error_chain(&error)
                 );
                 eprintln!("warning: {message}");
                 outcome.easeml_note = Some(message);
@@ -471,7 +471,7 @@ fn run_once(
                             answer.predictions
                         }
                         Err(error) => {
-                            let message = crate::error_chain(&error);
+                            let message = easeml_runtime::error_chain(error.as_ref());
                             eprintln!("warning: {message}");
                             outcome.peer_errors.insert(peer.name(), message);
                             continue;

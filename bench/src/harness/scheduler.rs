@@ -3,20 +3,20 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
-use easeml_bench::dataset::{self, Dataset, SyntheticSpec};
-use easeml_bench::replay::{
+use crate::dataset::{self, Dataset, SyntheticSpec};
+use crate::replay::{
     LOSS_LEVELS, PolicyName, ReplayConfig, ReplayOutcome, check_replay, cost_to_reach,
     effective_test_users, run_replay,
 };
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
 use easeml_scheduler::KernelKind;
 use easeml_scheduler::acquisition::BetaForm;
 use easeml_scheduler::kernel::HistoryCovariance;
 use easeml_scheduler::picker::Line8Rule;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::plot::{LossPlot, LossSeries};
+use crate::harness::plot::{LossPlot, LossSeries};
 
 /// The environment variable that points at the shared data tables.
 pub const DATA_DIR_ENV: &str = "EASEML_SHARED_DATA";
@@ -168,7 +168,7 @@ pub(crate) fn resolve_data_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os(DATA_DIR_ENV) {
         return Ok(PathBuf::from(dir));
     }
-    let repository_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repository_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let candidates = [
         repository_root.join("../shared/data"),
         PathBuf::from("../shared/data"),
@@ -375,7 +375,7 @@ fn run_and_write(
         &serde_json::to_string(&outcome.splits)?,
     )?;
     if !external.is_empty() {
-        crate::peers::run_peers(&mut outcome, external, out)?;
+        crate::harness::peers::run_peers(&mut outcome, external, out)?;
     }
     let summary = outcome.summary();
     write(&out.join("curves.csv"), &outcome.curves_csv())?;
@@ -383,7 +383,7 @@ fn run_and_write(
         &out.join("summary.json"),
         &(serde_json::to_string_pretty(&summary)? + "\n"),
     )?;
-    let plot_notes = crate::plot::write_plots(&outcome, out)?;
+    let plot_notes = crate::harness::plot::write_plots(&outcome, out)?;
     print_report(&summary, out);
     for note in plot_notes {
         eprintln!("note: {note}");
@@ -482,7 +482,7 @@ fn run_kernel_lesion(
             })
             .collect(),
     };
-    for note in crate::plot::write_loss_plots(&plot, out, "lesion")? {
+    for note in crate::harness::plot::write_loss_plots(&plot, out, "lesion")? {
         eprintln!("note: {note}");
     }
     println!(
@@ -542,7 +542,7 @@ fn print_report(summary: &serde_json::Value, out: &Path) {
 
 #[cfg(test)]
 mod tests {
-    use easeml_bench::dataset::{SyntheticSpec, generate_synthetic};
+    use crate::dataset::{SyntheticSpec, generate_synthetic};
 
     use super::*;
 

@@ -18,7 +18,7 @@ use easeml_runtime::store::{
 };
 use serde_json::{Value, json};
 
-use crate::plot::{BarPlot, write_bar_plots};
+use crate::harness::plot::{BarPlot, write_bar_plots};
 
 /// Arguments of `easeml bench store`.
 #[derive(Debug, Args)]

@@ -2,7 +2,7 @@
 //! of training and inference steps, alternating rounds, each side keeping its best), the peak memory
 //! of a training run (in a child process of this binary, so that the peak is the run's own), and on
 //! CUDA with `--mixed-precision` whole training runs with and without autocast. The measuring code
-//! is `bench_trainer/measure.rs`; this file parses, reports and writes `summary.json` and
+//! is `trainer/measure.rs`; this file parses, reports and writes `summary.json` and
 //! `throughput.svg`.
 
 mod measure;

@@ -4,14 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::tuner::{OPTIMUM_FRACTIONS, TunerReplayConfig, load_table, run_replay};
 use anyhow::{Context, bail};
 use clap::Args;
-use easeml_bench::tuner::{OPTIMUM_FRACTIONS, TunerReplayConfig, load_table, run_replay};
 use easeml_tuner::{LevelTrend, Policy};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::bench_scheduler::{DATA_DIR_ENV, resolve_data_dir};
-use crate::plot::{AccuracySeries, write_accuracy_plots};
+use crate::harness::plot::{AccuracySeries, write_accuracy_plots};
+use crate::harness::scheduler::{DATA_DIR_ENV, resolve_data_dir};
 
 /// Arguments of `easeml bench tuner`.
 #[derive(Debug, Args)]
@@ -116,7 +116,7 @@ pub fn run(args: &TunerBenchArgs) -> anyhow::Result<()> {
     };
     println!(
         "{}",
-        easeml_bench::tuner::table_two_text(&table.table_two(args.max_cost))
+        crate::tuner::table_two_text(&table.table_two(args.max_cost))
     );
     let bar = ProgressBar::new((policies.len() * args.seeds) as u64);
     bar.set_style(

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-#[path = "../../store/tests/support/postgres_server.rs"]
+#[path = "../../../runtime/store/tests/support/postgres_server.rs"]
 mod postgres_server;
-#[path = "../../store/tests/support/watchdog.rs"]
+#[path = "../../../runtime/store/tests/support/watchdog.rs"]
 mod watchdog;
 
 fn bench(args: &[&str], out: &Path) -> Output {

@@ -1,21 +1,12 @@
 //! `easeml`, the runtime binary: `easeml serve` (the HTTP server and refine pages), `easeml apps`
 //! (the apps of a local store), `easeml train` (the multi-tenant loop over a local store, in
-//! process or coordinating workers), `easeml export` (an app's served model written to a folder), `easeml worker` / `easeml workers list` (work-unit workers) and
-//! `easeml bench scheduler` (the ease.ml replay benchmark), `easeml bench tuner` (TrimTuner's replay),
-//! `easeml bench quality` (test accuracy on task folders against knn1 and FLAML), `easeml bench mop
-//! --simulate` (Cerebro's model hopper parallelism against task parallelism, simulated).
+//! process or coordinating workers), `easeml export` (an app's served model written to a folder),
+//! `easeml worker` / `easeml workers list` (work-unit workers), and with the default feature `lab`
+//! `easeml bench ...`, the lab's benchmarks (easeml-bench's harnesses: scheduler, trainer, tuner,
+//! quality, mop, store).
 
 mod apps;
-mod bench_mop;
-mod bench_mop_real;
-mod bench_quality;
-mod bench_scheduler;
-mod bench_store;
-mod bench_trainer;
-mod bench_tuner;
 mod export;
-mod peers;
-mod plot;
 mod serve;
 mod train;
 mod web_compiler;
@@ -48,40 +39,25 @@ enum Command {
     /// The store's workers.
     Workers(worker::WorkersArgs),
     /// Benchmarks of the runtime's components.
+    #[cfg(feature = "lab")]
     Bench {
         #[command(subcommand)]
-        bench: BenchCommand,
+        bench: easeml_bench::harness::BenchCommand,
+    },
+    /// Benchmarks of the runtime's components (not in this build: it has no `lab` feature).
+    #[cfg(not(feature = "lab"))]
+    Bench {
+        /// The benchmark and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
-#[derive(Debug, Subcommand)]
-enum BenchCommand {
-    /// Replay multi-tenant model selection over a quality (and cost) table, as in the ease.ml paper
-    /// (figures 9-11): writes curves.csv, summary.json and loss.svg / loss.png to --out.
-    Scheduler(bench_scheduler::SchedulerBenchArgs),
-    /// The trainer against PyTorch in Python on the same torch install (images/s of training and
-    /// inference, ratio Rust/Python) and the peak memory of a training run: prints a table, writes
-    /// summary.json and throughput.svg to --out.
-    Trainer(bench_trainer::TrainerBenchArgs),
-    /// Replay TrimTuner's evaluation over one of its tables (constrained tuning with
-    /// sub-sampling): prints Table II and the cost to 90/95/98% of the feasible optimum per policy,
-    /// writes summary.json, curves.csv and accuracy_c.svg / accuracy_c.png to --out.
-    Tuner(bench_tuner::TunerBenchArgs),
-    /// easeml's test accuracy on task folders (a `.eml`, train.txt, test.txt each) against peers
-    /// (knn1, FLAML) on the same splits, within one budget: writes summary.json, summary.md and
-    /// scores.svg / scores.png to --out.
-    Quality(bench_quality::QualityBenchArgs),
-    /// Model hopper parallelism (Cerebro's randomized scheduler) against a lock-step rotation and
-    /// task parallelism on replicated data: `--simulate` over seeded instances (makespan over the
-    /// open-shop lower bound per strategy, summary.json and makespan.svg / makespan.png in --out),
-    /// or `--real`: K models trained by real workers one at a time, task-parallel, by hopping and
-    /// data-parallel (wall time, qualities and data held, summary.json).
-    Mop(bench_mop::MopBenchArgs),
-    /// The store's backends side by side: feed throughput and lease + commit cycles per second
-    /// with 1, 4 and 16 concurrent workers, SQLite and (with --postgres) PostgreSQL; checks every
-    /// unit is committed once; writes summary.json and cycles.svg / cycles.png to --out.
-    Store(bench_store::StoreBenchArgs),
-}
+/// What `easeml bench` says in a build without the lab.
+#[cfg(not(feature = "lab"))]
+const NO_LAB: &str = "this easeml was built without the `lab` feature, so it has no benchmarks; \
+     build it with its default features for `easeml bench ...` (`cargo build -p easeml-cli`, or \
+     `cargo install --path runtime/cli`)";
 
 /// Runs the command; an error is printed as `error: what: why` (its chain of causes, never a
 /// backtrace, even with `RUST_BACKTRACE` set) with exit status 1.
@@ -94,44 +70,16 @@ fn main() -> std::process::ExitCode {
         Command::Export(args) => export::run(&args),
         Command::Worker(args) => worker::run(&args),
         Command::Workers(args) => worker::run_workers(&args),
-        Command::Bench {
-            bench: BenchCommand::Scheduler(args),
-        } => bench_scheduler::run(&args),
-        Command::Bench {
-            bench: BenchCommand::Trainer(args),
-        } => bench_trainer::run(&args),
-        Command::Bench {
-            bench: BenchCommand::Tuner(args),
-        } => bench_tuner::run(&args),
-        Command::Bench {
-            bench: BenchCommand::Quality(args),
-        } => bench_quality::run(&args),
-        Command::Bench {
-            bench: BenchCommand::Mop(args),
-        } => bench_mop::run(&args),
-        Command::Bench {
-            bench: BenchCommand::Store(args),
-        } => bench_store::run(&args),
+        #[cfg(feature = "lab")]
+        Command::Bench { bench } => easeml_bench::harness::run(&bench),
+        #[cfg(not(feature = "lab"))]
+        Command::Bench { .. } => Err(anyhow::anyhow!(NO_LAB)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {}", error_chain(&error));
+            eprintln!("error: {}", easeml_runtime::error_chain(error.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }
-}
-
-/// `what: why: ...` from an error and its causes, leaving out a cause whose text the message
-/// already holds (the crates' errors name their cause in their own message).
-fn error_chain(error: &anyhow::Error) -> String {
-    let mut message = error.to_string();
-    for cause in error.chain().skip(1) {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-    }
-    message
 }

@@ -169,7 +169,10 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let engine = if args.no_train {
         None
     } else {
-        let devices = crate::worker::worker_devices(args.workers, args.devices.as_deref())?;
+        let devices = easeml_runtime::engine::local_workers::worker_devices(
+            args.workers,
+            args.devices.as_deref(),
+        )?;
         let device = devices[0];
         let mut engine_config = EngineConfig::for_device(device);
         if let Some(max_run) = args.max_run {
@@ -180,7 +183,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         let engine = Engine::open(&home, engine_config)
             .with_context(|| format!("opening the store at {} for training", home.display()))?;
         let workers = if args.workers > 1 {
-            Some(crate::worker::LocalWorkers::start(
+            Some(easeml_runtime::engine::local_workers::LocalWorkers::start(
                 &home,
                 args.workers,
                 &devices,

@@ -1,7 +1,7 @@
 //! `easeml train`: the multi-tenant training loop over a local store, in the foreground (the same
 //! loop and progress display as a generated app's `train`, over every app of the store).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -10,8 +10,6 @@ use easeml_runtime::app_cli::parse_duration;
 use easeml_runtime::engine::mop::Parallelism;
 use easeml_runtime::engine::{Engine, EngineConfig};
 use easeml_trainer::Tuning;
-
-use crate::plot::QualityCurve;
 
 /// Arguments of `easeml train`.
 #[derive(Debug, clap::Args)]
@@ -24,8 +22,8 @@ pub struct TrainArgs {
     /// The longest one training run may take (default: 2m on the CPU, 10m on CUDA).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     max_run: Option<Duration>,
-    /// Write every app's best quality over time (all runs in the store) to DIR: quality.csv,
-    /// quality.svg and quality.png.
+    /// Write every app's best quality over time (all runs in the store) to DIR: quality.csv, and
+    /// quality.svg and quality.png in a build with the `lab` feature (the default).
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
     /// How a network's run chooses its settings: `grid` (the learning-rate grid on all the data)
@@ -147,7 +145,10 @@ fn parse_tuning(name: &str) -> Result<Tuning, String> {
 /// Trains the store's apps and prints each app's best model at the end.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     let home = args.store.existing_home()?;
-    let devices = crate::worker::worker_devices(args.workers, args.devices.as_deref())?;
+    let devices = easeml_runtime::engine::local_workers::worker_devices(
+        args.workers,
+        args.devices.as_deref(),
+    )?;
     let mut config = EngineConfig::for_device(devices[0]);
     if let Some(max_run) = args.max_run {
         config.max_run_seconds = max_run.as_secs_f64();
@@ -168,7 +169,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             None
         }
         1 => None,
-        count => Some(crate::worker::LocalWorkers::start(
+        count => Some(easeml_runtime::engine::local_workers::LocalWorkers::start(
             &home,
             count,
             &devices,
@@ -193,18 +194,30 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(out) = &args.plot {
-        let curves = quality_curves(engine.store())?;
-        let mut csv = String::from("app,minutes,best_quality\n");
-        for curve in &curves {
-            for (minutes, quality) in &curve.points {
-                csv.push_str(&format!("{},{minutes:.4},{quality:.6}\n", curve.app));
-            }
+        write_quality(engine.store(), out)?;
+    }
+    Ok(())
+}
+
+/// `--plot DIR`: quality.csv, and with the `lab` feature quality.svg and quality.png.
+fn write_quality(store: &easeml_runtime::store::Store, out: &Path) -> anyhow::Result<()> {
+    let curves = quality_curves(store)?;
+    let mut csv = String::from("app,minutes,best_quality\n");
+    for (app, points) in &curves {
+        for (minutes, quality) in points {
+            csv.push_str(&format!("{app},{minutes:.4},{quality:.6}\n"));
         }
-        std::fs::create_dir_all(out)
-            .with_context(|| format!("cannot create `{}`", out.display()))?;
-        std::fs::write(out.join("quality.csv"), csv)
-            .with_context(|| format!("cannot write into `{}`", out.display()))?;
-        for note in crate::plot::write_quality_plots(&curves, out)? {
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create `{}`", out.display()))?;
+    std::fs::write(out.join("quality.csv"), csv)
+        .with_context(|| format!("cannot write into `{}`", out.display()))?;
+    #[cfg(feature = "lab")]
+    {
+        let curves: Vec<_> = curves
+            .into_iter()
+            .map(|(app, points)| easeml_bench::harness::plot::QualityCurve { app, points })
+            .collect();
+        for note in easeml_bench::harness::plot::write_quality_plots(&curves, out)? {
             eprintln!("note: {note}");
         }
         eprintln!(
@@ -212,12 +225,22 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             out.display()
         );
     }
+    #[cfg(not(feature = "lab"))]
+    eprintln!(
+        "wrote {}/quality.csv (quality.svg and quality.png need an easeml built with the `lab` feature, its default)",
+        out.display()
+    );
     Ok(())
 }
 
-/// Every app's best quality over time, from the store's finished runs; time starts when the first
-/// run of the store started.
-fn quality_curves(store: &easeml_runtime::store::Store) -> anyhow::Result<Vec<QualityCurve>> {
+/// An app's `(minutes, best quality so far)` points, in time order.
+type QualityPoints = Vec<(f64, f64)>;
+
+/// Every app's best quality over time, from the store's finished runs: per app its name and
+/// `(minutes, best quality so far)` points; time starts when the first run of the store started.
+fn quality_curves(
+    store: &easeml_runtime::store::Store,
+) -> anyhow::Result<Vec<(String, QualityPoints)>> {
     let mut per_app = Vec::new();
     let mut origin = i64::MAX;
     for app in store.apps()? {
@@ -244,7 +267,7 @@ fn quality_curves(store: &easeml_runtime::store::Store) -> anyhow::Result<Vec<Qu
                     (minutes, best)
                 })
                 .collect();
-            QualityCurve { app, points }
+            (app, points)
         })
         .collect())
 }

@@ -1,6 +1,6 @@
 //! `easeml worker` (one worker process over a store), `easeml workers list` (the workers a store
 //! knows), `easeml workers submit --slurm` (workers as a Slurm job array: [`sbatch_script`]), and
-//! the local workers `easeml train --workers N` starts ([`LocalWorkers`]).
+//! the local workers `easeml train --workers N` starts (`easeml_engine::local_workers`).
 //!
 //! A worker stops on Ctrl-C or SIGTERM: idle, at once; busy, it first gives its lease back (the
 //! unit is queued again for another worker, without counting a loss) and exits, which is what a
@@ -8,18 +8,18 @@
 //! also stops when its standard input closes, so no worker outlives its coordinator.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use easeml_runtime::app_cli::parse_duration;
+use easeml_runtime::engine::choose_device;
 use easeml_runtime::engine::worker::{
     DEFAULT_LEASE_TTL, WorkerConfig, WorkerEvent, run_worker, stop_on_stdin_eof,
 };
-use easeml_runtime::engine::{choose_device, device_name};
 use easeml_runtime::store::{Lease, Store, format_seconds, now_ms};
 use easeml_trainer::device::parse_device;
 use tch::Device;
@@ -435,146 +435,4 @@ pub fn run_workers(args: &WorkersArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The devices of `--devices` for `--workers` workers, checked: each one exists here, and one
-/// worker (in process) takes one device. Without `--devices`: the one `choose_device` picks.
-pub fn worker_devices(workers: usize, list: Option<&[String]>) -> Result<Vec<Device>> {
-    let Some(list) = list else {
-        return Ok(vec![choose_device()?]);
-    };
-    if list.is_empty() {
-        bail!(
-            "--devices is empty: name at least one device, e.g. --devices cpu or --devices cuda:0,cuda:1"
-        );
-    }
-    let devices = list
-        .iter()
-        .map(|name| {
-            parse_device(name).map_err(|error| {
-                anyhow::anyhow!(
-                    "--devices: {error} (known: cpu, cuda, cuda:N for a GPU that exists here)"
-                )
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if workers == 1 && devices.len() > 1 {
-        bail!(
-            "--devices names {} devices but --workers is 1: one worker trains on one device (use --workers {})",
-            devices.len(),
-            devices.len()
-        );
-    }
-    Ok(devices)
-}
-
-/// The most local worker processes per core (or device) a coordinator starts.
-pub const MAX_LOCAL_WORKERS_PER_CORE: usize = 4;
-
-/// Worker processes started by a coordinator: `easeml worker --supervised` children of this
-/// process, one per device in turn, their intra-op threads dividing the cores; they stop when
-/// dropped (their standard input closes) and are killed if they do not.
-#[derive(Debug)]
-pub struct LocalWorkers {
-    children: Vec<Child>,
-}
-
-impl LocalWorkers {
-    /// Starts `count` workers over `home` and waits until each has registered.
-    pub fn start(
-        home: &std::path::Path,
-        count: usize,
-        devices: &[Device],
-        lease_ttl: Duration,
-    ) -> Result<LocalWorkers> {
-        let executable = std::env::current_exe().context("finding the easeml binary")?;
-        let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
-        // Each worker process loads libtorch (hundreds of MB): a count far past the machine's
-        // cores and devices is a typo, not a plan, and would exhaust its memory.
-        let most = MAX_LOCAL_WORKERS_PER_CORE * cores.max(devices.len());
-        if count > most {
-            bail!(
-                "--workers {count} local worker processes on {cores} core(s): at most {most} ({MAX_LOCAL_WORKERS_PER_CORE} per core or device) run on one machine; run `easeml worker` on other machines and coordinate them with --workers 0"
-            );
-        }
-        let threads = (cores / count).max(1);
-        // One connection watches the registrations (each query reads the store as it is now).
-        let store = Store::open(home)?;
-        let before = store.workers()?.len();
-        let mut workers = LocalWorkers {
-            children: Vec::new(),
-        };
-        for index in 0..count {
-            let device = devices[index % devices.len()];
-            let child = Command::new(&executable)
-                .arg("worker")
-                .arg("--store")
-                .arg(home)
-                .args(["--device", &device_name(device)])
-                .args(["--threads", &threads.to_string()])
-                .args(["--lease-ttl", &format!("{}ms", lease_ttl.as_millis())])
-                .args(["--supervised", "--quiet"])
-                .stdin(Stdio::piped())
-                .spawn()
-                .with_context(|| {
-                    format!("starting worker {} ({})", index + 1, executable.display())
-                })?;
-            workers.children.push(child);
-        }
-        eprintln!(
-            "started {count} local worker(s), {threads} thread(s) each, on {}",
-            devices
-                .iter()
-                .take(count)
-                .map(|device| device_name(*device))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let started = Instant::now();
-        loop {
-            let registered = store.workers()?.len().saturating_sub(before);
-            if registered >= count {
-                return Ok(workers);
-            }
-            for child in &mut workers.children {
-                if let Some(status) = child.try_wait()? {
-                    bail!(
-                        "a local worker stopped before it registered ({status}); its error is above"
-                    );
-                }
-            }
-            if started.elapsed() > Duration::from_secs(120) {
-                bail!("only {registered} of {count} local workers registered within 2 minutes");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl LocalWorkers {
-    /// The workers' process ids.
-    pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
-    }
-}
-
-impl Drop for LocalWorkers {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            drop(child.stdin.take());
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for child in &mut self.children {
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            if !matches!(child.try_wait(), Ok(Some(_))) {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-    }
 }

@@ -29,6 +29,23 @@ pub fn install_engine() {
     #[cfg(feature = "engine")]
     easeml_engine::install_local_models();
 }
+/// An error as easeml's binaries print it, `what: why: ...`: the error and its causes, leaving out
+/// a cause whose text the message already holds (the crates' errors name their cause in their own
+/// message). For an `anyhow::Error`, pass `error.as_ref()`.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let text = next.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = next.source();
+    }
+    message
+}
+
 /// The HTTP server: `easeml serve` and the generated binaries' `refine` page.
 pub use easeml_server as server;
 

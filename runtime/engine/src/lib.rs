@@ -21,6 +21,7 @@ mod error;
 pub mod export;
 pub mod gang;
 mod local;
+pub mod local_workers;
 mod model;
 pub mod mop;
 pub mod unit;

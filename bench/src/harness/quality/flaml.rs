@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use super::task::Target;
-use crate::peers::{peer_python, repository_file};
+use crate::harness::peers::{peer_python, repository_file};
 
 /// The peer script, in the repository.
 pub const SCRIPT: &str = "bench/peers/flaml_peer.py";
@@ -36,7 +36,7 @@ pub fn check_python() -> anyhow::Result<PathBuf> {
                 "cannot run the peer Python `{}` (set {} to a Python with FLAML, or create \
                  bench/peers/.venv: see bench/peers/requirements-flaml.txt)",
                 python.display(),
-                crate::peers::PEER_PYTHON_ENV
+                crate::harness::peers::PEER_PYTHON_ENV
             )
         })?;
     if !output.status.success() {

@@ -25,7 +25,7 @@ use easeml_trainer::models::{self, BatchInput, Model, ModelConfig};
 use easeml_trainer::{Budget, Candidate, Error, Result, Targets, Task, synthetic, train};
 
 /// The PyTorch side (`benches/trainer_bench.py`), run as `python - --device ... --threads ...`.
-pub const PYTHON_SCRIPT: &str = include_str!("../../benches/trainer_bench.py");
+pub const PYTHON_SCRIPT: &str = include_str!("../../../trainer/trainer_bench.py");
 
 /// The models the step benchmark measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
