@@ -29,6 +29,7 @@ use clap::{Parser, Subcommand};
 mod demo;
 mod doc_links;
 mod gpu;
+mod lab;
 mod packages;
 mod test_tally;
 mod tidy;

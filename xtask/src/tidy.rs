@@ -19,7 +19,9 @@
 //!    `easeml-*` dependencies) the opt-level the workspace gives it, name no other crate (cargo
 //!    warns about a package spec that matches nothing), and keep the workspace's settings for the
 //!    other dependencies (`"*"`) and build scripts.
-//! 4. **The Python package pins the torch easeml builds against** ([`torch_pin_violations`]): the
+//! 4. **The service binary links no lab** (`lab.rs`): easeml-cli reaches easeml-bench and
+//!    plotters only through its `lab` feature, and its own source stays under 2,000 lines.
+//! 5. **The Python package pins the torch easeml builds against** ([`torch_pin_violations`]): the
 //!    generated `pyproject.toml` (the golden `breast_cancer`'s) depends on
 //!    `torch=={TORCH_VERSION}`, whose libtorch the engine binaries of its wheel load.
 //!
@@ -125,11 +127,16 @@ pub const RULES: &[Rule] = &[
     },
 ];
 
-/// Runs both checks over the workspace at `root`; an error lists every violation.
+/// Runs every check over the workspace at `root`; an error lists every violation.
 pub fn run(root: &Path) -> Result<()> {
     let metadata = cargo_metadata(root)?;
     let graph = Graph::read(&metadata)?;
     let mut violations = dependency_violations(&graph, RULES);
+    violations.extend(crate::lab::dependency_violations(&metadata, &graph));
+    violations.extend(crate::lab::size_violations(
+        &root.join(crate::lab::SERVICE_SOURCE),
+        crate::lab::MAX_SERVICE_LINES,
+    ));
     let architecture =
         std::fs::read_to_string(root.join("ARCHITECTURE.md")).context("reading ARCHITECTURE.md")?;
     let code = RustCode::read(root)?;
@@ -162,10 +169,12 @@ pub fn run(root: &Path) -> Result<()> {
     violations.extend(crate::doc_links::violations(root));
     if violations.is_empty() {
         eprintln!(
-            "tidy: {} dependency rules hold; every path and item ARCHITECTURE.md names exists; \
+            "tidy: {} dependency rules hold; the service binary links no lab and its source is \
+             under {} lines; every path and item ARCHITECTURE.md names exists; \
              every document's link resolves and the README is a user's page; \
              generated crates build easeml's {} crates as the workspace does",
             RULES.len(),
+            crate::lab::MAX_SERVICE_LINES,
             python_crates.len()
         );
         return Ok(());
@@ -210,15 +219,15 @@ fn cargo_metadata(root: &Path) -> Result<Value> {
 /// The dependency graph of a `cargo metadata` document, read once for every check over it.
 pub struct Graph<'a> {
     /// Package id -> crate name.
-    names: BTreeMap<&'a str, &'a str>,
+    pub(crate) names: BTreeMap<&'a str, &'a str>,
     /// The ids of proc-macro crates.
-    proc_macros: BTreeSet<&'a str>,
+    pub(crate) proc_macros: BTreeSet<&'a str>,
     /// The ids of the workspace's crates.
-    members: BTreeSet<&'a str>,
+    pub(crate) members: BTreeSet<&'a str>,
     /// Package id -> the ids of its normal dependencies.
-    normal_deps: BTreeMap<&'a str, Vec<&'a str>>,
+    pub(crate) normal_deps: BTreeMap<&'a str, Vec<&'a str>>,
     /// Package id -> the ids of its build dependencies.
-    build_deps: BTreeMap<&'a str, Vec<&'a str>>,
+    pub(crate) build_deps: BTreeMap<&'a str, Vec<&'a str>>,
 }
 
 impl<'a> Graph<'a> {
@@ -322,7 +331,7 @@ pub fn dependency_violations(graph: &Graph<'_>, rules: &[Rule]) -> Vec<String> {
 }
 
 /// The shortest chain of crate names from `start` to a crate named `target`, if any.
-fn path_to(
+pub(crate) fn path_to(
     start: &str,
     target: &str,
     names: &BTreeMap<&str, &str>,
