@@ -2,7 +2,7 @@
 
 Usage: python flaml_peer.py INPUT.json OUTPUT.json
 
-INPUT.json (written by `easeml bench quality`, runtime/cli/src/bench_quality/flaml.rs):
+INPUT.json (written by `easeml bench quality`, bench/src/harness/quality/flaml.rs):
   {"task": "classification" | "regression", "time_budget": SECONDS, "seed": N,
    "train_x": [[f, ...], ...], "train_y": [label or [values], ...], "test_x": [[f, ...], ...]}
 For classification `train_y` holds label strings; for regression, lists of output values (one

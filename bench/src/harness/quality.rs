@@ -1,8 +1,8 @@
 //! `easeml bench quality`: easeml's test accuracy on real tasks against peers, in one command.
 //!
 //! Each `--task DIR` holds one `.eml` program, `train.txt` and `test.txt` in the feed's line
-//! formats (`task.rs`). The command compiles every program with the `easemlc` binary (so this crate
-//! does not depend on the compiler), registers and feeds each app into a fresh store
+//! formats (`task.rs`). The command compiles every program with the `easemlc` binary (the compiler
+//! a user runs, with its own checks and messages), registers and feeds each app into a fresh store
 //! (`--out/store`, removed first; never `$EASEML_HOME`) through the client library (the
 //! `<app>-feed` binary's checks), runs ONE engine over all apps for `--budget` (a run may take at
 //! most the budget's share per task, capped at the engine's default), and answers `test.txt` with

@@ -530,7 +530,7 @@ fn bad_options_are_clear_errors() {
 }
 
 /// FLAML end to end, only where its venv is there (`bench/peers/.venv` or `$EASEML_PEER_PYTHON`
-/// with flaml); elsewhere the FLAML files are covered by the unit tests of `bench_quality/flaml.rs`.
+/// with flaml); elsewhere the FLAML files are covered by the unit tests of `bench/src/harness/quality/flaml.rs`.
 #[test]
 fn flaml_answers_the_test_set_where_its_venv_is_there() {
     let python = std::env::var_os("EASEML_PEER_PYTHON")
