@@ -224,7 +224,8 @@ fn test() -> Result<()> {
     packages::ensure(&packages::PYTHON_VENV);
     run_step("rustfmt", cargo(&["fmt", "--all", "--check"]))?;
     // Every step builds with the optional features on (S3 blobs), so that their code is linted and
-    // their tests run; the store is linted once without them too (its S3-less error path).
+    // their tests run; the store is linted once without them too (its S3-less error path), and the
+    // service binary once without its default `lab` feature.
     run_step(
         "clippy",
         check_cargo(&[
@@ -245,6 +246,20 @@ fn test() -> Result<()> {
             "-p",
             "easeml-store",
             "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    // The service binary without the lab (its `bench` says so; tidy checks its dependencies).
+    run_step(
+        "clippy (easeml without the lab)",
+        check_cargo(&[
+            "clippy",
+            "-p",
+            "easeml-cli",
+            "--no-default-features",
+            "--bins",
             "--",
             "-D",
             "warnings",
