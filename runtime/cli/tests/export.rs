@@ -1,5 +1,5 @@
 //! `easeml export APP --store DIR --out DIR`: the real binary over a store whose app was trained by
-//! `easeml train`, and its refusals in words.
+//! `easeml train` (with `--plot`: its quality-over-time files), and its refusals in words.
 
 mod common;
 
@@ -65,6 +65,7 @@ fn export_writes_the_served_model_and_refuses_in_words() {
         stderr(&no_model)
     );
 
+    let plot = dir.path().join("plot");
     let train = easeml(&[
         "train",
         "--store",
@@ -73,8 +74,19 @@ fn export_writes_the_served_model_and_refuses_in_words() {
         "60s",
         "--max-run",
         "5s",
+        "--plot",
+        plot.to_str().unwrap(),
     ]);
     assert!(train.status.success(), "{}", stderr(&train));
+    let csv = std::fs::read_to_string(plot.join("quality.csv")).unwrap();
+    assert!(csv.starts_with("app,minutes,best_quality\nsides,"), "{csv}");
+    // The figures come from the lab's plots (easeml-cli's default feature `lab`).
+    assert_eq!(
+        plot.join("quality.svg").is_file(),
+        cfg!(feature = "lab"),
+        "{}",
+        stderr(&train)
+    );
     let export = easeml(&["export", "sides", "--store", store, "--out", out]);
     assert!(export.status.success(), "{}", stderr(&export));
     let said = String::from_utf8_lossy(&export.stdout);
