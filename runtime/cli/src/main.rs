@@ -3,13 +3,15 @@
 //! process or coordinating workers), `easeml export` (an app's served model written to a folder), `easeml worker` / `easeml workers list` (work-unit workers) and
 //! `easeml bench scheduler` (the ease.ml replay benchmark), `easeml bench tuner` (TrimTuner's replay),
 //! `easeml bench quality` (test accuracy on task folders against knn1 and FLAML), `easeml bench mop
-//! --simulate` (Cerebro's model hopper parallelism against task parallelism, simulated).
+//! --simulate` (Cerebro's model hopper parallelism against task parallelism, simulated),
+//! `easeml bench store` and `easeml bench service` (the service under load).
 
 mod apps;
 mod bench_mop;
 mod bench_mop_real;
 mod bench_quality;
 mod bench_scheduler;
+mod bench_service;
 mod bench_store;
 mod bench_trainer;
 mod bench_tuner;
@@ -81,6 +83,12 @@ enum BenchCommand {
     /// with 1, 4 and 16 concurrent workers, SQLite and (with --postgres) PostgreSQL; checks every
     /// unit is committed once; writes summary.json and cycles.svg / cycles.png to --out.
     Store(bench_store::StoreBenchArgs),
+    /// The service under load: N apps of mixed workloads registered, fed M examples each from C
+    /// concurrent clients over HTTP and asked while W workers train; feed examples/s and MB/s,
+    /// infer p50/p99, status and scheduling-decision time, peak RSS, store bytes per example,
+    /// examples acknowledged against stored; `--sweep` fits growth exponents (summary.json,
+    /// growth.svg / growth.png in --out).
+    Service(bench_service::ServiceBenchArgs),
 }
 
 /// Runs the command; an error is printed as `error: what: why` (its chain of causes, never a
@@ -112,6 +120,9 @@ fn main() -> std::process::ExitCode {
         Command::Bench {
             bench: BenchCommand::Store(args),
         } => bench_store::run(&args),
+        Command::Bench {
+            bench: BenchCommand::Service(args),
+        } => bench_service::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
