@@ -1,9 +1,10 @@
 //! `easeml bench service`: what a shared service costs as its load grows. One configuration
 //! starts `easeml serve` (this binary, a child process, on a fresh SQLite or PostgreSQL store),
 //! registers N apps of mixed workloads (tabular, 8x8 images, series) over HTTP, feeds M generated
-//! examples to each from C concurrent clients (the real remote client, in its own request sizes),
-//! then for the training budget keeps feeding small batches while C clients ask one tabular
-//! answer at a time, and measures: feed examples/s and MB/s (with serde_json's parse rate of the
+//! examples to each from C concurrent clients (the real remote client, in its own request sizes)
+//! while the server only serves, then serves the same store again with W training workers and for
+//! the training budget keeps feeding small batches while C clients ask one tabular answer at a
+//! time, and measures: feed examples/s and MB/s (with serde_json's parse rate of the
 //! same lines in this process as the physical reference), infer latency p50/p99/max, one app's
 //! `status` over HTTP, the server's peak RSS and its RSS with the apps registered and idle, the
 //! workers' peak RSS, the store's bytes per example, the runs finished, and the examples
@@ -281,67 +282,103 @@ fn sweep_points(full: Sizes, sweep: Option<Sweep>) -> Vec<Sizes> {
     }
 }
 
-/// The server under measurement: the child process, its URL and its store.
-struct Service {
-    child: Child,
-    url: String,
+/// The store a configuration's service keeps its apps in (for PostgreSQL, a database the bench
+/// made and drops).
+struct BenchStore {
     home: PathBuf,
     database: Option<(String, String)>,
 }
 
-impl Service {
-    fn start(args: &ServiceBenchArgs, folder: &Path) -> anyhow::Result<Service> {
-        let mut database = None;
-        let home = match (&args.store, &args.postgres) {
-            (StoreKind::Postgres, Some(server)) => {
-                let name = format!(
-                    "easeml_bench_service_{}_{}",
-                    std::process::id(),
-                    folder
-                        .file_name()
-                        .map(|name| name.to_string_lossy().replace('-', "_"))
-                        .unwrap_or_default()
-                );
-                let url = easeml_runtime::store::create_database(server, &name)?;
-                database = Some((server.clone(), name));
-                easeml_runtime::store::store_home(&url, Some(&folder.join("blobs")))?
-            }
-            _ => folder.join("store"),
+impl BenchStore {
+    fn create(args: &ServiceBenchArgs, folder: &Path) -> anyhow::Result<BenchStore> {
+        let (StoreKind::Postgres, Some(server)) = (&args.store, &args.postgres) else {
+            return Ok(BenchStore {
+                home: folder.join("store"),
+                database: None,
+            });
         };
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let log = std::fs::File::create(folder.join("server.log"))?;
+        let label = folder
+            .file_name()
+            .map(|name| name.to_string_lossy().replace('-', "_"))
+            .unwrap_or_default();
+        let name = format!("easeml_bench_service_{}_{label}", std::process::id());
+        let url = easeml_runtime::store::create_database(server, &name)?;
+        let database = Some((server.clone(), name));
+        Ok(BenchStore {
+            home: easeml_runtime::store::store_home(&url, Some(&folder.join("blobs")))?,
+            database,
+        })
+    }
+
+    /// The store's size on disk (for PostgreSQL: the database's size plus the blob folder).
+    fn bytes(&self) -> anyhow::Result<u64> {
+        let mut bytes = folder_bytes(&self.home);
+        if let Some((server, name)) = &self.database {
+            let mut client =
+                postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)?;
+            let row = client.query_one("SELECT pg_database_size($1)", &[name])?;
+            bytes += row.get::<_, i64>(0).max(0) as u64;
+        }
+        Ok(bytes)
+    }
+}
+
+impl Drop for BenchStore {
+    fn drop(&mut self) {
+        if let Some((server, name)) = &self.database
+            && let Ok(mut admin) =
+                postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
+        {
+            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        }
+    }
+}
+
+/// The server under measurement (`easeml serve`, a child process) and its URL.
+struct Service {
+    child: Child,
+    url: String,
+}
+
+impl Service {
+    /// Starts `easeml serve` on `store` at `port`: serving only, or training with `--workers`.
+    fn start(
+        args: &ServiceBenchArgs,
+        store: &BenchStore,
+        port: u16,
+        train: bool,
+        log: &Path,
+    ) -> anyhow::Result<Service> {
         let mut command = Command::new(std::env::current_exe()?);
         command
             .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--store"])
-            .arg(&home)
+            .arg(&store.home)
             .args(["--max-run", &format!("{}s", args.max_run.as_secs().max(1))])
             .args(["--max-connections", &(4 * args.clients + 16).to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log);
+            .stderr(std::fs::File::create(log)?);
         match args.workers {
-            0 => command.arg("--no-train"),
-            workers => command.args(["--workers", &workers.to_string()]),
+            workers if train && workers > 0 => command.args(["--workers", &workers.to_string()]),
+            _ => command.arg("--no-train"),
         };
         let child = command.spawn().context("starting `easeml serve`")?;
         let mut service = Service {
             child,
             url: format!("http://127.0.0.1:{port}"),
-            home,
-            database,
         };
-        service.wait_until_up(folder)?;
+        service.wait_until_up(log)?;
         Ok(service)
     }
 
-    fn wait_until_up(&mut self, folder: &Path) -> anyhow::Result<()> {
+    fn wait_until_up(&mut self, log: &Path) -> anyhow::Result<()> {
         let started = Instant::now();
         let address = self.url.trim_start_matches("http://").to_owned();
         while std::net::TcpStream::connect(&address).is_err() {
             if let Some(status) = self.child.try_wait()? {
                 bail!(
                     "`easeml serve` exited ({status}) before answering; its log: {}",
-                    folder.join("server.log").display()
+                    log.display()
                 );
             }
             if started.elapsed() > Duration::from_secs(60) {
@@ -380,18 +417,6 @@ impl Service {
         }
         Ok(())
     }
-
-    /// The store's size on disk (for PostgreSQL: the database's size plus the blob folder).
-    fn store_bytes(&self) -> anyhow::Result<u64> {
-        let mut bytes = folder_bytes(&self.home);
-        if let Some((server, name)) = &self.database {
-            let mut client =
-                postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)?;
-            let row = client.query_one("SELECT pg_database_size($1)", &[name])?;
-            bytes += row.get::<_, i64>(0).max(0) as u64;
-        }
-        Ok(bytes)
-    }
 }
 
 impl Drop for Service {
@@ -399,12 +424,6 @@ impl Drop for Service {
         if self.child.try_wait().ok().flatten().is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
-        }
-        if let Some((server, name)) = &self.database
-            && let Ok(mut admin) =
-                postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
-        {
-            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
         }
     }
 }
@@ -426,15 +445,19 @@ fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The disk space a folder takes (allocated blocks, as `du` counts them: a file of 300 bytes
+/// takes a block of 4 KiB).
 fn folder_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let allocated = |metadata: std::fs::Metadata| metadata.blocks() * 512;
     let Ok(entries) = std::fs::read_dir(path) else {
-        return std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        return std::fs::metadata(path).map(allocated).unwrap_or(0);
     };
     entries
         .flatten()
         .map(|entry| match entry.file_type() {
             Ok(kind) if kind.is_dir() => folder_bytes(&entry.path()),
-            _ => entry.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => entry.metadata().map(allocated).unwrap_or(0),
         })
         .sum()
 }
@@ -690,7 +713,11 @@ fn ask_while_training(
 fn measure(args: &ServiceBenchArgs, sizes: Sizes, folder: &Path) -> anyhow::Result<Value> {
     let _ = std::fs::remove_dir_all(folder);
     std::fs::create_dir_all(folder)?;
-    let mut service = Service::start(args, folder)?;
+    let store = BenchStore::create(args, folder)?;
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    // Feeding is measured on a server that only serves, so that training does not share the
+    // cores with it; then the same store is served with training while feeding and asking go on.
+    let mut service = Service::start(args, &store, port, false, &folder.join("serve-feed.log"))?;
     let registered_started = Instant::now();
     let apps = Apps::register(
         &service.url,
@@ -701,8 +728,12 @@ fn measure(args: &ServiceBenchArgs, sizes: Sizes, folder: &Path) -> anyhow::Resu
     let register_seconds = registered_started.elapsed().as_secs_f64();
     let (_, idle_rss, _) = service.memory();
     let fed = feed_all(&apps, sizes.examples, sizes.clients)?;
+    let (feed_peak_rss, _, _) = service.memory();
+    service.stop()?;
+    let mut service = Service::start(args, &store, port, true, &folder.join("serve-train.log"))?;
     let asked = ask_while_training(&apps, sizes.examples, sizes.clients, args.budget)?;
-    let (peak_rss, _, worker_rss) = service.memory();
+    let (train_peak_rss, _, worker_rss) = service.memory();
+    let peak_rss = feed_peak_rss.max(train_peak_rss);
     let mut stored = 0u64;
     let mut runs_done = 0usize;
     let mut mine = Clients::new();
@@ -716,8 +747,8 @@ fn measure(args: &ServiceBenchArgs, sizes: Sizes, folder: &Path) -> anyhow::Resu
             .count();
     }
     service.stop()?;
-    let store_bytes = service.store_bytes()?;
-    let decision_ms = time_decisions(&service.home)?;
+    let store_bytes = store.bytes()?;
+    let decision_ms = time_decisions(&store.home)?;
     let acknowledged = fed.examples + asked.trickled;
     let mut latencies = asked.latencies_ms.clone();
     latencies.sort_by(f64::total_cmp);
