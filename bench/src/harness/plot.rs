@@ -1,7 +1,7 @@
 //! The lab's plots (plotters), each written as `STEM.svg` and `STEM.png` by one function
 //! (`write_svg_and_png`, over the `Figure` each plot implements): the replay's mean and worst-case
 //! accuracy loss against cost (one line per policy), every app's best quality over time, the tuner
-//! replay's `Accuracy_C`, and grouped bars. Text needs a TrueType font: the first of the usual
+//! replay's `Accuracy_C`, grouped bars, and costs against work on log-log axes. Text needs a TrueType font: the first of the usual
 //! system fonts (or `$EASEML_FONT`) is used; without one the plots are drawn without text and a
 //! note says so.
 
@@ -637,6 +637,87 @@ impl Figure for BarPlot {
 pub fn write_bar_plots(plot: &BarPlot, out: &Path, stem: &str) -> anyhow::Result<Vec<String>> {
     let width = (200 + 110 * plot.groups.len() as u32).clamp(600, 1600);
     write_svg_and_png(plot, out, stem, (width, 500))
+}
+
+/// How costs grow with the work: a log-log plot with one line per metric, each divided by its
+/// value at the smallest work so that every line starts at 1 and its slope is its growth exponent
+/// (`easeml bench service --sweep`).
+pub struct GrowthPlot {
+    /// The title.
+    pub title: String,
+    /// The x-axis text (the work that grows).
+    pub x_label: String,
+    /// One line per metric: its legend text and its points (work, cost relative to the first).
+    pub series: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+impl Figure for GrowthPlot {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+        with_text: bool,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let points = self.series.iter().flat_map(|(_, points)| points.iter());
+        let positive = |value: &f64| value.is_finite() && *value > 0.0;
+        let xs: Vec<f64> = points.clone().map(|p| p.0).filter(positive).collect();
+        let ys: Vec<f64> = points.map(|p| p.1).filter(positive).collect();
+        let span = |values: &[f64]| {
+            let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let high = values.iter().copied().fold(0.0, f64::max);
+            if low.is_finite() && high > low {
+                (low / 1.5, high * 1.5)
+            } else {
+                (0.1, 10.0)
+            }
+        };
+        let (x_min, x_max) = span(&xs);
+        let (y_min, y_max) = span(&ys);
+        let mut chart = framed_builder(&root, with_text, &self.title)
+            .build_cartesian_2d((x_min..x_max).log_scale(), (y_min..y_max).log_scale())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut mesh = chart.configure_mesh();
+        if with_text {
+            mesh.x_desc(self.x_label.as_str())
+                .y_desc("cost relative to the smallest work");
+        }
+        mesh.draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+        for (index, (name, points)) in self.series.iter().enumerate() {
+            let color = COLORS[index % COLORS.len()];
+            let kept: Vec<(f64, f64)> = points
+                .iter()
+                .copied()
+                .filter(|(x, y)| positive(x) && positive(y))
+                .collect();
+            let drawn = chart
+                .draw_series(LineSeries::new(kept.clone(), color.stroke_width(2)))
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            if with_text {
+                drawn
+                    .label(name.as_str())
+                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color));
+            }
+            chart
+                .draw_series(
+                    kept.into_iter()
+                        .map(|point| Circle::new(point, 3, color.filled())),
+                )
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        if with_text {
+            draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+        }
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(())
+    }
+}
+
+/// Writes `growth.svg` and `growth.png` into `out`; returns notes for the user.
+pub fn write_growth_plots(plot: &GrowthPlot, out: &Path) -> anyhow::Result<Vec<String>> {
+    write_svg_and_png(plot, out, "growth", (WIDTH, HEIGHT))
 }
 
 #[cfg(test)]

@@ -128,7 +128,8 @@ struct Cycles {
     lost: usize,
 }
 
-fn percentile(sorted: &[f64], share: f64) -> f64 {
+/// The `share` quantile of `sorted` (nearest rank); NaN when empty.
+pub(crate) fn percentile(sorted: &[f64], share: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }

@@ -215,6 +215,24 @@ ALTER TABLE runs ADD COLUMN confusion TEXT; -- a classifier's validation answers
 "#,
         postgres_sql: None,
     },
+    Migration {
+        version: 10,
+        name: "small blobs in the database",
+        sql: r#"
+CREATE TABLE blob_bytes ( -- blobs of at most INLINE_BLOB_BYTES, written with the rows that name them (Store::insert_examples)
+    sha256 TEXT PRIMARY KEY,
+    bytes  BLOB NOT NULL
+);
+"#,
+        postgres_sql: Some(
+            r#"
+CREATE TABLE blob_bytes (
+    sha256 TEXT PRIMARY KEY,
+    bytes  BYTEA NOT NULL
+);
+"#,
+        ),
+    },
 ];
 
 /// The schema of `sql` (written for SQLite) in PostgreSQL's types: integers are `BIGINT`, an

@@ -297,6 +297,27 @@ pub const MAX_TRIALS_BYTES: usize = 1 << 20;
 /// The most JSON a run's confusion counts may take (a cell is about 15 bytes: 1 MiB holds every
 /// cell of a 250-class problem).
 pub const MAX_CONFUSION_BYTES: usize = 1 << 20;
+/// An example's input or output of at most this many bytes is kept in the database, in the
+/// transaction that stores its row (table `blob_bytes`), rather than as a file or object of its
+/// own: tables, series and small images. Larger ones (e.g. a 256x256 image's 768 KiB) are files.
+pub const INLINE_BLOB_BYTES: usize = 16 * 1024;
+/// Where an example's blob goes: a small one's bytes into `inline` (stored by the caller's
+/// transaction), a larger one written now; its hash either way.
+fn place_blob<'a>(
+    blobs: &Blobs,
+    blob: &'a Blob,
+    inline: &mut Vec<(BlobHash, &'a [u8])>,
+) -> Result<BlobHash> {
+    match blob {
+        Blob::Bytes(bytes) if bytes.len() <= INLINE_BLOB_BYTES => {
+            let hash = BlobHash::of(bytes);
+            inline.push((hash.clone(), bytes.as_slice()));
+            Ok(hash)
+        }
+        _ => blobs.put_or_check(blob),
+    }
+}
+
 const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_index, l.label, e.enabled, e.data_version, e.created_ms";
 const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples, confusion";
 
@@ -544,14 +565,43 @@ impl Store {
         self.blobs.put(bytes)
     }
 
-    /// Reads a blob, checking its hash.
+    /// Reads a blob, checking its hash: from the database when it is a small blob stored with its
+    /// example ([`INLINE_BLOB_BYTES`]), else from the blob folder or bucket.
     pub fn blob(&self, hash: &BlobHash) -> Result<Vec<u8>> {
-        self.blobs.get(hash)
+        match self.inline_blob(hash)? {
+            Some(bytes) => {
+                let actual = BlobHash::of(&bytes);
+                if &actual != hash {
+                    return Err(Error::CorruptBlob {
+                        hash: hash.clone(),
+                        actual,
+                    });
+                }
+                Ok(bytes)
+            }
+            None => self.blobs.get(hash),
+        }
     }
 
-    /// Where a blob's file is; `None` when the blobs are not files (S3).
+    /// A small blob's bytes from the database, if it is there.
+    fn inline_blob(&self, hash: &BlobHash) -> Result<Option<Vec<u8>>> {
+        self.connection
+            .query_row(
+                "SELECT bytes FROM blob_bytes WHERE sha256 = ?1",
+                [hash.as_str()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(db("reading a blob"))
+    }
+
+    /// Where a blob's file is; `None` when the blobs are not files (S3) or the blob is a small one
+    /// kept in the database.
     pub fn blob_path(&self, hash: &BlobHash) -> Option<PathBuf> {
-        self.blobs.path(hash)
+        match self.inline_blob(hash) {
+            Ok(Some(_)) => None,
+            _ => self.blobs.path(hash),
+        }
     }
 
     /// Removes blob files that no example, run or open MOP run's sub-epoch refers to (left by failed
@@ -576,7 +626,40 @@ impl Store {
             .map_err(db("listing referenced blobs"))?
             .into_iter()
             .collect();
-        self.blobs.collect_garbage(&referenced, min_age)
+        let (inline_removed, inline_freed) = self.collect_inline_garbage()?;
+        let (removed, freed) = self.blobs.collect_garbage(&referenced, min_age)?;
+        Ok((removed + inline_removed, freed + inline_freed))
+    }
+
+    /// Removes the small blobs in the database that no example refers to (left by removed apps).
+    /// They are written in the transaction of the rows that name them, so no age is needed; on
+    /// PostgreSQL the table is locked against concurrent feeds first, so that a feed storing the
+    /// same bytes again (whose insert finds the row and leaves it) cannot lose them to this
+    /// delete. Returns (blobs removed, bytes freed).
+    fn collect_inline_garbage(&self) -> Result<(usize, u64)> {
+        let context = "removing unreferenced blobs from the database";
+        let transaction = self.connection.transaction().map_err(db(context))?;
+        if transaction.dialect() == crate::db::Dialect::Postgres {
+            transaction
+                .execute("LOCK TABLE blob_bytes IN SHARE ROW EXCLUSIVE MODE", ())
+                .map_err(db(context))?;
+        }
+        const UNREFERENCED: &str = "sha256 NOT IN (SELECT input_sha256 FROM examples)
+             AND sha256 NOT IN (SELECT output_sha256 FROM examples WHERE output_sha256 IS NOT NULL)";
+        let freed: Option<i64> = transaction
+            .query_row(
+                &format!(
+                    "SELECT CAST(SUM(LENGTH(bytes)) AS BIGINT) FROM blob_bytes WHERE {UNREFERENCED}"
+                ),
+                (),
+                |row| row.get(0),
+            )
+            .map_err(db(context))?;
+        let removed = transaction
+            .execute(&format!("DELETE FROM blob_bytes WHERE {UNREFERENCED}"), ())
+            .map_err(db(context))?;
+        transaction.commit().map_err(db(context))?;
+        Ok((removed, freed.unwrap_or(0).max(0) as u64))
     }
 
     // ----- examples -----
@@ -593,11 +676,15 @@ impl Store {
                 new_labels: Vec::new(),
             });
         }
+        // Small blobs go into the transaction below with their rows (one file per example
+        // would make a feed of a million rows a million file creations); larger ones are written
+        // to the blob folder or bucket first.
+        let mut inline: Vec<(BlobHash, &[u8])> = Vec::new();
         let mut hashes = Vec::with_capacity(examples.len());
         for example in examples {
-            let input = self.blobs.put_or_check(&example.input)?;
+            let input = place_blob(&self.blobs, &example.input, &mut inline)?;
             let output = match &example.output {
-                NewOutput::Blob(blob) => Some(self.blobs.put_or_check(blob)?),
+                NewOutput::Blob(blob) => Some(place_blob(&self.blobs, blob, &mut inline)?),
                 NewOutput::Label(_) => None,
             };
             hashes.push((input, output));
@@ -611,6 +698,15 @@ impl Store {
         // Re-read inside the transaction (the app's row locked on PostgreSQL: feeds of one app
         // take their turns): another writer may have changed them.
         let app = query_app_in(&transaction, id)?;
+        for (hash, bytes) in &inline {
+            transaction
+                .execute(
+                    "INSERT INTO blob_bytes (sha256, bytes) VALUES (?1, ?2)
+                     ON CONFLICT (sha256) DO NOTHING",
+                    params![hash.as_str(), *bytes],
+                )
+                .map_err(db(context.clone()))?;
+        }
         let mut label_map = read_label_map(&transaction, &app)?;
         let known_before = label_map.as_ref().map_or(0, |map| map.labels.len());
         let data_version = app.data_version + 1;

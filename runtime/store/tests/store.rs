@@ -51,13 +51,31 @@ fn an_existing_store_is_upgraded_and_keeps_its_data() {
         Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..1]).unwrap();
     assert_eq!(old.schema_version().unwrap(), 1);
     let (app, _) = old.register_app(&new_app("old", Some(3), None)).unwrap();
-    old.insert_examples(app.id, &[labelled(1, "cat"), labelled(2, "dog")])
-        .unwrap();
+    // Stores of older builds keep every blob in the blob folder (no `blob_bytes` table yet).
+    let as_file = |input: u8, label: &str| {
+        let mut example = labelled(input, label);
+        if let easeml_store::Blob::Bytes(bytes) = &example.input {
+            example.input = easeml_store::Blob::Stored(old.put_blob(bytes).unwrap());
+        }
+        example
+    };
+    let examples = [as_file(1, "cat"), as_file(2, "dog")];
+    old.insert_examples(app.id, &examples).unwrap();
     drop(old);
 
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
     assert_eq!(total(&store, app.id), 2);
+    let page = store
+        .examples(app.id, easeml_store::PageRequest::default())
+        .unwrap();
+    for (record, input) in page.items.iter().zip([1u8, 2]) {
+        assert_eq!(
+            store.blob(&record.input).unwrap(),
+            b"EMX1".iter().chain(&[input]).copied().collect::<Vec<_>>()
+        );
+        assert!(store.blob_path(&record.input).unwrap().is_file());
+    }
     assert_eq!(store.app(app.id).unwrap().data_version, 1);
     assert_eq!(store.integrity_check().unwrap(), Ok(()));
 }

@@ -420,6 +420,23 @@ impl Engine {
         &self.config
     }
 
+    /// Times one scheduling decision over every app the store holds (synced first), then cancels
+    /// it: nothing is queued and the scheduler is as before. `Ok(None)` when nothing is left to
+    /// decide. What `easeml bench service` reports as the cost of a decision at N apps.
+    pub fn time_decision(&mut self, events: &mut dyn FnMut(Event)) -> Result<Option<Duration>> {
+        self.sync(events)?;
+        let started = Instant::now();
+        let decision = self.scheduler.next_decision();
+        let elapsed = started.elapsed();
+        match decision {
+            None => Ok(None),
+            Some(decision) => {
+                self.scheduler.cancel(&decision)?;
+                Ok(Some(elapsed))
+            }
+        }
+    }
+
     /// The spec of a unit of the app, ending by `deadline` at the latest: the run's time limit is
     /// at most 0.9 x `train_time`, so it never breaks that constraint.
     fn unit_spec(&self, state: &AppState, deadline: Option<Instant>) -> UnitSpec {

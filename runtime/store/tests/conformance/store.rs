@@ -491,6 +491,49 @@ fn garbage_collection_keeps_referenced_and_young_blobs() {
 }
 
 #[test]
+fn small_example_blobs_live_in_the_database_shared_and_collected() {
+    let Some((fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let small = b"EMX1\x07".to_vec();
+    let large = NewExample {
+        input: Blob::Bytes(vec![3; easeml_store::INLINE_BLOB_BYTES + 1]),
+        output: NewOutput::Label("dog".to_owned()),
+    };
+    store
+        .insert_examples(app.id, &[labelled(7, "cat"), large])
+        .unwrap();
+    let page = store.examples(app.id, PageRequest::default()).unwrap();
+    let (small_hash, large_hash) = (&page.items[0].input, &page.items[1].input);
+    // The small input is a row of the database, read by any connection; the large one is a blob
+    // of the folder or bucket.
+    assert_eq!(store.blob_path(small_hash), None);
+    assert_eq!(fixture.open().blob(small_hash).unwrap(), small);
+    assert_eq!(
+        fixture.open().blob(large_hash).unwrap().len(),
+        easeml_store::INLINE_BLOB_BYTES + 1
+    );
+    // The same bytes fed to another app are stored once and shared: removing the first app
+    // frees only its large blob.
+    let (other, _) = store.register_app(&new_app("more", Some(2), None)).unwrap();
+    store
+        .insert_examples(other.id, &[labelled(7, "dog")])
+        .unwrap();
+    store.remove_app(app.id).unwrap();
+    let (removed, _) = store.collect_garbage(std::time::Duration::ZERO).unwrap();
+    assert_eq!(removed, 1);
+    assert!(store.blob(large_hash).is_err());
+    assert_eq!(store.blob(small_hash).unwrap(), small);
+    store.remove_app(other.id).unwrap();
+    assert_eq!(
+        store.collect_garbage(std::time::Duration::ZERO).unwrap(),
+        (1, small.len() as u64)
+    );
+    assert!(store.blob(small_hash).is_err());
+}
+
+#[test]
 fn a_batch_may_name_blobs_written_before() {
     let Some((_fixture, mut store)) = open() else {
         return;
