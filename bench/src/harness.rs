@@ -4,8 +4,8 @@
 //! [`plot`]).
 //!
 //! They run inside the `easeml` binary: `bench trainer`'s memory check runs `easeml bench trainer
-//! --memory-child` and `bench mop --real` starts `easeml worker` processes, both as children of the
-//! running binary. Their process tests are easeml-cli's test targets (`bench/tests/cli/`, declared
+//! --memory-child`, `bench mop --real` starts `easeml worker` processes and `bench service` starts
+//! `easeml serve`, all as children of the running binary. Their process tests are easeml-cli's test targets (`bench/tests/cli/`, declared
 //! in `runtime/cli/Cargo.toml`), so they run the real `easeml`.
 
 mod mop;
@@ -14,6 +14,7 @@ mod peers;
 pub mod plot;
 mod quality;
 mod scheduler;
+mod service;
 mod store;
 mod trainer;
 mod tuner;
@@ -48,6 +49,12 @@ pub enum BenchCommand {
     /// with 1, 4 and 16 concurrent workers, SQLite and (with --postgres) PostgreSQL; checks every
     /// unit is committed once; writes summary.json and cycles.svg / cycles.png to --out.
     Store(store::StoreBenchArgs),
+    /// The service under load: N apps of mixed workloads registered, fed M examples each from C
+    /// concurrent clients over HTTP and asked while W workers train; feed examples/s and MB/s,
+    /// infer p50/p99, status and scheduling-decision time, peak RSS, store bytes per example,
+    /// examples acknowledged against stored; `--sweep` fits growth exponents (summary.json,
+    /// growth.svg / growth.png in --out).
+    Service(service::ServiceBenchArgs),
 }
 
 /// Runs one benchmark.
@@ -59,5 +66,6 @@ pub fn run(command: &BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Quality(args) => quality::run(args),
         BenchCommand::Mop(args) => mop::run(args),
         BenchCommand::Store(args) => store::run(args),
+        BenchCommand::Service(args) => service::run(args),
     }
 }

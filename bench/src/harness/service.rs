@@ -31,8 +31,8 @@ use easeml_runtime::engine::{Engine, EngineConfig};
 use easeml_runtime::{AppSpec, Client, Connection, Error as ClientError, FeedOptions, Manifest};
 use serde_json::{Value, json};
 
-use crate::bench_store::percentile;
-use crate::plot::{GrowthPlot, write_growth_plots};
+use crate::harness::plot::{GrowthPlot, write_growth_plots};
+use crate::harness::store::percentile;
 
 /// Arguments of `easeml bench service`.
 #[derive(Debug, Args)]

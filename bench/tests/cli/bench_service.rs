@@ -8,9 +8,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-#[path = "../../store/tests/support/postgres_server.rs"]
+#[path = "../../../runtime/store/tests/support/postgres_server.rs"]
 mod postgres_server;
-#[path = "../../store/tests/support/watchdog.rs"]
+#[path = "../../../runtime/store/tests/support/watchdog.rs"]
 mod watchdog;
 
 fn bench(args: &[&str], out: &Path) -> Output {

@@ -3,7 +3,7 @@
 //! process or coordinating workers), `easeml export` (an app's served model written to a folder),
 //! `easeml worker` / `easeml workers list` (work-unit workers), and with the default feature `lab`
 //! `easeml bench ...`, the lab's benchmarks (easeml-bench's harnesses: scheduler, trainer, tuner,
-//! quality, mop, store).
+//! quality, mop, store, service).
 
 mod apps;
 mod export;
