@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use easeml_runtime::app_cli::parse_duration;
+use easeml_runtime::engine::local_workers::{LocalWorkers, worker_devices};
 use easeml_runtime::engine::{Engine, EngineConfig, Event, device_name};
 use easeml_runtime::server;
 
@@ -169,10 +170,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let engine = if args.no_train {
         None
     } else {
-        let devices = easeml_runtime::engine::local_workers::worker_devices(
-            args.workers,
-            args.devices.as_deref(),
-        )?;
+        let devices = worker_devices(args.workers, args.devices.as_deref())?;
         let device = devices[0];
         let mut engine_config = EngineConfig::for_device(device);
         if let Some(max_run) = args.max_run {
@@ -183,7 +181,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         let engine = Engine::open(&home, engine_config)
             .with_context(|| format!("opening the store at {} for training", home.display()))?;
         let workers = if args.workers > 1 {
-            Some(easeml_runtime::engine::local_workers::LocalWorkers::start(
+            Some(LocalWorkers::start(
                 &home,
                 args.workers,
                 &devices,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use easeml_app_engine::train_with_progress;
 use easeml_runtime::app_cli::parse_duration;
+use easeml_runtime::engine::local_workers::{LocalWorkers, worker_devices};
 use easeml_runtime::engine::mop::Parallelism;
 use easeml_runtime::engine::{Engine, EngineConfig};
 use easeml_trainer::Tuning;
@@ -145,10 +146,7 @@ fn parse_tuning(name: &str) -> Result<Tuning, String> {
 /// Trains the store's apps and prints each app's best model at the end.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     let home = args.store.existing_home()?;
-    let devices = easeml_runtime::engine::local_workers::worker_devices(
-        args.workers,
-        args.devices.as_deref(),
-    )?;
+    let devices = worker_devices(args.workers, args.devices.as_deref())?;
     let mut config = EngineConfig::for_device(devices[0]);
     if let Some(max_run) = args.max_run {
         config.max_run_seconds = max_run.as_secs_f64();
@@ -169,12 +167,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             None
         }
         1 => None,
-        count => Some(easeml_runtime::engine::local_workers::LocalWorkers::start(
-            &home,
-            count,
-            &devices,
-            args.lease_ttl,
-        )?),
+        count => Some(LocalWorkers::start(&home, count, &devices, args.lease_ttl)?),
     };
     train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
     for app in engine.store().apps()? {
