@@ -2,9 +2,9 @@
 //! starts `easeml serve` (this binary, a child process, on a fresh SQLite or PostgreSQL store),
 //! registers N apps of mixed workloads (tabular, 8x8 images, series) over HTTP, feeds M generated
 //! examples to each from C concurrent clients (the real remote client, in its own request sizes)
-//! while the server only serves, then serves the same store again with W training workers and for
-//! the training budget keeps feeding small batches while C clients ask one tabular answer at a
-//! time, and measures: feed examples/s and MB/s (with serde_json's parse rate of the
+//! while the server only serves, then serves the same store again with W training workers and,
+//! once every tabular app serves a model (`first_model_s`), for the training budget keeps feeding
+//! small batches while C clients ask one tabular answer at a time, and measures: feed examples/s and MB/s (with serde_json's parse rate of the
 //! same lines in this process as the physical reference), infer latency p50/p99/max, one app's
 //! `status` over HTTP, the server's peak RSS and its RSS with the apps registered and idle, the
 //! workers' peak RSS, the store's bytes per example, the runs finished, and the examples
@@ -213,6 +213,16 @@ pub fn run(args: &ServiceBenchArgs) -> anyhow::Result<()> {
     if let Some(sweep) = args.sweep {
         let (growth, plot) = growth(sweep, &measured);
         summary["growth"] = growth;
+        if sweep == Sweep::Apps
+            && let [first, .., last] = measured.as_slice()
+        {
+            // The server's memory per registered idle app: the slope of its RSS against the apps.
+            let apps = |point: &Value| point["config"]["apps"].as_f64().unwrap_or(f64::NAN);
+            let idle = |point: &Value| lookup(point, "rss_mb.server_idle_apps");
+            let per_app_kb = (idle(last) - idle(first)) * 1024.0 / (apps(last) - apps(first));
+            summary["rss_kb_per_idle_app"] = json!(per_app_kb);
+            eprintln!("server memory per idle app: {per_app_kb:.0} KB");
+        }
         summary["sweep"] = json!({"size": format!("{sweep:?}").to_lowercase(), "points": measured});
         for note in write_growth_plots(&plot, &args.out)? {
             eprintln!("note: {note}");
@@ -626,20 +636,52 @@ struct Asked {
     failed: usize,
     trickled: usize,
     status_ms: Vec<f64>,
+    /// How long the first models of the asked apps took (before the budget).
+    first_model_s: f64,
 }
 
-/// For `budget`: `threads` clients ask one tabular answer at a time (round robin over the tabular
-/// apps), one feeder adds batches of [`TRICKLE`] examples, and one app's status is read every
-/// half second.
+/// How long the training phase waits for every asked app's first model before its budget starts.
+const FIRST_MODEL_WAIT: Duration = Duration::from_secs(600);
+
+/// Waits until every app of `asked` serves a model (the server trains them), so that the budget
+/// measures answers of models while training goes on rather than the wait for the first one;
+/// returns the seconds waited.
+fn wait_for_first_models(apps: &Apps, asked: &[usize]) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut mine = Clients::new();
+    for &app in asked {
+        while apps.client(&mut mine, app)?.status()?.best.is_none() {
+            if started.elapsed() > FIRST_MODEL_WAIT {
+                bail!(
+                    "bench_{app} had no model after {} s of training: see the serve-train.log",
+                    FIRST_MODEL_WAIT.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Once every tabular app serves a model, for `budget`: `threads` clients ask one tabular answer
+/// at a time (round robin over the tabular apps), one feeder adds batches of [`TRICKLE`]
+/// examples, and one app's status is read every half second.
 fn ask_while_training(
     apps: &Apps,
     examples: usize,
     threads: usize,
     budget: Duration,
+    training: bool,
 ) -> anyhow::Result<Asked> {
     let tabular: Vec<usize> = (0..apps.len())
         .filter(|app| Workload::of_app(*app) == Workload::Tabular)
         .collect();
+    // Without training workers no model comes: the questions then measure the 409 answers.
+    let first_model_s = if training {
+        wait_for_first_models(apps, &tabular)?
+    } else {
+        f64::NAN
+    };
     let stop = AtomicBool::new(false);
     let asked = Mutex::new(Asked::default());
     let turn = AtomicUsize::new(0);
@@ -704,9 +746,11 @@ fn ask_while_training(
         std::thread::sleep(budget);
         stop.store(true, Ordering::SeqCst);
     });
-    Ok(asked
+    let mut asked = asked
         .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner))
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    asked.first_model_s = first_model_s;
+    Ok(asked)
 }
 
 /// One configuration, measured; its `summary.json` object.
@@ -731,7 +775,13 @@ fn measure(args: &ServiceBenchArgs, sizes: Sizes, folder: &Path) -> anyhow::Resu
     let (feed_peak_rss, _, _) = service.memory();
     service.stop()?;
     let mut service = Service::start(args, &store, port, true, &folder.join("serve-train.log"))?;
-    let asked = ask_while_training(&apps, sizes.examples, sizes.clients, args.budget)?;
+    let asked = ask_while_training(
+        &apps,
+        sizes.examples,
+        sizes.clients,
+        args.budget,
+        args.workers > 0,
+    )?;
     let (train_peak_rss, _, worker_rss) = service.memory();
     let peak_rss = feed_peak_rss.max(train_peak_rss);
     let mut stored = 0u64;
@@ -773,6 +823,7 @@ fn measure(args: &ServiceBenchArgs, sizes: Sizes, folder: &Path) -> anyhow::Resu
             "before_a_model": asked.before_a_model,
             "failed": asked.failed,
         },
+        "first_model_s": asked.first_model_s,
         "status_ms": percentile(&status_ms, 0.5),
         "decision_ms": decision_ms,
         "rss_mb": {
@@ -827,13 +878,14 @@ fn one_line(point: &Value) -> String {
 }
 
 /// The metrics whose growth a sweep fits, as paths into a point's JSON.
-const GROWTH_METRICS: [&str; 7] = [
+const GROWTH_METRICS: [&str; 8] = [
     "feed.seconds",
     "feed.examples_per_s",
     "infer.p99_ms",
     "status_ms",
     "decision_ms",
     "rss_mb.server",
+    "rss_mb.server_idle_apps",
     "store.bytes_per_example",
 ];
 
