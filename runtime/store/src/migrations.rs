@@ -233,6 +233,18 @@ CREATE TABLE blob_bytes (
 "#,
         ),
     },
+    Migration {
+        version: 11,
+        name: "example counts kept on the app",
+        sql: r#"
+ALTER TABLE apps ADD COLUMN example_count INTEGER NOT NULL DEFAULT 0; -- the app's examples, kept by insert_examples (status reads it instead of counting)
+ALTER TABLE apps ADD COLUMN enabled_count INTEGER NOT NULL DEFAULT 0; -- of them enabled, kept by insert_examples and set_enabled
+UPDATE apps SET
+    example_count = (SELECT COUNT(*) FROM examples e WHERE e.app = apps.id),
+    enabled_count = (SELECT COALESCE(SUM(e.enabled), 0) FROM examples e WHERE e.app = apps.id);
+"#,
+        postgres_sql: None,
+    },
 ];
 
 /// The schema of `sql` (written for SQLite) in PostgreSQL's types: integers are `BIGINT`, an

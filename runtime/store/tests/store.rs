@@ -51,21 +51,39 @@ fn an_existing_store_is_upgraded_and_keeps_its_data() {
         Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..1]).unwrap();
     assert_eq!(old.schema_version().unwrap(), 1);
     let (app, _) = old.register_app(&new_app("old", Some(3), None)).unwrap();
-    // Stores of older builds keep every blob in the blob folder (no `blob_bytes` table yet).
-    let as_file = |input: u8, label: &str| {
-        let mut example = labelled(input, label);
-        if let easeml_store::Blob::Bytes(bytes) = &example.input {
-            example.input = easeml_store::Blob::Stored(old.put_blob(bytes).unwrap());
-        }
-        example
-    };
-    let examples = [as_file(1, "cat"), as_file(2, "dog")];
-    old.insert_examples(app.id, &examples).unwrap();
+    // Stores of older builds keep every blob in the blob folder (no `blob_bytes` table yet); the
+    // rows are written with that build's columns.
+    let hashes: Vec<_> = [1u8, 2]
+        .iter()
+        .map(|input| old.put_blob(&[b'E', b'M', b'X', b'1', *input]).unwrap())
+        .collect();
     drop(old);
+    let connection = rusqlite::Connection::open(dir.path().join("easeml.sqlite3")).unwrap();
+    for (index, (hash, label)) in hashes.iter().zip(["cat", "dog"]).enumerate() {
+        connection
+            .execute(
+                "INSERT INTO examples (app, input_sha256, label_index, enabled, data_version, created_ms) \
+                 VALUES (?1, ?2, ?3, 1, 1, 0)",
+                rusqlite::params![app.id.0, hash.as_str(), index as i64],
+            )
+            .unwrap();
+        connection
+            .execute(
+                "INSERT INTO label_maps (app, label, label_index) VALUES (?1, ?2, ?3)",
+                rusqlite::params![app.id.0, label, index as i64],
+            )
+            .unwrap();
+    }
+    connection
+        .execute("UPDATE apps SET data_version = 1 WHERE id = ?1", [app.id.0])
+        .unwrap();
+    drop(connection);
 
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
     assert_eq!(total(&store, app.id), 2);
+    // The counts kept on the app's row start from the examples the old store had.
+    assert_eq!(store.example_counts(app.id).unwrap(), (2, 2));
     let page = store
         .examples(app.id, easeml_store::PageRequest::default())
         .unwrap();

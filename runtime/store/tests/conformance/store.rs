@@ -120,6 +120,11 @@ fn toggling_bumps_the_data_version_only_on_change() {
     assert_eq!(store.example_counts(app.id).unwrap(), (2, 2));
     store.set_enabled(app.id, ids[1], false).unwrap();
     assert_eq!(store.example_counts(app.id).unwrap(), (2, 1));
+    assert_eq!(store.example_counts(other.id).unwrap(), (0, 0));
+    assert!(matches!(
+        store.example_counts(AppId(other.id.0 + 100)),
+        Err(Error::NoSuchAppId(_))
+    ));
     assert!(!store.example(app.id, ids[1]).unwrap().enabled);
     // Another app cannot see or toggle these examples.
     let error = store.set_enabled(other.id, ids[0], false).unwrap_err();
