@@ -222,7 +222,7 @@ ALTER TABLE runs ADD COLUMN confusion TEXT; -- a classifier's validation answers
 CREATE TABLE blob_bytes ( -- blobs of at most INLINE_BLOB_BYTES, written with the rows that name them (Store::insert_examples)
     sha256 TEXT PRIMARY KEY,
     bytes  BLOB NOT NULL
-);
+) WITHOUT ROWID; -- one B-tree keyed by the hash, not a row-id table plus an index of the hashes
 "#,
         postgres_sql: Some(
             r#"
