@@ -301,6 +301,31 @@ pub const MAX_CONFUSION_BYTES: usize = 1 << 20;
 /// transaction that stores its row (table `blob_bytes`), rather than as a file or object of its
 /// own: tables, series and small images. Larger ones (e.g. a 256x256 image's 768 KiB) are files.
 pub const INLINE_BLOB_BYTES: usize = 16 * 1024;
+/// Rows one `INSERT` statement of a feed carries (6 parameters each for examples: far below
+/// SQLite's 32,766 and PostgreSQL's 65,535 parameters a statement).
+const ROWS_PER_INSERT: usize = 500;
+
+/// `(?1, ?2), (?3, ?4), ...`: `rows` groups of `columns` numbered placeholders.
+fn placeholder_rows(rows: usize, columns: usize) -> String {
+    (0..rows)
+        .map(|row| {
+            let cells: Vec<String> = (1..=columns)
+                .map(|column| format!("?{}", row * columns + column))
+                .collect();
+            format!("({})", cells.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Values as statement parameters.
+fn value_params(values: &[crate::db::Value]) -> Vec<&dyn crate::db::ToValue> {
+    values
+        .iter()
+        .map(|value| value as &dyn crate::db::ToValue)
+        .collect()
+}
+
 /// Where an example's blob goes: a small one's bytes into `inline` (stored by the caller's
 /// transaction), a larger one written now; its hash either way.
 fn place_blob<'a>(
@@ -698,12 +723,24 @@ impl Store {
         // Re-read inside the transaction (the app's row locked on PostgreSQL: feeds of one app
         // take their turns): another writer may have changed them.
         let app = query_app_in(&transaction, id)?;
-        for (hash, bytes) in &inline {
+        // Many rows a statement: on PostgreSQL every statement is a round trip.
+        for chunk in inline.chunks(ROWS_PER_INSERT) {
+            let values: Vec<crate::db::Value> = chunk
+                .iter()
+                .flat_map(|(hash, bytes)| {
+                    [
+                        crate::db::Value::Text(hash.as_str().to_owned()),
+                        crate::db::Value::Blob(bytes.to_vec()),
+                    ]
+                })
+                .collect();
             transaction
                 .execute(
-                    "INSERT INTO blob_bytes (sha256, bytes) VALUES (?1, ?2)
-                     ON CONFLICT (sha256) DO NOTHING",
-                    params![hash.as_str(), *bytes],
+                    &format!(
+                        "INSERT INTO blob_bytes (sha256, bytes) VALUES {} ON CONFLICT (sha256) DO NOTHING",
+                        placeholder_rows(chunk.len(), 2)
+                    ),
+                    value_params(&values).as_slice(),
                 )
                 .map_err(db(context.clone()))?;
         }
@@ -711,7 +748,7 @@ impl Store {
         let known_before = label_map.as_ref().map_or(0, |map| map.labels.len());
         let data_version = app.data_version + 1;
         let created = now_ms();
-        let mut ids = Vec::with_capacity(examples.len());
+        let mut rows = Vec::with_capacity(examples.len() * 6);
         for (example, (input, output)) in examples.iter().zip(&hashes) {
             let label_index = match &example.output {
                 NewOutput::Blob(_) => None,
@@ -725,22 +762,36 @@ impl Store {
                     })?)
                 }
             };
-            let example = transaction
-                .query_row(
-                    "INSERT INTO examples (app, input_sha256, output_sha256, label_index, enabled, data_version, created_ms)
-                     VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6) RETURNING id",
-                    params![
-                        id.0,
-                        input.as_str(),
-                        output.as_ref().map(BlobHash::as_str),
-                        label_index,
-                        data_version as i64,
-                        created
-                    ],
+            use crate::db::Value;
+            rows.extend([
+                Value::Int(id.0),
+                Value::Text(input.as_str().to_owned()),
+                output
+                    .as_ref()
+                    .map_or(Value::Null, |hash| Value::Text(hash.as_str().to_owned())),
+                label_index.map_or(Value::Null, |index| Value::Int(i64::from(index))),
+                Value::Int(data_version as i64),
+                Value::Int(created),
+            ]);
+        }
+        let mut ids = Vec::with_capacity(examples.len());
+        for chunk in rows.chunks(ROWS_PER_INSERT * 6) {
+            let mut chunk_ids: Vec<i64> = transaction
+                .query_map(
+                    &format!(
+                        "INSERT INTO examples (app, input_sha256, output_sha256, label_index, data_version, created_ms)
+                         VALUES {} RETURNING id",
+                        placeholder_rows(chunk.len() / 6, 6)
+                    ),
+                    value_params(chunk).as_slice(),
                     |row| row.get(0),
                 )
                 .map_err(db(context.clone()))?;
-            ids.push(ExampleId(example));
+            // Ids are drawn in the order of the rows (a row id or an identity, one statement, the
+            // app's row locked): sorted, they are the rows' ids in feed order, whatever order
+            // RETURNING lists them in.
+            chunk_ids.sort_unstable();
+            ids.extend(chunk_ids.into_iter().map(ExampleId));
         }
         let mut new_labels = Vec::new();
         if let Some(map) = &label_map {

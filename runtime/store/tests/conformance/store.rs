@@ -539,6 +539,44 @@ fn small_example_blobs_live_in_the_database_shared_and_collected() {
 }
 
 #[test]
+fn a_batch_of_many_statements_keeps_feed_order_and_ids() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("many", Some(2), None)).unwrap();
+    // More rows than one INSERT carries, with repeated inputs (shared small blobs).
+    let examples: Vec<NewExample> = (0..1234u32)
+        .map(|index| NewExample {
+            input: Blob::Bytes(format!("EMX1{}", index % 1000).into_bytes()),
+            output: NewOutput::Label(if index % 3 == 0 { "a" } else { "b" }.to_owned()),
+        })
+        .collect();
+    let report = store.insert_examples(app.id, &examples).unwrap();
+    assert_eq!(report.ids.len(), 1234);
+    assert!(report.ids.windows(2).all(|pair| pair[0].0 < pair[1].0));
+    assert_eq!(store.example_counts(app.id).unwrap(), (1234, 1234));
+    let mut request = PageRequest {
+        after: None,
+        limit: 500,
+    };
+    let mut index = 0u32;
+    loop {
+        let page = store.examples(app.id, request).unwrap();
+        for record in &page.items {
+            assert_eq!(record.id, report.ids[index as usize]);
+            let input = store.blob(&record.input).unwrap();
+            assert_eq!(input, format!("EMX1{}", index % 1000).into_bytes());
+            index += 1;
+        }
+        match page.next {
+            Some(next) => request = next,
+            None => break,
+        }
+    }
+    assert_eq!(index, 1234);
+}
+
+#[test]
 fn a_batch_may_name_blobs_written_before() {
     let Some((_fixture, mut store)) = open() else {
         return;
