@@ -696,6 +696,7 @@ mod tests {
                 quality_std: Some(0.05),
                 validated_examples: Some(60),
                 confusion: None,
+                oof: None,
             },
             infer_latency_seconds: None,
             trials: None,

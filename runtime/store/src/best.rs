@@ -1,8 +1,19 @@
 //! Which run is an app's best model: the one rule shared by the status report, inference and the
 //! engine's summaries, and the one rule for which constraint a run broke.
 //!
-//! The best run is the finished (`done`) run with the highest validation quality, the earliest on
-//! ties, among the eligible runs of the newest data version that has one. A run is eligible when it
+//! The best run is chosen among the eligible runs of the newest data version that has one: the
+//! finished (`done`) run with the highest validation quality (the earliest on ties), **unless** that
+//! quality is a k-fold mean and other k-fold runs lie within one standard error of it (the
+//! one-standard-error rule, Hastie et al., ESL 7.10: `std / sqrt(k)` of the top run's fold
+//! qualities); then the cheapest of those to train is served (the simpler model; higher quality,
+//! then the earlier run, on ties). On small data a dozen candidates' CV means differ by less than
+//! their spread, and the highest mean is the luckiest as often as the best (issue 48).
+//!
+//! **Ensembles** ([`served`]): when the engine recorded an ensemble of the best run's data version
+//! whose quality on its members' validation answers beats the best single run's on the same
+//! answers, and every member is still an eligible finished run of that version (with the members'
+//! summed latency within `infer_latency`), the ensemble answers instead. [`best_run`] stays the
+//! run the ensemble is reported beside (its strongest single run). A run is eligible when it
 //! breaks none of the app's constraints (LANGUAGE.md: a model known to violate a constraint is never
 //! served): its cost must meet `train_time` and its measured inference latency must meet
 //! `infer_latency`. A run whose latency was never measured (recorded before the store kept it) is not
@@ -18,6 +29,7 @@
 
 use std::fmt;
 
+use crate::ensembles::EnsembleRecord;
 use crate::store::{RunRecord, RunState};
 use crate::time::format_seconds;
 
@@ -81,21 +93,200 @@ pub fn broken_constraints(run: &RunRecord, limits: &ConstraintLimits) -> Vec<Bro
     .collect()
 }
 
-/// The best run of `runs` (see the module documentation): the best eligible run of the newest data
-/// version that has one.
+/// The best run of `runs` (see the module documentation): among the eligible runs of the newest
+/// data version that has one, the highest quality, or under k-fold the cheapest within one
+/// standard error of it.
 pub fn best_run<'a>(runs: &'a [RunRecord], limits: &ConstraintLimits) -> Option<&'a RunRecord> {
-    let mut best: Option<&RunRecord> = None;
-    for run in runs {
-        if run.state != RunState::Done || !broken_constraints(run, limits).is_empty() {
-            continue;
-        }
-        let better = best.is_none_or(|best| {
-            (run.data_version, run.quality.unwrap_or(0.0))
-                > (best.data_version, best.quality.unwrap_or(0.0))
-        });
-        if better {
-            best = Some(run);
+    let eligible = |run: &&RunRecord| {
+        run.state == RunState::Done && broken_constraints(run, limits).is_empty()
+    };
+    let newest = runs
+        .iter()
+        .filter(eligible)
+        .map(|run| run.data_version)
+        .max()?;
+    let mut top: Option<&RunRecord> = None;
+    for run in runs.iter().filter(eligible) {
+        if run.data_version == newest && top.is_none_or(|top| quality_of(run) > quality_of(top)) {
+            top = Some(run);
         }
     }
-    best
+    let top = top?;
+    let Some(margin) = standard_error(top) else {
+        return Some(top);
+    };
+    let floor = quality_of(top) - margin;
+    runs.iter()
+        .filter(eligible)
+        .filter(|run| {
+            run.data_version == newest && standard_error(run).is_some() && quality_of(run) >= floor
+        })
+        .min_by(|a, b| {
+            let cost = |run: &RunRecord| run.cost_seconds.unwrap_or(f64::INFINITY);
+            cost(a)
+                .total_cmp(&cost(b))
+                .then(quality_of(b).total_cmp(&quality_of(a)))
+                .then(a.id.0.cmp(&b.id.0))
+        })
+        .or(Some(top))
+}
+
+fn quality_of(run: &RunRecord) -> f64 {
+    run.quality.unwrap_or(0.0)
+}
+
+/// The fold count of a k-fold protocol as the trainer describes it (`5-fold stratified`,
+/// `5-fold`), or `None` for another protocol.
+pub(crate) fn folds_of(protocol: &str) -> Option<u32> {
+    let (count, rest) = protocol.split_once("-fold")?;
+    let _ = rest;
+    count.trim().parse().ok().filter(|&k| k >= 2)
+}
+
+/// The standard error of a k-fold run's mean quality, `std / sqrt(k)`; `None` for a run
+/// measured otherwise (the split: every run is measured on the same rows, so their differences
+/// are not fold noise).
+fn standard_error(run: &RunRecord) -> Option<f64> {
+    let std = run.validation.quality_std.filter(|std| std.is_finite())?;
+    let k = folds_of(run.validation.protocol.as_deref()?)?;
+    Some(std / f64::from(k).sqrt())
+}
+
+/// What answers `infer`: one run's model, or an ensemble of runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Served<'a> {
+    /// The best run ([`best_run`]).
+    Run(&'a RunRecord),
+    /// An ensemble of runs of the best run's data version.
+    Ensemble {
+        /// The ensemble.
+        ensemble: &'a EnsembleRecord,
+        /// The best run, which the report names beside the ensemble.
+        best: &'a RunRecord,
+    },
+}
+
+impl<'a> Served<'a> {
+    /// The best run (for an ensemble: the run [`best_run`] picks, reported beside it).
+    pub fn run(&self) -> &'a RunRecord {
+        match *self {
+            Served::Run(run) | Served::Ensemble { best: run, .. } => run,
+        }
+    }
+
+    /// The ensemble, when one is served.
+    pub fn ensemble(&self) -> Option<&'a EnsembleRecord> {
+        match *self {
+            Served::Run(_) => None,
+            Served::Ensemble { ensemble, .. } => Some(ensemble),
+        }
+    }
+}
+
+/// What answers `infer` (see the module documentation): the ensemble of the best run's data
+/// version when it is recorded, beats the best single run on the same validation answers and all
+/// its members are eligible finished runs of that version; else the best run.
+pub fn served<'a>(
+    runs: &'a [RunRecord],
+    ensembles: &'a [EnsembleRecord],
+    limits: &ConstraintLimits,
+) -> Option<Served<'a>> {
+    let best = best_run(runs, limits)?;
+    let usable = |ensemble: &&EnsembleRecord| {
+        if ensemble.data_version != best.data_version
+            || ensemble.app != best.app
+            || ensemble.quality <= ensemble.single_quality
+            || ensemble.members.len() < 2
+        {
+            return false;
+        }
+        let mut latency = 0.0;
+        for member in &ensemble.members {
+            let Some(run) = runs.iter().find(|run| run.id == member.run) else {
+                return false;
+            };
+            if run.state != RunState::Done
+                || run.data_version != ensemble.data_version
+                || run.checkpoint.is_none()
+                || !broken_constraints(run, limits).is_empty()
+            {
+                return false;
+            }
+            latency += run.infer_latency_seconds.unwrap_or(0.0);
+        }
+        limits.infer_latency.is_none_or(|limit| latency <= limit)
+    };
+    Some(match ensembles.iter().find(usable) {
+        Some(ensemble) => Served::Ensemble { ensemble, best },
+        None => Served::Run(best),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{AppId, RunId, RunValidation};
+
+    fn run(id: i64, quality: f64, std: Option<f64>, cost: f64) -> RunRecord {
+        RunRecord {
+            id: RunId(id),
+            app: AppId(1),
+            candidate: format!("c{id}"),
+            state: RunState::Done,
+            data_version: 1,
+            quality: Some(quality),
+            cost_seconds: Some(cost),
+            checkpoint: None,
+            queued_ms: 0,
+            started_ms: None,
+            finished_ms: None,
+            error: None,
+            validation: RunValidation {
+                protocol: Some(
+                    if std.is_some() {
+                        "5-fold stratified"
+                    } else {
+                        "split 20%"
+                    }
+                    .into(),
+                ),
+                quality_std: std,
+                ..RunValidation::default()
+            },
+            infer_latency_seconds: None,
+            trials: None,
+        }
+    }
+
+    #[test]
+    fn the_fold_count_is_read_from_the_protocol() {
+        assert_eq!(folds_of("5-fold stratified"), Some(5));
+        assert_eq!(folds_of("10-fold"), Some(10));
+        assert_eq!(folds_of("split 20%"), None);
+        assert_eq!(folds_of("1-fold"), None);
+    }
+
+    #[test]
+    fn a_cheaper_run_within_one_standard_error_is_served() {
+        // The issue's case: 0.986 +- 0.032 against 0.980 +- 0.039 (SE of the top: 0.0143).
+        let runs = [
+            run(1, 0.986, Some(0.032), 56.0),
+            run(2, 0.980, Some(0.039), 13.0),
+            run(3, 0.956, Some(0.040), 1.0),
+        ];
+        let limits = ConstraintLimits::default();
+        assert_eq!(best_run(&runs, &limits).map(|r| r.id), Some(RunId(2)));
+    }
+
+    #[test]
+    fn outside_one_standard_error_or_under_the_split_the_highest_quality_wins() {
+        let limits = ConstraintLimits::default();
+        let kfold = [
+            run(1, 0.99, Some(0.01), 50.0),
+            run(2, 0.95, Some(0.01), 1.0),
+        ];
+        assert_eq!(best_run(&kfold, &limits).map(|r| r.id), Some(RunId(1)));
+        let split = [run(1, 0.99, None, 50.0), run(2, 0.985, None, 1.0)];
+        assert_eq!(best_run(&split, &limits).map(|r| r.id), Some(RunId(1)));
+    }
 }
