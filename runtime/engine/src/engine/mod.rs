@@ -514,6 +514,9 @@ impl Engine {
         let cost = record.cost_seconds.unwrap_or(0.0);
         let reported = match (record.state, record.quality) {
             (RunState::Done, Some(quality)) => {
+                // The ensemble of the runs so far, recomputed from their stored answers (no
+                // training: DECISIONS.md); one that cannot be computed is not served.
+                let _ = crate::ensemble::refresh(&mut self.store, record.app, &limits);
                 let runs = self.store.runs(record.app)?;
                 let best = best_run(&runs, &limits).is_some_and(|best| best.id == run);
                 let broken: Vec<String> = broken_constraints(&record, &limits)
