@@ -1,5 +1,5 @@
 //! Ensembles of an app's runs (issue 48): greedy ensemble selection with replacement
-//! ([`select`], Caruana et al. 2004) over the runs' stored validation answers ([`answers`]),
+//! ([`select()`](select::select), Caruana et al. 2004) over the runs' stored validation answers ([`answers`]),
 //! recomputed by the engine after every committed run of an app ([`refresh`]: only arithmetic
 //! over stored answers, so the "ensemble of the runs so far" is a candidate that costs nothing to
 //! train), and recorded in the store per data version. Whether it is served is the store's one

@@ -482,6 +482,9 @@ pub(crate) fn quality(
 /// A validation's quality, how its answers fell (classification) and the answers.
 pub(crate) type Validated = (f64, Option<Confusion>, Option<OutOfFold>);
 
+/// A setting's folds' answers: how they fell (classification) and the answers themselves.
+type FoldAnswers = (Confusion, OutOfFold);
+
 /// The training run of a classic model (called by [`crate::train()`]).
 pub(crate) fn train_run(
     candidate: &Candidate,
@@ -508,7 +511,7 @@ pub(crate) fn train_run(
     let mut trials = Vec::new();
     let mut curve = Vec::new();
     // (mean quality, sample std, setting, the model of the best fold, the folds' answers)
-    let mut best: Option<(f64, f64, f64, ClassicModel, (Confusion, OutOfFold))> = None;
+    let mut best: Option<(f64, f64, f64, ClassicModel, FoldAnswers)> = None;
     let mut failure = None;
     // The last failure when it was the time limit ending a fit or a validation.
     let mut out_of_time: Option<Error> = None;
