@@ -226,6 +226,8 @@ fn runs_keep_their_answers_and_a_served_ensemble_averages_its_members_and_follow
                 ],
                 quality: 1.0,
                 single_quality: 0.5,
+                loss: None,
+                single_loss: None,
                 validated_examples: 160,
                 confusion: None,
                 runs_seen: done[1].id,

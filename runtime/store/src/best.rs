@@ -10,8 +10,8 @@
 //! their spread, and the highest mean is the luckiest as often as the best (issue 48).
 //!
 //! **Ensembles** ([`served`]): when the engine recorded an ensemble of the best run's data version
-//! whose quality on its members' validation answers beats the best single run's on the same
-//! answers, and every member is still an eligible finished run of that version (with the members'
+//! that beats the best single run on its members' validation answers (a higher quality, or the
+//! same quality and a lower cross-entropy: `EnsembleRecord::beats_single_run`), and every member is still an eligible finished run of that version (with the members'
 //! summed latency within `infer_latency`), the ensemble answers instead. [`best_run`] stays the
 //! run the ensemble is reported beside (its strongest single run). A run is eligible when it
 //! breaks none of the app's constraints (LANGUAGE.md: a model known to violate a constraint is never
@@ -195,7 +195,7 @@ pub fn served<'a>(
     let usable = |ensemble: &&EnsembleRecord| {
         if ensemble.data_version != best.data_version
             || ensemble.app != best.app
-            || ensemble.quality <= ensemble.single_quality
+            || !ensemble.beats_single_run()
             || ensemble.members.len() < 2
         {
             return false;

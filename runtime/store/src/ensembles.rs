@@ -32,6 +32,11 @@ pub struct EnsembleRecord {
     pub quality: f64,
     /// The best single run's quality on the same answers, measured the same way.
     pub single_quality: f64,
+    /// For a classifier, the mean cross-entropy of the ensemble's averaged probabilities on the
+    /// answers (what breaks a tie of quality); `None` for values.
+    pub loss: Option<f64>,
+    /// The best single run's mean cross-entropy on the same answers, likewise.
+    pub single_loss: Option<f64>,
     /// How many validation answers measured both.
     pub validated_examples: u64,
     /// For a classifier: the ensemble's answers by (true, predicted) class, as JSON in the form
@@ -47,6 +52,14 @@ pub struct EnsembleRecord {
 const WEIGHT_SUM_TOLERANCE: f64 = 1e-6;
 
 impl EnsembleRecord {
+    /// Whether it beats the best single run on the same answers: a higher quality, or the same
+    /// quality and a lower cross-entropy (classification). `best.rs`'s condition for serving it.
+    pub fn beats_single_run(&self) -> bool {
+        self.quality > self.single_quality
+            || (self.quality == self.single_quality
+                && matches!((self.loss, self.single_loss), (Some(loss), Some(single)) if loss < single))
+    }
+
     /// Why the record cannot be stored, in words, or `None`.
     fn problem(&self) -> Option<String> {
         if self.members.is_empty() {
@@ -72,6 +85,13 @@ impl EnsembleRecord {
         ] {
             if !(0.0..=1.0).contains(&value) {
                 return Some(format!("{what} {value} is outside [0, 1]"));
+            }
+        }
+        for (what, value) in [("loss", self.loss), ("single loss", self.single_loss)] {
+            if let Some(value) = value
+                && !(value.is_finite() && value >= 0.0)
+            {
+                return Some(format!("{what} {value} is not a non-negative number"));
             }
         }
         None
@@ -111,10 +131,12 @@ fn ensemble_from_row(row: &Row) -> DbResult<EnsembleRecord> {
         confusion: row.get(6)?,
         runs_seen: RunId(row.get(7)?),
         created_ms: row.get(8)?,
+        loss: row.get(9)?,
+        single_loss: row.get(10)?,
     })
 }
 
-const ENSEMBLE_COLUMNS: &str = "app, data_version, members, quality, single_quality, validated_examples, confusion, runs_seen, created_ms";
+const ENSEMBLE_COLUMNS: &str = "app, data_version, members, quality, single_quality, validated_examples, confusion, runs_seen, created_ms, loss, single_loss";
 
 impl Store {
     /// Records `ensemble` as its app's ensemble of its data version, replacing the one there was.
@@ -130,12 +152,13 @@ impl Store {
         self.connection
             .execute(
                 &format!(
-                    "INSERT INTO ensembles ({ENSEMBLE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                    "INSERT INTO ensembles ({ENSEMBLE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                      ON CONFLICT (app, data_version) DO UPDATE SET members = excluded.members,
                        quality = excluded.quality, single_quality = excluded.single_quality,
                        validated_examples = excluded.validated_examples,
                        confusion = excluded.confusion, runs_seen = excluded.runs_seen,
-                       created_ms = excluded.created_ms"
+                       created_ms = excluded.created_ms, loss = excluded.loss,
+                       single_loss = excluded.single_loss"
                 ),
                 params![
                     ensemble.app.0,
@@ -146,7 +169,9 @@ impl Store {
                     ensemble.validated_examples,
                     ensemble.confusion,
                     ensemble.runs_seen.0,
-                    now_ms()
+                    now_ms(),
+                    ensemble.loss,
+                    ensemble.single_loss
                 ],
             )
             .map_err(db(context))?;

@@ -226,6 +226,8 @@ CREATE TABLE ensembles (
     members        TEXT NOT NULL,              -- `run:weight` pairs separated by spaces, weights summing to 1
     quality        REAL NOT NULL,              -- the ensemble's quality on its members' validation answers
     single_quality REAL NOT NULL,              -- the best single run's quality on the same answers
+    loss           REAL,                       -- a classifier's mean cross-entropy on those answers (ties of quality), else NULL
+    single_loss    REAL,                       -- the best single run's, likewise
     validated_examples INTEGER NOT NULL,       -- how many validation answers measured both
     confusion      TEXT,                       -- a classifier's answers by (true, predicted) class as JSON, as runs keep them
     runs_seen      INTEGER NOT NULL,           -- the highest run id the selection looked at

@@ -30,7 +30,8 @@ pub const MAX_CANDIDATES: usize = 32;
 
 /// Recomputes the ensemble of `app`'s current served data version (the best run's) from its
 /// eligible runs' answers and records it, or removes the recorded one when no ensemble of two or
-/// more runs beats the best single run; returns the recorded ensemble.
+/// more runs beats the best single run (a higher quality, or the same and a lower cross-entropy);
+/// returns the recorded ensemble.
 pub fn refresh(
     store: &mut Store,
     app: AppId,
@@ -89,7 +90,7 @@ pub fn refresh(
 }
 
 /// The ensemble of `loaded` (runs of one data version with answers on the same rows), when it
-/// has two or more members and beats the best single run.
+/// has two or more members and beats the best single run ([`select::Selection::beats_single_run`]).
 fn choose(app: AppId, version: u64, loaded: &[(&RunRecord, Answers)]) -> Option<EnsembleRecord> {
     let (_, first) = loaded.first()?;
     let slices: Vec<&[f32]> = loaded
@@ -106,7 +107,7 @@ fn choose(app: AppId, version: u64, loaded: &[(&RunRecord, Answers)]) -> Option<
             weight,
         })
         .collect();
-    if members.len() < 2 || selection.quality <= selection.single_quality {
+    if members.len() < 2 || !selection.beats_single_run() {
         return None;
     }
     let confusion = match &first.truth {
@@ -119,6 +120,8 @@ fn choose(app: AppId, version: u64, loaded: &[(&RunRecord, Answers)]) -> Option<
         members,
         quality: selection.quality,
         single_quality: selection.single_quality,
+        loss: selection.loss,
+        single_loss: selection.single_loss,
         validated_examples: first.ids.len() as u64,
         confusion,
         runs_seen: RunId(loaded.iter().map(|(run, _)| run.id.0).max().unwrap_or(0)),

@@ -33,11 +33,23 @@ pub struct Selection {
     pub quality: f64,
     /// The best single run's quality on the same answers.
     pub single_quality: f64,
+    /// For classes, the ensemble's mean cross-entropy on the answers; `None` for values.
+    pub loss: Option<f64>,
+    /// For classes, the best single run's mean cross-entropy.
+    pub single_loss: Option<f64>,
     /// The index of the best single run.
     pub single: usize,
 }
 
 impl Selection {
+    /// Whether the ensemble beats the best single run: a higher quality, or the same and a lower
+    /// cross-entropy (the store's `EnsembleRecord::beats_single_run`, on the same numbers).
+    pub fn beats_single_run(&self) -> bool {
+        self.quality > self.single_quality
+            || (self.quality == self.single_quality
+                && matches!((self.loss, self.single_loss), (Some(loss), Some(single)) if loss < single))
+    }
+
     /// Each run's weight (its count over the rounds kept); they sum to 1.
     pub fn weights(&self) -> Vec<f64> {
         let total: usize = self.counts.iter().sum();
@@ -148,7 +160,7 @@ pub fn select(answers: &[&[f32]], truth: &Truth) -> Option<Selection> {
         }
         let (round_score, index) = pick?;
         if round == 0 {
-            single = Some((round_score.quality, index));
+            single = Some((round_score, index));
         }
         for (s, &a) in sum.iter_mut().zip(answers[index].iter()) {
             *s += f64::from(a);
@@ -162,11 +174,14 @@ pub fn select(answers: &[&[f32]], truth: &Truth) -> Option<Selection> {
         }
     }
     let (kept_score, counts) = kept?;
-    let (single_quality, single) = single?;
+    let (single_score, single) = single?;
+    let classes = matches!(truth, Truth::Classes(_));
     Some(Selection {
         counts,
         quality: kept_score.quality,
-        single_quality,
+        single_quality: single_score.quality,
+        loss: classes.then_some(-kept_score.neg_loss),
+        single_loss: classes.then_some(-single_score.neg_loss),
         single,
     })
 }
@@ -205,6 +220,18 @@ mod tests {
         assert!(selection.counts.iter().filter(|&&count| count > 0).count() >= 2);
         let sum: f64 = selection.weights().iter().sum();
         assert!((sum - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn at_equal_accuracy_a_lower_cross_entropy_beats_the_best_single_run() {
+        // Both are right everywhere; a is sure on rows 0-1 and hesitant on 2-3, b the reverse.
+        let a = [0.99, 0.01, 0.01, 0.99, 0.55, 0.45, 0.45, 0.55];
+        let b = [0.55, 0.45, 0.45, 0.55, 0.99, 0.01, 0.01, 0.99];
+        let selection = select(&[&a, &b], &labels()).unwrap();
+        assert_eq!((selection.quality, selection.single_quality), (1.0, 1.0));
+        assert!(selection.loss.unwrap() < selection.single_loss.unwrap());
+        assert!(selection.beats_single_run());
+        assert_eq!(selection.counts.iter().filter(|&&c| c > 0).count(), 2);
     }
 
     #[test]

@@ -20,6 +20,8 @@ fn ensemble_of(app: AppId, members: &[(RunId, f64)], quality: f64) -> easeml_sto
             .collect(),
         quality,
         single_quality: 0.8,
+        loss: None,
+        single_loss: None,
         validated_examples: 10,
         confusion: Some("{\"cells\":[[0,0,9],[1,0,1]]}".into()),
         runs_seen: members.iter().map(|(run, _)| *run).max().unwrap(),
@@ -84,6 +86,14 @@ fn runs_keep_their_validation_answers_and_an_ensemble_of_them_is_served_when_it_
         .unwrap();
     let ensembles = store.ensembles(app.id).unwrap();
     assert!(easeml_store::served(&runs, &ensembles, &limits).unwrap().ensemble().is_none());
+    // The same quality with a lower cross-entropy (a classifier's tie) is served.
+    let mut tie = ensemble_of(app.id, &[(first, 0.5), (second, 0.5)], 0.8);
+    tie.loss = Some(0.2);
+    tie.single_loss = Some(0.3);
+    store.put_ensemble(&tie).unwrap();
+    let ensembles = store.ensembles(app.id).unwrap();
+    assert_eq!(ensembles[0].loss, Some(0.2));
+    assert!(easeml_store::served(&runs, &ensembles, &limits).unwrap().ensemble().is_some());
     assert!(store.remove_ensemble(app.id, 1).unwrap());
     assert!(!store.remove_ensemble(app.id, 1).unwrap());
 
