@@ -86,14 +86,20 @@ fn runs_keep_their_validation_answers_and_an_ensemble_of_them_is_served_when_it_
         .unwrap();
     let ensembles = store.ensembles(app.id).unwrap();
     assert!(easeml_store::served(&runs, &ensembles, &limits).unwrap().ensemble().is_none());
-    // The same quality with a lower cross-entropy (a classifier's tie) is served.
+    // The same quality with a lower cross-entropy (a classifier's tie) is kept, but under k-fold a
+    // gain within the best run's standard error (here 0.01 / sqrt(5)) is not served.
     let mut tie = ensemble_of(app.id, &[(first, 0.5), (second, 0.5)], 0.8);
     tie.loss = Some(0.2);
     tie.single_loss = Some(0.3);
     store.put_ensemble(&tie).unwrap();
     let ensembles = store.ensembles(app.id).unwrap();
     assert_eq!(ensembles[0].loss, Some(0.2));
-    assert!(easeml_store::served(&runs, &ensembles, &limits).unwrap().ensemble().is_some());
+    assert!(ensembles[0].beats_single_run());
+    assert!(easeml_store::served(&runs, &ensembles, &limits).unwrap().ensemble().is_none());
+    let within = ensemble_of(app.id, &[(first, 0.5), (second, 0.5)], 0.804);
+    store.put_ensemble(&within).unwrap();
+    let ensembles = store.ensembles(app.id).unwrap();
+    assert!(easeml_store::served(&runs, &ensembles, &limits).unwrap().ensemble().is_none());
     assert!(store.remove_ensemble(app.id, 1).unwrap());
     assert!(!store.remove_ensemble(app.id, 1).unwrap());
 
