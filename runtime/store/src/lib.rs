@@ -23,8 +23,8 @@ pub mod tokens;
 mod units;
 
 pub use best::{
-    BrokenConstraint, ConstraintLimits, MIN_TRAINING_EXAMPLES, Served, best_run,
-    broken_constraints, served,
+    BrokenConstraint, ConstraintLimits, ENSEMBLE_MARGIN_SE, MIN_TRAINING_EXAMPLES, Served,
+    best_run, broken_constraints, served,
 };
 pub use blobs::{BLOBS_URL_FILE, BlobHash, is_s3_url};
 pub use ensembles::{EnsembleMember, EnsembleRecord};
