@@ -72,6 +72,9 @@ pub struct QualityBenchArgs {
     /// time): scores are then means with their spread, and the mean rank has a spread too.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     repeat: u32,
+    /// Serve no ensembles: every app's best run alone answers (issue 48's "without ensembles").
+    #[arg(long)]
+    no_ensembles: bool,
 }
 
 /// A peer method.
@@ -358,6 +361,7 @@ fn run_once(
 
     let device = choose_device().map_err(anyhow::Error::msg)?;
     let mut config = EngineConfig::for_device(device);
+    config.ensembles = !args.no_ensembles;
     // Each repeat its own seed (the first the engine's default, as a single run has).
     config.seed ^= repeat.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     config.max_run_seconds = config

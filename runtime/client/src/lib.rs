@@ -55,7 +55,7 @@ pub use feed::{
 pub use models::{LoadedModel, LocalModels, install_local_models, local_models};
 pub use remote::TokenOrigin;
 pub use status::{
-    BestModel, HopProgress, Phase, QualityMetric, RunReport, Status, TrialReport, TunedTrialReport,
-    constraint_limits,
+    BestModel, EnsembleMemberReport, EnsembleReport, HopProgress, Phase, QualityMetric, RunReport,
+    Status, TrialReport, TunedTrialReport, constraint_limits,
 };
 pub use tensor::{ShapeError, Tensor, UnknownLabel};

@@ -4,8 +4,8 @@
 use easeml_object::{Object, codec};
 use easeml_schema::Schema;
 use easeml_store::{
-    App, AppId, Blob, ExampleFilter, ExampleId, ExampleRecord, NewExample, NewOutput, Page,
-    PageRequest, RunState, Store, StoredOutput,
+    App, AppId, Blob, EnsembleRecord, ExampleFilter, ExampleId, ExampleRecord, NewExample,
+    NewOutput, Page, PageRequest, RunRecord, RunState, Store, StoredOutput,
 };
 
 use crate::backend::{Backend, Batch, Drive};
@@ -126,6 +126,11 @@ impl Backend for Local {
             &constraint_limits(schema),
             (QualityMetric::of(schema), &labels),
         );
+        status.add_ensemble(
+            &runs,
+            &self.store.ensembles(self.app.id)?,
+            &constraint_limits(schema),
+        );
         for report in &mut status.runs {
             if matches!(report.state, RunState::Queued | RunState::Running) {
                 report.hops = HopProgress::of(&self.store.sub_epochs(report.id)?);
@@ -139,8 +144,13 @@ impl Backend for Local {
         // Without a model loader nothing can answer, trained or not: say that first.
         let models = local_models().ok_or(Error::NoEngine)?;
         let runs = self.store.runs(self.app.id)?;
-        let best = easeml_store::best_run(&runs, &constraint_limits(schema)).map(|run| run.id);
-        let Some(best) = best else {
+        let ensembles = self.store.ensembles(self.app.id)?;
+        let served = easeml_store::served(&runs, &ensembles, &constraint_limits(schema));
+        // What is served: the best run, with the ensemble's members and weights when one is.
+        let key = |run: &RunRecord, ensemble: Option<&EnsembleRecord>| {
+            (run.id, ensemble.map(|e| (e.members.clone(), e.created_ms)))
+        };
+        let Some(best) = served.map(|served| key(served.run(), served.ensemble())) else {
             let running = runs
                 .iter()
                 .any(|run| matches!(run.state, RunState::Queued | RunState::Running));
@@ -153,7 +163,7 @@ impl Backend for Local {
         if self
             .served
             .as_ref()
-            .is_none_or(|served| served.run().id != best)
+            .is_none_or(|served| key(served.run(), served.ensemble()) != best)
         {
             self.served = models
                 .load_best(&self.store, self.app.id)

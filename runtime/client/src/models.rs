@@ -11,11 +11,12 @@ use std::fmt::Debug;
 use std::sync::OnceLock;
 
 use easeml_object::{Inference, Object};
-use easeml_store::{AppId, RunRecord, Store};
+use easeml_store::{AppId, EnsembleRecord, RunRecord, Store};
 
 /// What loads an app's best model from a store.
 pub trait LocalModels: Send + Sync {
-    /// The model of `app`'s best run in `store` (the run [`easeml_store::best_run`] picks), or
+    /// The model `store` serves for `app` (what [`easeml_store::served`] picks: the best run, or
+    /// an ensemble of runs), or
     /// `None` when no run has a model; an error says why loading failed.
     fn load_best(
         &self,
@@ -27,8 +28,12 @@ pub trait LocalModels: Send + Sync {
 /// A loaded model that answers inputs (not `Send`: libtorch modules stay on the thread that loaded
 /// them).
 pub trait LoadedModel: Debug {
-    /// The run it was trained in.
+    /// The run it was trained in (for an ensemble: the best single run, reported beside it).
     fn run(&self) -> &RunRecord;
+    /// The ensemble it averages, when it is one (`easeml_store::served`).
+    fn ensemble(&self) -> Option<&EnsembleRecord> {
+        None
+    }
     /// One answer per input, in order; an error says why the model failed.
     fn predict(&self, inputs: &[Object]) -> std::result::Result<Vec<Inference>, String>;
 }

@@ -21,6 +21,9 @@ use easeml_store::{
 };
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+mod ensemble;
+pub use ensemble::{EnsembleMemberReport, EnsembleReport};
+
 /// An app's status (the JSON of `GET /api/v1/apps/{name}/status`, both ways).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Status {
@@ -87,6 +90,10 @@ pub struct BestModel {
     /// For a classifier, the confusion matrix of its validation answers, when kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confusion: Option<ConfusionMatrix>,
+    /// The ensemble that answers `infer` instead of this run alone, when one is served
+    /// (`easeml_store::served`): its members with weights and its quality; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ensemble: Option<EnsembleReport>,
 }
 
 /// A confusion matrix as people read it: rows are the true labels, columns the answers.
@@ -228,6 +235,7 @@ impl BestModel {
                 .map(ConfusionMatrix::per_class)
                 .unwrap_or_default(),
             confusion,
+            ensemble: None,
         }
     }
 }
@@ -579,6 +587,21 @@ impl fmt::Display for Status {
         if let Some(best) = &self.best {
             let quality = quality_text(best.quality, best.quality_std);
             writeln!(f, "its quality: {quality} ({})", best.measured)?;
+            if let Some(ensemble) = &best.ensemble {
+                let interval = ensemble
+                    .interval
+                    .map(|[low, high]| format!("; 95% interval {low:.3}-{high:.3}"))
+                    .unwrap_or_default();
+                writeln!(
+                    f,
+                    "served as an ensemble: {} ({} {:.3} on {} validation answers{interval}; best single run {:.3})",
+                    ensemble.members_text(),
+                    best.metric,
+                    ensemble.quality,
+                    ensemble.validated_examples,
+                    ensemble.single_quality
+                )?;
+            }
             if let Some(matrix) = &best.confusion {
                 writeln!(f, "per class, on its validation answers:")?;
                 let width = matrix
@@ -696,6 +719,7 @@ mod tests {
                 quality_std: Some(0.05),
                 validated_examples: Some(60),
                 confusion: None,
+                oof: None,
             },
             infer_latency_seconds: None,
             trials: None,

@@ -765,6 +765,7 @@ fn status_marks_the_best_run_within_the_constraints() {
                 quality_std: Some(0.05),
                 validated_examples: None,
                 confusion: None,
+                oof: None,
             }
         } else {
             RunValidation {
@@ -772,6 +773,7 @@ fn status_marks_the_best_run_within_the_constraints() {
                 quality_std: None,
                 validated_examples: None,
                 confusion: None,
+                oof: None,
             }
         };
         finished_run(store, app, candidate, (quality, cost, 0.0), &validation)

@@ -76,9 +76,10 @@ pub fn export_app(store: &Store, app: &str, out: &Path, force: bool) -> Result<E
             "app {app} has no trained model yet; feed examples and train first"
         )));
     };
+    let predictor = served.predictor_mut()?;
     let made = !out.exists();
     std::fs::create_dir_all(out).map_err(|error| io_error(out, error))?;
-    let model = match served.predictor_mut().export(out) {
+    let model = match predictor.export(out) {
         Ok(model) => model,
         Err(error) => {
             if made {

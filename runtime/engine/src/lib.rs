@@ -3,7 +3,8 @@
 //! - [`Engine`]: the multi-tenant loop. One scheduler (easeml-scheduler; its default policy: EI per
 //!   unit cost inside each app, Hybrid with a round-robin floor over apps) over every app, each run trained by easeml-trainer and recorded in
 //!   easeml-store (queued, running, done with quality, cost and checkpoint, or failed with a reason).
-//! - [`ServedModel`]: an app's best model so far, loaded for inference.
+//! - [`ServedModel`]: an app's served model (its best run, or an ensemble of runs), loaded for
+//!   inference; [`ensemble`]: greedy ensemble selection over the runs' stored validation answers.
 //! - [`best_run`]: the one rule for "the best model" (shared with the status report).
 //! - [`export`]: the served model written to a folder (TorchScript or JSON, with its metadata).
 //! - [`dataset`]: between stored objects and the trainer's tensors, both ways.
@@ -17,6 +18,7 @@ pub mod app;
 pub mod checkpoint_blob;
 pub mod dataset;
 mod engine;
+pub mod ensemble;
 mod error;
 pub mod export;
 pub mod gang;
@@ -29,7 +31,7 @@ pub mod worker;
 
 pub use app::{AppModel, Workload};
 pub use dataset::Inference;
-pub use easeml_store::{ConstraintLimits, best_run, broken_constraints};
+pub use easeml_store::{ConstraintLimits, Served, best_run, broken_constraints, served};
 pub use easeml_trainer::Tuning;
 pub use easeml_trainer::device::{choose_device, device_name};
 pub use engine::{

@@ -4,7 +4,7 @@
 
 use easeml_client::{LoadedModel, LocalModels};
 use easeml_object::{Inference, Object};
-use easeml_store::{AppId, RunRecord, Store};
+use easeml_store::{AppId, EnsembleRecord, RunRecord, Store};
 
 use crate::{ServedModel, choose_device};
 
@@ -23,6 +23,10 @@ impl LocalModels for EngineModels {
 impl LoadedModel for ServedModel {
     fn run(&self) -> &RunRecord {
         ServedModel::run(self)
+    }
+
+    fn ensemble(&self) -> Option<&EnsembleRecord> {
+        ServedModel::ensemble(self)
     }
 
     fn predict(&self, inputs: &[Object]) -> Result<Vec<Inference>, String> {

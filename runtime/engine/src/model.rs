@@ -1,9 +1,12 @@
-//! Serving an app's best model: load the checkpoint of the best run once, then predict batches of
-//! checked input objects, answering in the app's terms (label names, output objects).
+//! Serving an app's model: load what the store's rule serves (`easeml_store::served`: the best
+//! run's checkpoint, or every member of a recorded ensemble) once, then predict batches of checked
+//! input objects, answering in the app's terms (label names, output objects). An ensemble answers
+//! with its members' answers averaged by weight: class probabilities (the class the most likely
+//! of the average) or values.
 
 use easeml_object::Object;
-use easeml_store::{AppId, RunRecord, Store, best_run};
-use easeml_trainer::Predictor;
+use easeml_store::{AppId, EnsembleRecord, RunRecord, Store, served};
+use easeml_trainer::{Prediction, Predictor};
 use tch::Device;
 
 use crate::app::AppModel;
@@ -11,29 +14,51 @@ use crate::checkpoint_blob;
 use crate::dataset::{Inference, inference_of, inputs_of};
 use crate::error::{Error, Result};
 
-/// An app's best model, loaded.
+/// An app's served model, loaded.
 #[derive(Debug)]
 pub struct ServedModel {
     app: AppModel,
     labels: Vec<String>,
     run: RunRecord,
-    predictor: Predictor,
+    ensemble: Option<EnsembleRecord>,
+    /// One predictor (a single run) or one per ensemble member, with its weight.
+    predictors: Vec<(Predictor, f64)>,
+}
+
+fn load_predictor(store: &Store, run: &RunRecord, device: Device) -> Result<Predictor> {
+    let hash = run.checkpoint.clone().ok_or_else(|| {
+        Error::Checkpoint(format!("run {} finished without a checkpoint", run.id.0))
+    })?;
+    let checkpoint = checkpoint_blob::decode(&store.blob(&hash)?)?;
+    Ok(Predictor::new(&checkpoint, device)?)
 }
 
 impl ServedModel {
-    /// Loads the best model of the app on `device`; `Ok(None)` when no run has finished yet.
+    /// Loads the served model of the app on `device`; `Ok(None)` when no run has finished yet.
     pub fn load(store: &Store, app: AppId, device: Device) -> Result<Option<ServedModel>> {
         let stored = store.app(app)?;
         let model = AppModel::from_manifest(&stored.name, &stored.manifest)?;
         let runs = store.runs(app)?;
-        let Some(run) = best_run(&runs, &model.constraint_limits()).cloned() else {
+        let ensembles = store.ensembles(app)?;
+        let Some(chosen) = served(&runs, &ensembles, &model.constraint_limits()) else {
             return Ok(None);
         };
-        let hash = run.checkpoint.clone().ok_or_else(|| {
-            Error::Checkpoint(format!("run {} finished without a checkpoint", run.id.0))
-        })?;
-        let checkpoint = checkpoint_blob::decode(&store.blob(&hash)?)?;
-        let predictor = Predictor::new(&checkpoint, device)?;
+        let run = chosen.run().clone();
+        let ensemble = chosen.ensemble().cloned();
+        let predictors = match &ensemble {
+            None => vec![(load_predictor(store, &run, device)?, 1.0)],
+            Some(ensemble) => {
+                let mut predictors = Vec::with_capacity(ensemble.members.len());
+                for member in &ensemble.members {
+                    let member_run = runs
+                        .iter()
+                        .find(|candidate| candidate.id == member.run)
+                        .ok_or(easeml_store::Error::NoSuchRun(member.run.0))?;
+                    predictors.push((load_predictor(store, member_run, device)?, member.weight));
+                }
+                predictors
+            }
+        };
         let labels = match store.label_map(app)? {
             Some(map) => map.labels,
             None => Vec::new(),
@@ -42,13 +67,19 @@ impl ServedModel {
             app: model,
             labels,
             run,
-            predictor,
+            ensemble,
+            predictors,
         }))
     }
 
-    /// The run whose model this is.
+    /// The run whose model this is (for an ensemble: the best single run, reported beside it).
     pub fn run(&self) -> &RunRecord {
         &self.run
+    }
+
+    /// The ensemble served, when one is.
+    pub fn ensemble(&self) -> Option<&EnsembleRecord> {
+        self.ensemble.as_ref()
     }
 
     /// The app it serves.
@@ -61,9 +92,19 @@ impl ServedModel {
         &self.labels
     }
 
-    /// The loaded model (what an export writes out).
-    pub(crate) fn predictor_mut(&mut self) -> &mut Predictor {
-        &mut self.predictor
+    /// The loaded model (what an export writes out); an ensemble is refused in words.
+    pub(crate) fn predictor_mut(&mut self) -> Result<&mut Predictor> {
+        if self.ensemble.is_some() {
+            return Err(Error::Export(
+                "export of an ensemble is not supported yet: the app serves an ensemble of \
+                 several runs (see `status`); export runs only for an app served by one run"
+                    .into(),
+            ));
+        }
+        self.predictors
+            .first_mut()
+            .map(|(predictor, _)| predictor)
+            .ok_or_else(|| Error::Export("no model is loaded".into()))
     }
 
     /// One inference per input object (checked against the app's input type by the caller).
@@ -71,17 +112,75 @@ impl ServedModel {
         if inputs.is_empty() {
             return Ok(Vec::new());
         }
-        let predictions = self.predictor.predict(&inputs_of(&self.app, inputs))?;
-        if predictions.len() != inputs.len() {
-            return Err(Error::Input(format!(
-                "the model answered {} of {} inputs",
-                predictions.len(),
-                inputs.len()
-            )));
+        let batch = inputs_of(&self.app, inputs);
+        let mut answers: Vec<Vec<Prediction>> = Vec::with_capacity(self.predictors.len());
+        for (predictor, _) in &self.predictors {
+            let predictions = predictor.predict(&batch)?;
+            if predictions.len() != inputs.len() {
+                return Err(Error::Input(format!(
+                    "the model answered {} of {} inputs",
+                    predictions.len(),
+                    inputs.len()
+                )));
+            }
+            answers.push(predictions);
         }
+        let weights: Vec<f64> = self.predictors.iter().map(|(_, weight)| *weight).collect();
+        let predictions = if answers.len() == 1 {
+            answers.pop().unwrap_or_default()
+        } else {
+            (0..inputs.len())
+                .map(|row| {
+                    let answers: Vec<&Prediction> =
+                        answers.iter().map(|member| &member[row]).collect();
+                    average(&answers, &weights)
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
         Ok(predictions
             .into_iter()
             .map(|prediction| inference_of(&self.app, &self.labels, prediction))
             .collect())
     }
+}
+
+/// The weighted average of the members' answers to one input: probabilities (the class the
+/// first most likely) or values; an error in words for answers that do not average.
+pub fn average(answers: &[&Prediction], weights: &[f64]) -> Result<Prediction> {
+    let mismatch = || {
+        Error::Input("the ensemble's members answered in different forms, so their answers cannot be averaged".into())
+    };
+    let mut sum: Vec<f64> = Vec::new();
+    let mut shape = None;
+    for (answer, &weight) in answers.iter().zip(weights) {
+        let values = match answer {
+            Prediction::Class { probabilities, .. } => probabilities,
+            Prediction::Values { shape: s, values } => {
+                shape = Some(s.clone());
+                values
+            }
+            _ => {
+                return Err(Error::Input(
+                    "an ensemble averages class probabilities or values only".into(),
+                ));
+            }
+        };
+        if sum.is_empty() {
+            sum = vec![0.0; values.len()];
+        }
+        if values.len() != sum.len() {
+            return Err(mismatch());
+        }
+        for (slot, &value) in sum.iter_mut().zip(values) {
+            *slot += weight * f64::from(value);
+        }
+    }
+    let values: Vec<f32> = sum.iter().map(|&value| value as f32).collect();
+    Ok(match shape {
+        Some(shape) => Prediction::Values { shape, values },
+        None => Prediction::Class {
+            index: crate::ensemble::argmax(&sum) as i64,
+            probabilities: values,
+        },
+    })
 }

@@ -1017,6 +1017,7 @@ fn finish(
                 // A MOP run's epochs are validated by the workers in pieces that report a
                 // quality only; its per-class view is not kept (DECISIONS.md).
                 confusion: None,
+                oof: None,
             },
             infer_latency_seconds: latency,
             trials: Some(&trials),

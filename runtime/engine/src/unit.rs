@@ -361,6 +361,13 @@ fn train_and_measure(
         .as_ref()
         .map(|confusion| easeml_object::Confusion::from_cells(confusion.cells()).to_json())
         .filter(|json| json.len() <= easeml_store::MAX_CONFUSION_BYTES);
+    // The validation answers, for ensembles (bounded by `Answers::of`; a blob that cannot be put
+    // leaves the run out of ensembles, never fails it).
+    let oof = trained
+        .oof
+        .as_ref()
+        .and_then(|oof| crate::ensemble::answers::Answers::of(oof, examples))
+        .and_then(|answers| store.put_blob(&answers.encode()).ok());
     Ok(Finished {
         quality: quality.clamp(0.0, 1.0),
         cost_seconds: trained.cost_seconds,
@@ -370,6 +377,7 @@ fn train_and_measure(
             quality_std: trained.quality_std,
             validated_examples: Some(trained.n_validation as u64),
             confusion,
+            oof,
         },
         latency,
         trials,

@@ -3,7 +3,7 @@
 //!
 //! Layout of a store's home directory (`$EASEML_HOME`, default [`default_home`]):
 //! ```text
-//! easeml.sqlite3 (+ -wal, -shm)   apps, examples, label_maps, runs, units, workers, schema_migrations
+//! easeml.sqlite3 (+ -wal, -shm)   apps, examples, label_maps, runs, ensembles, units, workers, schema_migrations
 //! blobs/ab/abcdef...              one file per distinct blob, named by the sha256 of its bytes
 //! blobs/tmp/                      blobs being written (renamed into place when complete)
 //! ```
@@ -14,6 +14,7 @@
 mod best;
 mod blobs;
 pub mod db;
+mod ensembles;
 mod labels;
 mod migrations;
 mod store;
@@ -22,9 +23,11 @@ pub mod tokens;
 mod units;
 
 pub use best::{
-    BrokenConstraint, ConstraintLimits, MIN_TRAINING_EXAMPLES, best_run, broken_constraints,
+    BrokenConstraint, ConstraintLimits, ENSEMBLE_MARGIN_SE, MIN_TRAINING_EXAMPLES, Served,
+    best_run, broken_constraints, served,
 };
 pub use blobs::{BLOBS_URL_FILE, BlobHash, is_s3_url};
+pub use ensembles::{EnsembleMember, EnsembleRecord};
 pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};
 pub use store::{

@@ -245,6 +245,28 @@ UPDATE apps SET
 "#,
         postgres_sql: None,
     },
+    Migration {
+        version: 12,
+        name: "out-of-fold predictions and ensembles",
+        sql: r#"
+ALTER TABLE runs ADD COLUMN oof_sha256 TEXT; -- the blob of the run's validation answers (out-of-fold under k-fold; the engine's format, bounded); NULL when not kept
+CREATE TABLE ensembles (
+    app            INTEGER NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+    data_version   INTEGER NOT NULL,           -- the data version of every member
+    members        TEXT NOT NULL,              -- `run:weight` pairs separated by spaces, weights summing to 1
+    quality        REAL NOT NULL,              -- the ensemble's quality on its members' validation answers
+    single_quality REAL NOT NULL,              -- the best single run's quality on the same answers
+    loss           REAL,                       -- a classifier's mean cross-entropy on those answers (ties of quality), else NULL
+    single_loss    REAL,                       -- the best single run's, likewise
+    validated_examples INTEGER NOT NULL,       -- how many validation answers measured both
+    confusion      TEXT,                       -- a classifier's answers by (true, predicted) class as JSON, as runs keep them
+    runs_seen      INTEGER NOT NULL,           -- the highest run id the selection looked at
+    created_ms     INTEGER NOT NULL,
+    PRIMARY KEY (app, data_version)
+);
+"#,
+        postgres_sql: None,
+    },
 ];
 
 /// The schema of `sql` (written for SQLite) in PostgreSQL's types: integers are `BIGINT`, an

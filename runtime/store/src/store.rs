@@ -276,6 +276,11 @@ pub struct RunValidation {
     /// JSON text the engine writes (`easeml_object::Confusion`; the store keeps it and never reads
     /// it, at most [`MAX_CONFUSION_BYTES`]); `None` otherwise.
     pub confusion: Option<String>,
+    /// The blob of the run's validation answers (class probabilities or values of every
+    /// validated example: out-of-fold under k-fold), written by the engine in its own format and
+    /// bounded by it; the store keeps the hash and never reads the blob. `None` when not kept
+    /// (MOP runs, runs recorded before it was kept).
+    pub oof: Option<BlobHash>,
 }
 
 /// One store: its rows (`easeml.sqlite3` under the home directory, or a PostgreSQL database) and
@@ -344,7 +349,7 @@ fn place_blob<'a>(
 }
 
 const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_index, l.label, e.enabled, e.data_version, e.created_ms";
-const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples, confusion";
+const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples, confusion, oof_sha256";
 
 impl Store {
     /// Whether `home` holds a store (its database file), without creating anything.
@@ -641,6 +646,7 @@ impl Store {
                 "SELECT input_sha256 FROM examples
                  UNION SELECT output_sha256 FROM examples WHERE output_sha256 IS NOT NULL
                  UNION SELECT checkpoint_sha256 FROM runs WHERE checkpoint_sha256 IS NOT NULL
+                 UNION SELECT oof_sha256 FROM runs WHERE oof_sha256 IS NOT NULL
                  UNION SELECT u.input_sha256 FROM units u JOIN runs r ON r.id = u.run
                    WHERE u.input_sha256 IS NOT NULL AND r.state IN ('queued', 'running')
                  UNION SELECT u.result_sha256 FROM units u JOIN runs r ON r.id = u.run
@@ -1200,6 +1206,7 @@ fn run_from_row(row: &Row) -> DbResult<RunRecord> {
             quality_std: row.get(13)?,
             validated_examples: row.get::<Option<i64>>(16)?.map(|count| count.max(0) as u64),
             confusion: row.get(17)?,
+            oof: row.get::<Option<String>>(18)?.map(trusted_hash),
         },
         infer_latency_seconds: row.get(14)?,
         trials: row.get(15)?,

@@ -1431,7 +1431,7 @@ fn write_run_result(
             infer_latency_seconds,
             trials,
         } => transaction.execute(
-            "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4, protocol = ?5, quality_std = ?6, validated_examples = ?7, infer_latency_seconds = ?8, trials = ?9, confusion = ?10, error = NULL WHERE id = ?11",
+            "UPDATE runs SET state = 'done', quality = ?1, cost_seconds = ?2, checkpoint_sha256 = ?3, finished_ms = ?4, protocol = ?5, quality_std = ?6, validated_examples = ?7, infer_latency_seconds = ?8, trials = ?9, confusion = ?10, oof_sha256 = ?11, error = NULL WHERE id = ?12",
             params![
                 quality,
                 cost_seconds,
@@ -1443,6 +1443,7 @@ fn write_run_result(
                 infer_latency_seconds,
                 trials,
                 validation.confusion,
+                validation.oof.as_ref().map(|hash| hash.as_str()),
                 run.0
             ],
         ),

@@ -79,6 +79,7 @@ macro_rules! suite {
         include!("conformance/store.rs");
         include!("conformance/units.rs");
         include!("conformance/sub_epochs.rs");
+        include!("conformance/ensembles.rs");
     };
 }
 

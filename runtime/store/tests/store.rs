@@ -134,6 +134,7 @@ fn runs_of_a_store_from_before_run_validation_stay_readable() {
         quality_std: None,
         validated_examples: None,
         confusion: None,
+        oof: None,
     };
     let run = finished_run(&mut store, app.id, "logistic", (0.5, 1.0, 0.0), &validation);
     assert_eq!(store.run(run).unwrap().validation, validation);

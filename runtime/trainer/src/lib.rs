@@ -37,6 +37,7 @@ pub mod models;
 pub mod mop;
 pub mod native;
 pub mod normalize;
+pub mod oof;
 pub mod optim;
 pub mod synthetic;
 pub mod task;
@@ -52,6 +53,7 @@ pub use error::{Error, Result};
 pub use export::ExportedModel;
 pub use infer::{Prediction, Predictor};
 pub use latency::{LatencyProtocol, measure_latency, probe_latency};
+pub use oof::OutOfFold;
 pub use task::Task;
 pub use train::{
     Budget, CurvePoint, EarlyStopping, Evaluation, LearningRateTrial, Refit, RunOutcome,

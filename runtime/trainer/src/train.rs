@@ -35,6 +35,7 @@ use crate::error::Result;
 use crate::models::recovery::Discriminator;
 use crate::models::{self, BatchInput, Model, ModelConfig};
 use crate::native::RunRandomness;
+use crate::oof::OutOfFold;
 use crate::optim::Adam;
 use crate::task::Task;
 
@@ -294,6 +295,10 @@ pub struct LearningRateTrial {
     /// the run's [`TrainedRun::confusion`], not written with the trials.
     #[serde(skip)]
     pub confusion: Option<Confusion>,
+    /// The validation answers of its best epoch ([`OutOfFold`]), kept in memory for the run's
+    /// [`TrainedRun::oof`], not written with the trials.
+    #[serde(skip)]
+    pub oof: Option<OutOfFold>,
 }
 
 /// How a run ended.
@@ -343,6 +348,10 @@ pub struct TrainedRun {
     /// trial's best epoch under the split; every fold of the chosen setting under k-fold), `None`
     /// for value outputs and failed runs.
     pub confusion: Option<Confusion>,
+    /// The validation answers behind the reported quality (the same answers as `confusion`:
+    /// under k-fold every example's, out-of-fold), `None` for outputs that are not classes or
+    /// values and for failed runs.
+    pub oof: Option<OutOfFold>,
 }
 
 impl TrainedRun {
@@ -401,6 +410,7 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
         quality_std: None,
         refit: None,
         confusion: None,
+        oof: None,
     };
     let shared = Shared {
         candidate,
@@ -510,6 +520,7 @@ fn train_split(
                 seed,
                 weights,
                 confusion: trial_record.confusion.clone(),
+                oof: trial_record.oof.clone(),
             });
         }
         run.trials.push(trial_record);
@@ -521,6 +532,7 @@ fn train_split(
     run.outcome = match best {
         Some(best) => {
             run.confusion = best.confusion;
+            run.oof = best.oof;
             RunOutcome::Succeeded {
                 checkpoint: shared.checkpoint(best.learning_rate, best.seed, &best.weights)?,
                 quality: best.quality,
@@ -565,6 +577,7 @@ fn train_k_fold(
             best_epochs: Vec::new(),
             best_fold: None,
             confusion: Confusion::default(),
+            oof: OutOfFold::default(),
             seconds: 0.0,
             epochs: 0,
         };
@@ -591,6 +604,9 @@ fn train_k_fold(
                     result.qualities.push(quality);
                     if let Some(confusion) = &record.confusion {
                         result.confusion.merge(confusion);
+                    }
+                    if let Some(oof) = &record.oof {
+                        result.oof.merge(oof);
                     }
                     result
                         .best_epochs
@@ -629,6 +645,7 @@ fn train_k_fold(
     let (quality, std) = (best.mean(), best.std());
     run.quality_std = Some(std);
     run.confusion = (!best.confusion.is_empty()).then(|| best.confusion.clone());
+    run.oof = (best.oof.rows.len() == shared.examples.len()).then(|| best.oof.clone());
     let (refit, weights) = refit(shared, &best, k)?;
     let (learning_rate, seed) = (best.learning_rate, best.seed);
     let weights = match weights {
@@ -658,6 +675,8 @@ struct RateResult {
     best_fold: Option<(f64, Weights)>,
     /// How its folds' validation answers fell, summed (classification).
     confusion: Confusion,
+    /// Its folds' validation answers, every example once.
+    oof: OutOfFold,
     /// Seconds and epochs of its fold trainings, for the refit's time estimate.
     seconds: f64,
     epochs: usize,
@@ -765,6 +784,7 @@ fn skip_rates(
             best_epoch: None,
             tuned: None,
             confusion: None,
+            oof: None,
             failure: Some(format!(
                 "not tried: an epoch took {epoch_seconds:.1} s, too slow to give {} rates {} \
                  epochs each{per_fold} in the {:.0} s limit",
@@ -845,6 +865,8 @@ pub(crate) struct BestTrial {
     pub(crate) weights: Weights,
     /// How its validation answers fell (classification).
     pub(crate) confusion: Option<Confusion>,
+    /// Its validation answers.
+    pub(crate) oof: Option<OutOfFold>,
 }
 
 /// Runs `build` with libtorch's process-wide generator seeded with `seed`, under the trainer's
@@ -900,6 +922,7 @@ pub(crate) fn run_trial(
         failure: None,
         tuned: None,
         confusion: None,
+        oof: None,
     };
     if !(learning_rate.is_finite() && learning_rate > 0.0) {
         record.failure = Some(format!(
@@ -1049,7 +1072,7 @@ pub(crate) fn run_trial(
         let evaluation_started = context.started.elapsed().as_secs_f64();
         let evaluated = evaluate(context, &model);
         evaluation_seconds = Some(context.started.elapsed().as_secs_f64() - evaluation_started);
-        let (evaluation, confusion) = match evaluated {
+        let (evaluation, confusion, oof) = match evaluated {
             Some(evaluated) => evaluated,
             None => {
                 record.failure = Some(format!("the outputs are not finite at epoch {epoch}"));
@@ -1068,6 +1091,7 @@ pub(crate) fn run_trial(
             best_epoch = epoch;
             best_weights = Some(snapshot(&store));
             record.confusion = confusion;
+            record.oof = oof;
         }
         if stopping.epochs_without_progress() >= budget.patience.max(1)
             || context.started.elapsed().as_secs_f64() + evaluation_seconds.unwrap_or(0.0)
@@ -1136,11 +1160,20 @@ fn forward(model: &Model, input: &BatchInput, train: bool, budget: &Budget) -> T
     }
 }
 
-/// The validation quality and loss, with how the answers fell for classification, or `None` when an
-/// output was not finite.
-fn evaluate(context: &TrialContext<'_>, model: &Model) -> Option<(Evaluation, Option<Confusion>)> {
+/// The validation quality and loss, with how the answers fell for classification and the answers
+/// themselves (classes or values), or `None` when an output was not finite.
+fn evaluate(
+    context: &TrialContext<'_>,
+    model: &Model,
+) -> Option<(Evaluation, Option<Confusion>, Option<OutOfFold>)> {
     let _guard = tch::no_grad_guard();
     let mut accumulator = QualityAccumulator::default();
+    let classification = context.task.is_classification();
+    let keep = matches!(
+        context.examples.targets,
+        Targets::Classes { .. } | Targets::Dense { .. }
+    );
+    let mut answers = OutOfFold::default();
     for rows in context
         .validation_rows
         .chunks(context.budget.batch_size.max(1) * 4)
@@ -1148,9 +1181,13 @@ fn evaluate(context: &TrialContext<'_>, model: &Model) -> Option<(Evaluation, Op
         let (input, targets) = batches(context, rows);
         let outputs = forward(model, &input, false, context.budget);
         accumulator.add(&outputs, &targets);
+        if keep {
+            answers.push_outputs(rows, &outputs, classification);
+        }
     }
-    let evaluation = accumulator.finite_evaluation(context.task.is_classification())?;
-    Some((evaluation, accumulator.confusion()))
+    let evaluation = accumulator.finite_evaluation(classification)?;
+    let answers = (keep && answers.rows.len() == context.validation_rows.len()).then_some(answers);
+    Some((evaluation, accumulator.confusion(), answers))
 }
 
 /// One epoch's validation: the quality a run reports (accuracy, or R^2 clipped to `[0, 1]`) and the

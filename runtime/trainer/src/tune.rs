@@ -278,6 +278,7 @@ pub(crate) fn train_tuned(
                 run.n_train = rows_at(kept.fraction, ordered.len());
             }
             run.confusion = kept.best.confusion.clone();
+            run.oof = kept.best.oof.clone();
             RunOutcome::Succeeded {
                 checkpoint: shared.checkpoint(
                     kept.best.learning_rate,
@@ -335,6 +336,7 @@ fn trial(
             seed,
             weights,
             confusion: record.confusion.clone(),
+            oof: record.oof.clone(),
         }),
         _ => None,
     };

@@ -124,6 +124,10 @@ pub struct EngineConfig {
     /// bytes in all before its networks train by hopping
     /// ([`crate::mop::DEFAULT_MOP_ABOVE_BYTES`]).
     pub mop_above_bytes: u64,
+    /// Whether the engine recomputes an app's ensemble after each committed run (`true` by
+    /// default; `false` records none, so the best run alone serves: `easeml bench quality
+    /// --no-ensembles` measures the difference).
+    pub ensembles: bool,
 }
 
 /// The default [`EngineConfig::mop_epochs`]: at most 20 epochs, as a whole run's default; early
@@ -160,6 +164,7 @@ impl EngineConfig {
             mop_patience: DEFAULT_MOP_PATIENCE,
             mop_learning_rates: Budget::new(device).learning_rates,
             mop_above_bytes: mop::DEFAULT_MOP_ABOVE_BYTES,
+            ensembles: true,
         }
     }
 }
@@ -531,6 +536,11 @@ impl Engine {
         let cost = record.cost_seconds.unwrap_or(0.0);
         let reported = match (record.state, record.quality) {
             (RunState::Done, Some(quality)) => {
+                // The ensemble of the runs so far, recomputed from their stored answers (no
+                // training: DECISIONS.md); one that cannot be computed is not served.
+                if self.config.ensembles {
+                    let _ = crate::ensemble::refresh(&mut self.store, record.app, &limits);
+                }
                 let runs = self.store.runs(record.app)?;
                 let best = best_run(&runs, &limits).is_some_and(|best| best.id == run);
                 let broken: Vec<String> = broken_constraints(&record, &limits)

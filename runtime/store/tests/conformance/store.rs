@@ -209,6 +209,7 @@ fn runs_move_through_their_states() {
         quality_std: Some(f64::NAN),
         validated_examples: None,
         confusion: None,
+        oof: None,
     };
     let error = store
         .commit_unit(&lease, &finished(&checkpoint, &bad_spread, 0.5, 1.0, 0.0))
@@ -233,6 +234,7 @@ fn runs_move_through_their_states() {
         validated_examples: None,
         // Kept as the engine wrote it (the store never reads it).
         confusion: Some("{\"cells\":[[0,0,3],[1,0,1]]}".into()),
+        oof: None,
     };
     store
         .commit_unit(

@@ -26,6 +26,7 @@ fn a_unit_is_leased_once_and_committed_with_its_run() {
         quality_std: None,
         validated_examples: Some(40),
         confusion: None,
+        oof: None,
     };
     store
         .commit_unit(&lease, &finished_at(&checkpoint, &validation, 0.8))

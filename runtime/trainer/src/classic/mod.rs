@@ -43,6 +43,7 @@ use crate::checkpoint::{Checkpoint, CheckpointMeta};
 use crate::data::{Examples, Inputs, Targets};
 use crate::error::{Error, Result};
 use crate::infer::Prediction;
+use crate::oof::OutOfFold;
 use crate::task::Task;
 use crate::train::{
     Budget, CurvePoint, LearningRateTrial, Refit, RunOutcome, TrainedRun, Validation,
@@ -425,7 +426,8 @@ fn table_shape(examples: &Examples) -> (f64, f64) {
 }
 
 /// The validation quality of `model` on `rows` (accuracy, or clipped R^2) with, for classification,
-/// how its answers fell; `None` when it predicted a value that is not finite. Predictions are made
+/// how its answers fell, and the answers themselves ([`OutOfFold`]: probabilities or values);
+/// `None` when it predicted a value that is not finite. Predictions are made
 /// one row at a time while `clock` has time left: a validation that runs past the limit (1-NN DTW's
 /// searches, say) is an error.
 pub(crate) fn quality(
@@ -433,7 +435,7 @@ pub(crate) fn quality(
     examples: &Examples,
     rows: &[usize],
     clock: &Clock,
-) -> Result<Option<(f64, Option<Confusion>)>> {
+) -> Result<Option<Validated>> {
     let mut predictions = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(1) {
         if clock.expired() {
@@ -449,6 +451,7 @@ pub(crate) fn quality(
         predictions.extend(model.predict(&examples.inputs, chunk)?);
     }
     let mut accumulator = QualityAccumulator::default();
+    let mut answers = OutOfFold::default();
     let classification = matches!(examples.targets, Targets::Classes { .. });
     let wrong_kind =
         || Error::BadExamples("a classic model predicted the wrong kind of output".into());
@@ -464,11 +467,23 @@ pub(crate) fn quality(
         if !accumulator.add_prediction(prediction, expected) {
             return Err(wrong_kind());
         }
+        match prediction {
+            Prediction::Class { probabilities, .. } => answers.push(row, probabilities),
+            Prediction::Values { values, .. } => answers.push(row, values),
+            _ => {}
+        }
     }
-    Ok(accumulator
-        .finite_quality(classification)
-        .map(|quality| (quality, accumulator.confusion())))
+    Ok(accumulator.finite_quality(classification).map(|quality| {
+        let answers = (answers.rows.len() == rows.len()).then_some(answers);
+        (quality, accumulator.confusion(), answers)
+    }))
 }
+
+/// A validation's quality, how its answers fell (classification) and the answers.
+pub(crate) type Validated = (f64, Option<Confusion>, Option<OutOfFold>);
+
+/// A setting's folds' answers: how they fell (classification) and the answers themselves.
+type FoldAnswers = (Confusion, OutOfFold);
 
 /// The training run of a classic model (called by [`crate::train()`]).
 pub(crate) fn train_run(
@@ -496,7 +511,7 @@ pub(crate) fn train_run(
     let mut trials = Vec::new();
     let mut curve = Vec::new();
     // (mean quality, sample std, setting, the model of the best fold, the folds' answers)
-    let mut best: Option<(f64, f64, f64, ClassicModel, Confusion)> = None;
+    let mut best: Option<(f64, f64, f64, ClassicModel, FoldAnswers)> = None;
     let mut failure = None;
     // The last failure when it was the time limit ending a fit or a validation.
     let mut out_of_time: Option<Error> = None;
@@ -510,6 +525,7 @@ pub(crate) fn train_run(
         }
         let mut qualities = Vec::new();
         let mut confusion = Confusion::default();
+        let mut oof = OutOfFold::default();
         let mut best_fold: Option<(f64, ClassicModel)> = None;
         for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
             let fit_started = clock.elapsed();
@@ -518,9 +534,12 @@ pub(crate) fn train_run(
             let fitted = fitted
                 .and_then(|model| Ok((quality(&model, examples, validation_rows, &clock)?, model)));
             let (quality, model) = match fitted {
-                Ok((Some((quality, answers)), model)) => {
+                Ok((Some((quality, answers, fold_oof)), model)) => {
                     if let Some(answers) = answers {
                         confusion.merge(&answers);
+                    }
+                    if let Some(fold_oof) = fold_oof {
+                        oof.merge(&fold_oof);
                     }
                     (quality, model)
                 }
@@ -551,6 +570,7 @@ pub(crate) fn train_run(
                 failure: None,
                 tuned: None,
                 confusion: None,
+                oof: None,
             });
             qualities.push(quality);
             if best_fold.as_ref().is_none_or(|(best, _)| quality > *best) {
@@ -575,15 +595,18 @@ pub(crate) fn train_run(
             .as_ref()
             .is_none_or(|(best_mean, ..)| mean > *best_mean)
         {
-            best = Some((mean, std, setting, model, confusion));
+            best = Some((mean, std, setting, model, (confusion, oof)));
         }
     }
     let mut quality_std = None;
     let mut refit = None;
     let mut validation_confusion = None;
+    let mut validation_answers = None;
+    let validated_rows: usize = sets.iter().map(|(_, rows)| rows.len()).sum();
     let outcome = match best {
-        Some((quality, std, setting, model, confusion)) => {
+        Some((quality, std, setting, model, (confusion, oof))) => {
             validation_confusion = (!confusion.is_empty()).then_some(confusion);
+            validation_answers = (oof.rows.len() == validated_rows).then_some(oof);
             if k_fold {
                 quality_std = Some(std);
             }
@@ -680,5 +703,6 @@ pub(crate) fn train_run(
         quality_std,
         refit,
         confusion: validation_confusion,
+        oof: validation_answers,
     })
 }

@@ -1,0 +1,167 @@
+//! Ensembles of an app's runs (issue 48): greedy ensemble selection with replacement
+//! ([`select()`](select::select), Caruana et al. 2004) over the runs' stored validation answers ([`answers`]),
+//! recomputed by the engine after every committed run of an app ([`refresh`]: only arithmetic
+//! over stored answers, so the "ensemble of the runs so far" is a candidate that costs nothing to
+//! train), and recorded in the store per data version. Whether it is served is the store's one
+//! rule (`easeml_store::served`); [`crate::ServedModel`] loads every member and averages their
+//! answers (probabilities for classes, values otherwise) with the weights.
+//!
+//! **The members' models** are the runs' checkpoints, trained as each run's protocol trains its
+//! served model: under k-fold (apps below 200 examples) every member is refit on all the examples
+//! and its answers are out-of-fold; under the split the classic models are refit on all the
+//! examples when the time allows and the networks keep the training part's model (as a single
+//! run is served), and the weights are selected on the held-out rows every run shares.
+
+pub mod answers;
+pub mod select;
+
+use easeml_store::{
+    AppId, ConstraintLimits, EnsembleMember, EnsembleRecord, RunId, RunRecord, RunState, Store,
+    best_run, broken_constraints,
+};
+
+use crate::error::Result;
+use answers::Answers;
+use select::{Truth, select};
+
+/// The most runs an ensemble is selected from: the best by quality (each run's answers are up to
+/// [`answers::MAX_ANSWER_VALUES`] values, so this bounds the memory of a recomputation).
+pub const MAX_CANDIDATES: usize = 32;
+
+/// Recomputes the ensemble of `app`'s current served data version (the best run's) from its
+/// eligible runs' answers and records it, or removes the recorded one when no ensemble of two or
+/// more runs beats the best single run (a higher quality, or the same and a lower cross-entropy);
+/// returns the recorded ensemble.
+pub fn refresh(
+    store: &mut Store,
+    app: AppId,
+    limits: &ConstraintLimits,
+) -> Result<Option<EnsembleRecord>> {
+    let runs = store.runs(app)?;
+    let Some(best) = best_run(&runs, limits) else {
+        return Ok(None);
+    };
+    let version = best.data_version;
+    let mut candidates: Vec<&RunRecord> = runs
+        .iter()
+        .filter(|run| {
+            run.state == RunState::Done
+                && run.data_version == version
+                && run.checkpoint.is_some()
+                && run.validation.oof.is_some()
+                && broken_constraints(run, limits).is_empty()
+        })
+        .collect();
+    candidates.sort_by(|a, b| {
+        b.quality
+            .unwrap_or(0.0)
+            .total_cmp(&a.quality.unwrap_or(0.0))
+            .then(a.id.0.cmp(&b.id.0))
+    });
+    candidates.truncate(MAX_CANDIDATES);
+    let mut loaded: Vec<(&RunRecord, Answers)> = Vec::new();
+    for run in candidates {
+        let Some(hash) = &run.validation.oof else {
+            continue;
+        };
+        // A blob that does not read leaves its run out, never the app without a model.
+        let Ok(answers) = store
+            .blob(hash)
+            .map_err(crate::Error::from)
+            .and_then(|bytes| Answers::decode(&bytes))
+        else {
+            continue;
+        };
+        let fits = loaded.first().is_none_or(|(_, first)| {
+            first.ids == answers.ids && first.width == answers.width && first.truth == answers.truth
+        });
+        if fits {
+            loaded.push((run, answers));
+        }
+    }
+    let ensemble = choose(app, version, &loaded);
+    match &ensemble {
+        Some(ensemble) => store.put_ensemble(ensemble)?,
+        None => {
+            store.remove_ensemble(app, version)?;
+        }
+    }
+    Ok(ensemble)
+}
+
+/// The ensemble of `loaded` (runs of one data version with answers on the same rows), when it
+/// has two or more members and beats the best single run ([`select::Selection::beats_single_run`]).
+fn choose(app: AppId, version: u64, loaded: &[(&RunRecord, Answers)]) -> Option<EnsembleRecord> {
+    let (_, first) = loaded.first()?;
+    let slices: Vec<&[f32]> = loaded
+        .iter()
+        .map(|(_, answers)| answers.values.as_slice())
+        .collect();
+    let selection = select(&slices, &first.truth)?;
+    let members: Vec<EnsembleMember> = loaded
+        .iter()
+        .zip(selection.weights())
+        .filter(|(_, weight)| *weight > 0.0)
+        .map(|((run, _), weight)| EnsembleMember {
+            run: run.id,
+            weight,
+        })
+        .collect();
+    if members.len() < 2 || !selection.beats_single_run() {
+        return None;
+    }
+    let confusion = match &first.truth {
+        Truth::Classes(labels) => Some(confusion_json(&selection, loaded, labels, first.width)),
+        Truth::Values(_) => None,
+    };
+    Some(EnsembleRecord {
+        app,
+        data_version: version,
+        members,
+        quality: selection.quality,
+        single_quality: selection.single_quality,
+        loss: selection.loss,
+        single_loss: selection.single_loss,
+        validated_examples: first.ids.len() as u64,
+        confusion,
+        runs_seen: RunId(loaded.iter().map(|(run, _)| run.id.0).max().unwrap_or(0)),
+        created_ms: 0,
+    })
+}
+
+/// How the ensemble's averaged answers fell, by (true class, predicted class), in the JSON form
+/// runs keep (`easeml_object::Confusion`).
+fn confusion_json(
+    selection: &select::Selection,
+    loaded: &[(&RunRecord, Answers)],
+    labels: &[i64],
+    width: usize,
+) -> String {
+    let weights = selection.weights();
+    let mut cells = std::collections::BTreeMap::<(i64, i64), u64>::new();
+    for (row, &label) in labels.iter().enumerate() {
+        let mut average = vec![0.0f64; width];
+        for ((_, answers), weight) in loaded.iter().zip(&weights) {
+            for (slot, &value) in average
+                .iter_mut()
+                .zip(&answers.values[row * width..(row + 1) * width])
+            {
+                *slot += weight * f64::from(value);
+            }
+        }
+        let predicted = argmax(&average) as i64;
+        *cells.entry((label, predicted)).or_default() += 1;
+    }
+    easeml_object::Confusion::from_cells(cells.into_iter().map(|((a, p), c)| (a, p, c))).to_json()
+}
+
+/// The index of the largest value, the first on ties (as inference answers).
+pub fn argmax(values: &[f64]) -> usize {
+    let mut best = 0;
+    for (index, &value) in values.iter().enumerate() {
+        if value > values[best] {
+            best = index;
+        }
+    }
+    best
+}
