@@ -7,6 +7,7 @@ use easeml_trainer::Checkpoint;
 use easeml_trainer::checkpoint::CheckpointMeta;
 
 use crate::error::{Error, Result};
+use crate::framed::{Unframed, frame, unframe};
 
 const MAGIC: &[u8; 6] = b"EMCK1\n";
 
@@ -14,12 +15,8 @@ const MAGIC: &[u8; 6] = b"EMCK1\n";
 pub fn encode(checkpoint: &Checkpoint) -> Result<Vec<u8>> {
     let meta = serde_json::to_vec(&checkpoint.meta)
         .map_err(|error| Error::Checkpoint(format!("cannot encode the metadata: {error}")))?;
-    let length = u32::try_from(meta.len())
-        .map_err(|_| Error::Checkpoint("the metadata is larger than 4 GiB".to_owned()))?;
-    let mut bytes = Vec::with_capacity(MAGIC.len() + 4 + meta.len() + checkpoint.weights.len());
-    bytes.extend_from_slice(MAGIC);
-    bytes.extend_from_slice(&length.to_le_bytes());
-    bytes.extend_from_slice(&meta);
+    let mut bytes = frame(MAGIC, &meta, checkpoint.weights.len())
+        .ok_or_else(|| Error::Checkpoint("the metadata is larger than 4 GiB".to_owned()))?;
     bytes.extend_from_slice(&checkpoint.weights);
     Ok(bytes)
 }
@@ -27,17 +24,13 @@ pub fn encode(checkpoint: &Checkpoint) -> Result<Vec<u8>> {
 /// Decodes a blob written by [`encode`].
 pub fn decode(bytes: &[u8]) -> Result<Checkpoint> {
     let bad = |what: &str| Error::Checkpoint(format!("not an easeml checkpoint: {what}"));
-    let rest = bytes
-        .strip_prefix(MAGIC.as_slice())
-        .ok_or_else(|| bad("wrong magic bytes"))?;
-    let (length, rest) = rest
-        .split_first_chunk::<4>()
-        .ok_or_else(|| bad("truncated header"))?;
-    let length = u32::from_le_bytes(*length) as usize;
-    if rest.len() < length {
-        return Err(bad("truncated metadata"));
-    }
-    let (meta, weights) = rest.split_at(length);
+    let (meta, weights) = unframe(bytes, MAGIC).map_err(|why| {
+        bad(match why {
+            Unframed::WrongMagic => "wrong magic bytes",
+            Unframed::NoLength => "truncated header",
+            Unframed::ShortHeader => "truncated metadata",
+        })
+    })?;
     let meta: CheckpointMeta = serde_json::from_slice(meta)
         .map_err(|error| Error::Checkpoint(format!("bad metadata: {error}")))?;
     Ok(Checkpoint {

@@ -21,6 +21,7 @@ mod engine;
 pub mod ensemble;
 mod error;
 pub mod export;
+mod framed;
 pub mod gang;
 mod local;
 pub mod local_workers;

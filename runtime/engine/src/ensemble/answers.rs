@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::select::Truth;
 use crate::error::{Error, Result};
+use crate::framed::{Unframed, frame, unframe};
 
 const MAGIC: &[u8; 7] = b"EMOOF1\n";
 
@@ -103,10 +104,7 @@ impl Answers {
             rows: self.ids.len(),
         })
         .unwrap_or_default();
-        let mut bytes = Vec::with_capacity(MAGIC.len() + 4 + header.len() + self.values.len() * 8);
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&(header.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(&header);
+        let mut bytes = frame(MAGIC, &header, self.values.len() * 8).unwrap_or_default();
         for id in &self.ids {
             bytes.extend_from_slice(&id.to_le_bytes());
         }
@@ -127,17 +125,12 @@ impl Answers {
     /// Reads a blob written by [`Answers::encode`].
     pub fn decode(bytes: &[u8]) -> Result<Answers> {
         let bad = |what: &str| Error::Checkpoint(format!("not a run's validation answers: {what}"));
-        let rest = bytes
-            .strip_prefix(MAGIC.as_slice())
-            .ok_or_else(|| bad("wrong magic bytes"))?;
-        let (length, rest) = rest
-            .split_first_chunk::<4>()
-            .ok_or_else(|| bad("truncated header"))?;
-        let length = u32::from_le_bytes(*length) as usize;
-        if rest.len() < length {
-            return Err(bad("truncated header"));
-        }
-        let (header, mut rest) = rest.split_at(length);
+        let (header, mut rest) = unframe(bytes, MAGIC).map_err(|why| {
+            bad(match why {
+                Unframed::WrongMagic => "wrong magic bytes",
+                Unframed::NoLength | Unframed::ShortHeader => "truncated header",
+            })
+        })?;
         let header: Header =
             serde_json::from_slice(header).map_err(|error| bad(&error.to_string()))?;
         let (rows, width) = (header.rows, header.width);
