@@ -156,14 +156,7 @@ impl Blobs {
             #[cfg(feature = "s3")]
             Blobs::S3(bucket) => bucket.read(hash)?,
         };
-        let actual = BlobHash::of(&bytes);
-        if &actual != hash {
-            return Err(Error::CorruptBlob {
-                hash: hash.clone(),
-                actual,
-            });
-        }
-        Ok(bytes)
+        verified(hash, bytes)
     }
 
     /// Removes blobs whose hash is not in `referenced` (and a folder's temp files), when older
@@ -179,6 +172,19 @@ impl Blobs {
             Blobs::S3(bucket) => bucket.collect_garbage(referenced, min_age),
         }
     }
+}
+
+/// `bytes` when they still hash to `hash`, else [`Error::CorruptBlob`]: the one check of every
+/// blob read, from a file, a bucket or the database.
+pub(crate) fn verified(hash: &BlobHash, bytes: Vec<u8>) -> Result<Vec<u8>> {
+    let actual = BlobHash::of(&bytes);
+    if &actual != hash {
+        return Err(Error::CorruptBlob {
+            hash: hash.clone(),
+            actual,
+        });
+    }
+    Ok(bytes)
 }
 
 /// The path of a blob under a sharded root: `ab/abcdef...`.

@@ -599,16 +599,7 @@ impl Store {
     /// example ([`INLINE_BLOB_BYTES`]), else from the blob folder or bucket.
     pub fn blob(&self, hash: &BlobHash) -> Result<Vec<u8>> {
         match self.inline_blob(hash)? {
-            Some(bytes) => {
-                let actual = BlobHash::of(&bytes);
-                if &actual != hash {
-                    return Err(Error::CorruptBlob {
-                        hash: hash.clone(),
-                        actual,
-                    });
-                }
-                Ok(bytes)
-            }
+            Some(bytes) => crate::blobs::verified(hash, bytes),
             None => self.blobs.get(hash),
         }
     }
@@ -675,22 +666,21 @@ impl Store {
                 .execute("LOCK TABLE blob_bytes IN SHARE ROW EXCLUSIVE MODE", ())
                 .map_err(db(context))?;
         }
-        const UNREFERENCED: &str = "sha256 NOT IN (SELECT input_sha256 FROM examples)
-             AND sha256 NOT IN (SELECT output_sha256 FROM examples WHERE output_sha256 IS NOT NULL)";
-        let freed: Option<i64> = transaction
-            .query_row(
-                &format!(
-                    "SELECT CAST(SUM(LENGTH(bytes)) AS BIGINT) FROM blob_bytes WHERE {UNREFERENCED}"
-                ),
+        let freed: Vec<i64> = transaction
+            .query_map(
+                "DELETE FROM blob_bytes
+                 WHERE sha256 NOT IN (SELECT input_sha256 FROM examples)
+                   AND sha256 NOT IN (SELECT output_sha256 FROM examples WHERE output_sha256 IS NOT NULL)
+                 RETURNING CAST(LENGTH(bytes) AS BIGINT)",
                 (),
                 |row| row.get(0),
             )
             .map_err(db(context))?;
-        let removed = transaction
-            .execute(&format!("DELETE FROM blob_bytes WHERE {UNREFERENCED}"), ())
-            .map_err(db(context))?;
         transaction.commit().map_err(db(context))?;
-        Ok((removed, freed.unwrap_or(0).max(0) as u64))
+        Ok((
+            freed.len(),
+            freed.iter().map(|&bytes| bytes.max(0) as u64).sum(),
+        ))
     }
 
     // ----- examples -----
