@@ -554,7 +554,6 @@ struct Fed {
     examples: usize,
     bytes: usize,
     seconds: f64,
-    parse_seconds: f64,
 }
 
 /// Feeds `examples` examples to every app from `threads` clients; chunks of one app go in order.
@@ -577,11 +576,10 @@ fn feed_all(apps: &Apps, examples: usize, threads: usize) -> anyhow::Result<Fed>
                 while let Some(&(app, first)) = chunks.get(next.fetch_add(1, Ordering::SeqCst)) {
                     let last = (first + FEED_CHUNK).min(examples);
                     match feed_chunk(apps, &mut mine, app, first..last) {
-                        Ok((added, bytes, parse)) => {
+                        Ok((added, bytes)) => {
                             let mut totals = lock(&totals);
                             totals.examples += added;
                             totals.bytes += bytes;
-                            totals.parse_seconds += parse;
                         }
                         Err(error) => *lock(&failure) = Some(error),
                     }
@@ -599,34 +597,51 @@ fn feed_all(apps: &Apps, examples: usize, threads: usize) -> anyhow::Result<Fed>
     Ok(fed)
 }
 
-/// One feed call: the examples stored, the bytes of their lines, and how long serde_json takes to
-/// parse those lines here (the physical reference for the feed's MB/s).
-fn feed_chunk(
-    apps: &Apps,
-    mine: &mut Clients,
-    app: usize,
-    range: std::ops::Range<usize>,
-) -> anyhow::Result<(usize, usize, f64)> {
+/// The lines of examples `range` of app `app`, one a line.
+fn feed_text(app: usize, range: std::ops::Range<usize>) -> String {
     let workload = Workload::of_app(app);
     let mut text = String::new();
     for index in range {
         text.push_str(&workload.line(app, index));
         text.push('\n');
     }
-    let parse_started = Instant::now();
-    for line in text.lines() {
-        let value = match workload {
-            Workload::Series => serde_json::from_str::<Value>(line),
-            _ => serde_json::from_str::<Value>(line.rsplit_once(' ').map_or(line, |(v, _)| v)),
-        };
-        std::hint::black_box(value.ok());
-    }
-    let parse = parse_started.elapsed().as_secs_f64();
+    text
+}
+
+/// One feed call: the examples stored and the bytes of their lines.
+fn feed_chunk(
+    apps: &Apps,
+    mine: &mut Clients,
+    app: usize,
+    range: std::ops::Range<usize>,
+) -> anyhow::Result<(usize, usize)> {
+    let text = feed_text(app, range);
     let report = apps
         .client(mine, app)?
         .feed_lines(text.as_bytes(), &FeedOptions::default())
         .with_context(|| format!("feeding bench_{app}"))?;
-    Ok((report.added, text.len(), parse))
+    Ok((report.added, text.len()))
+}
+
+/// How fast serde_json parses the JSON of the fed lines in this process (the physical reference
+/// for the feed's MB/s), in MB/s: the first [`FEED_CHUNK`] lines of each workload the apps have,
+/// parsed apart from the feed so that the feed's time holds none of it.
+fn serde_json_mb_per_s(apps: usize, examples: usize) -> f64 {
+    let (mut bytes, mut seconds) = (0, 0.0);
+    for app in 0..apps.min(Workload::ALL.len()) {
+        let text = feed_text(app, 0..examples.min(FEED_CHUNK));
+        let started = Instant::now();
+        for line in text.lines() {
+            let value = match Workload::of_app(app) {
+                Workload::Series => serde_json::from_str::<Value>(line),
+                _ => serde_json::from_str::<Value>(line.rsplit_once(' ').map_or(line, |(v, _)| v)),
+            };
+            std::hint::black_box(value.ok());
+        }
+        seconds += started.elapsed().as_secs_f64();
+        bytes += text.len();
+    }
+    bytes as f64 / 1e6 / seconds.max(1e-9)
 }
 
 /// What the clients' questions measured while training ran.
@@ -727,8 +742,7 @@ fn ask_while_training(
             let mut app = 0;
             while !stop.load(Ordering::SeqCst) {
                 let first = fed_next.fetch_add(TRICKLE, Ordering::SeqCst);
-                if let Ok((added, _, _)) = feed_chunk(apps, &mut mine, app, first..first + TRICKLE)
-                {
+                if let Ok((added, _)) = feed_chunk(apps, &mut mine, app, first..first + TRICKLE) {
                     lock(&asked).trickled += added;
                 }
                 app = (app + 1) % apps.len();
@@ -820,7 +834,7 @@ fn measure(args: &ServiceBenchArgs, sizes: Sizes, folder: &Path) -> anyhow::Resu
             "seconds": fed.seconds,
             "examples_per_s": fed.examples as f64 / fed.seconds,
             "mb_per_s": mb / fed.seconds,
-            "serde_json_mb_per_s": mb / fed.parse_seconds.max(1e-9),
+            "serde_json_mb_per_s": serde_json_mb_per_s(sizes.apps, sizes.examples),
         },
         "infer": {
             "answers": latencies.len(),
