@@ -15,6 +15,7 @@ use easeml_runtime::app_cli::parse_duration;
 use easeml_runtime::engine::local_workers::{LocalWorkers, worker_devices};
 use easeml_runtime::engine::{Engine, EngineConfig, Event, device_name};
 use easeml_runtime::server;
+use easeml_runtime::store::BoundHome;
 
 /// `easeml serve` options.
 #[derive(Debug, Args)]
@@ -93,6 +94,12 @@ pub struct StoreArgs {
 impl StoreArgs {
     /// The store's folder ([`data_dir`]); it may not hold a store yet.
     pub fn home(&self) -> Result<PathBuf> {
+        Ok(self.bind()?.path)
+    }
+
+    /// The store's folder, and whether this command bound it to its database just now (to be
+    /// undone if the command is refused: [`open_engine`]).
+    pub fn bind(&self) -> Result<BoundHome> {
         data_dir(self.store.as_ref(), self.blobs.as_ref())
     }
 
@@ -102,21 +109,49 @@ impl StoreArgs {
     }
 }
 
+/// Opens the engine (the store's one coordinator) over `bound`'s store. When that is refused (the
+/// store is trained by another process, or cannot be opened), a binding of a `--blobs` folder that
+/// this command made just before is undone, so that a mistyped folder is left as it was found.
+pub fn open_engine(bound: BoundHome, config: EngineConfig) -> Result<Engine> {
+    match Engine::open(&bound.path, config) {
+        Ok(engine) => Ok(engine),
+        Err(error) => {
+            let path = bound.path.clone();
+            let fresh = bound.is_fresh();
+            if let Err(undo) = bound.undo() {
+                tracing::warn!(error = %undo, "undoing the binding of {}", path.display());
+            }
+            let error = anyhow::Error::new(error);
+            Err(if fresh {
+                error.context(format!(
+                    "opening the store for training (the binding of {} to the database, made by this command, was undone)",
+                    path.display()
+                ))
+            } else {
+                error.context(format!(
+                    "opening the store at {} for training",
+                    path.display()
+                ))
+            })
+        }
+    }
+}
+
 /// The store's folder: `--store`/`--data` (a folder, or a `postgres://` URL whose blobs go to
-/// `--blobs` or `$EASEML_BLOBS`: [`easeml_runtime::store::store_home`]), else `$EASEML_STORE`, else `$EASEML_HOME`,
+/// `--blobs` or `$EASEML_BLOBS`: [`easeml_runtime::store::bind_store_home`]), else `$EASEML_STORE`, else `$EASEML_HOME`,
 /// else the platform data dir.
-fn data_dir(data: Option<&PathBuf>, blobs: Option<&PathBuf>) -> Result<PathBuf> {
+fn data_dir(data: Option<&PathBuf>, blobs: Option<&PathBuf>) -> Result<BoundHome> {
     let blobs = blobs.cloned().or_else(|| {
         std::env::var_os("EASEML_BLOBS")
             .filter(|value| !value.is_empty())
             .map(PathBuf::from)
     });
     match data {
-        Some(location) => Ok(easeml_runtime::store::store_home(
+        Some(location) => Ok(easeml_runtime::store::bind_store_home(
             &location.to_string_lossy(),
             blobs.as_deref(),
         )?),
-        None => Ok(easeml_runtime::store::default_home()?),
+        None => Ok(easeml_runtime::store::default_home()?.into()),
     }
 }
 
@@ -137,7 +172,8 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     // `POST .../infer` answers with the engine's models.
     easeml_runtime::install_engine();
     server::init_logging(args.log_format == LogFormat::Json);
-    let home = args.store.home()?;
+    let bound = args.store.bind()?;
+    let home = bound.path.clone();
     let mut config = server::Config::new(&home);
     config.listen = args.listen;
     config.max_body_bytes = args.max_body_bytes;
@@ -178,8 +214,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         }
         engine_config.coordinate = args.workers != 1;
         args.parallelism.apply(args.workers, &mut engine_config)?;
-        let engine = Engine::open(&home, engine_config)
-            .with_context(|| format!("opening the store at {} for training", home.display()))?;
+        let engine = open_engine(bound, engine_config)?;
         let workers = if args.workers > 1 {
             Some(LocalWorkers::start(
                 &home,

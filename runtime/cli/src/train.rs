@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use easeml_app_engine::train_with_progress;
 use easeml_runtime::app_cli::parse_duration;
+use easeml_runtime::engine::EngineConfig;
 use easeml_runtime::engine::local_workers::{LocalWorkers, worker_devices};
 use easeml_runtime::engine::mop::Parallelism;
-use easeml_runtime::engine::{Engine, EngineConfig};
 use easeml_trainer::Tuning;
 
 /// Arguments of `easeml train`.
@@ -145,7 +145,8 @@ fn parse_tuning(name: &str) -> Result<Tuning, String> {
 
 /// Trains the store's apps and prints each app's best model at the end.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
-    let home = args.store.existing_home()?;
+    let bound = args.store.bind()?;
+    let home = crate::serve::existing_store(bound.path.clone())?;
     let devices = worker_devices(args.workers, args.devices.as_deref())?;
     let mut config = EngineConfig::for_device(devices[0]);
     if let Some(max_run) = args.max_run {
@@ -155,8 +156,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     config.lease_ttl = args.lease_ttl;
     config.coordinate = args.workers != 1;
     args.parallelism.apply(args.workers, &mut config)?;
-    let mut engine = Engine::open(&home, config)
-        .with_context(|| format!("opening the store at {}", home.display()))?;
+    let mut engine = crate::serve::open_engine(bound, config)?;
     let _workers = match args.workers {
         0 => {
             eprintln!(

@@ -17,6 +17,10 @@ use reqwest::blocking::Client as Http;
 use serde_json::Value;
 
 mod common;
+#[path = "../../store/tests/support/postgres_server.rs"]
+mod postgres_server;
+#[path = "../../store/tests/support/watchdog.rs"]
+mod watchdog;
 
 const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
 const SOURCE: &str = "app crashy\nInput = [3]\nOutput = [1]";
@@ -208,6 +212,80 @@ fn serve_on_a_taken_port_is_one_clear_error() {
         "{error_line}"
     );
     assert!(!stderr.contains("training every app"), "{stderr}");
+}
+
+/// A PostgreSQL store trained by one `easeml serve`: a second coordinator (`serve`, `train`) given
+/// another (mistyped) `--blobs` folder is refused in words, and leaves that folder as it found it:
+/// a folder that did not exist is not made, an empty one stays empty (not bound to the database,
+/// whose blobs are elsewhere). The first server's own folder keeps its binding.
+#[test]
+fn a_refused_second_coordinator_leaves_a_mistyped_blobs_folder_unbound() {
+    let Some(url) = postgres_server::database() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = dir.path().join("blobs");
+    let mut first = Command::new(EASEML)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "0",
+            "--store",
+            &url,
+        ])
+        .arg("--blobs")
+        .arg(&blobs)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(first.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("http://"), "{line}");
+
+    let missing = dir.path().join("blobz");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for (command, folder) in [("serve", &missing), ("train", &missing), ("serve", &empty)] {
+        let mut second = Command::new(EASEML);
+        second
+            .args([command, "--store", &url])
+            .arg("--blobs")
+            .arg(folder);
+        if command == "serve" {
+            second.args(["--listen", "127.0.0.1:0"]);
+        }
+        let output = second.env("RUST_LOG", "warn").output().unwrap();
+        let said = text(&output);
+        assert_eq!(output.status.code(), Some(1), "{command}: {said}");
+        assert!(
+            said.contains("another process already trains the store"),
+            "{said}"
+        );
+        assert!(
+            said.contains("the PostgreSQL database's coordinator lock"),
+            "{said}"
+        );
+        assert!(said.contains("was undone"), "{said}");
+        if folder == &missing {
+            assert!(!missing.exists(), "{command} made {}", missing.display());
+        } else {
+            let left: Vec<_> = std::fs::read_dir(&empty).unwrap().collect();
+            assert!(
+                left.is_empty(),
+                "{command} left {left:?} in {}",
+                empty.display()
+            );
+        }
+    }
+    assert!(blobs.join("postgres.url").is_file());
+    first.kill().unwrap();
+    first.wait().unwrap();
 }
 
 /// Feeders stream batches of 25 to a real `easeml serve`; after at least 40 acknowledged batches

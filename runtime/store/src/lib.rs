@@ -345,13 +345,91 @@ pub fn create_database(server: &str, name: &str) -> Result<String> {
 /// the same database. A folder already bound to another database, or holding an SQLite store, is
 /// refused; nothing is bound before the database (and the bucket) answer.
 pub fn store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<PathBuf> {
+    Ok(bind_store_home(location, blobs)?.path)
+}
+
+/// A store's folder ([`store_home`]) and whether this call bound it to its database just now, so
+/// that a command refused right after (a second coordinator: `easeml_engine::Error::Busy`) can
+/// [`undo`](BoundHome::undo) the binding and leave a mistyped `--blobs` folder as it found it.
+#[derive(Debug)]
+pub struct BoundHome {
+    /// The store's folder.
+    pub path: PathBuf,
+    /// `Some(before)` when this call wrote the folder's [`POSTGRES_URL_FILE`]: the names in the
+    /// folder before (`None`: the folder did not exist).
+    fresh: Option<Option<std::collections::BTreeSet<std::ffi::OsString>>>,
+}
+
+impl From<PathBuf> for BoundHome {
+    /// A folder this call did not bind (a local store's, or the default one).
+    fn from(path: PathBuf) -> BoundHome {
+        BoundHome { path, fresh: None }
+    }
+}
+
+impl BoundHome {
+    /// Whether this call bound the folder to its database.
+    pub fn is_fresh(&self) -> bool {
+        self.fresh.is_some()
+    }
+
+    /// Undoes a binding made by this call: removes [`POSTGRES_URL_FILE`] and what appeared in the
+    /// folder since (the folder itself when it did not exist before) as far as it holds no data:
+    /// empty folders and empty files (the engine's lock file); a file with bytes in it is never
+    /// removed. A binding that was there before is kept.
+    pub fn undo(self) -> Result<()> {
+        let Some(before) = self.fresh else {
+            return Ok(());
+        };
+        let pointer = self.path.join(POSTGRES_URL_FILE);
+        std::fs::remove_file(&pointer).map_err(io(&pointer, "removing the binding just made"))?;
+        match before {
+            None => remove_empty(&self.path),
+            Some(before) => {
+                for entry in std::fs::read_dir(&self.path)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    if !before.contains(&entry.file_name()) {
+                        remove_empty(&entry.path());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Removes `path` when it holds no data: an empty file (a lock file), or a folder of such, depth
+/// first (best effort: a file with bytes in it stays, and so do the folders above it).
+fn remove_empty(path: &std::path::Path) {
+    let Ok(metadata) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if metadata.is_dir() {
+        for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+            remove_empty(&entry.path());
+        }
+        // Fails (and is meant to) when anything is left inside.
+        let _ = std::fs::remove_dir(path);
+    } else if metadata.is_file() && metadata.len() == 0 {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// [`store_home`], saying whether the folder was bound just now ([`BoundHome`]).
+pub fn bind_store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<BoundHome> {
     if !is_postgres_url(location) {
         if blobs.is_some() {
             return Err(Error::Location(format!(
                 "--blobs (EASEML_BLOBS) goes with a postgres:// store; the store `{location}` is a folder and keeps its blobs inside"
             )));
         }
-        return Ok(PathBuf::from(location));
+        return Ok(BoundHome {
+            path: PathBuf::from(location),
+            fresh: None,
+        });
     }
     let s3 = blobs
         .and_then(std::path::Path::to_str)
@@ -362,7 +440,12 @@ pub fn store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<Pat
         (None, None) => platform_home()?,
     };
     match Pointer::DATABASE.read(&home)? {
-        Some(recorded) if recorded == location => return Ok(home),
+        Some(recorded) if recorded == location => {
+            return Ok(BoundHome {
+                path: home,
+                fresh: None,
+            });
+        }
         Some(recorded) => {
             return Err(Error::Location(format!(
                 "the blob folder {} belongs to the store at {}, not {}: give each PostgreSQL store its own --blobs folder (or remove {} to bind this folder to another database)",
@@ -382,12 +465,21 @@ pub fn store_home(location: &str, blobs: Option<&std::path::Path>) -> Result<Pat
     }
     // The database must answer (and takes the schema) before the folder is bound to it: a
     // mistyped URL binds nothing.
+    let before = std::fs::read_dir(&home).ok().map(|entries| {
+        entries
+            .flatten()
+            .map(|entry| entry.file_name())
+            .collect::<std::collections::BTreeSet<_>>()
+    });
     drop(Store::open_postgres(location, &home)?);
     if !Pointer::DATABASE.create(&home, location)? {
         // Another process recorded it meanwhile: check what it wrote.
-        return store_home(location, Some(&home));
+        return bind_store_home(location, Some(&home));
     }
-    Ok(home)
+    Ok(BoundHome {
+        path: home,
+        fresh: Some(before),
+    })
 }
 
 pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(db::DbError) -> Error {
