@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use easeml_client::QualityMetric;
 use easeml_store::{RunId, Store};
 use easeml_trainer::ExportedModel;
-use easeml_trainer::export::{CLASSIC_FILE, CLASSIC_README, FORMAT_VERSION, TORCHSCRIPT_FILE};
+use easeml_trainer::export::{
+    ANY_LENGTH, CLASSIC_FILE, CLASSIC_README, FORMAT_VERSION, TORCHSCRIPT_FILE,
+};
 use serde_json::json;
 use tch::Device;
 
@@ -179,13 +181,24 @@ fn call_description(model: &ExportedModel) -> serde_json::Value {
             "output": format!("a float32 tensor [B, ...output_shape]: {output}"),
         })
     } else {
+        let input = if is_series(model) {
+            "a series: any number of steps (input_shape [-1, channels]), each step the channels values of one element of the input sequence in the app's declared order; raw values as fed to easeml"
+        } else {
+            "one row of input_shape values (float), in the app's declared order (a tensor flattened row-major); raw values as fed to easeml (any standardization is in the parameters)"
+        };
         json!({
             "how": "the formulas of README.md over `parameters` of the model file",
-            "input": "one row of input_shape values (float), in the app's declared order (a tensor flattened row-major); raw values as fed to easeml (any standardization is in the parameters)",
+            "input": input,
             "dtype": "float32",
             "output": output,
         })
     }
+}
+
+/// Whether the model reads a series of any length (its first input dimension is
+/// [`ANY_LENGTH`]).
+fn is_series(model: &ExportedModel) -> bool {
+    model.input_shape.first() == Some(&ANY_LENGTH)
 }
 
 /// The export's README.md.
@@ -236,8 +249,16 @@ fn readme(app: &str, candidate: &str, run: RunId, model: &ExportedModel) -> Stri
         text.push_str(&format!(
             "## Load it in Python\n\n```python\nimport json\nmodel = json.load(open(\"{CLASSIC_FILE}\"))\n\
              parameters = model[\"parameters\"]  # family: model[\"family\"] ({})\n```\n\n\
-             An input is one row of {shape} values, raw as fed to easeml. To predict:\n\n{CLASSIC_README}",
-            model.family
+             An input is {}, raw as fed to easeml. To predict:\n\n{CLASSIC_README}",
+            model.family,
+            if is_series(model) {
+                format!(
+                    "a series of any number of steps, each of {} values",
+                    model.input_shape[1]
+                )
+            } else {
+                format!("one row of {shape} values")
+            }
         ));
     }
     text

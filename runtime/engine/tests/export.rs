@@ -1,6 +1,7 @@
 //! Export (`easeml_engine::export::export_app`): a trained network written as TorchScript answers
 //! what `infer` answers, in libtorch here and in plain Python (`torch.jit.load`), to 1e-5; a
-//! kernel ridge model written as JSON answers the same by the README's formulas; and every refusal
+//! kernel ridge model, the tree ensembles and the series models (MiniRocket, 1-NN DTW) written as
+//! JSON answer the same by the README's formulas, computed here from its words; and every refusal
 //! is in words.
 
 use std::path::{Path, PathBuf};
@@ -497,6 +498,240 @@ fn tree_ensembles_export_as_json_that_answers_as_infer_by_the_readme() {
     }
 }
 
+/// The `.eml` of a series app: a chain of steps of two values, two classes.
+const SERIES_APP: &str = "type Input\n  x :: Tensor[2]\n  next :: Nullable{Input}\nend\nOutput = [2]\nlabels = [down, up]\n";
+
+/// Series `i` of `length` steps (two channels, values off any lattice): class `up` (odd `i`) rises.
+fn series_steps(i: usize, length: usize) -> Vec<[f32; 2]> {
+    let sign = if i % 2 == 1 { 1.0 } else { -1.0 };
+    (0..length)
+        .map(|t| {
+            let (i, t) = (i as f32, t as f32);
+            [
+                sign * t / length as f32 + 0.3 * (1.7 * i + 0.9 * t).sin(),
+                (0.61 * i + 0.37 * t).cos(),
+            ]
+        })
+        .collect()
+}
+
+/// A series as the app's input: the chain of its steps.
+fn chain_of(steps: &[[f32; 2]]) -> Value {
+    json!(steps.iter().map(|x| json!({ "x": x })).collect::<Vec<_>>())
+}
+
+/// A series model exported as JSON, its parameters and the folder's metadata, after a run of
+/// `family` on 24 series of 12-19 steps.
+fn series_export(family: &str) -> (tempfile::TempDir, Value, Value, Client) {
+    let examples: Vec<Value> = (0..24)
+        .map(|i| {
+            json!({"input": chain_of(&series_steps(i, 12 + i % 8)), "output": (["down", "up"][i % 2])})
+        })
+        .collect();
+    let (temp, home, client) = trained(SERIES_APP, |id| id == family, &examples);
+    let out = home.parent().unwrap().join("export");
+    let report = export_app(&store(&home), "app", &out, false).unwrap();
+    assert_eq!(report.model.format, "easeml-classic-json");
+    assert_eq!(report.model.input_shape, vec![-1, 2]);
+    let model: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("model.json")).unwrap()).unwrap();
+    assert_eq!(model["family"], family);
+    let readme = std::fs::read_to_string(out.join(README_FILE)).unwrap();
+    assert!(
+        readme.contains("An input is a series of any number of steps, each of 2 values"),
+        "{readme}"
+    );
+    let metadata = metadata(&out);
+    assert!(
+        metadata["call"]["input"]
+            .as_str()
+            .unwrap()
+            .starts_with("a series"),
+        "{metadata}"
+    );
+    (temp, model["parameters"].clone(), metadata, client)
+}
+
+fn floats(value: &Value) -> Vec<f64> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+fn counts(value: &Value) -> Vec<usize> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect()
+}
+
+/// Softmax of `values`, as f32.
+fn softmax(values: &[f64]) -> Vec<f32> {
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let total: f64 = values.iter().map(|v| (v - max).exp()).sum();
+    values
+        .iter()
+        .map(|v| ((v - max).exp() / total) as f32)
+        .collect()
+}
+
+/// MiniRocket by the README's words: direct dilated convolutions with weights 2 and -1.
+fn minirocket_by_readme(p: &Value, steps: &[[f32; 2]]) -> Vec<f32> {
+    let mut kernels = Vec::new();
+    for a in 0..9 {
+        for b in a + 1..9 {
+            for c in b + 1..9 {
+                kernels.push([a, b, c]);
+            }
+        }
+    }
+    let transform = &p["transform"];
+    let dilations = counts(&transform["dilations"]);
+    let per_dilation = counts(&transform["features_per_dilation"]);
+    let biases = floats(&transform["biases"]);
+    let combinations = transform["combination_channels"].as_array().unwrap();
+    let length = steps.len() as i64;
+    let mut features = Vec::new();
+    for (i, (&d, &per_kernel)) in dilations.iter().zip(&per_dilation).enumerate() {
+        for (k, kernel) in kernels.iter().enumerate() {
+            let channels = counts(&combinations[i * 84 + k]);
+            let out: Vec<f32> = (0..length)
+                .map(|t| {
+                    let mut sum = 0f32;
+                    for &c in &channels {
+                        for j in 0..9 {
+                            let at = t + (j as i64 - 4) * d as i64;
+                            if (0..length).contains(&at) {
+                                let w = if kernel.contains(&j) { 2.0 } else { -1.0 };
+                                sum += w * steps[at as usize][c];
+                            }
+                        }
+                    }
+                    sum
+                })
+                .collect();
+            let pad = 4 * d;
+            let pooled = if (i + k) % 2 == 1 && steps.len() > 8 * d {
+                &out[pad..steps.len() - pad]
+            } else {
+                &out[..]
+            };
+            for _ in 0..per_kernel {
+                let b = biases[features.len()];
+                let above = pooled.iter().filter(|&&v| f64::from(v) > b).count();
+                features.push(if pooled.is_empty() {
+                    0.0
+                } else {
+                    above as f64 / pooled.len() as f64
+                });
+            }
+        }
+    }
+    let (mean, scale) = (floats(&p["mean"]), floats(&p["scale"]));
+    let intercepts = floats(&p["intercepts"]);
+    let decision: Vec<f64> = p["weights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(&intercepts)
+        .map(|(weights, intercept)| {
+            intercept
+                + floats(weights)
+                    .iter()
+                    .zip(&features)
+                    .enumerate()
+                    .map(|(f, (w, x))| w * (x - mean[f]) / scale[f])
+                    .sum::<f64>()
+        })
+        .collect();
+    softmax(&decision)
+}
+
+/// 1-NN DTW by the README's words: the full banded dynamic programme, no pruning.
+fn dtw_knn_by_readme(p: &Value, steps: &[[f32; 2]]) -> Vec<f32> {
+    let channels = p["channels"].as_u64().unwrap() as usize;
+    assert_eq!(channels, 2);
+    let (offsets, labels) = (counts(&p["offsets"]), counts(&p["labels"]));
+    let values = floats(&p["values"]);
+    let window = p["window"].as_f64().unwrap();
+    let classes = p["n_classes"].as_u64().unwrap() as usize;
+    let query: Vec<f64> = steps.iter().flatten().map(|&v| f64::from(v)).collect();
+    let mut nearest = vec![f64::INFINITY; classes];
+    for (j, &class) in labels.iter().enumerate() {
+        let b = &values[offsets[j] * channels..offsets[j + 1] * channels];
+        let (n, m) = (steps.len(), offsets[j + 1] - offsets[j]);
+        let w = ((window * n.max(m) as f64).round() as usize).max(n.abs_diff(m));
+        let mut table = vec![vec![f64::INFINITY; m]; n];
+        for i in 0..n {
+            for k in 0..m {
+                if i.abs_diff(k) > w {
+                    continue;
+                }
+                let cost: f64 = (0..channels)
+                    .map(|c| (query[i * channels + c] - b[k * channels + c]).powi(2))
+                    .sum();
+                let before = if i == 0 && k == 0 {
+                    0.0
+                } else {
+                    let up = if i > 0 {
+                        table[i - 1][k]
+                    } else {
+                        f64::INFINITY
+                    };
+                    let left = if k > 0 {
+                        table[i][k - 1]
+                    } else {
+                        f64::INFINITY
+                    };
+                    let diagonal = if i > 0 && k > 0 {
+                        table[i - 1][k - 1]
+                    } else {
+                        f64::INFINITY
+                    };
+                    up.min(left).min(diagonal)
+                };
+                table[i][k] = cost + before;
+            }
+        }
+        nearest[class] = nearest[class].min(table[n - 1][m - 1]);
+    }
+    let d1 = nearest.iter().copied().fold(f64::INFINITY, f64::min);
+    let weights: Vec<f64> = nearest
+        .iter()
+        .map(|d| (-(d - d1) / d1.max(1e-12)).exp())
+        .collect();
+    let total: f64 = weights.iter().sum();
+    weights.iter().map(|w| (w / total) as f32).collect()
+}
+
+#[test]
+fn series_models_export_as_json_that_answers_as_infer_by_the_readme() {
+    let queries: Vec<Vec<[f32; 2]>> = (100..108).map(|i| series_steps(i, 9 + i % 11)).collect();
+    for family in ["minirocket", "dtw_knn"] {
+        let (_temp, p, metadata, mut client) = series_export(family);
+        assert_eq!(metadata["labels"], json!(["down", "up"]));
+        let by_readme: Vec<Vec<f32>> = queries
+            .iter()
+            .map(|steps| {
+                if family == "minirocket" {
+                    minirocket_by_readme(&p, steps)
+                } else {
+                    dtw_knn_by_readme(&p, steps)
+                }
+            })
+            .collect();
+        let answers = client
+            .infer(queries.iter().map(|steps| chain_of(steps)))
+            .unwrap();
+        assert_same_answers(&answers, &by_readme, &format!("{family} by the README"));
+    }
+}
+
 #[test]
 fn export_refusals_are_in_words() {
     let chain = |i: usize| {
@@ -510,11 +745,7 @@ fn export_refusals_are_in_words() {
     let examples: Vec<Value> = (0..24)
         .map(|i| json!({"input": chain(i), "output": (["down", "up"][i % 2])}))
         .collect();
-    let (_temp, home, _client) = trained(
-        "type Input\n  x :: Tensor[2]\n  next :: Nullable{Input}\nend\nOutput = [2]\nlabels = [down, up]\n",
-        |id| id == "dtw_knn",
-        &examples,
-    );
+    let (_temp, home, _client) = trained(SERIES_APP, |id| id == "gru", &examples);
     let store = store(&home);
     let dir = home.parent().unwrap();
     let message = |result: easeml_engine::Result<_>| match result {
@@ -532,7 +763,7 @@ fn export_refusals_are_in_words() {
     let error = message(export_app(&store, "app", &dir.join("b"), false));
     assert!(
         error.starts_with(
-            "export of dtw_knn is not supported yet; supported: networks of image and tabular apps"
+            "export of gru (a network of a time-series classification app) is not supported yet; supported: networks of image and tabular apps"
         ),
         "{error}"
     );

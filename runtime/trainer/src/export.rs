@@ -43,7 +43,10 @@ pub const CLASSIC_FILE: &str = "model.json";
 pub const CLASSIC_FORMAT: &str = "easeml-classic-json";
 
 /// What is exported, in words (the error for anything else names it).
-pub const SUPPORTED: &str = "networks of image and tabular apps (TorchScript), kernel_ridge, knn, gbdt and random_forest (JSON)";
+pub const SUPPORTED: &str = "networks of image and tabular apps (TorchScript), kernel_ridge, knn, gbdt, random_forest, minirocket and dtw_knn (JSON)";
+
+/// The first dimension of a series model's `input_shape`: any number of steps.
+pub const ANY_LENGTH: i64 = -1;
 
 /// Examples in the batch a network is traced with (any batch size runs the traced module: the
 /// networks' shapes depend on the batch only through its first dimension).
@@ -75,6 +78,31 @@ gbdt: score[o] = base[o] + the sum of the leaf value (width 1) of trees[r * outp
 rounds r. If classification, the probabilities are softmax(score), else the values are score.
 random_forest: the mean over the trees of their leaf values (width = outputs). If classification,
 those are the class probabilities (the answer the first most probable), else the values.
+
+minirocket and dtw_knn read a series: its steps in order (any number), each step `channels`
+values (one element of the input sequence, its values in the declared order); x[c][t] is
+channel c at step t, a value that is not a number reads as 0.
+
+minirocket (classes only): the k-th kernel (k = 0..83) is the k-th triple a < b < c of 0..8 in
+lexicographic order, its weights w[j] = 2 for j in {a, b, c}, else -1. For each dilation index i
+(d = dilations[i]) and each kernel k in order: out[t] = the sum over the channels c listed in
+combination_channels[i * 84 + k] of the sum over j = 0..8 of w[j] * x[c][t + (j - 4) * d] (x is 0
+outside the series), for t = 0..length-1. The pooled values are out[4d .. length - 4d] when i + k
+is odd and length > 8d, else all of out. The next features_per_dilation[i] entries b of `biases`
+(in order) each give one feature: the fraction of the pooled values > b (0 when none are pooled).
+The features, in that order (dilation, kernel, bias), are standardized: z = (f - mean) / scale;
+decision[class] = intercepts[class] + sum_i weights[class][i] * z[i]; the answer is
+argmax(decision) (the first on ties) with probabilities softmax(decision).
+
+dtw_knn (classes only): a series of no steps reads as one step of zeros. Training series j is
+values[offsets[j] * channels .. offsets[j + 1] * channels] (step-major), of class labels[j]. The
+distance between series a (n steps) and b (m steps): with w = max(round(window * max(n, m)),
+|n - m|) (round: halves away from zero), D[0][0] = cost(0, 0) and D[i][j] = cost(i, j) +
+min(D[i-1][j], D[i][j-1], D[i-1][j-1]) for |i - j| <= w (cells outside the band and before the
+series are infinite), cost(i, j) the squared Euclidean distance between step i of a and step j
+of b; the distance is D[n-1][m-1]. With d[c] the least distance to a training series of class c
+(infinite when it has none) and d1 the least of all: the answer is the class of d1 (the lowest
+class on ties), its probabilities proportional to exp(-(d[c] - d1) / max(d1, 1e-12)).
 ";
 
 /// What [`Predictor::export`] wrote: the model's file and how to call it.
@@ -106,13 +134,16 @@ impl Predictor {
         let task = self.task.clone();
         match &mut self.loaded {
             Loaded::Classic(model) => {
+                // (one input's shape: a row, or a series of any length; classes; outputs)
+                let row = |features: usize| vec![features as i64];
+                let series = |channels: usize| vec![ANY_LENGTH, channels as i64];
                 let (input_shape, classes, outputs) = match &*model {
                     ClassicModel::KernelRidge(model) => {
-                        (model.features, model.classes, model.outputs)
+                        (row(model.features), model.classes, model.outputs)
                     }
-                    ClassicModel::Knn(model) => (model.features, model.classes, model.outputs),
+                    ClassicModel::Knn(model) => (row(model.features), model.classes, model.outputs),
                     ClassicModel::Gbdt(model) => (
-                        model.features,
+                        row(model.features),
                         if model.classification {
                             model.outputs
                         } else {
@@ -121,7 +152,7 @@ impl Predictor {
                         model.outputs,
                     ),
                     ClassicModel::RandomForest(model) => (
-                        model.features,
+                        row(model.features),
                         if model.classification {
                             model.outputs
                         } else {
@@ -129,7 +160,15 @@ impl Predictor {
                         },
                         model.outputs,
                     ),
-                    _ => return Err(unsupported(&family)),
+                    ClassicModel::MiniRocket(model) => (
+                        series(model.transform.channels),
+                        model.weights.len(),
+                        model.weights.len(),
+                    ),
+                    ClassicModel::DtwKnn(model) => {
+                        (series(model.channels), model.n_classes, model.n_classes)
+                    }
+                    ClassicModel::TreeKernelSvm(_) => return Err(unsupported(&family)),
                 };
                 let document = serde_json::json!({
                     "format": CLASSIC_FORMAT,
@@ -146,7 +185,7 @@ impl Predictor {
                     format: CLASSIC_FORMAT,
                     file: CLASSIC_FILE,
                     family,
-                    input_shape: vec![input_shape as i64],
+                    input_shape,
                     output: if classification {
                         "probabilities"
                     } else {
