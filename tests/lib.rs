@@ -68,7 +68,7 @@ pub fn generate_crate_with(
     let compiled = compile(source, stem, &Registry::builtin())
         .unwrap_or_else(|diagnostics| panic!("{stem}: {diagnostics:#?}"));
     let options = CrateOptions {
-        runtime_path: runtime_path.to_owned(),
+        runtime: easeml_compiler::codegen::RuntimeSource::Path(runtime_path.to_owned()),
         server: None,
         python,
     };

@@ -600,3 +600,99 @@ fn renamed_fields_are_noted_and_keyword_stems_get_a_valid_app_name() {
     assert!(cargo.contains("name = \"fn_app\""), "{cargo}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Without a clone: `--runtime-git URL --runtime-rev REV` writes a crate whose runtime
+/// dependencies are versioned git dependencies (no path anywhere), and cargo resolves them from
+/// the repository alone: `cargo metadata` of the crate finds every runtime crate at that commit of
+/// this repository (a `file://` URL; the same as a hosted one) with easemlc's version. Two flags
+/// that do not go together, and a rev without a repository, are refused.
+#[test]
+fn build_from_a_git_runtime_resolves_without_a_checkout() {
+    let root = std::fs::canonicalize(repo("")).unwrap();
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(&root)
+        .output()
+        .expect("git runs (the tests run in a clone)");
+    assert!(head.status.success(), "{}", stderr(&head));
+    let rev = stdout(&head).trim().to_owned();
+    let url = format!("file://{}", root.display());
+    let program = temp_file(
+        "git_runtime.eml",
+        b"app git_runtime\nInput = [3]\nOutput = [2]\n",
+    );
+    let out = program.with_file_name("git_runtime");
+    let _ = std::fs::remove_dir_all(&out);
+    let out_text = out.display().to_string();
+    let path = program.display().to_string();
+    let build = easemlc(&[
+        "build",
+        &path,
+        "-o",
+        &out_text,
+        "--python",
+        "--no-shared-build",
+        "--runtime-git",
+        &url,
+        "--runtime-rev",
+        &rev,
+    ]);
+    assert_eq!(build.status.code(), Some(0), "{}", stderr(&build));
+    for manifest in ["Cargo.toml", "python/Cargo.toml"] {
+        let text = std::fs::read_to_string(out.join(manifest)).unwrap();
+        assert!(!text.contains("path = \"/"), "{manifest}: {text}");
+        assert!(
+            text.contains(&format!("git = \"{url}\"")),
+            "{manifest}: {text}"
+        );
+    }
+
+    let metadata = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(out.join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(metadata.status.success(), "{}", stderr(&metadata));
+    let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout).unwrap();
+    let packages = metadata["packages"].as_array().unwrap();
+    for name in [
+        "easeml-runtime",
+        "easeml-app-engine",
+        "easeml-torch-link",
+        "easeml-engine",
+    ] {
+        let package = packages
+            .iter()
+            .find(|package| package["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not resolved"));
+        assert_eq!(package["version"], env!("CARGO_PKG_VERSION"), "{name}");
+        let source = package["source"].as_str().unwrap_or_default();
+        assert!(
+            source.starts_with(&format!("git+{url}")) && source.ends_with(&format!("#{rev}")),
+            "{name}: {source}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+
+    let both = easemlc(&[
+        "build",
+        &path,
+        "--runtime-git",
+        &url,
+        "--runtime-path",
+        "/x",
+    ]);
+    assert_eq!(both.status.code(), Some(2), "{}", stderr(&both));
+    assert!(
+        stderr(&both).contains("cannot be used with"),
+        "{}",
+        stderr(&both)
+    );
+    let rev_alone = easemlc(&["build", &path, "--runtime-rev", &rev]);
+    assert_eq!(rev_alone.status.code(), Some(2), "{}", stderr(&rev_alone));
+    assert!(
+        stderr(&rev_alone).contains("--runtime-git <URL>"),
+        "{}",
+        stderr(&rev_alone)
+    );
+}

@@ -277,7 +277,7 @@ fn app_crate(compiled: &Compiled, runtime: &str) -> BTreeMap<String, String> {
     let mut files = crate_files(
         compiled,
         &CrateOptions {
-            runtime_path: runtime.to_owned(),
+            runtime: easeml_compiler::codegen::RuntimeSource::Path(runtime.to_owned()),
             server: None,
             python: false,
         },

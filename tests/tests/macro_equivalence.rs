@@ -193,7 +193,9 @@ fn both_macro_forms_expand_to_the_generated_crates_types_and_client_for_every_ex
         // The generator's own text, before `easemlc build` runs rustfmt over it (rustfmt only lays
         // out, though it may add braces, e.g. around a long closure body).
         let options = CrateOptions {
-            runtime_path: "../../../runtime/core".to_owned(),
+            runtime: easeml_compiler::codegen::RuntimeSource::Path(
+                "../../../runtime/core".to_owned(),
+            ),
             server: None,
             python: false,
         };

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use easeml_compiler::codegen::{CrateOptions, crate_files, rustfmt_files};
+use easeml_compiler::codegen::{CrateOptions, RuntimeSource, crate_files, rustfmt_files};
 use easeml_compiler::diagnostic::{self, JsonDiagnostic};
 use easeml_compiler::explain::Explanation;
 use easeml_compiler::{Compiled, Diagnostic, Registry};
@@ -57,9 +57,17 @@ enum Command {
         /// Bake a server URL into the binaries (EASEML_SERVER still overrides it).
         #[arg(long, value_name = "URL")]
         server: Option<String>,
-        /// The path the crate's Cargo.toml uses for easeml-runtime (default: this checkout's).
-        #[arg(long, value_name = "PATH")]
+        /// The checkout's `runtime/core` the crate's Cargo.toml takes easeml's runtime from, as a
+        /// path (default: that of the checkout easemlc was built from, while it exists).
+        #[arg(long, value_name = "PATH", conflicts_with = "runtime_git")]
         runtime_path: Option<String>,
+        /// Take easeml's runtime from this git repository instead (cargo fetches it; no clone to
+        /// keep), e.g. the URL easemlc was installed from with `cargo install --git URL`.
+        #[arg(long, value_name = "URL")]
+        runtime_git: Option<String>,
+        /// With --runtime-git: the commit or tag (default: the repository's default branch).
+        #[arg(long, value_name = "REV", requires = "runtime_git")]
+        runtime_rev: Option<String>,
         /// Also write `DIR/python/`: the app's Python package (`pip install DIR/python`, then
         /// `import <app>`), a maturin project over the same generated client.
         #[arg(long)]
@@ -171,6 +179,8 @@ fn run(cli: Cli) -> Result<bool> {
             out,
             server,
             runtime_path,
+            runtime_git,
+            runtime_rev,
             python,
             no_shared_build,
             options,
@@ -193,11 +203,18 @@ fn run(cli: Cli) -> Result<bool> {
                     eprintln!("note: {}", renamed.note());
                 }
             }
-            let runtime_path = runtime_path.unwrap_or_else(default_runtime_path);
+            let runtime = match (runtime_git, runtime_path) {
+                (Some(url), _) => RuntimeSource::Git {
+                    url,
+                    rev: runtime_rev,
+                },
+                (None, Some(path)) => RuntimeSource::Path(path),
+                (None, None) => RuntimeSource::Path(default_runtime_path()?),
+            };
             let mut files = crate_files(
                 &compiled,
                 &CrateOptions {
-                    runtime_path,
+                    runtime,
                     server,
                     python,
                 },
@@ -249,13 +266,22 @@ fn run(cli: Cli) -> Result<bool> {
     }
 }
 
-/// This checkout's `runtime/core`, where easemlc was built from.
-fn default_runtime_path() -> String {
+/// The `runtime/core` of the checkout easemlc was built from; an error saying what to pass when
+/// that checkout is gone (easemlc installed from a clone since removed, or from git).
+fn default_runtime_path() -> Result<String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/core");
-    std::fs::canonicalize(&path)
-        .unwrap_or(path)
-        .display()
-        .to_string()
+    match std::fs::canonicalize(&path) {
+        Ok(path) if path.join("Cargo.toml").is_file() => Ok(path.display().to_string()),
+        _ => anyhow::bail!(
+            "easemlc was built from {}, which has no easeml runtime any more; pass --runtime-git URL \
+             (the repository easemlc was installed from, with --runtime-rev REV for its commit or tag) \
+             or --runtime-path DIR (a checkout's runtime/core)",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap_or(Path::new("/"))
+                .display()
+        ),
+    }
 }
 
 /// Writes the crate's files under `out`, only those whose content changed; returns how many.

@@ -17,12 +17,64 @@ use crate::Compiled;
 /// Options of `easemlc build`.
 #[derive(Debug, Clone)]
 pub struct CrateOptions {
-    /// The path the generated Cargo.toml uses for `easeml-runtime` (relative to the crate, or absolute).
-    pub runtime_path: String,
+    /// Where the generated crate takes easeml's runtime crates from.
+    pub runtime: RuntimeSource,
     /// A server URL baked into the binaries (`EASEML_SERVER` still overrides it).
     pub server: Option<String>,
     /// Also write `python/`: the app's Python package (a maturin project over this crate).
     pub python: bool,
+}
+
+/// The version of easeml's runtime crates a generated crate asks for (the workspace's, which
+/// easemlc shares): every runtime dependency names it, beside its source.
+pub const RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Where a generated crate takes easeml's runtime crates (`easeml-runtime`, `easeml-app-engine`,
+/// `easeml-torch-link`, `easeml-python`) from. Every dependency names [`RUNTIME_VERSION`] too, so
+/// the crate asks for the runtime it was generated for whatever the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeSource {
+    /// A checkout's `runtime/core` folder (relative to the crate, or absolute); its sibling folders
+    /// hold the other runtime crates. For development, and for a clone kept beside the apps.
+    Path(String),
+    /// A git repository of the easeml workspace (cargo finds each runtime crate in it by name), at
+    /// `rev` (a commit, or a tag; none: the default branch's head). Needs no clone: cargo fetches it.
+    Git {
+        /// The repository, e.g. `https://github.com/org/easeml` or `file:///srv/easeml.git`.
+        url: String,
+        /// The commit or tag.
+        rev: Option<String>,
+    },
+}
+
+impl RuntimeSource {
+    /// The fields of the inline table of the dependency on the runtime crate in `folder` (a
+    /// sibling of `runtime/core`, e.g. `app-engine`), as a crate one folder below the app's
+    /// (`python/`, `depth` 1) or the app's own (`depth` 0) writes them: every value a TOML string
+    /// written by `toml` (escaped; no path or URL can break or add to the Cargo.toml).
+    fn dependency(&self, folder: &str, depth: usize) -> String {
+        let version = format!("version = {}", toml_string(RUNTIME_VERSION));
+        match self {
+            RuntimeSource::Path(path) => {
+                let mut path = if folder == "core" {
+                    path.clone()
+                } else {
+                    sibling_path(path, folder)
+                };
+                for _ in 0..depth {
+                    path = python_runtime_path(&path);
+                }
+                format!("{version}, path = {}", toml_string(&path))
+            }
+            RuntimeSource::Git { url, rev } => {
+                let rev = rev
+                    .as_ref()
+                    .map(|rev| format!(", rev = {}", toml_string(rev)))
+                    .unwrap_or_default();
+                format!("{version}, git = {}{rev}", toml_string(url))
+            }
+        }
+    }
 }
 
 /// Why a crate could not be generated (a bug in easemlc's own templates, never the user's input).
@@ -170,9 +222,10 @@ struct PythonView<'a> {
     system_type: String,
     system_type_literal: String,
     workload: &'a str,
-    runtime_path: String,
-    /// `runtime/python` (`easeml-python`, the extensions' shared half), as the Python crate reaches it.
-    python_runtime_path: String,
+    /// The dependency on `easeml-runtime`, as the Python crate reaches it ([`RuntimeSource`]).
+    runtime_dependency: String,
+    /// On `easeml-python` (`runtime/python`, the extensions' shared half), likewise.
+    python_dependency: String,
     has_labels: bool,
     labels_literal: String,
     label_literals: String,
@@ -284,11 +337,8 @@ fn python_files(
         system_type: schema.system_type(),
         system_type_literal: json_literal(&schema.system_type()),
         workload: compiled.workload(),
-        runtime_path: toml_string(&python_runtime_path(&options.runtime_path)),
-        python_runtime_path: toml_string(&sibling_path(
-            &python_runtime_path(&options.runtime_path),
-            "python",
-        )),
+        runtime_dependency: options.runtime.dependency("core", 1),
+        python_dependency: options.runtime.dependency("python", 1),
         has_labels: schema.labels.is_some(),
         labels_literal: if schema.labels.is_some() {
             format!("[{}]", literals.join(", "))
@@ -348,11 +398,11 @@ struct CrateView<'a> {
     system_type: String,
     workload: &'a str,
     candidate_count: usize,
-    /// The three dependency paths, each a TOML string literal (quotes included, escaped by `toml`),
-    /// so no path can break or add to the Cargo.toml.
-    runtime_path: String,
-    torch_link_path: String,
-    app_engine_path: String,
+    /// The three runtime dependencies, each the fields of an inline table
+    /// ([`RuntimeSource::dependency`]).
+    runtime_dependency: String,
+    torch_link_dependency: String,
+    app_engine_dependency: String,
     client: String,
     has_labels: bool,
     suffix: &'a str,
@@ -382,9 +432,9 @@ pub fn crate_files(
         system_type: schema.system_type(),
         workload: compiled.workload(),
         candidate_count: compiled.candidates.len(),
-        runtime_path: toml_string(&options.runtime_path),
-        torch_link_path: toml_string(&sibling_path(&options.runtime_path, "torch-link")),
-        app_engine_path: toml_string(&sibling_path(&options.runtime_path, "app-engine")),
+        runtime_dependency: options.runtime.dependency("core", 0),
+        torch_link_dependency: options.runtime.dependency("torch-link", 0),
+        app_engine_dependency: options.runtime.dependency("app-engine", 0),
         client,
         has_labels: schema.labels.is_some(),
         suffix: "",
@@ -479,7 +529,7 @@ mod tests {
             let files = crate_files(
                 &compiled,
                 &CrateOptions {
-                    runtime_path: runtime_path.to_owned(),
+                    runtime: RuntimeSource::Path(runtime_path.to_owned()),
                     server: None,
                     python: false,
                 },
@@ -506,6 +556,47 @@ mod tests {
                 cargo["build-dependencies"]["easeml-torch-link"]["path"].as_str(),
                 Some(sibling_path(runtime_path, "torch-link").as_str())
             );
+            for (name, dependency) in dependencies {
+                assert_eq!(
+                    dependency["version"].as_str(),
+                    Some(RUNTIME_VERSION),
+                    "{name}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_git_runtime_is_versioned_and_has_no_path() {
+        let compiled = compile("Input = [3]\nOutput = [2]", "git", &Registry::builtin()).unwrap();
+        for rev in [Some("0123abc"), None] {
+            let options = CrateOptions {
+                runtime: RuntimeSource::Git {
+                    url: "file:///srv/easeml \"x\".git".to_owned(),
+                    rev: rev.map(str::to_owned),
+                },
+                server: None,
+                python: true,
+            };
+            let files = crate_files(&compiled, &options).unwrap();
+            let app: toml::Table = toml::from_str(&files["Cargo.toml"]).unwrap();
+            let python: toml::Table = toml::from_str(&files["python/Cargo.toml"]).unwrap();
+            let dependencies = [
+                &app["dependencies"]["easeml-runtime"],
+                &app["dependencies"]["easeml-app-engine"],
+                &app["build-dependencies"]["easeml-torch-link"],
+                &python["dependencies"]["easeml-runtime"],
+                &python["dependencies"]["easeml-python"],
+            ];
+            for dependency in dependencies {
+                let table = dependency.as_table().unwrap();
+                assert_eq!(table["git"].as_str(), Some("file:///srv/easeml \"x\".git"));
+                assert_eq!(table.get("rev").and_then(|rev| rev.as_str()), rev);
+                assert_eq!(table["version"].as_str(), Some(RUNTIME_VERSION));
+                assert!(!table.contains_key("path"), "{table}");
+            }
+            // The app itself stays the Python crate's path dependency.
+            assert_eq!(python["dependencies"]["app"]["path"].as_str(), Some(".."));
         }
     }
 
@@ -523,7 +614,7 @@ mod tests {
             (r"C:\easeml\runtime\core", r"C:\easeml\runtime\core"),
         ] {
             let options = CrateOptions {
-                runtime_path: runtime_path.to_owned(),
+                runtime: RuntimeSource::Path(runtime_path.to_owned()),
                 server: None,
                 python: true,
             };
@@ -533,6 +624,10 @@ mod tests {
             assert_eq!(
                 dependencies["easeml-runtime"]["path"].as_str(),
                 Some(expected)
+            );
+            assert_eq!(
+                dependencies["easeml-python"]["path"].as_str(),
+                Some(sibling_path(expected, "python").as_str())
             );
             assert_eq!(dependencies["app"]["path"].as_str(), Some(".."));
             assert_eq!(
@@ -564,7 +659,7 @@ mod tests {
         let without = crate_files(
             &compiled,
             &CrateOptions {
-                runtime_path: "../runtime/core".to_owned(),
+                runtime: RuntimeSource::Path("../runtime/core".to_owned()),
                 server: None,
                 python: false,
             },

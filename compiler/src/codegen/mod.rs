@@ -18,7 +18,7 @@ mod types;
 
 pub(crate) use client::client_tokens;
 pub use client::{ManifestSource, client_items};
-pub use crate_files::{CrateOptions, GenerateError, crate_files};
+pub use crate_files::{CrateOptions, GenerateError, RUNTIME_VERSION, RuntimeSource, crate_files};
 pub use labels::label_variants;
 pub use manifest::manifest;
 pub use types::{RustField, format_items, renamed_fields, rust_fields, rust_types};

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use easeml_compiler::codegen::{CrateOptions, crate_files, rustfmt_files};
+use easeml_compiler::codegen::{CrateOptions, RuntimeSource, crate_files, rustfmt_files};
 use easeml_compiler::diagnostic::{render_failure, to_json};
 use easeml_compiler::explain::Explanation;
 use easeml_compiler::{Compiled, Registry, compile_bytes};
@@ -24,7 +24,7 @@ const WORKSPACE_LOCK: &str = include_str!("../../../Cargo.lock");
 /// The built-in template registry, the generated crates' path to the runtime.
 pub struct WebCompiler {
     registry: Registry,
-    runtime_path: String,
+    runtime: RuntimeSource,
 }
 
 impl WebCompiler {
@@ -35,7 +35,7 @@ impl WebCompiler {
     pub fn builtin() -> WebCompiler {
         WebCompiler {
             registry: Registry::builtin(),
-            runtime_path: DOWNLOAD_RUNTIME_PATH.to_owned(),
+            runtime: RuntimeSource::Path(DOWNLOAD_RUNTIME_PATH.to_owned()),
         }
     }
 
@@ -92,7 +92,7 @@ impl ProgramCompiler for WebCompiler {
             .compiled(program, file)
             .map_err(|(rendered, _)| GenerateFailure::Program(rendered))?;
         let options = CrateOptions {
-            runtime_path: self.runtime_path.clone(),
+            runtime: self.runtime.clone(),
             server: server.map(str::to_owned),
             python: true,
         };

@@ -450,7 +450,9 @@ fn feed_binaries<const N: usize>(sources: &[&str; N], s3: bool) -> [std::path::P
             easeml_compiler::compile(source, "app", &easeml_compiler::Registry::builtin()).unwrap();
         let name = compiled.schema.app.clone();
         let options = easeml_compiler::codegen::CrateOptions {
-            runtime_path: runtime.to_string_lossy().into_owned(),
+            runtime: easeml_compiler::codegen::RuntimeSource::Path(
+                runtime.to_string_lossy().into_owned(),
+            ),
             server: None,
             python: false,
         };

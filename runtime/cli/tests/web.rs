@@ -302,7 +302,7 @@ fn the_compile_routes_answer_as_easemlc_and_refuse_bad_requests() {
     let generated = easeml_compiler::codegen::crate_files(
         &compiled,
         &easeml_compiler::codegen::CrateOptions {
-            runtime_path: String::new(),
+            runtime: easeml_compiler::codegen::RuntimeSource::Path(String::new()),
             server: None,
             python: true,
         },
