@@ -36,7 +36,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::spanned::Spanned;
 use syn::{Token, bracketed, parenthesized};
 
-use crate::codegen::{ManifestSource, client_tokens, inline_items};
+use crate::codegen::{Answers, ManifestSource, client_tokens, inline_items};
 use crate::diagnostic::line_column;
 use crate::{Compiled, Registry, compile, compile_ast};
 
@@ -58,7 +58,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             emit(&module, items, lowered.tracked_file)
         }
         Err(error) => {
-            let client = client_tokens(false, ManifestSource::Literal(""), None);
+            let client = client_tokens(Answers::Values, ManifestSource::Literal(""), None);
             let stub = quote! {
                 use ::easeml_runtime::__private as easeml;
 
@@ -67,7 +67,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
                 #[serde(crate = "easeml::serde")]
                 pub struct Input;
                 /// Stub emitted because the schema has errors.
-                #[derive(easeml::serde::Serialize)]
+                #[derive(easeml::serde::Serialize, easeml::serde::Deserialize)]
                 #[serde(crate = "easeml::serde")]
                 pub struct Output;
                 #client

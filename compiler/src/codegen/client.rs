@@ -29,17 +29,40 @@ pub fn client_items(
     manifest: ManifestSource<'_>,
     server: Option<&str>,
 ) -> TokenStream {
-    client_tokens(compiled.schema.labels.is_some(), manifest, server)
+    client_tokens(Answers::of(&compiled.schema), manifest, server)
 }
 
-/// [`client_items`] from what it depends on: whether `Label` exists, the manifest and the server.
+/// What a typed `infer` answers, by the app's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answers {
+    /// Declared labels: `Classified<Label>`.
+    Labels,
+    /// Classes known by index (one `[D]` output, D >= 2, no labels): `Classified<usize>`.
+    Classes,
+    /// Values: the generated `Output`.
+    Values,
+}
+
+impl Answers {
+    /// The answers of an app with `schema` (the rule of [`easeml_schema::Schema::label_capacity`]).
+    pub(crate) fn of(schema: &easeml_schema::Schema) -> Answers {
+        match (&schema.labels, schema.label_capacity()) {
+            (Some(_), _) => Answers::Labels,
+            (None, Some(_)) => Answers::Classes,
+            (None, None) => Answers::Values,
+        }
+    }
+}
+
+/// [`client_items`] from what it depends on: what `infer` answers, the manifest and the server.
 /// The macro also calls it for the stub module it emits next to a schema error, so that code using
 /// the client does not add follow-up errors to the real one.
 pub(crate) fn client_tokens(
-    has_labels: bool,
+    answers: Answers,
     manifest: ManifestSource<'_>,
     server: Option<&str>,
 ) -> TokenStream {
+    let has_labels = answers == Answers::Labels;
     let manifest = match manifest {
         ManifestSource::IncludeStr(path) => quote!(::core::include_str!(#path)),
         ManifestSource::Literal(text) => quote!(#text),
@@ -62,8 +85,8 @@ pub(crate) fn client_tokens(
             }
         }
     });
-    let infer = if has_labels {
-        quote! {
+    let infer = match answers {
+        Answers::Labels => quote! {
             /// Answers inputs with the best model so far: each answer's `Label`, its probability and
             /// every class's (`probabilities[label.index()]`); an error says when no model is
             /// trained yet, or, embedded, when the process has no engine (easeml-runtime built
@@ -79,27 +102,40 @@ pub(crate) fn client_tokens(
                     .map(|(_, answer)| ::easeml_runtime::Classified::from_inference(answer, Label::from_index))
                     .collect()
             }
-        }
-    } else {
-        quote! {
-            /// Answers inputs with the best model so far (the output in its JSON form; the class
-            /// index for an output of classes without declared labels); an error says when no
-            /// model is trained yet, or, embedded, when the process has no engine (easeml-runtime
-            /// built without its `engine` feature).
+        },
+        Answers::Classes => quote! {
+            /// Answers inputs with the best model so far: each answer's class index, its
+            /// probability and every class's (`probabilities[class]`); an error says when no model
+            /// is trained yet, or, embedded, when the process has no engine (easeml-runtime built
+            /// without its `engine` feature).
             pub fn infer(
                 &mut self,
                 inputs: impl ::core::iter::IntoIterator<Item = Input>,
-            ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Inference>> {
-                ::core::result::Result::Ok(
-                    self.inner
-                        .infer(inputs)?
-                        .answers
-                        .into_iter()
-                        .map(|(_, answer)| answer)
-                        .collect(),
-                )
+            ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Classified<usize>>> {
+                self.inner
+                    .infer(inputs)?
+                    .answers
+                    .into_iter()
+                    .map(|(_, answer)| ::easeml_runtime::Classified::from_inference(answer, ::core::option::Option::Some))
+                    .collect()
             }
-        }
+        },
+        Answers::Values => quote! {
+            /// Answers inputs with the best model so far: each answer an `Output`; an error says
+            /// when no model is trained yet, or, embedded, when the process has no engine
+            /// (easeml-runtime built without its `engine` feature).
+            pub fn infer(
+                &mut self,
+                inputs: impl ::core::iter::IntoIterator<Item = Input>,
+            ) -> ::easeml_runtime::Result<::std::vec::Vec<Output>> {
+                let report = self.inner.infer(inputs)?;
+                report
+                    .answers
+                    .into_iter()
+                    .map(|(_, answer)| self.inner.typed_output(answer))
+                    .collect()
+            }
+        },
     };
     quote! {
         /// The app's manifest (`easeml.json`), from which the runtime registers it.

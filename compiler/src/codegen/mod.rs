@@ -16,7 +16,7 @@ mod labels;
 mod manifest;
 mod types;
 
-pub(crate) use client::client_tokens;
+pub(crate) use client::{Answers, client_tokens};
 pub use client::{ManifestSource, client_items};
 pub use crate_files::{CrateOptions, GenerateError, RUNTIME_VERSION, RuntimeSource, crate_files};
 pub use labels::label_variants;

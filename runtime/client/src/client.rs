@@ -595,6 +595,29 @@ impl Client {
         self.infer_objects(&objects)
     }
 
+    /// One answer of a value output as the type `O` the app's output deserializes into (the
+    /// generated crate's `Output`): the answer's JSON form read back as an object of the schema's
+    /// output, then written in the field-by-field form of the generated types
+    /// ([`easeml_object::object_to_record_json`]). An answer that is not such an output is
+    /// [`Error::Model`], in words.
+    pub fn typed_output<O: serde::de::DeserializeOwned>(&self, answer: Inference) -> Result<O> {
+        let output = &self.schema.output;
+        let object =
+            easeml_object::object_from_json(output, &answer.output, "output").map_err(|error| {
+                Error::Model(format!(
+                    "the served model answered `{}`, which is not an output of the app: {error}",
+                    answer.output
+                ))
+            })?;
+        let record = easeml_object::object_to_record_json(output, &object);
+        easeml_object::deep_json::with_stack_for_max_depth(|| serde_json::from_value(record))
+            .map_err(|error| {
+                Error::Model(format!(
+                    "the served model's answer does not fit the app's Output type: {error}"
+                ))
+            })
+    }
+
     /// Answers checked input objects with the best model so far (embedded: loaded once, and again
     /// when a better run has finished since; remote: the server's, which does the same).
     /// Embedded in a process without a model loader (the engine, libtorch): [`Error::NoEngine`].

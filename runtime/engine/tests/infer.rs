@@ -218,6 +218,62 @@ fn every_workload_trains_and_answers_in_its_own_terms() {
             }
             None => panic!("{}: no score", case.name),
         }
+        // A value answer in the serde form of the generated `Output`: a record of every field by
+        // name, a chain as nested records (`next`), as long as the answer's list.
+        if let (Some((_, answer)), CheckedOutputKind::Object) =
+            (report.answers.first(), output_kind(client.schema()))
+        {
+            let typed: Value = client
+                .typed_output(answer.clone())
+                .unwrap_or_else(|error| panic!("{}: {error}", case.name));
+            let names: Vec<&str> = client
+                .schema()
+                .output
+                .fields
+                .iter()
+                .map(|field| field.name.as_str())
+                .collect();
+            let keys: Vec<&str> = typed
+                .as_object()
+                .unwrap_or_else(|| panic!("{}: {typed}", case.name))
+                .keys()
+                .map(String::as_str)
+                .collect();
+            let mut sorted = names.clone();
+            sorted.sort_unstable();
+            assert_eq!(keys, sorted, "{}: {typed}", case.name);
+            if let Some(records) = answer.output.as_array().filter(|_| names.contains(&"next")) {
+                let mut length = 0;
+                let mut at = &typed;
+                while !at.is_null() {
+                    assert_eq!(at["x"], records[length]["x"], "{}", case.name);
+                    length += 1;
+                    at = &at["next"];
+                }
+                assert_eq!(length, records.len(), "{}: {typed}", case.name);
+            }
+            if case.name == "tabular regression" {
+                #[derive(serde::Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Output {
+                    field1: easeml_client::tensor::Tensor,
+                }
+                let output: Output = client.typed_output(answer.clone()).unwrap();
+                assert_eq!(output.field1.dims(), [1]);
+                assert_eq!(
+                    f64::from(output.field1.values()[0]),
+                    answer.output[0].as_f64().unwrap()
+                );
+            }
+            // An answer that is not an output of the app is refused in words.
+            let mut wrong = answer.clone();
+            wrong.output = json!("nonsense");
+            let error = client.typed_output::<Value>(wrong).unwrap_err().to_string();
+            assert!(
+                error.contains("which is not an output of the app"),
+                "{error}"
+            );
+        }
         // An answer and a stored example of the same object are the same JSON: fed back as an
         // example's output, the answer is stored and renders exactly as it was answered.
         if let (Some((_, answer)), CheckedOutputKind::Object) =

@@ -156,6 +156,13 @@ pub fn with_deep_stack<T>(f: impl FnOnce() -> T) -> T {
     stacker::maybe_grow(64 << 10, 1 << 20, f)
 }
 
+/// Runs `f` on a stack with room for a recursion of [`MAX_DEPTH`] levels of up to 8 KiB each
+/// (32 MiB, reserved and touched only as deep as `f` goes): for code whose recursion easeml does
+/// not write, such as `serde`'s over a generated type's `Option<Box<Self>>` chain.
+pub fn with_stack_for_max_depth<T>(f: impl FnOnce() -> T) -> T {
+    stacker::grow((MAX_DEPTH + 64) * (8 << 10), f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -472,6 +472,23 @@ pub fn object_to_json(data_type: &DataType, object: &Object) -> Value {
     Value::Object(map)
 }
 
+/// The serde form of the generated types (a generated crate's `Input` and `Output`), for a checked
+/// object: every level a record of all its fields by name, a tensor as its nested array (a bare
+/// list for one dimension), a recursive field the child's record or `null`. [`object_to_json`]'s
+/// shorter forms (a lone tensor, a chain as a list) are for people and lines; this one is for
+/// `serde` (`easeml_client::Client::typed_output`).
+pub fn object_to_record_json(data_type: &DataType, object: &Object) -> Value {
+    let mut map = record_fields(data_type, object);
+    for (name, child) in data_type.recursive_names().zip(&object.children) {
+        let value = match child {
+            Some(child) => with_deep_stack(|| object_to_record_json(data_type, child)),
+            None => Value::Null,
+        };
+        map.insert(name.to_owned(), value);
+    }
+    Value::Object(map)
+}
+
 /// The tensor fields of one record, by name.
 fn record_fields(data_type: &DataType, object: &Object) -> serde_json::Map<String, Value> {
     let mut map = serde_json::Map::new();

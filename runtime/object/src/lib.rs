@@ -18,7 +18,9 @@ mod object;
 
 pub use confusion::{ClassTally, Confusion};
 pub use inference::Inference;
-pub use json::{json_shape_description, object_from_json, object_to_json, tensor_to_json};
+pub use json::{
+    json_shape_description, object_from_json, object_to_json, object_to_record_json, tensor_to_json,
+};
 pub use object::{MAX_DEPTH, Object, check_tensor_values, format_dims, format_index};
 
 /// Everything that can be wrong with an example or its encoding. Every variant names the field.

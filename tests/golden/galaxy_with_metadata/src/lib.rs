@@ -62,22 +62,22 @@ impl Client {
     ) -> ::easeml_runtime::Result<u64> {
         self.inner.set_enabled(id, enabled)
     }
-    /// Answers inputs with the best model so far (the output in its JSON form; the class
-    /// index for an output of classes without declared labels); an error says when no
-    /// model is trained yet, or, embedded, when the process has no engine (easeml-runtime
-    /// built without its `engine` feature).
+    /// Answers inputs with the best model so far: each answer's class index, its
+    /// probability and every class's (`probabilities[class]`); an error says when no model
+    /// is trained yet, or, embedded, when the process has no engine (easeml-runtime built
+    /// without its `engine` feature).
     pub fn infer(
         &mut self,
         inputs: impl ::core::iter::IntoIterator<Item = Input>,
-    ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Inference>> {
-        ::core::result::Result::Ok(
-            self.inner
-                .infer(inputs)?
-                .answers
-                .into_iter()
-                .map(|(_, answer)| answer)
-                .collect(),
-        )
+    ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Classified<usize>>> {
+        self.inner
+            .infer(inputs)?
+            .answers
+            .into_iter()
+            .map(|(_, answer)| {
+                ::easeml_runtime::Classified::from_inference(answer, ::core::option::Option::Some)
+            })
+            .collect()
     }
     /// The report of every training run, the best marked.
     pub fn status(&self) -> ::easeml_runtime::Result<::easeml_runtime::Status> {

@@ -62,22 +62,19 @@ impl Client {
     ) -> ::easeml_runtime::Result<u64> {
         self.inner.set_enabled(id, enabled)
     }
-    /// Answers inputs with the best model so far (the output in its JSON form; the class
-    /// index for an output of classes without declared labels); an error says when no
-    /// model is trained yet, or, embedded, when the process has no engine (easeml-runtime
-    /// built without its `engine` feature).
+    /// Answers inputs with the best model so far: each answer an `Output`; an error says
+    /// when no model is trained yet, or, embedded, when the process has no engine
+    /// (easeml-runtime built without its `engine` feature).
     pub fn infer(
         &mut self,
         inputs: impl ::core::iter::IntoIterator<Item = Input>,
-    ) -> ::easeml_runtime::Result<::std::vec::Vec<::easeml_runtime::Inference>> {
-        ::core::result::Result::Ok(
-            self.inner
-                .infer(inputs)?
-                .answers
-                .into_iter()
-                .map(|(_, answer)| answer)
-                .collect(),
-        )
+    ) -> ::easeml_runtime::Result<::std::vec::Vec<Output>> {
+        let report = self.inner.infer(inputs)?;
+        report
+            .answers
+            .into_iter()
+            .map(|(_, answer)| self.inner.typed_output(answer))
+            .collect()
     }
     /// The report of every training run, the best marked.
     pub fn status(&self) -> ::easeml_runtime::Result<::easeml_runtime::Status> {
