@@ -9,10 +9,13 @@
 //! [`INFER_CHUNK`] at a time, taking turns between the apps that have work on it, one chunk each
 //! (one app's requests in their order). So a request of app B waits behind at most one chunk of
 //! each other busy app on B's thread, whatever the size of their requests, and with at most as
-//! many busy apps as threads no two share one. A request whose client hung up (its answer's
-//! receiver dropped with the request) is dropped before its next chunk, so abandoned work costs at
-//! most one chunk. At most [`MAX_REQUESTS_PER_APP`] requests of one app are queued or in progress;
-//! more are answered 503 at once. The answers of one request all come from one model: when a
+//! many busy apps as threads no two share one. Small requests of one app are answered together:
+//! a turn checks the lines of several of them (up to one chunk's worth) and answers those at the
+//! front in one call of the model (up to [`INFER_CHUNK`] inputs), so 64 clients asking one line
+//! each cost one forward pass, not 64. A request whose client hung up (its answer's receiver
+//! dropped with the request) is dropped before its next chunk, so abandoned work costs at most one
+//! chunk. At most [`MAX_REQUESTS_PER_APP`] requests of one app, of at most
+//! [`MAX_QUEUED_BYTES_PER_APP`] together, are queued or in progress; more are answered 503 at once. The answers of one request all come from one model: when a
 //! better run finishes in the middle of a request, its answers start again with the new model (at
 //! most [`MAX_RESTARTS`] times).
 
@@ -38,10 +41,15 @@ use crate::ApiError;
 pub(crate) const CHECK_CHUNK_LINES: usize = 1024;
 /// Bytes of lines checked in one turn (a turn ends after the line that crosses it).
 pub(crate) const CHECK_CHUNK_BYTES: usize = 1 << 20;
-/// Inputs answered in one turn.
+/// Inputs answered in one turn (one call of the model: the inputs of several small requests of
+/// an app are answered together).
 pub(crate) const INFER_CHUNK: usize = 256;
 /// Requests of one app queued or in progress at once; more are refused (503).
-pub(crate) const MAX_REQUESTS_PER_APP: usize = 8;
+pub(crate) const MAX_REQUESTS_PER_APP: usize = 64;
+/// Bytes of the bodies of one app's requests queued or in progress at once; a request that would
+/// pass it is refused (503), unless it is the app's only one (one request may be as large as the
+/// server's body limit).
+pub(crate) const MAX_QUEUED_BYTES_PER_APP: usize = 32 << 20;
 /// How many times a request starts its answers again because a better model arrived meanwhile.
 pub(crate) const MAX_RESTARTS: u32 = 3;
 
@@ -54,19 +62,30 @@ struct Job {
     _slot: Slot,
 }
 
-/// A request's place among its app's [`MAX_REQUESTS_PER_APP`].
-struct Slot(Arc<AtomicUsize>);
+/// A request's place among its app's [`MAX_REQUESTS_PER_APP`] and [`MAX_QUEUED_BYTES_PER_APP`].
+struct Slot {
+    queued: Arc<Queued>,
+    bytes: usize,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.queued.requests.fetch_sub(1, Ordering::AcqRel);
+        self.queued.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
     }
+}
+
+/// An app's requests queued or in progress, and their bodies' bytes.
+#[derive(Default)]
+struct Queued {
+    requests: AtomicUsize,
+    bytes: AtomicUsize,
 }
 
 /// Where an app's requests go.
 struct AppRoute {
     thread: usize,
-    requests: Arc<AtomicUsize>,
+    queued: Arc<Queued>,
 }
 
 /// The inference threads (they end when the handle is dropped).
@@ -116,18 +135,33 @@ impl InferWorker {
                     app.clone(),
                     AppRoute {
                         thread,
-                        requests: Arc::new(AtomicUsize::new(0)),
+                        queued: Arc::new(Queued::default()),
                     },
                 );
             }
             let route = apps.get(&app).ok_or_else(stopped)?;
-            let before = route.requests.fetch_add(1, Ordering::AcqRel);
-            let slot = Slot(Arc::clone(&route.requests));
+            let before = route.queued.requests.fetch_add(1, Ordering::AcqRel);
+            let bytes_before = route.queued.bytes.fetch_add(body.len(), Ordering::AcqRel);
+            let slot = Slot {
+                queued: Arc::clone(&route.queued),
+                bytes: body.len(),
+            };
             if before >= MAX_REQUESTS_PER_APP {
                 return Err(ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     format!(
                         "app `{app}` has {MAX_REQUESTS_PER_APP} inference requests queued or in progress, the most one app may have; wait for their answers, or send more lines per request"
+                    ),
+                ));
+            }
+            if before > 0 && bytes_before + body.len() > MAX_QUEUED_BYTES_PER_APP {
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "app `{app}` has {before} inference requests of {:.1} MiB queued or in progress, and this one's {:.1} MiB would pass the {} MiB one app may have; wait for their answers",
+                        bytes_before as f64 / f64::from(1 << 20),
+                        body.len() as f64 / f64::from(1 << 20),
+                        MAX_QUEUED_BYTES_PER_APP >> 20
                     ),
                 ));
             }
@@ -214,27 +248,158 @@ fn work(home: &Path, queue: &mpsc::Receiver<Job>) {
         let Some((app, mut tasks)) = turns.pop_front() else {
             continue;
         };
-        if let Some(mut task) = tasks.pop_front() {
-            if task.job.reply.is_closed() {
-                tracing::info!(
-                    app = %app,
-                    chunks = task.chunks,
-                    "inference dropped: its client hung up"
-                );
-            } else {
-                task.chunks += 1;
-                match step(home, &mut clients, &mut task) {
-                    None => tasks.push_front(task),
-                    Some(result) => {
-                        let _ = task.job.reply.send(result);
-                    }
-                }
-            }
-        }
+        take_turn(home, &mut clients, &app, &mut tasks);
         if !tasks.is_empty() {
             turns.push_back((app, tasks));
         }
     }
+}
+
+/// One turn of an app with work: requests whose client hung up are dropped; then its requests'
+/// lines are checked, in order, up to one chunk's worth over them all ([`CHECK_CHUNK_BYTES`],
+/// [`CHECK_CHUNK_LINES`] requests); then the requests at the front whose lines are all checked
+/// are answered together, up to [`INFER_CHUNK`] inputs in one call of the model, or the first
+/// request alone gets one chunk of its answers. So many small requests of one app (64 clients
+/// asking one line each) cost one call of the model, not one each, and a turn's work stays
+/// bounded by about two chunks, as the fairness between apps wants.
+fn take_turn(
+    home: &Path,
+    clients: &mut HashMap<String, Client>,
+    app: &str,
+    tasks: &mut VecDeque<Task>,
+) {
+    tasks.retain(|task| {
+        let open = !task.job.reply.is_closed();
+        if !open {
+            tracing::info!(
+                app = %app,
+                chunks = task.chunks,
+                "inference dropped: its client hung up"
+            );
+        }
+        open
+    });
+    // Check: requests in order, while the turn's check budget lasts.
+    let (mut bytes, mut checked, mut index) = (0, 0, 0);
+    while index < tasks.len() && bytes < CHECK_CHUNK_BYTES && checked < CHECK_CHUNK_LINES {
+        let task = &mut tasks[index];
+        if !matches!(task.stage, Stage::Check { .. }) {
+            index += 1;
+            continue;
+        }
+        task.chunks += 1;
+        bytes += task.job.body.len().min(CHECK_CHUNK_BYTES);
+        checked += 1;
+        match step(home, clients, task) {
+            Some(result) => {
+                if let Some(task) = tasks.remove(index) {
+                    let _ = task.job.reply.send(result);
+                }
+            }
+            None if matches!(task.stage, Stage::Check { .. }) => break,
+            None => index += 1,
+        }
+    }
+    // Answer: the front requests together when they are small, else the first one's next chunk.
+    let together = tasks
+        .iter()
+        .take_while(|task| task.fresh_answer().is_some())
+        .scan(0, |inputs, task| {
+            *inputs += task.fresh_answer().unwrap_or(0);
+            (*inputs <= INFER_CHUNK).then_some(())
+        })
+        .count();
+    if together >= 2 && answer_together(clients, app, tasks, together) {
+        return;
+    }
+    if tasks
+        .front()
+        .is_some_and(|task| matches!(task.stage, Stage::Answer { .. }))
+        && let Some(mut task) = tasks.pop_front()
+    {
+        task.chunks += 1;
+        match step(home, clients, &mut task) {
+            None => tasks.push_front(task),
+            Some(result) => {
+                let _ = task.job.reply.send(result);
+            }
+        }
+    }
+}
+
+impl Task {
+    /// The number of its inputs when its lines are all checked and none is answered yet.
+    fn fresh_answer(&self) -> Option<usize> {
+        match &self.stage {
+            Stage::Answer {
+                inputs,
+                next: 0,
+                model: None,
+                ..
+            } => Some(inputs.objects.len()),
+            _ => None,
+        }
+    }
+}
+
+/// Answers the first `count` requests (all checked, none answered) with one call of the app's
+/// model and replies to each; `false`, changing nothing, when that call fails (each request is
+/// then answered on its own, with its own error).
+fn answer_together(
+    clients: &mut HashMap<String, Client>,
+    app: &str,
+    tasks: &mut VecDeque<Task>,
+    count: usize,
+) -> bool {
+    let Some(client) = clients.get_mut(app) else {
+        return false;
+    };
+    let objects: Vec<Object> = tasks
+        .iter()
+        .take(count)
+        .flat_map(|task| match &task.stage {
+            Stage::Answer { inputs, .. } => inputs.objects.clone(),
+            Stage::Check { .. } => Vec::new(),
+        })
+        .collect();
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| client.infer_objects(&objects)));
+    let Ok(Ok(report)) = outcome else {
+        return false;
+    };
+    let mut answers = report.answers.into_iter();
+    for mut task in tasks.drain(..count) {
+        let Stage::Answer { inputs, .. } = &mut task.stage else {
+            continue;
+        };
+        let mine: Vec<(usize, Inference)> = answers
+            .by_ref()
+            .take(inputs.objects.len())
+            .zip(&inputs.lines)
+            .map(|((_, inference), &line)| (line, inference))
+            .collect();
+        let score = score_of(client, &mine, &mut inputs.expected);
+        let _ = task.job.reply.send(Ok(InferReport {
+            answers: mine,
+            run: report.run,
+            candidate: report.candidate.clone(),
+            data_version: report.data_version,
+            score,
+        }));
+    }
+    true
+}
+
+/// The score of a request's answers when every one of its lines carried its expected output.
+fn score_of(
+    client: &Client,
+    answers: &[(usize, Inference)],
+    expected: &mut Vec<Option<CheckedOutput>>,
+) -> Option<easeml_client::Score> {
+    if expected.is_empty() || !expected.iter().all(Option::is_some) {
+        return None;
+    }
+    let expected: Vec<CheckedOutput> = std::mem::take(expected).into_iter().flatten().collect();
+    client.score_answers(answers, &expected)
 }
 
 fn enqueue(turns: &mut VecDeque<(String, VecDeque<Task>)>, job: Job) {
@@ -439,16 +604,7 @@ fn advance(client: &mut Client, task: &mut Task) -> Result<Option<InferReport>, 
                 return Ok(None);
             };
             let answers = std::mem::take(answers);
-            let score =
-                if !inputs.expected.is_empty() && inputs.expected.iter().all(Option::is_some) {
-                    let expected: Vec<CheckedOutput> = std::mem::take(&mut inputs.expected)
-                        .into_iter()
-                        .flatten()
-                        .collect();
-                    client.score_answers(&answers, &expected)
-                } else {
-                    None
-                };
+            let score = score_of(client, &answers, &mut inputs.expected);
             Ok(Some(InferReport {
                 answers,
                 run: model.run,

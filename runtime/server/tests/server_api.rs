@@ -827,6 +827,7 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     }
     assert_eq!(report["score"]["total"], 4, "{report}");
     assert!(report["run"].as_i64().is_some() && report["candidate"].is_string());
+    let report_run = report["run"].clone();
     // A request of several chunks (lines are checked 1024 at a time and answered 256 at a time,
     // taking turns with other apps): every line answered in order, the same answers as one at a
     // time, one run, the whole request scored; a bad line in a late chunk fails it all.
@@ -850,6 +851,40 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["answers"].as_array().unwrap().len(), 2);
     assert_eq!(report["score"], Value::Null);
+    // 64 clients at once, three lines each: none refused, each request answered on its own
+    // terms (its lines numbered from 1, the answers one request at a time gives, its own score),
+    // though the server answers small requests of one app together.
+    let url = server.api("/apps/tab/infer");
+    let senders: Vec<_> = (0..64)
+        .map(|t| {
+            let body: String = (0..3).map(|k| line(100 + (t + k) % 4)).collect();
+            let (client, url, token) = (client.clone(), url.clone(), token.clone());
+            std::thread::spawn(move || {
+                status_json(
+                    with_token(client.post(url), &token)
+                        .body(body)
+                        .send()
+                        .unwrap(),
+                )
+            })
+        })
+        .collect();
+    for (t, sender) in senders.into_iter().enumerate() {
+        let (status, together) = sender.join().unwrap();
+        assert_eq!(status, 200, "client {t}: {together}");
+        let mine = together["answers"].as_array().unwrap();
+        assert_eq!(mine.len(), 3, "client {t}: {together}");
+        for (k, answer) in mine.iter().enumerate() {
+            assert_eq!(answer["line"], k + 1, "client {t}: {together}");
+            assert_eq!(
+                answer["output"],
+                answers[(t + k) % 4]["output"],
+                "client {t}: {together}"
+            );
+        }
+        assert_eq!(together["score"]["total"], 3, "client {t}: {together}");
+        assert_eq!(together["run"], report_run, "client {t}");
+    }
     // Bad lines and paths are refused like in a feed.
     let (status, error) = infer("[0.8, 0.8]\n".to_owned());
     assert_eq!(status, 400, "{error}");
