@@ -32,9 +32,6 @@ pub const LEFT: &[(&str, &str, usize)] = &[
     ("runtime/app-engine/src/lib.rs", "train_with_progress", 183),
     ("runtime/core/examples/feed_throughput.rs", "main", 184),
     ("runtime/core/examples/infer_fairness.rs", "main", 171),
-    ("runtime/trainer/src/classic/mod.rs", "train_run", 220),
-    ("runtime/trainer/src/train.rs", "", 1300),
-    ("runtime/trainer/src/train.rs", "run_trial", 209),
 ];
 
 /// One file or function over its limit.
