@@ -29,7 +29,6 @@ pub const LEFT: &[(&str, &str, usize)] = &[
     ("bench/src/harness/trainer.rs", "run", 198),
     ("bench/src/replay.rs", "", 1249),
     ("bench/src/replay.rs", "run_repetition", 306),
-    ("runtime/app-engine/src/lib.rs", "train_with_progress", 183),
     ("runtime/core/examples/feed_throughput.rs", "main", 184),
     ("runtime/core/examples/infer_fairness.rs", "main", 171),
 ];

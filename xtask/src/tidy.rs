@@ -127,6 +127,12 @@ pub const RULES: &[Rule] = &[
         ],
         why: "generated apps' engine binaries depend on it, never on the compiler",
     },
+    Rule {
+        from: "easeml-cli",
+        never: &["easeml-app-engine"],
+        why: "the service binary prints its training sessions with easeml_engine::progress; \
+              easeml-app-engine is the generated apps' engine binaries' crate",
+    },
 ];
 
 /// Runs every check over the workspace at `root`; an error lists every violation.

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use easeml_app_engine::train_with_progress;
 use easeml_runtime::app_cli::{format_seconds, parse_duration};
+use easeml_runtime::engine::progress::train_with_progress;
 use easeml_runtime::engine::{Engine, EngineConfig, choose_device, device_name};
 use easeml_runtime::{AppSpec, Client, Connection, Inference, Schema};
 use serde_json::{Value, json};
