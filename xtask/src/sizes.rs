@@ -27,8 +27,6 @@ pub const LEFT: &[(&str, &str, usize)] = &[
     ("bench/src/harness/mop.rs", "run", 174),
     ("bench/src/harness/quality.rs", "run_once", 168),
     ("bench/src/harness/trainer.rs", "run", 198),
-    ("bench/src/replay.rs", "", 1249),
-    ("bench/src/replay.rs", "run_repetition", 306),
     ("runtime/core/examples/feed_throughput.rs", "main", 184),
     ("runtime/core/examples/infer_fairness.rs", "main", 171),
 ];
