@@ -31,6 +31,7 @@ mod doc_links;
 mod gpu;
 mod lab;
 mod packages;
+mod sizes;
 mod test_tally;
 mod tidy;
 mod torch;

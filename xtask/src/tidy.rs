@@ -24,6 +24,8 @@
 //! 5. **The Python package pins the torch easeml builds against** ([`torch_pin_violations`]): the
 //!    generated `pyproject.toml` (the golden `breast_cancer`'s) depends on
 //!    `torch=={TORCH_VERSION}`, whose libtorch the engine binaries of its wheel load.
+//! 6. **No file over 1,000 lines, no function over 150** (`sizes.rs`): every git-tracked Rust
+//!    file outside tests, `fuzz/` and the golden crates, before its test module.
 //!
 //! Every violation is printed (not just the first), each with what to do.
 
@@ -125,6 +127,12 @@ pub const RULES: &[Rule] = &[
         ],
         why: "generated apps' engine binaries depend on it, never on the compiler",
     },
+    Rule {
+        from: "easeml-cli",
+        never: &["easeml-app-engine"],
+        why: "the service binary prints its training sessions with easeml_engine::progress; \
+              easeml-app-engine is the generated apps' engine binaries' crate",
+    },
 ];
 
 /// Runs every check over the workspace at `root`; an error lists every violation.
@@ -167,14 +175,19 @@ pub fn run(root: &Path) -> Result<()> {
     ));
     violations.extend(torch_pin_violations(&read_toml(GENERATED_PYPROJECT)?));
     violations.extend(crate::doc_links::violations(root));
+    violations.extend(crate::sizes::violations(root));
     if violations.is_empty() {
         eprintln!(
             "tidy: {} dependency rules hold; the service binary links no lab and its source is \
              under {} lines; every path and item ARCHITECTURE.md names exists; \
              every document's link resolves and the README is a user's page; \
+             no source file has over {} lines nor any function over {} ({} left to split); \
              generated crates build easeml's {} crates as the workspace does",
             RULES.len(),
             crate::lab::MAX_SERVICE_LINES,
+            crate::sizes::MAX_FILE_LINES,
+            crate::sizes::MAX_FN_LINES,
+            crate::sizes::LEFT.len(),
             python_crates.len()
         );
         return Ok(());

@@ -85,6 +85,109 @@ fn ratio_values(outcome: &MopOutcome, with_copy: bool) -> Vec<(String, f64, f64)
         .collect()
 }
 
+/// Each sweep point's ratios, for summary.json.
+fn sweep_summary(sweep: &[MopOutcome], with_copy: bool) -> Value {
+    let points: Vec<Value> = sweep
+        .iter()
+        .map(|point| {
+            let mut strategies = serde_json::Map::new();
+            for (name, mean, max) in ratio_values(point, with_copy) {
+                strategies.insert(
+                    name,
+                    json!({ "makespan_over_lower_bound": { "mean": mean, "max": max } }),
+                );
+            }
+            json!({
+                "models": point.config.models,
+                "seeds_bound_by_a_model": point.seeds_bound_by_a_model(),
+                "strategies": strategies,
+            })
+        })
+        .collect();
+    Value::Array(points)
+}
+
+/// The makespan plot (and with `--sweep` the sweep's), notes printed.
+fn write_plots(
+    args: &MopBenchArgs,
+    rows: &[(String, f64, f64)],
+    sweep: &[MopOutcome],
+    with_copy: bool,
+) -> anyhow::Result<()> {
+    let setting = if args.heterogeneous {
+        "heterogeneous"
+    } else {
+        "homogeneous"
+    };
+    let plot = BarPlot {
+        title: format!(
+            "makespan / lower bound: M={}, P={}, E={}, {setting}, {} seeds",
+            args.models, args.workers, args.epochs, args.seeds
+        ),
+        y_label: "makespan / open-shop lower bound".to_owned(),
+        series: rows.iter().map(|(name, _, _)| name.clone()).collect(),
+        groups: vec![
+            (
+                "mean over seeds".to_owned(),
+                rows.iter().map(|&(_, mean, _)| Some(mean)).collect(),
+            ),
+            (
+                "max over seeds".to_owned(),
+                rows.iter().map(|&(_, _, max)| Some(max)).collect(),
+            ),
+        ],
+    };
+    let mut notes = write_bar_plots(&plot, &args.out, "makespan")?;
+    if args.sweep {
+        let plot = BarPlot {
+            title: format!(
+                "mean makespan / lower bound over models: {} workers, {} epochs, {setting}",
+                args.workers, args.epochs
+            ),
+            y_label: "mean makespan / open-shop lower bound".to_owned(),
+            series: rows.iter().map(|(name, _, _)| name.clone()).collect(),
+            groups: sweep
+                .iter()
+                .map(|point| {
+                    (
+                        format!("{} models", point.config.models),
+                        ratio_values(point, with_copy)
+                            .into_iter()
+                            .map(|(_, mean, _)| Some(mean))
+                            .collect(),
+                    )
+                })
+                .collect(),
+        };
+        notes.extend(write_bar_plots(&plot, &args.out, "sweep")?);
+    }
+    notes.dedup();
+    for note in notes {
+        eprintln!("note: {note}");
+    }
+    Ok(())
+}
+
+/// The sweep's table: each point's mean ratio per strategy.
+fn print_sweep(rows: &[(String, f64, f64)], sweep: &[MopOutcome], with_copy: bool) {
+    println!("sweep (mean makespan / lower bound):");
+    print!("{:<10}", "models");
+    for (name, _, _) in rows {
+        print!(" {name:>22}");
+    }
+    println!(" {:>16}", "bound by a model");
+    for point in sweep {
+        print!("{:<10}", point.config.models);
+        for (_, mean, _) in ratio_values(point, with_copy) {
+            print!(" {mean:>22.4}");
+        }
+        println!(
+            " {:>16}",
+            format!("{}/{}", point.seeds_bound_by_a_model(), point.seeds.len())
+        );
+    }
+}
+
 /// Runs `easeml bench mop`.
 pub fn run(args: &MopBenchArgs) -> anyhow::Result<()> {
     if args.real {
@@ -151,24 +254,7 @@ pub fn run(args: &MopBenchArgs) -> anyhow::Result<()> {
 
     let mut summary = outcome.summary();
     if args.sweep {
-        let points: Vec<Value> = sweep
-            .iter()
-            .map(|point| {
-                let mut strategies = serde_json::Map::new();
-                for (name, mean, max) in ratio_values(point, config.copy_seconds() > 0.0) {
-                    strategies.insert(
-                        name,
-                        json!({ "makespan_over_lower_bound": { "mean": mean, "max": max } }),
-                    );
-                }
-                json!({
-                    "models": point.config.models,
-                    "seeds_bound_by_a_model": point.seeds_bound_by_a_model(),
-                    "strategies": strategies,
-                })
-            })
-            .collect();
-        summary["sweep"] = Value::Array(points);
+        summary["sweep"] = sweep_summary(&sweep, config.copy_seconds() > 0.0);
     }
     std::fs::write(
         args.out.join("summary.json"),
@@ -178,76 +264,11 @@ pub fn run(args: &MopBenchArgs) -> anyhow::Result<()> {
 
     let with_copy = config.copy_seconds() > 0.0;
     let rows = ratio_values(&outcome, with_copy);
-    let setting = if args.heterogeneous {
-        "heterogeneous"
-    } else {
-        "homogeneous"
-    };
-    let plot = BarPlot {
-        title: format!(
-            "makespan / lower bound: M={}, P={}, E={}, {setting}, {} seeds",
-            args.models, args.workers, args.epochs, args.seeds
-        ),
-        y_label: "makespan / open-shop lower bound".to_owned(),
-        series: rows.iter().map(|(name, _, _)| name.clone()).collect(),
-        groups: vec![
-            (
-                "mean over seeds".to_owned(),
-                rows.iter().map(|&(_, mean, _)| Some(mean)).collect(),
-            ),
-            (
-                "max over seeds".to_owned(),
-                rows.iter().map(|&(_, _, max)| Some(max)).collect(),
-            ),
-        ],
-    };
-    let mut notes = write_bar_plots(&plot, &args.out, "makespan")?;
-    if args.sweep {
-        let plot = BarPlot {
-            title: format!(
-                "mean makespan / lower bound over models: {} workers, {} epochs, {setting}",
-                args.workers, args.epochs
-            ),
-            y_label: "mean makespan / open-shop lower bound".to_owned(),
-            series: rows.iter().map(|(name, _, _)| name.clone()).collect(),
-            groups: sweep
-                .iter()
-                .map(|point| {
-                    (
-                        format!("{} models", point.config.models),
-                        ratio_values(point, with_copy)
-                            .into_iter()
-                            .map(|(_, mean, _)| Some(mean))
-                            .collect(),
-                    )
-                })
-                .collect(),
-        };
-        notes.extend(write_bar_plots(&plot, &args.out, "sweep")?);
-    }
-    notes.dedup();
-    for note in notes {
-        eprintln!("note: {note}");
-    }
+    write_plots(args, &rows, &sweep, with_copy)?;
 
     print!("{}", outcome.table_text());
     if args.sweep {
-        println!("sweep (mean makespan / lower bound):");
-        print!("{:<10}", "models");
-        for (name, _, _) in &rows {
-            print!(" {name:>22}");
-        }
-        println!(" {:>16}", "bound by a model");
-        for point in &sweep {
-            print!("{:<10}", point.config.models);
-            for (_, mean, _) in ratio_values(point, with_copy) {
-                print!(" {mean:>22.4}");
-            }
-            println!(
-                " {:>16}",
-                format!("{}/{}", point.seeds_bound_by_a_model(), point.seeds.len())
-            );
-        }
+        print_sweep(&rows, &sweep, with_copy);
     }
     println!(
         "wrote summary.json, makespan.svg, makespan.png{} to {}",

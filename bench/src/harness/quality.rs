@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use easeml_app_engine::train_with_progress;
 use easeml_runtime::app_cli::{format_seconds, parse_duration};
+use easeml_runtime::engine::progress::train_with_progress;
 use easeml_runtime::engine::{Engine, EngineConfig, choose_device, device_name};
 use easeml_runtime::{AppSpec, Client, Connection, Inference, Schema};
 use serde_json::{Value, json};
@@ -328,6 +328,125 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// easeml's answers to one task's test.txt, scored (or why there are none).
+fn answer_test_set(task: &Task, connection: &Connection) -> anyhow::Result<Outcome> {
+    let mut outcome = Outcome::default();
+    let mut client = Client::open(connection, task.spec.clone())?;
+    let file = std::fs::File::open(&task.files.test)?;
+    match client.infer_lines(BufReader::new(file), &task.files.feed_options()) {
+        Ok(report) => {
+            let answers: Vec<Target> = report
+                .answers
+                .iter()
+                .map(|(_, answer)| answer_target(task.schema(), answer))
+                .collect();
+            let truth: Vec<Target> = task.test.iter().map(|e| e.target.clone()).collect();
+            outcome.easeml = score(&answers, &truth);
+            outcome.easeml_model = Some(report.candidate.clone());
+        }
+        Err(easeml_runtime::Error::NoModel { .. }) => {
+            outcome.easeml_note = Some("no model finished within the budget".to_owned());
+        }
+        // Any other failure (e.g. a checkpoint that cannot be loaded) is this app's result,
+        // not the end of the command: the other apps' results are kept.
+        Err(error) => {
+            let message = format!(
+                "task `{}`: answering test.txt: {}",
+                task.files.dir.display(),
+                easeml_runtime::error_chain(&error)
+            );
+            eprintln!("warning: {message}");
+            outcome.easeml_note = Some(message);
+        }
+    }
+    say(format!(
+        "{}: easeml {} ({})",
+        task.app,
+        format_score(outcome.easeml),
+        outcome
+            .easeml_model
+            .as_deref()
+            .or(outcome.easeml_note.as_deref())
+            .unwrap_or("-")
+    ));
+    Ok(outcome)
+}
+
+/// The peers on one task, flattened to feature vectors: their scores (or errors) into `outcome`.
+fn run_peers(
+    (args, flaml_python): (&QualityBenchArgs, Option<&std::path::Path>),
+    task: &Task,
+    outcome: &mut Outcome,
+    peers: &[Peer],
+    flaml_budget: f64,
+) -> anyhow::Result<()> {
+    let flattener = Flattener::fit(task.train.iter().map(|example| &example.input));
+    let train_x: Vec<Vec<f32>> = task
+        .train
+        .iter()
+        .map(|e| flattener.flatten(&e.input))
+        .collect();
+    let train_y: Vec<Target> = task.train.iter().map(|e| e.target.clone()).collect();
+    let test_x: Vec<Vec<f32>> = task
+        .test
+        .iter()
+        .map(|e| flattener.flatten(&e.input))
+        .collect();
+    let truth: Vec<Target> = task.test.iter().map(|e| e.target.clone()).collect();
+    for peer in peers {
+        let predictions = match peer {
+            Peer::Knn1 => knn1(&train_x, &train_y, &test_x),
+            Peer::Flaml => {
+                say(format!(
+                    "{}: FLAML for {} on {} features",
+                    task.app,
+                    format_seconds(flaml_budget),
+                    train_x.first().map_or(0, Vec::len)
+                ));
+                let python = flaml_python.context("no peer Python")?;
+                let input = flaml::input_json(
+                    is_classification(task.schema()),
+                    flaml_budget,
+                    &train_x,
+                    &train_y,
+                    &test_x,
+                );
+                // A failure on one task (FLAML's own error) is reported and recorded; the
+                // other tasks' results are not thrown away.
+                match flaml::run(
+                    python,
+                    &args.out.join("flaml"),
+                    &task.app,
+                    &input,
+                    truth.len(),
+                ) {
+                    Ok(answer) => {
+                        outcome.flaml_model = Some(answer.best_estimator);
+                        answer.predictions
+                    }
+                    Err(error) => {
+                        let message = easeml_runtime::error_chain(error.as_ref());
+                        eprintln!("warning: {message}");
+                        outcome.peer_errors.insert(peer.name(), message);
+                        continue;
+                    }
+                }
+            }
+        };
+        let value = score(&predictions, &truth).with_context(|| {
+            format!("{}: the {} answers cannot be scored", task.app, peer.name())
+        })?;
+        say(format!(
+            "{}: {} {}",
+            task.app,
+            peer.name(),
+            format_score(Some(value))
+        ));
+        outcome.peers.insert(peer.name(), value);
+    }
+    Ok(())
+}
+
 /// One repeat of the comparison: a fresh store, one engine over every app, the answers scored, the
 /// peers run; each task's outcome, and the device's name.
 fn run_once(
@@ -383,45 +502,7 @@ fn run_once(
     easeml_runtime::install_engine();
     let mut outcomes: Vec<Outcome> = Vec::new();
     for task in tasks {
-        let mut outcome = Outcome::default();
-        let mut client = Client::open(&connection, task.spec.clone())?;
-        let file = std::fs::File::open(&task.files.test)?;
-        match client.infer_lines(BufReader::new(file), &task.files.feed_options()) {
-            Ok(report) => {
-                let answers: Vec<Target> = report
-                    .answers
-                    .iter()
-                    .map(|(_, answer)| answer_target(task.schema(), answer))
-                    .collect();
-                let truth: Vec<Target> = task.test.iter().map(|e| e.target.clone()).collect();
-                outcome.easeml = score(&answers, &truth);
-                outcome.easeml_model = Some(report.candidate.clone());
-            }
-            Err(easeml_runtime::Error::NoModel { .. }) => {
-                outcome.easeml_note = Some("no model finished within the budget".to_owned());
-            }
-            // Any other failure (e.g. a checkpoint that cannot be loaded) is this app's result,
-            // not the end of the command: the other apps' results are kept.
-            Err(error) => {
-                let message = format!(
-                    "task `{}`: answering test.txt: {}",
-                    task.files.dir.display(),
-                    easeml_runtime::error_chain(&error)
-                );
-                eprintln!("warning: {message}");
-                outcome.easeml_note = Some(message);
-            }
-        }
-        say(format!(
-            "{}: easeml {} ({})",
-            task.app,
-            format_score(outcome.easeml),
-            outcome
-                .easeml_model
-                .as_deref()
-                .or(outcome.easeml_note.as_deref())
-                .unwrap_or("-")
-        ));
+        let outcome = answer_test_set(task, &connection)?;
         outcomes.push(outcome);
     }
 
@@ -430,70 +511,7 @@ fn run_once(
         if peers.is_empty() {
             break;
         }
-        let flattener = Flattener::fit(task.train.iter().map(|example| &example.input));
-        let train_x: Vec<Vec<f32>> = task
-            .train
-            .iter()
-            .map(|e| flattener.flatten(&e.input))
-            .collect();
-        let train_y: Vec<Target> = task.train.iter().map(|e| e.target.clone()).collect();
-        let test_x: Vec<Vec<f32>> = task
-            .test
-            .iter()
-            .map(|e| flattener.flatten(&e.input))
-            .collect();
-        let truth: Vec<Target> = task.test.iter().map(|e| e.target.clone()).collect();
-        for peer in peers {
-            let predictions = match peer {
-                Peer::Knn1 => knn1(&train_x, &train_y, &test_x),
-                Peer::Flaml => {
-                    say(format!(
-                        "{}: FLAML for {} on {} features",
-                        task.app,
-                        format_seconds(flaml_budget),
-                        train_x.first().map_or(0, Vec::len)
-                    ));
-                    let python = flaml_python.context("no peer Python")?;
-                    let input = flaml::input_json(
-                        is_classification(task.schema()),
-                        flaml_budget,
-                        &train_x,
-                        &train_y,
-                        &test_x,
-                    );
-                    // A failure on one task (FLAML's own error) is reported and recorded; the
-                    // other tasks' results are not thrown away.
-                    match flaml::run(
-                        python,
-                        &args.out.join("flaml"),
-                        &task.app,
-                        &input,
-                        truth.len(),
-                    ) {
-                        Ok(answer) => {
-                            outcome.flaml_model = Some(answer.best_estimator);
-                            answer.predictions
-                        }
-                        Err(error) => {
-                            let message = easeml_runtime::error_chain(error.as_ref());
-                            eprintln!("warning: {message}");
-                            outcome.peer_errors.insert(peer.name(), message);
-                            continue;
-                        }
-                    }
-                }
-            };
-            let value = score(&predictions, &truth).with_context(|| {
-                format!("{}: the {} answers cannot be scored", task.app, peer.name())
-            })?;
-            say(format!(
-                "{}: {} {}",
-                task.app,
-                peer.name(),
-                format_score(Some(value))
-            ));
-            outcome.peers.insert(peer.name(), value);
-        }
+        run_peers((args, flaml_python), task, outcome, peers, flaml_budget)?;
     }
 
     Ok((outcomes, device_name(device)))

@@ -129,22 +129,7 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
     if args.mixed_precision && !device.is_cuda() {
         bail!("--mixed-precision needs a CUDA device (autocast only acts on CUDA)");
     }
-    let config = StepConfig {
-        device,
-        batch: args.batch.unwrap_or(if quick { 8 } else { 32 }),
-        size: args.size,
-        warmup: if quick { 1 } else { 3 },
-        iterations: args.iterations.unwrap_or(match (quick, device.is_cuda()) {
-            (true, _) => 2,
-            (false, true) => 100,
-            (false, false) => 20,
-        }),
-        width: args.width.unwrap_or(if quick { 0.25 } else { 1.0 }),
-        mixed_precision: false,
-    };
-    if config.batch < 1 || config.size < 1 || config.width.is_nan() || config.width <= 0.0 {
-        bail!("--batch, --size and --width must be positive");
-    }
+    let config = step_config(args, device)?;
     let rounds = args.rounds.unwrap_or(if quick { 1 } else { 3 }).max(1);
     let python =
         (!args.no_python).then(|| args.python.clone().unwrap_or_else(measure::default_python));
@@ -168,43 +153,14 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
     );
     progress.set_prefix(format!("bench trainer on {}", device_name(device)));
 
-    let mut rows = Vec::new();
-    let mut python_side: Option<PythonSide> = None;
-    for &mixed_precision in &precisions {
-        let config = StepConfig {
-            mixed_precision,
-            ..config
-        };
-        let mut rust_best = vec![Throughput::default(); models.len()];
-        let mut python_best = vec![Throughput::default(); models.len()];
-        for round in 1..=rounds {
-            for (index, &model) in models.iter().enumerate() {
-                progress.set_message(format!("round {round}: {} (Rust)", model.name()));
-                rust_best[index] = rust_best[index].best(measure::measure_steps(model, &config)?);
-                progress.inc(1);
-            }
-            if let Some(python) = &python {
-                progress.set_message(format!("round {round}: Python"));
-                let side = measure::run_python(python, &models, &config, threads)?;
-                for (index, model) in models.iter().enumerate() {
-                    let measured = side.results.get(model.name()).copied().with_context(|| {
-                        format!("the Python side did not report {}", model.name())
-                    })?;
-                    python_best[index] = python_best[index].best(measured);
-                }
-                python_side = Some(side);
-                progress.inc(1);
-            }
-        }
-        for (index, &model) in models.iter().enumerate() {
-            rows.push(Row {
-                model,
-                mixed_precision,
-                rust: rust_best[index],
-                python: python.as_ref().map(|_| python_best[index]),
-            });
-        }
-    }
+    let (rows, python_side) = measure_throughput(
+        &models,
+        &config,
+        &precisions,
+        (rounds, threads),
+        python.as_deref(),
+        &progress,
+    )?;
 
     let memory = if args.no_memory {
         None
@@ -277,18 +233,92 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         same_install,
     );
     if let Some(out) = &args.out {
-        std::fs::create_dir_all(out)
-            .with_context(|| format!("cannot create `{}`", out.display()))?;
-        write(
-            &out.join("summary.json"),
-            &(serde_json::to_string_pretty(&summary)? + "\n"),
-        )?;
-        write(
-            &out.join("throughput.svg"),
-            &throughput_svg(&rows, &summary),
-        )?;
-        println!("wrote {}/{{summary.json, throughput.svg}}", out.display());
+        write_outputs(out, &summary, &rows)?;
     }
+    Ok(())
+}
+
+/// The measured step's shape from the arguments (`--quick`'s smaller defaults), checked.
+fn step_config(args: &TrainerBenchArgs, device: tch::Device) -> anyhow::Result<StepConfig> {
+    let quick = args.quick;
+    let config = StepConfig {
+        device,
+        batch: args.batch.unwrap_or(if quick { 8 } else { 32 }),
+        size: args.size,
+        warmup: if quick { 1 } else { 3 },
+        iterations: args.iterations.unwrap_or(match (quick, device.is_cuda()) {
+            (true, _) => 2,
+            (false, true) => 100,
+            (false, false) => 20,
+        }),
+        width: args.width.unwrap_or(if quick { 0.25 } else { 1.0 }),
+        mixed_precision: false,
+    };
+    if config.batch < 1 || config.size < 1 || config.width.is_nan() || config.width <= 0.0 {
+        bail!("--batch, --size and --width must be positive");
+    }
+    Ok(config)
+}
+
+/// The best of `rounds` rounds of every model's training steps, in Rust and (with `python`) in
+/// PyTorch, at each precision; with the Python side's last report.
+fn measure_throughput(
+    models: &[BenchModel],
+    config: &StepConfig,
+    precisions: &[bool],
+    (rounds, threads): (usize, usize),
+    python: Option<&Path>,
+    progress: &ProgressBar,
+) -> anyhow::Result<(Vec<Row>, Option<PythonSide>)> {
+    let mut rows = Vec::new();
+    let mut python_side: Option<PythonSide> = None;
+    for &mixed_precision in precisions {
+        let config = StepConfig {
+            mixed_precision,
+            ..*config
+        };
+        let mut rust_best = vec![Throughput::default(); models.len()];
+        let mut python_best = vec![Throughput::default(); models.len()];
+        for round in 1..=rounds {
+            for (index, &model) in models.iter().enumerate() {
+                progress.set_message(format!("round {round}: {} (Rust)", model.name()));
+                rust_best[index] = rust_best[index].best(measure::measure_steps(model, &config)?);
+                progress.inc(1);
+            }
+            if let Some(python) = python {
+                progress.set_message(format!("round {round}: Python"));
+                let side = measure::run_python(python, models, &config, threads)?;
+                for (index, model) in models.iter().enumerate() {
+                    let measured = side.results.get(model.name()).copied().with_context(|| {
+                        format!("the Python side did not report {}", model.name())
+                    })?;
+                    python_best[index] = python_best[index].best(measured);
+                }
+                python_side = Some(side);
+                progress.inc(1);
+            }
+        }
+        for (index, &model) in models.iter().enumerate() {
+            rows.push(Row {
+                model,
+                mixed_precision,
+                rust: rust_best[index],
+                python: python.as_ref().map(|_| python_best[index]),
+            });
+        }
+    }
+    Ok((rows, python_side))
+}
+
+/// Writes summary.json and throughput.svg to `out`.
+fn write_outputs(out: &Path, summary: &serde_json::Value, rows: &[Row]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create `{}`", out.display()))?;
+    write(
+        &out.join("summary.json"),
+        &(serde_json::to_string_pretty(summary)? + "\n"),
+    )?;
+    write(&out.join("throughput.svg"), &throughput_svg(rows, summary))?;
+    println!("wrote {}/{{summary.json, throughput.svg}}", out.display());
     Ok(())
 }
 

@@ -11,14 +11,16 @@
 //! `<app> infer` start the sibling binary in their place. The golden crates test checks the
 //! binaries' `NEEDED` entries.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::ArgMatches;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use easeml_runtime::Client;
-use easeml_runtime::app_cli::{Baked, EngineCommands, Entry, format_seconds, run_with};
+use easeml_runtime::app_cli::{Baked, EngineCommands, Entry, run_with};
+
+/// The training session's printer, which lives beside the engine's events
+/// (`easeml_engine::progress`), so that `easeml train` shares it without this crate.
+pub use easeml_engine::progress::train_with_progress;
 
 /// Runs one of the app's engine binaries (`<app>-infer`, `<app>-train`) with the process
 /// arguments: `easeml_runtime::app_cli::run` with the engine in this process.
@@ -81,191 +83,4 @@ fn export(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
     .map_err(|error| error.to_string())?;
     println!("{report}");
     Ok(())
-}
-
-/// Runs the engine's loop as a training session: a line saying where, on what and for how long,
-/// a spinner (on a terminal) and one line per finished run, then how many runs finished and
-/// whether anything is left to train. Shared by the apps' `train` and `easeml train`.
-pub fn train_with_progress(
-    engine: &mut easeml_engine::Engine,
-    budget: Option<std::time::Duration>,
-) -> Result<easeml_engine::TrainSummary, String> {
-    use easeml_engine::Event;
-    eprintln!(
-        "training every app in {} {}{}",
-        engine.store().home().display(),
-        if engine.config().coordinate {
-            "by coordinating its workers".to_owned()
-        } else {
-            format!("on {}", easeml_engine::device_name(engine.config().device))
-        },
-        budget.map_or_else(String::new, |budget| format!(
-            " for at most {}",
-            format_seconds(budget.as_secs_f64())
-        ))
-    );
-    // On a terminal: a spinner that says what trains now, finished runs printed above it. Elsewhere
-    // (a log, CI, a pipe): plain lines, a start line per run included, so the log still shows what
-    // happened and when.
-    let terminal = std::io::stderr().is_terminal();
-    let progress = if terminal {
-        let bar = ProgressBar::new_spinner();
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let say = |line: String| {
-        if terminal {
-            progress.println(line);
-        } else {
-            eprintln!("{line}");
-        }
-    };
-    let mut on_event = |event: Event| match event {
-        Event::AppRegistered { app, candidates } => {
-            say(format!("{app}: {candidates} candidate models"));
-        }
-        Event::DataChanged { app, data_version } => say(format!(
-            "{app}: data changed (version {data_version}); every candidate is eligible again"
-        )),
-        Event::AppSkipped { app, reason } => {
-            say(format!("{app}: left out: {reason}"));
-        }
-        Event::CandidateLeftOut {
-            app,
-            candidate,
-            reason,
-        } => {
-            say(format!("{app}: {candidate} left out: {reason}"));
-        }
-        Event::RunStarted {
-            app,
-            candidate,
-            run,
-            max_seconds,
-        } => {
-            let message = format!(
-                "{app}: training {candidate} (run {}, at most {})",
-                run.0,
-                format_seconds(max_seconds)
-            );
-            if terminal {
-                progress.set_message(message);
-            } else {
-                eprintln!("{message}");
-            }
-        }
-        Event::RunFinished {
-            app,
-            candidate,
-            quality,
-            quality_std,
-            protocol,
-            cost_seconds,
-            infer_latency_seconds,
-            broken_constraints,
-            best,
-            ..
-        } => say(format!(
-            "{app}: {candidate:<22} quality {quality:.3}{} ({protocol})  cost {:>7}  latency {}{}{}",
-            quality_std.map_or_else(String::new, |std| format!(" ± {std:.3}")),
-            format_seconds(cost_seconds),
-            format_seconds(infer_latency_seconds),
-            if broken_constraints.is_empty() {
-                String::new()
-            } else {
-                format!("  broke {} (never served)", broken_constraints.join(", "))
-            },
-            if best { "  * best so far" } else { "" }
-        )),
-        Event::RunFailed {
-            app,
-            candidate,
-            reason,
-            ..
-        } => say(format!("{app}: {candidate:<22} failed: {reason}")),
-        Event::RunDropped {
-            app,
-            candidate,
-            reason,
-            ..
-        } => say(format!(
-            "{app}: {candidate:<22} dropped: the session ended before it had a model ({reason}); a later session tries it again"
-        )),
-        Event::MopRunStarted {
-            app,
-            candidate,
-            run,
-            learning_rate,
-            partitions,
-            epochs,
-            resumed,
-            data_parallel,
-        } => say(format!(
-            "{app}: {candidate:<22} {} by {} (run {}, learning rate {learning_rate}): {epochs} epoch(s) over {partitions} partition(s), one per worker{}",
-            if resumed { "resumed" } else { "training" },
-            if data_parallel {
-                "data parallelism"
-            } else {
-                "model hopping"
-            },
-            run.0,
-            if data_parallel { ", all at once" } else { "" }
-        )),
-        Event::RunProgress {
-            app,
-            candidate,
-            done,
-            total,
-            ..
-        } => {
-            let message = format!("{app}: {candidate} by model hopping, {done}/{total} sub-epochs");
-            if terminal {
-                progress.set_message(message);
-            } else if total > 0 && done * 10 / total != (done - 1) * 10 / total {
-                // Logs get a line per tenth.
-                eprintln!("{message}");
-            }
-        }
-        Event::WorkersChanged { live } => say(format!(
-            "{live} worker{} live{}",
-            if live == 1 { "" } else { "s" },
-            if live == 0 {
-                " (waiting for workers: start them with `easeml worker`)"
-            } else {
-                ""
-            }
-        )),
-    };
-    let summary = engine.train(budget, &mut on_event);
-    progress.finish_and_clear();
-    let summary = summary.map_err(|error| error.to_string())?;
-    eprintln!(
-        "{} run{} finished, {} failed{}{}",
-        summary.finished,
-        if summary.finished == 1 { "" } else { "s" },
-        summary.failed,
-        if summary.dropped > 0 {
-            format!(", {} dropped at the session's end", summary.dropped)
-        } else {
-            String::new()
-        },
-        if summary.unfinished > 0 {
-            format!(
-                "; {} model-hopping run{} go on in the next session",
-                summary.unfinished,
-                if summary.unfinished == 1 { "" } else { "s" }
-            )
-        } else if summary.exhausted {
-            "; nothing is left to train on the current data".to_owned()
-        } else {
-            "; the budget is spent (run `train` again to go on)".to_owned()
-        }
-    );
-    Ok(summary)
 }

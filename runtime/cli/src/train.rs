@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use easeml_app_engine::train_with_progress;
 use easeml_runtime::app_cli::parse_duration;
 use easeml_runtime::engine::EngineConfig;
 use easeml_runtime::engine::local_workers::{LocalWorkers, worker_devices};
 use easeml_runtime::engine::mop::Parallelism;
+use easeml_runtime::engine::progress::train_with_progress;
 use easeml_trainer::Tuning;
 
 /// Arguments of `easeml train`.

@@ -33,31 +33,7 @@ fn main() -> Result<()> {
     let manifest = easeml_compiler::codegen::manifest(&compiled).to_json();
     let spec = AppSpec::from_manifest_json(&manifest)?;
 
-    // Data: pixel values in [0, 1], different for every example.
-    let example = |index: usize| -> Vec<f32> {
-        (0..32 * 32 * 3)
-            .map(|position| ((index * 7919 + position * 31) % 256) as f32 / 255.0)
-            .collect()
-    };
-    let mut json_feed = String::new();
-    let mut npy_feed = String::new();
-    for index in 0..n {
-        let values = example(index);
-        let rows: Vec<String> = values
-            .chunks(32 * 3)
-            .map(|row| {
-                let pixels: Vec<String> = row
-                    .chunks(3)
-                    .map(|pixel| format!("[{},{},{}]", pixel[0], pixel[1], pixel[2]))
-                    .collect();
-                format!("[{}]", pixels.join(","))
-            })
-            .collect();
-        json_feed.push_str(&format!("[{}] class{}\n", rows.join(","), index % 10));
-        let path = dir.path().join(format!("x{index}.npy"));
-        write_npy(&path, &values)?;
-        npy_feed.push_str(&format!("x{index}.npy class{}\n", index % 10));
-    }
+    let (json_feed, npy_feed) = write_feeds(dir.path(), n)?;
     let json_path = dir.path().join("feed.txt");
     std::fs::write(&json_path, &json_feed)?;
 
@@ -139,43 +115,8 @@ fn main() -> Result<()> {
             .chunks(batch)
             .map(|chunk| chunk.join("\n") + "\n")
             .collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
         let start = Instant::now();
-        std::thread::scope(|scope| -> Result<()> {
-            let workers: Vec<_> = (0..clients)
-                .map(|_| {
-                    scope.spawn(|| -> Result<usize> {
-                        let http = reqwest::blocking::Client::builder()
-                            .timeout(std::time::Duration::from_secs(600))
-                            .build()?;
-                        let mut added = 0;
-                        loop {
-                            let index = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                            let Some(body) = batches.get(index) else {
-                                return Ok(added);
-                            };
-                            let response = http
-                                .post(format!("{}/api/v1/apps/bench/examples", server.url))
-                                .header("Authorization", format!("Bearer {}", server.token))
-                                .body(body.clone())
-                                .send()?;
-                            anyhow::ensure!(response.status() == 200, "{}", response.text()?);
-                            added += response.json::<serde_json::Value>()?["added"]
-                                .as_u64()
-                                .unwrap_or(0) as usize;
-                        }
-                    })
-                })
-                .collect();
-            let mut added = 0;
-            for worker in workers {
-                added += worker
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("a client panicked"))??;
-            }
-            anyhow::ensure!(added == n, "{added} of {n} stored");
-            Ok(())
-        })?;
+        post_concurrently(&server, &batches, clients, n)?;
         let seconds = start.elapsed().as_secs_f64();
         println!(
             "feed over HTTP on loopback, inline JSON, {variant}: {n} examples in {seconds:.3} s: {:.0} examples/s ({:.1} MB sent)",
@@ -202,6 +143,83 @@ fn main() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Example `index`'s pixel values: in [0, 1], different for every example.
+fn example(index: usize) -> Vec<f32> {
+    (0..32 * 32 * 3)
+        .map(|position| ((index * 7919 + position * 31) % 256) as f32 / 255.0)
+        .collect()
+}
+
+/// The `n` examples as inline JSON lines, and as `.npy` files in `dir` with the lines naming them.
+fn write_feeds(dir: &std::path::Path, n: usize) -> Result<(String, String)> {
+    let mut json_feed = String::new();
+    let mut npy_feed = String::new();
+    for index in 0..n {
+        let values = example(index);
+        let rows: Vec<String> = values
+            .chunks(32 * 3)
+            .map(|row| {
+                let pixels: Vec<String> = row
+                    .chunks(3)
+                    .map(|pixel| format!("[{},{},{}]", pixel[0], pixel[1], pixel[2]))
+                    .collect();
+                format!("[{}]", pixels.join(","))
+            })
+            .collect();
+        json_feed.push_str(&format!("[{}] class{}\n", rows.join(","), index % 10));
+        let path = dir.join(format!("x{index}.npy"));
+        write_npy(&path, &values)?;
+        npy_feed.push_str(&format!("x{index}.npy class{}\n", index % 10));
+    }
+    Ok((json_feed, npy_feed))
+}
+
+/// Posts `batches` to `server` from `clients` concurrent HTTP clients, each taking the next batch;
+/// checks that every one of the `n` examples was stored.
+fn post_concurrently(
+    server: &LoopbackServer,
+    batches: &[String],
+    clients: usize,
+    n: usize,
+) -> Result<()> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| -> Result<()> {
+        let workers: Vec<_> = (0..clients)
+            .map(|_| {
+                scope.spawn(|| -> Result<usize> {
+                    let http = reqwest::blocking::Client::builder()
+                        .timeout(std::time::Duration::from_secs(600))
+                        .build()?;
+                    let mut added = 0;
+                    loop {
+                        let index = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some(body) = batches.get(index) else {
+                            return Ok(added);
+                        };
+                        let response = http
+                            .post(format!("{}/api/v1/apps/bench/examples", server.url))
+                            .header("Authorization", format!("Bearer {}", server.token))
+                            .body(body.clone())
+                            .send()?;
+                        anyhow::ensure!(response.status() == 200, "{}", response.text()?);
+                        added += response.json::<serde_json::Value>()?["added"]
+                            .as_u64()
+                            .unwrap_or(0) as usize;
+                    }
+                })
+            })
+            .collect();
+        let mut added = 0;
+        for worker in workers {
+            added += worker
+                .join()
+                .map_err(|_| anyhow::anyhow!("a client panicked"))??;
+        }
+        anyhow::ensure!(added == n, "{added} of {n} stored");
+        Ok(())
+    })
 }
 
 fn write_npy(path: &std::path::Path, values: &[f32]) -> Result<()> {

@@ -88,6 +88,81 @@ fn percentile(times: &[f64], p: f64) -> f64 {
     times[((p * times.len() as f64).ceil() as usize).clamp(1, times.len()) - 1]
 }
 
+/// One `mlp_small` run of each app by the engine, over the store at `home`.
+fn train_both(home: &std::path::Path) -> Result<()> {
+    let device = choose_device()?;
+    let mut config = EngineConfig::for_device(device);
+    config.max_run_seconds = 20.0;
+    config.max_epochs = 2;
+    config.min_steps = 0; // the epochs as set: the measurement is the serving path, not the model
+    let started = Instant::now();
+    let mut engine = Engine::open(home, config)?;
+    let mut trained = 0;
+    for _ in 0..8 {
+        match engine.step(None, &mut |_| {})? {
+            Some(easeml_engine::Step::Run(run)) if run.quality.is_some() => {
+                trained += 1;
+                if trained == 2 {
+                    break;
+                }
+            }
+            Some(_) => continue,
+            None => break,
+        }
+    }
+    drop(engine);
+    anyhow::ensure!(trained == 2, "{trained} of 2 apps trained");
+    println!(
+        "trained both apps on {} in {:.1} s",
+        device_name(device),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// A's senders: each sends one big infer `rounds` times (abandoning it after 1 s with
+/// `abandon`), counts what it got in `outcomes`, and counts itself in `done` when through.
+fn spawn_senders(
+    (abandon, rounds): (bool, usize),
+    (url, token): (&str, &str),
+    big: &Arc<str>,
+    done: &Arc<AtomicUsize>,
+    outcomes: &Arc<Outcomes>,
+) -> Vec<std::thread::JoinHandle<Result<()>>> {
+    (0..SENDERS)
+        .map(|_| {
+            let (done, outcomes, big) = (done.clone(), outcomes.clone(), big.clone());
+            let (url, token) = (url.to_owned(), token.to_owned());
+            std::thread::spawn(move || -> Result<()> {
+                let client = reqwest::blocking::Client::builder()
+                    .timeout(Duration::from_secs(if abandon { 1 } else { 600 }))
+                    .build()?;
+                for _ in 0..rounds {
+                    let sent = client
+                        .post(&url)
+                        .bearer_auth(&token)
+                        .body(big.to_string())
+                        .send()
+                        .and_then(|response| {
+                            let status = response.status();
+                            response.bytes().map(|_| status)
+                        });
+                    let counter = match sent {
+                        Ok(status) if status == 200 => &outcomes.answered,
+                        Ok(status) if status == 503 => &outcomes.refused,
+                        Ok(_) => &outcomes.other,
+                        Err(error) if error.is_timeout() => &outcomes.abandoned,
+                        Err(_) => &outcomes.other,
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })
+        })
+        .collect()
+}
+
 fn main() -> Result<()> {
     let n: usize = std::env::args()
         .nth(1)
@@ -111,33 +186,7 @@ fn main() -> Result<()> {
         anyhow::ensure!(response.status() == 200, "feed {app}: {}", response.text()?);
     }
 
-    let device = choose_device()?;
-    let mut config = EngineConfig::for_device(device);
-    config.max_run_seconds = 20.0;
-    config.max_epochs = 2;
-    config.min_steps = 0; // the epochs as set: the measurement is the serving path, not the model
-    let started = Instant::now();
-    let mut engine = Engine::open(home.path(), config)?;
-    let mut trained = 0;
-    for _ in 0..8 {
-        match engine.step(None, &mut |_| {})? {
-            Some(easeml_engine::Step::Run(run)) if run.quality.is_some() => {
-                trained += 1;
-                if trained == 2 {
-                    break;
-                }
-            }
-            Some(_) => continue,
-            None => break,
-        }
-    }
-    drop(engine);
-    anyhow::ensure!(trained == 2, "{trained} of 2 apps trained");
-    println!(
-        "trained both apps on {} in {:.1} s",
-        device_name(device),
-        started.elapsed().as_secs_f64()
-    );
+    train_both(home.path())?;
 
     let url_a = api("/apps/big/infer");
     let url_b = api("/apps/small/infer");
@@ -171,38 +220,13 @@ fn main() -> Result<()> {
     for (abandon, rounds) in [(false, 1), (true, ABANDONED_ROUNDS)] {
         let done = Arc::new(AtomicUsize::new(0));
         let outcomes = Arc::new(Outcomes::default());
-        let senders: Vec<_> = (0..SENDERS)
-            .map(|_| {
-                let (done, outcomes, big) = (done.clone(), outcomes.clone(), big.clone());
-                let (url, token) = (url_a.clone(), token_a.clone());
-                std::thread::spawn(move || -> Result<()> {
-                    let client = reqwest::blocking::Client::builder()
-                        .timeout(Duration::from_secs(if abandon { 1 } else { 600 }))
-                        .build()?;
-                    for _ in 0..rounds {
-                        let sent = client
-                            .post(&url)
-                            .bearer_auth(&token)
-                            .body(big.to_string())
-                            .send()
-                            .and_then(|response| {
-                                let status = response.status();
-                                response.bytes().map(|_| status)
-                            });
-                        let counter = match sent {
-                            Ok(status) if status == 200 => &outcomes.answered,
-                            Ok(status) if status == 503 => &outcomes.refused,
-                            Ok(_) => &outcomes.other,
-                            Err(error) if error.is_timeout() => &outcomes.abandoned,
-                            Err(_) => &outcomes.other,
-                        };
-                        counter.fetch_add(1, Ordering::Relaxed);
-                    }
-                    done.fetch_add(1, Ordering::Relaxed);
-                    Ok(())
-                })
-            })
-            .collect();
+        let senders = spawn_senders(
+            (abandon, rounds),
+            (&url_a, &token_a),
+            &big,
+            &done,
+            &outcomes,
+        );
         // A's requests reach the server first.
         let started = Instant::now();
         std::thread::sleep(Duration::from_millis(200));

@@ -27,6 +27,7 @@ mod local;
 pub mod local_workers;
 mod model;
 pub mod mop;
+pub mod progress;
 pub mod unit;
 pub mod worker;
 

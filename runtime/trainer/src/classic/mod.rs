@@ -485,6 +485,149 @@ pub(crate) type Validated = (f64, Option<Confusion>, Option<OutOfFold>);
 /// A setting's folds' answers: how they fell (classification) and the answers themselves.
 type FoldAnswers = (Confusion, OutOfFold);
 
+/// What a classic run's search over its settings has found so far.
+#[derive(Default)]
+struct Search {
+    /// Whether the sets are k-fold's (a record per fold) and the run's seed.
+    k_fold: bool,
+    seed: u64,
+    trials: Vec<LearningRateTrial>,
+    curve: Vec<CurvePoint>,
+    /// (mean quality, sample std, setting, the model of the best fold, the folds' answers)
+    best: Option<(f64, f64, f64, ClassicModel, FoldAnswers)>,
+    failure: Option<String>,
+    /// The last failure when it was the time limit ending a fit or a validation.
+    out_of_time: Option<Error>,
+    /// The longest fit so far: under the split, the refit on every example starts only when one
+    /// more such fit (on 25% more rows) still ends inside the limit.
+    longest_fit: f64,
+}
+
+impl Search {
+    /// Fits and validates `setting` on every validation set (a record and a curve point each);
+    /// the setting with the best mean quality over complete sets is kept.
+    fn try_setting(
+        &mut self,
+        learner: &mut (dyn Learner + '_),
+        examples: &Examples,
+        sets: &[(Vec<usize>, Vec<usize>)],
+        (trial_index, setting): (usize, f64),
+        clock: &Clock,
+    ) {
+        let mut qualities = Vec::new();
+        let mut confusion = Confusion::default();
+        let mut oof = OutOfFold::default();
+        let mut best_fold: Option<(f64, ClassicModel)> = None;
+        for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
+            let fit_started = clock.elapsed();
+            let fitted = learner.fit(train_rows, setting, clock);
+            self.longest_fit = self.longest_fit.max(clock.elapsed() - fit_started);
+            let fitted = fitted
+                .and_then(|model| Ok((quality(&model, examples, validation_rows, clock)?, model)));
+            let (quality, model) = match fitted {
+                Ok((Some((quality, answers, fold_oof)), model)) => {
+                    if let Some(answers) = answers {
+                        confusion.merge(&answers);
+                    }
+                    if let Some(fold_oof) = fold_oof {
+                        oof.merge(&fold_oof);
+                    }
+                    (quality, model)
+                }
+                Ok((None, _)) => {
+                    self.failure =
+                        Some("the model predicted a value that is not finite".to_owned());
+                    break;
+                }
+                Err(error) => {
+                    self.failure = Some(error.to_string());
+                    self.out_of_time = matches!(error, Error::OutOfTime { .. }).then_some(error);
+                    break;
+                }
+            };
+            self.curve.push(CurvePoint {
+                learning_rate: setting,
+                epoch: 1,
+                train_loss: 0.0,
+                validation_quality: quality,
+                seconds: clock.elapsed(),
+            });
+            self.trials.push(LearningRateTrial {
+                learning_rate: setting,
+                fold: self.k_fold.then_some(fold),
+                seed: self.seed ^ trial_index as u64,
+                epochs: 1,
+                best_quality: Some(quality),
+                best_epoch: Some(1),
+                failure: None,
+                tuned: None,
+                confusion: None,
+                oof: None,
+            });
+            qualities.push(quality);
+            if best_fold.as_ref().is_none_or(|(best, _)| quality > *best) {
+                best_fold = Some((quality, model));
+            }
+        }
+        if qualities.len() < sets.len() {
+            return; // a fold failed: this setting has no complete score
+        }
+        let Some((_, model)) = best_fold else {
+            return;
+        };
+        let mean = qualities.iter().sum::<f64>() / qualities.len() as f64;
+        let std = if qualities.len() < 2 {
+            0.0
+        } else {
+            (qualities.iter().map(|q| (q - mean).powi(2)).sum::<f64>()
+                / (qualities.len() - 1) as f64)
+                .sqrt()
+        };
+        if self
+            .best
+            .as_ref()
+            .is_none_or(|(best_mean, ..)| mean > *best_mean)
+        {
+            self.best = Some((mean, std, setting, model, (confusion, oof)));
+        }
+    }
+}
+
+/// The model served and the refit's record: `setting` refit on every example when `refit_fits`
+/// (under k-fold always; under the split when it fits in the time left: the validation part is a
+/// fifth of the data, and k-NN or DTW gain from every stored example). Should the refit fail, or
+/// not fit, the best fold's (or the split's) `model` is served.
+fn refit_served(
+    learner: &mut (dyn Learner + '_),
+    examples: &Examples,
+    (setting, model): (f64, ClassicModel),
+    clock: &Clock,
+    refit_fits: bool,
+    seed: u64,
+) -> (ClassicModel, Refit) {
+    let record = |epochs, fallback| Refit {
+        learning_rate: setting,
+        seed,
+        planned_epochs: 1,
+        epochs,
+        fallback,
+    };
+    if !refit_fits {
+        let fallback = "no time left for the refit on every example: the model trained on the \
+                        split's training part is served";
+        return (model, record(0, Some(fallback.into())));
+    }
+    let all_rows: Vec<usize> = (0..examples.len()).collect();
+    let unlimited = Clock {
+        limit: f64::INFINITY,
+        ..*clock
+    };
+    match learner.fit(&all_rows, setting, &unlimited) {
+        Ok(refitted) => (refitted, record(1, None)),
+        Err(error) => (model, record(0, Some(error.to_string()))),
+    }
+}
+
 /// The training run of a classic model (called by [`crate::train()`]).
 pub(crate) fn train_run(
     candidate: &Candidate,
@@ -508,96 +651,33 @@ pub(crate) fn train_run(
     }
     let mut learner = learner(candidate.model, examples, task, sets, budget.seed)?;
     let k_fold = matches!(validation, Validation::KFold { .. });
-    let mut trials = Vec::new();
-    let mut curve = Vec::new();
-    // (mean quality, sample std, setting, the model of the best fold, the folds' answers)
-    let mut best: Option<(f64, f64, f64, ClassicModel, FoldAnswers)> = None;
-    let mut failure = None;
-    // The last failure when it was the time limit ending a fit or a validation.
-    let mut out_of_time: Option<Error> = None;
-    // The longest fit so far: under the split, the refit on every example starts only when one
-    // more such fit (on 25% more rows) still ends inside the limit.
-    let mut longest_fit: f64 = 0.0;
+    let mut search = Search {
+        k_fold,
+        seed: budget.seed,
+        ..Search::default()
+    };
     for (trial_index, setting) in learner.settings().into_iter().enumerate() {
         // A later setting starts only with time left; the first always runs.
         if trial_index > 0 && clock.expired() {
             break;
         }
-        let mut qualities = Vec::new();
-        let mut confusion = Confusion::default();
-        let mut oof = OutOfFold::default();
-        let mut best_fold: Option<(f64, ClassicModel)> = None;
-        for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
-            let fit_started = clock.elapsed();
-            let fitted = learner.fit(train_rows, setting, &clock);
-            longest_fit = longest_fit.max(clock.elapsed() - fit_started);
-            let fitted = fitted
-                .and_then(|model| Ok((quality(&model, examples, validation_rows, &clock)?, model)));
-            let (quality, model) = match fitted {
-                Ok((Some((quality, answers, fold_oof)), model)) => {
-                    if let Some(answers) = answers {
-                        confusion.merge(&answers);
-                    }
-                    if let Some(fold_oof) = fold_oof {
-                        oof.merge(&fold_oof);
-                    }
-                    (quality, model)
-                }
-                Ok((None, _)) => {
-                    failure = Some("the model predicted a value that is not finite".to_owned());
-                    break;
-                }
-                Err(error) => {
-                    failure = Some(error.to_string());
-                    out_of_time = matches!(error, Error::OutOfTime { .. }).then_some(error);
-                    break;
-                }
-            };
-            curve.push(CurvePoint {
-                learning_rate: setting,
-                epoch: 1,
-                train_loss: 0.0,
-                validation_quality: quality,
-                seconds: clock.elapsed(),
-            });
-            trials.push(LearningRateTrial {
-                learning_rate: setting,
-                fold: k_fold.then_some(fold),
-                seed: budget.seed ^ trial_index as u64,
-                epochs: 1,
-                best_quality: Some(quality),
-                best_epoch: Some(1),
-                failure: None,
-                tuned: None,
-                confusion: None,
-                oof: None,
-            });
-            qualities.push(quality);
-            if best_fold.as_ref().is_none_or(|(best, _)| quality > *best) {
-                best_fold = Some((quality, model));
-            }
-        }
-        if qualities.len() < sets.len() {
-            continue; // a fold failed: this setting has no complete score
-        }
-        let Some((_, model)) = best_fold else {
-            continue;
-        };
-        let mean = qualities.iter().sum::<f64>() / qualities.len() as f64;
-        let std = if qualities.len() < 2 {
-            0.0
-        } else {
-            (qualities.iter().map(|q| (q - mean).powi(2)).sum::<f64>()
-                / (qualities.len() - 1) as f64)
-                .sqrt()
-        };
-        if best
-            .as_ref()
-            .is_none_or(|(best_mean, ..)| mean > *best_mean)
-        {
-            best = Some((mean, std, setting, model, (confusion, oof)));
-        }
+        search.try_setting(
+            learner.as_mut(),
+            examples,
+            sets,
+            (trial_index, setting),
+            &clock,
+        );
     }
+    let Search {
+        trials,
+        curve,
+        best,
+        failure,
+        out_of_time,
+        longest_fit,
+        ..
+    } = search;
     let mut quality_std = None;
     let mut refit = None;
     let mut validation_confusion = None;
@@ -610,56 +690,16 @@ pub(crate) fn train_run(
             if k_fold {
                 quality_std = Some(std);
             }
-            // The model served is refit on every example with the chosen setting (under k-fold
-            // always; under the split when it fits in the time left: the validation part is a
-            // fifth of the data, and k-NN or DTW gain from every stored example). Should the
-            // refit fail, the best fold's (or the split's) model is served.
             let refit_fits = k_fold || clock.elapsed() + 1.25 * longest_fit <= clock.limit;
-            let model = if refit_fits {
-                let all_rows: Vec<usize> = (0..examples.len()).collect();
-                match learner.fit(
-                    &all_rows,
-                    setting,
-                    &Clock {
-                        limit: f64::INFINITY,
-                        ..clock
-                    },
-                ) {
-                    Ok(refitted) => {
-                        refit = Some(Refit {
-                            learning_rate: setting,
-                            seed: budget.seed,
-                            planned_epochs: 1,
-                            epochs: 1,
-                            fallback: None,
-                        });
-                        refitted
-                    }
-                    Err(error) => {
-                        refit = Some(Refit {
-                            learning_rate: setting,
-                            seed: budget.seed,
-                            planned_epochs: 1,
-                            epochs: 0,
-                            fallback: Some(error.to_string()),
-                        });
-                        model
-                    }
-                }
-            } else {
-                refit = Some(Refit {
-                    learning_rate: setting,
-                    seed: budget.seed,
-                    planned_epochs: 1,
-                    epochs: 0,
-                    fallback: Some(
-                        "no time left for the refit on every example: the model trained on the \
-                         split's training part is served"
-                            .into(),
-                    ),
-                });
-                model
-            };
+            let (model, record) = refit_served(
+                learner.as_mut(),
+                examples,
+                (setting, model),
+                &clock,
+                refit_fits,
+                budget.seed,
+            );
+            refit = Some(record);
             RunOutcome::Succeeded {
                 checkpoint: Checkpoint {
                     meta: CheckpointMeta {
