@@ -128,6 +128,17 @@ pub const RULES: &[Rule] = &[
         why: "generated apps' engine binaries depend on it, never on the compiler",
     },
     Rule {
+        from: "easeml-engine",
+        never: &["easeml-client", "ureq"],
+        why: "the engine shares the model loader seam, the quality metric and the constraint limits \
+              with the client through easeml-serving, below both, and never links the client",
+    },
+    Rule {
+        from: "easeml-serving",
+        never: &["tch", "torch-sys", "axum", "ureq", "easeml-client"],
+        why: "the seam between the client and the engine links neither, nor libtorch or HTTP",
+    },
+    Rule {
         from: "easeml-cli",
         never: &["easeml-app-engine"],
         why: "the service binary prints its training sessions with easeml_engine::progress; \

@@ -27,7 +27,6 @@ mod connection;
 mod error;
 pub mod feed;
 mod local;
-mod models;
 mod remote;
 mod status;
 pub mod tensor;
@@ -42,6 +41,9 @@ pub use easeml_object::{Inference, Object};
 /// The schema model (`easeml-schema`): what an app is, its manifest and its rules.
 pub use easeml_schema as schema;
 pub use easeml_schema::{Manifest, Schema};
+pub use easeml_serving::{
+    LoadedModel, LocalModels, QualityMetric, constraint_limits, install_local_models, local_models,
+};
 /// The store.
 pub use easeml_store as store;
 pub use easeml_store::{
@@ -52,10 +54,9 @@ pub use feed::{
     CheckedExample, CheckedOutput, CsvOptions, FeedOptions, IgnoredFiles, LineError, LineErrors,
     MAX_KEPT_LINE_ERRORS, MAX_LINE_ERROR_BYTES,
 };
-pub use models::{LoadedModel, LocalModels, install_local_models, local_models};
 pub use remote::TokenOrigin;
 pub use status::{
-    BestModel, EnsembleMemberReport, EnsembleReport, HopProgress, Phase, QualityMetric, RunReport,
-    Status, TrialReport, TunedTrialReport, constraint_limits,
+    BestModel, EnsembleMemberReport, EnsembleReport, HopProgress, Phase, RunReport, Status,
+    TrialReport, TunedTrialReport,
 };
 pub use tensor::{ShapeError, Tensor, UnknownLabel};

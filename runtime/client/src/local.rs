@@ -11,8 +11,8 @@ use easeml_store::{
 use crate::backend::{Backend, Batch, Drive};
 use crate::client::{FeedReport, InferReport, LoadedExample};
 use crate::feed::{CheckedExample, CheckedOutput, FeedOptions};
-use crate::models::{LoadedModel, local_models};
 use crate::{Error, HopProgress, QualityMetric, Result, Status, constraint_limits};
+use easeml_serving::{LoadedModel, local_models};
 
 /// The embedded backend: a store connection and the app's row.
 #[derive(Debug)]

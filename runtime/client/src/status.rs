@@ -15,7 +15,7 @@ use easeml_object::Confusion;
 
 use easeml_store::MIN_TRAINING_EXAMPLES;
 
-use easeml_schema::Schema;
+use easeml_serving::QualityMetric;
 use easeml_store::{
     ConstraintLimits, RunId, RunRecord, RunState, SubEpochRecord, format_seconds, format_utc,
 };
@@ -127,35 +127,6 @@ impl ConfusionMatrix {
                 (examples > 0).then(|| (label.clone(), row[index] as f64 / examples as f64))
             })
             .collect()
-    }
-}
-
-/// What an app's quality numbers are: the trainer's validation quality is accuracy for outputs that
-/// are labels, else R² (1 - squared error / variance, clipped to [0, 1]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QualityMetric {
-    /// The share of validation examples whose label was predicted.
-    Accuracy,
-    /// The coefficient of determination, clipped to [0, 1].
-    RSquared,
-}
-
-impl QualityMetric {
-    /// The metric of an app with `schema`: accuracy where the output can be a label.
-    pub fn of(schema: &Schema) -> QualityMetric {
-        if schema.label_capacity().is_some() {
-            QualityMetric::Accuracy
-        } else {
-            QualityMetric::RSquared
-        }
-    }
-
-    /// Its name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            QualityMetric::Accuracy => "accuracy",
-            QualityMetric::RSquared => "R²",
-        }
     }
 }
 
@@ -449,18 +420,9 @@ fn deserialize_run_state<'de, D: Deserializer<'de>>(deserializer: D) -> Result<R
     .ok_or_else(|| serde::de::Error::custom(format!("unknown run state `{name}`")))
 }
 
-/// An app's constraint limits as the store's rules take them: the one reading of a schema's
-/// `constraint` lines that the status report, inference and the engine share.
-pub fn constraint_limits(schema: &Schema) -> ConstraintLimits {
-    ConstraintLimits {
-        train_time: schema.train_time_limit(),
-        infer_latency: schema.infer_latency_limit(),
-    }
-}
-
 impl Status {
     /// Builds the report from an app's runs under the app's constraint `limits`
-    /// ([`constraint_limits`]). The best run is chosen by [`easeml_store::best_run`], the rule
+    /// ([`constraint_limits`](crate::constraint_limits)). The best run is chosen by [`easeml_store::best_run`], the rule
     /// inference uses too.
     pub fn from_runs(
         app: String,

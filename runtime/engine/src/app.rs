@@ -48,7 +48,7 @@ impl AppModel {
 
     /// Every constraint limit, as the store's best-run rule takes them.
     pub fn constraint_limits(&self) -> easeml_store::ConstraintLimits {
-        easeml_client::constraint_limits(&self.schema)
+        easeml_serving::constraint_limits(&self.schema)
     }
 
     /// D, the number of classes, for classification workloads.

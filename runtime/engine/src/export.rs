@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use easeml_client::QualityMetric;
+use easeml_serving::QualityMetric;
 use easeml_store::{RunId, Store};
 use easeml_trainer::ExportedModel;
 use easeml_trainer::export::{

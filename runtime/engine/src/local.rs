@@ -1,9 +1,9 @@
-//! The engine as the client library's local model loader (`easeml_client::LocalModels`): embedded
+//! The engine as the client library's local model loader (`easeml_serving::LocalModels`, which `easeml_client` re-exports): embedded
 //! `infer` in a process that calls [`install_local_models`] answers with the engine's
 //! [`ServedModel`], on the device [`choose_device`] picks.
 
-use easeml_client::{LoadedModel, LocalModels};
 use easeml_object::{Inference, Object};
+use easeml_serving::{LoadedModel, LocalModels};
 use easeml_store::{AppId, EnsembleRecord, RunRecord, Store};
 
 use crate::{ServedModel, choose_device};
@@ -36,5 +36,5 @@ impl LoadedModel for ServedModel {
 
 /// Makes this process's embedded clients answer with the engine's models.
 pub fn install_local_models() {
-    easeml_client::install_local_models(&EngineModels);
+    easeml_serving::install_local_models(&EngineModels);
 }
