@@ -51,6 +51,14 @@ pub struct ServeArgs {
     /// Serve only: do not train (another process, e.g. `easeml train`, trains the store).
     #[arg(long)]
     no_train: bool,
+    /// The web console's downloads take easeml's runtime from this git repository (at
+    /// --download-runtime-rev), so an unpacked download builds anywhere; default: a checkout of
+    /// easeml in a folder `easeml` beside the unpacked one.
+    #[arg(long, value_name = "URL")]
+    download_runtime_git: Option<String>,
+    /// With --download-runtime-git: the commit or tag (default: the repository's default branch).
+    #[arg(long, value_name = "REV", requires = "download_runtime_git")]
+    download_runtime_rev: Option<String>,
     /// The longest one training run may take (default: 2m on the CPU, 10m on CUDA).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     max_run: Option<Duration>,
@@ -193,9 +201,16 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     config.header_timeout = args.header_timeout;
     config.idle_timeout = args.idle_timeout;
     config.body_timeout = args.body_timeout;
-    config.compiler = Some(server::CompilerHook(std::sync::Arc::new(
-        crate::web_compiler::WebCompiler::builtin(),
-    )));
+    let web_compiler = match &args.download_runtime_git {
+        Some(url) => crate::web_compiler::WebCompiler::with_runtime(
+            easeml_compiler::codegen::RuntimeSource::Git {
+                url: url.clone(),
+                rev: args.download_runtime_rev.clone(),
+            },
+        ),
+        None => crate::web_compiler::WebCompiler::builtin(),
+    };
+    config.compiler = Some(server::CompilerHook(std::sync::Arc::new(web_compiler)));
     if let Some(file) = &args.admin_token_file {
         let token = easeml_runtime::store::tokens::read_admin_token_file(file)
             .map_err(anyhow::Error::msg)?;

@@ -33,9 +33,16 @@ impl WebCompiler {
     /// unpacked folder, never this server's own checkout (issue 49: an unauthenticated download
     /// must not tell where the server's files are).
     pub fn builtin() -> WebCompiler {
+        WebCompiler::with_runtime(RuntimeSource::Path(DOWNLOAD_RUNTIME_PATH.to_owned()))
+    }
+
+    /// The compiler with the built-in registry, its downloads taking the runtime from `runtime`
+    /// (`easeml serve --download-runtime-git URL`: a repository, so a download builds anywhere
+    /// without a checkout beside it).
+    pub fn with_runtime(runtime: RuntimeSource) -> WebCompiler {
         WebCompiler {
             registry: Registry::builtin(),
-            runtime: RuntimeSource::Path(DOWNLOAD_RUNTIME_PATH.to_owned()),
+            runtime,
         }
     }
 

@@ -332,6 +332,74 @@ fn the_compile_routes_answer_as_easemlc_and_refuse_bad_requests() {
         "the download does not resolve beside a checkout: {}",
         String::from_utf8_lossy(&metadata.stderr)
     );
+    // A server given a repository: its downloads take the runtime from there, versioned, with no
+    // path anywhere, and resolve without a checkout beside them.
+    let root = std::fs::canonicalize(&checkout_root).unwrap();
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(head.status.success());
+    let rev = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    let url = format!("file://{}", root.display());
+    let from_git = Served::start(
+        false,
+        &[
+            "--no-train",
+            "--download-runtime-git",
+            &url,
+            "--download-runtime-rev",
+            &rev,
+        ],
+    );
+    let response = http()
+        .post(format!(
+            "{}/api/v1/compile/download?file=blobs.eml",
+            from_git.url
+        ))
+        .body(VALID)
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(
+        elsewhere.path().join("blobs.tar"),
+        response.bytes().unwrap(),
+    )
+    .unwrap();
+    let untar = Command::new("tar")
+        .arg("-xf")
+        .arg("blobs.tar")
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert!(untar.status.success(), "{untar:?}");
+    let unpacked = elsewhere.path().join("blobs");
+    for manifest in ["Cargo.toml", "python/Cargo.toml"] {
+        let text = std::fs::read_to_string(unpacked.join(manifest)).unwrap();
+        assert!(
+            text.contains(&format!("git = \"{url}\"")),
+            "{manifest}: {text}"
+        );
+        assert!(
+            text.contains(&format!("rev = \"{rev}\"")),
+            "{manifest}: {text}"
+        );
+        assert!(!text.contains("runtime/core"), "{manifest}: {text}");
+    }
+    let metadata = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(&unpacked)
+        .output()
+        .unwrap();
+    assert!(
+        metadata.status.success(),
+        "the download does not resolve from the repository: {}",
+        String::from_utf8_lossy(&metadata.stderr)
+    );
+    drop(from_git);
+
     let host = served.url.trim_start_matches("http://");
     let baked = generated
         .keys()
