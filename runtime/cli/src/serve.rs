@@ -369,12 +369,14 @@ fn log_event(event: Event) {
             app,
             candidate,
             run,
+            number,
             max_seconds,
-        } => tracing::info!(%app, %candidate, run = run.0, max_seconds, "run started"),
+        } => tracing::info!(%app, %candidate, run = run.0, number, max_seconds, "run started"),
         Event::RunFinished {
             app,
             candidate,
             run,
+            number,
             quality,
             quality_std,
             protocol,
@@ -383,42 +385,48 @@ fn log_event(event: Event) {
             broken_constraints,
             best,
         } => {
-            tracing::info!(%app, %candidate, run = run.0, quality, quality_std, %protocol, cost_seconds, infer_latency_seconds, ?broken_constraints, best, "run finished")
+            tracing::info!(%app, %candidate, run = run.0, number, quality, quality_std, %protocol, cost_seconds, infer_latency_seconds, ?broken_constraints, best, "run finished")
         }
         Event::RunFailed {
             app,
             candidate,
             run,
+            number,
             reason,
-        } => tracing::warn!(%app, %candidate, run = run.0, %reason, "run failed"),
+        } => tracing::warn!(%app, %candidate, run = run.0, number, %reason, "run failed"),
         Event::RunDropped {
             app,
             candidate,
             run,
+            number,
             reason,
         } => {
-            tracing::info!(%app, %candidate, run = run.0, %reason, "run dropped: the session ended before it had a model")
+            tracing::info!(%app, %candidate, run = run.0, number, %reason, "run dropped: the session ended before it had a model")
         }
         Event::WorkersChanged { live } => tracing::info!(live, "live workers"),
         Event::MopRunStarted {
             app,
             candidate,
             run,
+            number,
             learning_rate,
             partitions,
             epochs,
             resumed,
             data_parallel,
         } => {
-            tracing::info!(%app, %candidate, run = run.0, learning_rate, partitions, epochs, resumed, data_parallel, "model hopping run started")
+            tracing::info!(%app, %candidate, run = run.0, number, learning_rate, partitions, epochs, resumed, data_parallel, "model hopping run started")
         }
         Event::RunProgress {
             app,
             candidate,
             run,
+            number,
             done,
             total,
-        } => tracing::debug!(%app, %candidate, run = run.0, done, total, "sub-epochs committed"),
+        } => {
+            tracing::debug!(%app, %candidate, run = run.0, number, done, total, "sub-epochs committed")
+        }
     }
 }
 

@@ -147,6 +147,9 @@ pub struct InferReport {
     pub answers: Vec<(usize, Inference)>,
     /// The run whose model answered.
     pub run: RunId,
+    /// That run's number within the app (what people see; 0 from a server that predates run
+    /// numbers).
+    pub run_number: u64,
     /// The model's candidate id.
     pub candidate: String,
     /// The data version the model was trained on (it may be older than the app's current one while

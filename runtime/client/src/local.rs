@@ -182,6 +182,7 @@ impl Backend for Local {
                 .map(|(i, a)| (i + 1, a))
                 .collect(),
             run: served.run().id,
+            run_number: served.run().number,
             candidate: served.run().candidate.clone(),
             data_version: served.run().data_version,
             score: None,

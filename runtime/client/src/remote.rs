@@ -537,6 +537,7 @@ impl Remote {
         let mut report = crate::InferReport {
             answers: Vec::with_capacity(inputs.len()),
             run: easeml_store::RunId(0),
+            run_number: 0,
             candidate: String::new(),
             data_version: 0,
             score: None,
@@ -571,6 +572,7 @@ impl Remote {
                 report.answers.push((*position, answer.inference));
             }
             report.run = easeml_store::RunId(answered.run);
+            report.run_number = answered.run_number;
             report.candidate = answered.candidate;
             report.data_version = answered.data_version;
         }

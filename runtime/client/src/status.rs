@@ -55,6 +55,10 @@ pub struct BestModel {
     /// Its run.
     #[serde(serialize_with = "run_id", deserialize_with = "deserialize_run_id")]
     pub run: RunId,
+    /// That run's number within the app (1, 2, ...), as the report shows it; 0 from a server that
+    /// predates run numbers.
+    #[serde(default)]
+    pub number: u64,
     /// The candidate id, e.g. `kernel_ridge`.
     pub candidate: String,
     /// The data version it was trained on.
@@ -191,6 +195,7 @@ impl BestModel {
         }
         BestModel {
             run: run.id,
+            number: run.number,
             candidate: run.candidate.clone(),
             data_version: run.data_version,
             current: run.data_version == current_version,
@@ -211,12 +216,28 @@ impl BestModel {
     }
 }
 
+impl RunReport {
+    /// The number people see: the run's number within its app, or its id in a report from a
+    /// server that predates run numbers.
+    pub fn shown_number(&self) -> u64 {
+        if self.number > 0 {
+            self.number
+        } else {
+            self.id.0.max(0) as u64
+        }
+    }
+}
+
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
     /// The run.
     #[serde(serialize_with = "run_id", deserialize_with = "deserialize_run_id")]
     pub id: RunId,
+    /// Its number within the app (1, 2, ...: what the report shows); 0 from a server that predates
+    /// run numbers.
+    #[serde(default)]
+    pub number: u64,
     /// The candidate id.
     pub candidate: String,
     /// Its state.
@@ -454,6 +475,7 @@ impl Status {
                 let trials = trials_of(run);
                 RunReport {
                     id: run.id,
+                    number: run.number,
                     candidate: run.candidate.clone(),
                     state: run.state,
                     date_ms: run.finished_ms.or(run.started_ms).unwrap_or(run.queued_ms),
@@ -505,7 +527,7 @@ fn summary(
     let serving = best.map(|run| {
         format!(
             "serving {} (run {}, data version {})",
-            run.candidate, run.id.0, run.data_version
+            run.candidate, run.number, run.data_version
         )
     });
     let stale = best.is_some_and(|run| run.data_version != data_version);
@@ -630,7 +652,7 @@ impl fmt::Display for Status {
             writeln!(
                 f,
                 "{marker} {:<5} {:<21} {:<24} {quality:>13} {cost:>10} {latency:>10}  {protocol:<18} {state}",
-                run.id.0,
+                run.shown_number(),
                 format_utc(run.date_ms),
                 run.candidate
             )?;
@@ -665,6 +687,7 @@ mod tests {
     fn record(id: i64, data_version: u64, quality: f64, state: RunState) -> RunRecord {
         RunRecord {
             id: RunId(id),
+            number: id as u64,
             app: AppId(1),
             candidate: format!("model_{id}"),
             state,
@@ -817,6 +840,7 @@ mod tests {
             .enumerate()
             .map(|(index, state)| RunReport {
                 id: RunId(index as i64 + 1),
+                number: index as u64 + 1,
                 candidate: "mlp_small".to_owned(),
                 state,
                 date_ms: 1_700_000_000_000,
@@ -868,6 +892,7 @@ mod tests {
     fn the_report_shows_the_protocol_the_spread_the_latency_and_broken_constraints() {
         let run = |id: i64, quality_std: Option<f64>, protocol: Option<&str>| RunReport {
             id: RunId(id),
+            number: id as u64,
             candidate: "mlp_small".to_owned(),
             state: RunState::Done,
             date_ms: 1_700_000_000_000,

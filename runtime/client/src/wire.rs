@@ -179,6 +179,9 @@ pub struct Answered {
     pub answers: Vec<Answer>,
     /// The run whose model answered.
     pub run: i64,
+    /// That run's number within the app (absent from a server that predates run numbers).
+    #[serde(default)]
+    pub run_number: u64,
     /// That run's candidate id.
     pub candidate: String,
     /// The data version that run trained on.

@@ -776,7 +776,11 @@ fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
         "{app}: {} input{} answered by run {} ({}, trained on data version {})",
         report.answers.len(),
         if report.answers.len() == 1 { "" } else { "s" },
-        report.run.0,
+        if report.run_number > 0 {
+            report.run_number
+        } else {
+            report.run.0.max(0) as u64
+        },
         report.candidate,
         report.data_version
     );

@@ -40,6 +40,8 @@ pub struct ExportReport {
     pub dir: PathBuf,
     /// The run whose model it is.
     pub run: RunId,
+    /// That run's number within the app (what people see).
+    pub run_number: u64,
     /// That run's candidate.
     pub candidate: String,
     /// The model's file and how to call it.
@@ -52,7 +54,7 @@ impl std::fmt::Display for ExportReport {
             f,
             "exported {} (run {}) as {} to {}: {}, {}, {}",
             self.candidate,
-            self.run.0,
+            self.run_number,
             self.model.format,
             self.dir.display(),
             self.model.file,
@@ -120,6 +122,7 @@ pub fn export_app(store: &Store, app: &str, out: &Path, force: bool) -> Result<E
         },
         "run": {
             "id": run.id.0,
+            "number": run.number,
             "candidate": run.candidate,
             "data_version": run.data_version,
             "quality": run.quality,
@@ -135,11 +138,12 @@ pub fn export_app(store: &Store, app: &str, out: &Path, force: bool) -> Result<E
     write(&out.join(METADATA_FILE), &(text + "\n"))?;
     write(
         &out.join(README_FILE),
-        &readme(&schema.app, &run.candidate, run.id, &model),
+        &readme(&schema.app, &run.candidate, run.number, &model),
     )?;
     Ok(ExportReport {
         dir: out.to_owned(),
         run: run.id,
+        run_number: run.number,
         candidate: run.candidate,
         model,
     })
@@ -202,12 +206,12 @@ fn is_series(model: &ExportedModel) -> bool {
 }
 
 /// The export's README.md.
-fn readme(app: &str, candidate: &str, run: RunId, model: &ExportedModel) -> String {
+fn readme(app: &str, candidate: &str, run: u64, model: &ExportedModel) -> String {
     let mut text = format!(
         "# {app}: an easeml export\n\nThe model of run {} ({candidate}), the one easeml served when it \
          was exported. `{METADATA_FILE}` says what it was trained on, how good it was, its label names \
          in class order and its input and output shapes.\n\n",
-        run.0
+        run
     );
     let shape = model
         .input_shape

@@ -34,12 +34,12 @@ impl fmt::Display for Event {
             Event::RunStarted {
                 app,
                 candidate,
-                run,
+                number,
                 max_seconds,
+                ..
             } => write!(
                 f,
-                "{app}: training {candidate} (run {}, at most {})",
-                run.0,
+                "{app}: training {candidate} (run {number}, at most {})",
                 format_seconds(*max_seconds)
             ),
             Event::RunFinished {
@@ -84,12 +84,13 @@ impl fmt::Display for Event {
             Event::MopRunStarted {
                 app,
                 candidate,
-                run,
+                number,
                 learning_rate,
                 partitions,
                 epochs,
                 resumed,
                 data_parallel,
+                ..
             } => write!(
                 f,
                 "{app}: {candidate:<22} {} by {} (run {}, learning rate {learning_rate}): {epochs} epoch(s) over {partitions} partition(s), one per worker{}",
@@ -99,7 +100,7 @@ impl fmt::Display for Event {
                 } else {
                     "model hopping"
                 },
-                run.0,
+                number,
                 if *data_parallel { ", all at once" } else { "" }
             ),
             Event::RunProgress {
@@ -229,7 +230,8 @@ mod tests {
         let started = Event::RunStarted {
             app: "digits".into(),
             candidate: "mlp".into(),
-            run: RunId(7),
+            run: RunId(19),
+            number: 7,
             max_seconds: 30.0,
         };
         assert_eq!(

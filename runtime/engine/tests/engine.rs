@@ -138,6 +138,13 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
         candidates.dedup();
         assert_eq!(candidates.len(), 7, "{runs:#?}");
         assert!(runs.iter().all(|run| run.state != RunState::Running));
+        // The two apps' runs interleave in the store, yet each app counts its own from 1.
+        let numbers: Vec<u64> = runs.iter().map(|run| run.number).collect();
+        assert_eq!(
+            numbers,
+            (1..=runs.len() as u64).collect::<Vec<_>>(),
+            "{runs:#?}"
+        );
         // Both apps have fewer than 200 examples: every finished run was cross-validated, and
         // the store keeps the protocol and the spread.
         let protocol = if app == sides {
@@ -182,6 +189,12 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
         .iter()
         .filter(|event| matches!(event, Event::RunFinished { .. }))
         .collect();
+    // Each event names the run by its number within its app.
+    for event in &finished {
+        if let Event::RunFinished { run, number, .. } = event {
+            assert_eq!(engine.store().run(*run).unwrap().number, *number);
+        }
+    }
     assert!(
         finished.iter().all(|event| matches!(event,
             Event::RunFinished { protocol, quality_std: Some(_), .. } if protocol.ends_with("-fold") || protocol.ends_with("stratified"))),

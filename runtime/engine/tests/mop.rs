@@ -268,6 +268,7 @@ fn hop_two_models(home: &Path) {
     let mut stale = easeml_store::Lease {
         unit: first.unit,
         run: runs[0],
+        run_number: record.run_number,
         app,
         candidate: record.candidate,
         data_version: store.run(runs[0]).unwrap().data_version,

@@ -439,6 +439,7 @@ async fn answer(state: &AppState, name: String, body: Bytes) -> Result<Response,
             .map(|(line, inference)| Answer { line, inference })
             .collect(),
         run: report.run.0,
+        run_number: report.run_number,
         candidate: report.candidate,
         data_version: report.data_version,
         score,

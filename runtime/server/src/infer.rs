@@ -226,6 +226,7 @@ struct Inputs {
 #[derive(Clone, PartialEq)]
 struct Model {
     run: RunId,
+    run_number: u64,
     candidate: String,
     data_version: u64,
 }
@@ -381,6 +382,7 @@ fn answer_together(
         let _ = task.job.reply.send(Ok(InferReport {
             answers: mine,
             run: report.run,
+            run_number: report.run_number,
             candidate: report.candidate.clone(),
             data_version: report.data_version,
             score,
@@ -568,6 +570,7 @@ fn advance(client: &mut Client, task: &mut Task) -> Result<Option<InferReport>, 
             let report = client.infer_objects(&inputs.objects[*next..end])?;
             let answered = Model {
                 run: report.run,
+                run_number: report.run_number,
                 candidate: report.candidate,
                 data_version: report.data_version,
             };
@@ -608,6 +611,7 @@ fn advance(client: &mut Client, task: &mut Task) -> Result<Option<InferReport>, 
             Ok(Some(InferReport {
                 answers,
                 run: model.run,
+                run_number: model.run_number,
                 candidate: model.candidate,
                 data_version: model.data_version,
                 score,

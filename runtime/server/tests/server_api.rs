@@ -828,6 +828,11 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     assert_eq!(report["score"]["total"], 4, "{report}");
     assert!(report["run"].as_i64().is_some() && report["candidate"].is_string());
     let report_run = report["run"].clone();
+    // The run also by its number within the app, as the status report shows it.
+    assert!(
+        report["run_number"].as_u64().is_some_and(|number| number >= 1),
+        "{report}"
+    );
     // A request of several chunks (lines are checked 1024 at a time and answered 256 at a time,
     // taking turns with other apps): every line answered in order, the same answers as one at a
     // time, one run, the whole request scored; a bad line in a late chunk fails it all.

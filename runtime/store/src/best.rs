@@ -229,6 +229,7 @@ mod tests {
     fn run(id: i64, quality: f64, std: Option<f64>, cost: f64) -> RunRecord {
         RunRecord {
             id: RunId(id),
+            number: id as u64,
             app: AppId(1),
             candidate: format!("c{id}"),
             state: RunState::Done,

@@ -267,6 +267,18 @@ CREATE TABLE ensembles (
 "#,
         postgres_sql: None,
     },
+    Migration {
+        version: 13,
+        name: "runs numbered within their app",
+        sql: r#"
+ALTER TABLE apps ADD COLUMN runs_made INTEGER NOT NULL DEFAULT 0; -- runs ever made for the app: the last run's number
+ALTER TABLE runs ADD COLUMN number INTEGER;                        -- the run's number within its app: 1, 2, ... (what people see)
+UPDATE runs SET number = (SELECT COUNT(*) FROM runs AS earlier WHERE earlier.app = runs.app AND earlier.id <= runs.id);
+UPDATE apps SET runs_made = (SELECT COALESCE(MAX(number), 0) FROM runs WHERE runs.app = apps.id);
+CREATE UNIQUE INDEX runs_app_number ON runs (app, number);
+"#,
+        postgres_sql: None,
+    },
 ];
 
 /// The schema of `sql` (written for SQLite) in PostgreSQL's types: integers are `BIGINT`, an

@@ -228,8 +228,11 @@ impl RunState {
 /// A training run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRecord {
-    /// Its id.
+    /// Its id (unique in the store; what the API and the other records name it by).
     pub id: RunId,
+    /// Its number within its app: 1 for the app's first run, then 2, ... (what people see: an
+    /// app's runs count on from 1 whatever other apps run).
+    pub number: u64,
     /// The app.
     pub app: AppId,
     /// The candidate id, e.g. `resnet18+norm_k2`.
@@ -308,7 +311,7 @@ pub const MAX_CONFUSION_BYTES: usize = 1 << 20;
 /// transaction that stores its row (table `blob_bytes`), rather than as a file or object of its
 /// own: tables, series and small images. Larger ones (e.g. a 256x256 image's 768 KiB) are files.
 pub const INLINE_BLOB_BYTES: usize = 16 * 1024;
-const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples, confusion, oof_sha256";
+const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples, confusion, oof_sha256, number";
 
 impl Store {
     /// Whether `home` holds a store (its database file), without creating anything.
@@ -853,6 +856,9 @@ fn run_from_row(row: &Row) -> DbResult<RunRecord> {
         },
         infer_latency_seconds: row.get(14)?,
         trials: row.get(15)?,
+        number: row
+            .get::<Option<i64>>(19)?
+            .map_or(0, |number| number.max(0) as u64),
     })
 }
 

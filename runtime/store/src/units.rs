@@ -224,6 +224,8 @@ pub struct UnitRecord {
     pub id: UnitId,
     /// Its run.
     pub run: RunId,
+    /// The run's number within its app (`RunRecord::number`).
+    pub run_number: u64,
     /// The run's app.
     pub app: AppId,
     /// The run's candidate.
@@ -257,6 +259,8 @@ pub struct Lease {
     pub unit: UnitId,
     /// Its run.
     pub run: RunId,
+    /// The run's number within its app (`RunRecord::number`).
+    pub run_number: u64,
     /// The run's app.
     pub app: AppId,
     /// The run's candidate.
@@ -302,7 +306,7 @@ pub enum UnitResult<'a> {
     },
 }
 
-const UNIT_COLUMNS: &str = "u.id, u.run, r.app, r.candidate, u.state, u.attempt, u.losses, u.lease_owner, u.lease_expires_ms, u.spec, u.created_ms, u.committed_ms, u.kind, u.epoch, u.part";
+const UNIT_COLUMNS: &str = "u.id, u.run, r.app, r.candidate, u.state, u.attempt, u.losses, u.lease_owner, u.lease_expires_ms, u.spec, u.created_ms, u.committed_ms, u.kind, u.epoch, u.part, r.number";
 
 fn unit_from_row(row: &Row) -> DbResult<UnitRecord> {
     Ok(UnitRecord {
@@ -323,6 +327,9 @@ fn unit_from_row(row: &Row) -> DbResult<UnitRecord> {
             (Some(epoch), Some(part)) => Some((epoch.max(0) as u64, part.max(0) as u64)),
             _ => None,
         },
+        run_number: row
+            .get::<Option<i64>>(15)?
+            .map_or(0, |number| number.max(0) as u64),
     })
 }
 
@@ -681,10 +688,19 @@ fn insert_queued_run(
         .optional()
         .map_err(db(context.to_owned()))?
         .ok_or(Error::NoSuchAppId(app.0))?;
+    // The app's next run number, counted on its row (never reused, even for a run deleted later;
+    // the row's update also orders two transactions making runs of one app).
+    let number: i64 = transaction
+        .query_row(
+            "UPDATE apps SET runs_made = runs_made + 1 WHERE id = ?1 RETURNING runs_made",
+            [app.0],
+            |row| row.get(0),
+        )
+        .map_err(db(context.to_owned()))?;
     let run = transaction
         .query_row(
-            "INSERT INTO runs (app, candidate, state, data_version, queued_ms) VALUES (?1, ?2, 'queued', ?3, ?4) RETURNING id",
-            params![app.0, candidate, data_version, now],
+            "INSERT INTO runs (app, candidate, state, data_version, queued_ms, number) VALUES (?1, ?2, 'queued', ?3, ?4, ?5) RETURNING id",
+            params![app.0, candidate, data_version, now, number],
             |row| row.get(0),
         )
         .map_err(db(context.to_owned()))?;

@@ -323,3 +323,48 @@ fn a_database_name_that_is_not_a_plain_identifier_is_refused_before_any_server_i
         "{error}"
     );
 }
+
+#[test]
+fn runs_of_a_store_from_before_run_numbers_are_numbered_within_their_app() {
+    let dir = tempfile::tempdir().unwrap();
+    // A store of the build before migration 13 (runs known by their store-wide id only), with
+    // runs of two apps interleaved, written with that build's columns.
+    let before = MIGRATIONS
+        .iter()
+        .position(|migration| migration.version == 13)
+        .unwrap();
+    let mut old =
+        Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..before]).unwrap();
+    let (first, _) = old.register_app(&new_app("first", Some(3), None)).unwrap();
+    let (second, _) = old.register_app(&new_app("second", Some(3), None)).unwrap();
+    drop(old);
+    let connection = rusqlite::Connection::open(dir.path().join("easeml.sqlite3")).unwrap();
+    for (id, app) in [(4, first.id), (5, second.id), (9, first.id), (12, first.id)] {
+        connection
+            .execute(
+                "INSERT INTO runs (id, app, candidate, state, data_version, queued_ms) \
+                 VALUES (?1, ?2, 'knn', 'done', 1, 0)",
+                [id, app.0],
+            )
+            .unwrap();
+    }
+    drop(connection);
+
+    let mut store = Store::open(dir.path()).unwrap();
+    let numbers = |store: &Store, app| -> Vec<(i64, u64)> {
+        store
+            .runs(app)
+            .unwrap()
+            .iter()
+            .map(|run| (run.id.0, run.number))
+            .collect()
+    };
+    assert_eq!(numbers(&store, first.id), [(4, 1), (9, 2), (12, 3)]);
+    assert_eq!(numbers(&store, second.id), [(5, 1)]);
+    // New runs count on from there.
+    let (run, _) = store.queue_unit(first.id, "gbdt", "{}").unwrap();
+    assert_eq!(store.run(run).unwrap().number, 4);
+    let (run, _) = store.queue_unit(second.id, "gbdt", "{}").unwrap();
+    assert_eq!(store.run(run).unwrap().number, 2);
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}

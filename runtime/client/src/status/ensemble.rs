@@ -13,6 +13,9 @@ use super::{QualityMetric, Status};
 pub struct EnsembleMemberReport {
     /// Its run's id.
     pub run: i64,
+    /// That run's number within the app, as the report shows it (0 from an older server).
+    #[serde(default)]
+    pub number: u64,
     /// The run's candidate.
     pub candidate: String,
     /// Its weight in the average (the weights sum to 1).
@@ -42,14 +45,14 @@ impl EnsembleReport {
         let members = ensemble
             .members
             .iter()
-            .map(|member| EnsembleMemberReport {
-                run: member.run.0,
-                candidate: runs
-                    .iter()
-                    .find(|run| run.id == member.run)
-                    .map(|run| run.candidate.clone())
-                    .unwrap_or_default(),
-                weight: member.weight,
+            .map(|member| {
+                let run = runs.iter().find(|run| run.id == member.run);
+                EnsembleMemberReport {
+                    run: member.run.0,
+                    number: run.map_or(0, |run| run.number),
+                    candidate: run.map(|run| run.candidate.clone()).unwrap_or_default(),
+                    weight: member.weight,
+                }
             })
             .collect();
         let examples = ensemble.validated_examples as f64;
@@ -76,10 +79,12 @@ impl EnsembleReport {
         self.members
             .iter()
             .map(|member| {
-                format!(
-                    "run {} {} {:.2}",
-                    member.run, member.candidate, member.weight
-                )
+                let number = if member.number > 0 {
+                    member.number
+                } else {
+                    member.run.max(0) as u64
+                };
+                format!("run {number} {} {:.2}", member.candidate, member.weight)
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -111,7 +116,7 @@ impl Status {
         };
         let report = EnsembleReport::of(ensemble, runs, metric);
         self.summary = self.summary.replacen(
-            &format!("serving {} (run {}", best.candidate, best.run.0),
+            &format!("serving {} (run {}", best.candidate, best.number),
             &format!(
                 "serving an ensemble of {} runs ({}; {} {:.3}, best single run {:.3}), best run {} (run {}",
                 report.members.len(),
@@ -120,7 +125,7 @@ impl Status {
                 report.quality,
                 report.single_quality,
                 best.candidate,
-                best.run.0
+                best.number
             ),
             1,
         );

@@ -54,6 +54,7 @@ impl Engine {
                         if let Some(InFlight {
                             decision: Some(decision),
                             run,
+                            number,
                             ..
                         }) = self.in_flight.remove(&unit)
                             && self.apps.contains_key(&decision.user_id)
@@ -62,6 +63,7 @@ impl Engine {
                                 app: decision.user_id,
                                 candidate: decision.model_id,
                                 run,
+                                number,
                                 reason: "the session ended before it had a model".to_owned(),
                             });
                             summary.dropped += 1;
@@ -93,6 +95,7 @@ impl Engine {
                         app: self.app_name(record.app),
                         candidate: record.candidate.clone(),
                         run: record.run,
+                        number: record.run_number,
                         max_seconds: self.max_seconds(&record.spec),
                     });
                 }
@@ -140,12 +143,14 @@ impl Engine {
                 let state = &self.apps[&decision.user_id];
                 let spec = self.unit_spec(state, deadline).to_json();
                 let (run, unit) = self.store.queue_unit(state.id, &decision.model_id, &spec)?;
+                let number = self.store.run(run)?.number;
                 self.in_flight.insert(
                     unit,
                     InFlight {
                         decision: Some(decision),
                         seen_attempt: 0,
                         run,
+                        number,
                     },
                 );
             }
@@ -169,6 +174,7 @@ impl Engine {
             let lease_like = Lease {
                 unit: unit.id,
                 run: unit.run,
+                run_number: unit.run_number,
                 app: unit.app,
                 candidate: unit.candidate.clone(),
                 data_version: self.store.run(unit.run)?.data_version,
@@ -187,6 +193,7 @@ impl Engine {
                     decision,
                     seen_attempt: 0,
                     run: unit.run,
+                    number: unit.run_number,
                 },
             );
         }

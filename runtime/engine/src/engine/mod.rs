@@ -211,6 +211,8 @@ pub enum Event {
         candidate: String,
         /// The run.
         run: RunId,
+        /// The run's number within its app (what people see: `RunRecord::number`).
+        number: u64,
         /// Seconds the run may take at most.
         max_seconds: f64,
     },
@@ -222,6 +224,8 @@ pub enum Event {
         candidate: String,
         /// The run.
         run: RunId,
+        /// The run's number within its app (what people see: `RunRecord::number`).
+        number: u64,
         /// Its validation quality in [0, 1] (under k-fold the mean over the folds).
         quality: f64,
         /// The standard deviation of the fold qualities (k-fold), else `None`.
@@ -251,6 +255,8 @@ pub enum Event {
         candidate: String,
         /// The run.
         run: RunId,
+        /// The run's number within its app (what people see: `RunRecord::number`).
+        number: u64,
         /// Its learning rate (one MOP run per rate of the decision).
         learning_rate: f64,
         /// Its partitions (the live workers when it was queued).
@@ -271,6 +277,8 @@ pub enum Event {
         candidate: String,
         /// The run.
         run: RunId,
+        /// The run's number within its app (what people see: `RunRecord::number`).
+        number: u64,
         /// Sub-epochs committed.
         done: usize,
         /// Sub-epochs in all (epochs x partitions).
@@ -284,6 +292,8 @@ pub enum Event {
         candidate: String,
         /// The run.
         run: RunId,
+        /// The run's number within its app (what people see: `RunRecord::number`).
+        number: u64,
         /// Why.
         reason: String,
     },
@@ -297,6 +307,8 @@ pub enum Event {
         candidate: String,
         /// The run (no longer in the store).
         run: RunId,
+        /// The run's number within its app (what people see: `RunRecord::number`).
+        number: u64,
         /// Why it had no model.
         reason: String,
     },
@@ -551,6 +563,7 @@ impl Engine {
                     app: app.clone(),
                     candidate: record.candidate.clone(),
                     run,
+                    number: record.number,
                     quality,
                     quality_std: record.validation.quality_std,
                     protocol: record.validation.protocol.clone().unwrap_or_default(),
@@ -577,6 +590,7 @@ impl Engine {
                     app: app.clone(),
                     candidate: record.candidate.clone(),
                     run,
+                    number: record.number,
                     reason: record.error.clone().unwrap_or_default(),
                 });
                 0.0
@@ -604,6 +618,8 @@ struct InFlight {
     seen_attempt: u32,
     /// Its run.
     run: RunId,
+    /// The run's number within its app (for the events of a run that is gone).
+    number: u64,
 }
 
 /// A decision trained by model hopping: its MOP runs, one per learning rate.

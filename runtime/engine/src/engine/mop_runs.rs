@@ -100,6 +100,7 @@ impl Engine {
                 app: decision.user_id.clone(),
                 candidate: decision.model_id.clone(),
                 run,
+                number: self.store.run(run)?.number,
                 learning_rate: plan.learning_rate,
                 partitions: plan.partitions,
                 epochs: plan.epochs,
@@ -157,6 +158,7 @@ impl Engine {
                     app: app.name.clone(),
                     candidate: run.candidate.clone(),
                     run: run.id,
+                    number: run.number,
                     learning_rate: shape.learning_rate,
                     partitions: shape.partitions,
                     epochs: shape.epochs,
@@ -237,6 +239,7 @@ impl Engine {
                                         app: flight.app.clone(),
                                         candidate: flight.candidate.clone(),
                                         run,
+                                        number: self.store.run(run)?.number,
                                         done: committed,
                                         total,
                                     });

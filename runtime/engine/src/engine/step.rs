@@ -41,12 +41,14 @@ impl Engine {
                     if lease.is_none() {
                         // A worker of another process took it first: it is reported when it
                         // commits, as the coordinator reports its workers' units.
+                        let number = self.store.run(run)?.number;
                         self.in_flight.insert(
                             unit,
                             InFlight {
                                 decision: Some(decision),
                                 seen_attempt: 0,
                                 run,
+                                number,
                             },
                         );
                     }
@@ -63,6 +65,7 @@ impl Engine {
             app: self.app_name(lease.app),
             candidate: lease.candidate.clone(),
             run: lease.run,
+            number: lease.run_number,
             max_seconds: self.max_seconds(&lease.spec),
         });
         if let Some(state) = self.apps.values().find(|state| state.id == lease.app)
@@ -84,6 +87,7 @@ impl Engine {
                 app: self.app_name(lease.app),
                 candidate: lease.candidate,
                 run: lease.run,
+                number: lease.run_number,
                 reason,
             });
             return Ok(Some(Step::Dropped(lease.run)));

@@ -177,7 +177,7 @@ pub(super) fn take_lease(
         .map_err(db(context))?;
     transaction
         .query_row(
-            "SELECT u.id, u.run, r.app, r.candidate, r.data_version, u.attempt, u.lease_owner, u.spec, u.epoch, u.part, u.input_sha256
+            "SELECT u.id, u.run, r.app, r.candidate, r.data_version, u.attempt, u.lease_owner, u.spec, u.epoch, u.part, u.input_sha256, r.number
              FROM units u JOIN runs r ON r.id = u.run WHERE u.id = ?1",
             [unit],
             |row| {
@@ -193,6 +193,7 @@ pub(super) fn take_lease(
                 Ok(Lease {
                     unit: UnitId(row.get(0)?),
                     run: RunId(row.get(1)?),
+                    run_number: row.get::<Option<i64>>(11)?.map_or(0, |n| n.max(0) as u64),
                     app: AppId(row.get(2)?),
                     candidate: row.get(3)?,
                     data_version: row.get::<i64>(4)? as u64,

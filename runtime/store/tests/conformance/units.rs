@@ -280,3 +280,32 @@ fn removing_an_app_removes_its_units() {
         .unwrap_err();
     assert!(error.to_string().contains("app was removed"), "{error}");
 }
+
+#[test]
+fn an_apps_runs_are_numbered_from_one_and_a_number_is_never_reused() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let first = app(&mut store);
+    let (second, _) = store
+        .register_app(&new_app("numbered", Some(3), None))
+        .unwrap();
+    let second = second.id;
+    // Interleaved: each app counts its own runs.
+    let (a1, _) = store.queue_unit(first, "a", "{}").unwrap();
+    let (b1, _) = store.queue_unit(second, "a", "{}").unwrap();
+    let (a2, unit) = store.queue_unit(first, "b", "{}").unwrap();
+    let (b2, _) = store.queue_unit(second, "b", "{}").unwrap();
+    let number = |store: &Store, run| store.run(run).unwrap().number;
+    assert_eq!(
+        [a1, a2, b1, b2].map(|run| number(&store, run)),
+        [1, 2, 1, 2]
+    );
+    assert_ne!(a2, b2, "ids stay unique in the store");
+    // A run cancelled (deleted) leaves its number behind: the next one is 3, not 2 again.
+    assert!(store.cancel_queued_unit(unit).unwrap());
+    let (a3, _) = store.queue_unit(first, "c", "{}").unwrap();
+    assert_eq!(number(&store, a3), 3);
+    let numbers: Vec<u64> = store.runs(first).unwrap().iter().map(|run| run.number).collect();
+    assert_eq!(numbers, [1, 3]);
+}
