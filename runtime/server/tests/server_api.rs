@@ -830,7 +830,9 @@ fn infer_answers_with_the_best_model_once_one_is_trained() {
     let report_run = report["run"].clone();
     // The run also by its number within the app, as the status report shows it.
     assert!(
-        report["run_number"].as_u64().is_some_and(|number| number >= 1),
+        report["run_number"]
+            .as_u64()
+            .is_some_and(|number| number >= 1),
         "{report}"
     );
     // A request of several chunks (lines are checked 1024 at a time and answered 256 at a time,

@@ -311,6 +311,10 @@ pub const MAX_CONFUSION_BYTES: usize = 1 << 20;
 /// transaction that stores its row (table `blob_bytes`), rather than as a file or object of its
 /// own: tables, series and small images. Larger ones (e.g. a 256x256 image's 768 KiB) are files.
 pub const INLINE_BLOB_BYTES: usize = 16 * 1024;
+/// Blobs read by one query of [`Store::blobs`] (well under SQLite's and PostgreSQL's limits on
+/// a statement's parameters).
+pub const BLOBS_PER_QUERY: usize = 1000;
+
 const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples, confusion, oof_sha256, number";
 
 impl Store {
@@ -564,6 +568,42 @@ impl Store {
             Some(bytes) => crate::blobs::verified(hash, bytes),
             None => self.blobs.get(hash),
         }
+    }
+
+    /// The bytes of every blob in `hashes`, in order (as [`Store::blob`] reads one): the small
+    /// ones kept in the database in one query per [`BLOBS_PER_QUERY`], the others from their
+    /// files. For reading many at once (the engine loads an app's examples a page at a time).
+    pub fn blobs(&self, hashes: &[&BlobHash]) -> Result<Vec<Vec<u8>>> {
+        let mut inline: std::collections::HashMap<String, Vec<u8>> =
+            std::collections::HashMap::with_capacity(hashes.len());
+        for chunk in hashes.chunks(BLOBS_PER_QUERY) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("?{i}")).collect();
+            let texts: Vec<String> = chunk.iter().map(|hash| hash.as_str().to_owned()).collect();
+            let values: Vec<&dyn crate::db::ToValue> = texts
+                .iter()
+                .map(|text| text as &dyn crate::db::ToValue)
+                .collect();
+            let rows = self
+                .connection
+                .query_map(
+                    &format!(
+                        "SELECT sha256, bytes FROM blob_bytes WHERE sha256 IN ({})",
+                        placeholders.join(", ")
+                    ),
+                    values.as_slice(),
+                    |row| Ok((row.get::<String>(0)?, row.get::<Vec<u8>>(1)?)),
+                )
+                .map_err(db("reading blobs"))?;
+            inline.extend(rows);
+        }
+        hashes
+            .iter()
+            .map(|hash| match inline.get(hash.as_str()) {
+                // A hash named twice is read twice from the map, never moved out.
+                Some(bytes) => crate::blobs::verified(hash, bytes.clone()),
+                None => self.blobs.get(hash),
+            })
+            .collect()
     }
 
     /// A small blob's bytes from the database, if it is there.

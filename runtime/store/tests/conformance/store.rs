@@ -603,3 +603,41 @@ fn a_batch_may_name_blobs_written_before() {
     );
     assert_eq!(total(&store, app.id), 1);
 }
+
+#[test]
+fn many_blobs_read_at_once_as_one_by_one_in_order_and_checked() {
+    let Some((fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("blobs", Some(3), None)).unwrap();
+    // More than one query's worth, a large one kept outside the rows, and one hash named twice.
+    let mut examples: Vec<NewExample> = (0..1_100u32)
+        .map(|i| NewExample {
+            input: Blob::Bytes(i.to_le_bytes().to_vec()),
+            output: NewOutput::Label("a".to_owned()),
+        })
+        .collect();
+    examples.push(NewExample {
+        input: Blob::Bytes(vec![7; 40_000]),
+        output: NewOutput::Label("a".to_owned()),
+    });
+    store.insert_examples(app.id, &examples).unwrap();
+    let records = store
+        .examples(app.id, PageRequest { after: None, limit: 2_000 })
+        .unwrap()
+        .items;
+    let mut hashes: Vec<&BlobHash> = records.iter().map(|record| &record.input).collect();
+    hashes.push(&records[3].input);
+    let many = store.blobs(&hashes).unwrap();
+    assert_eq!(many.len(), hashes.len());
+    for (hash, bytes) in hashes.iter().zip(&many) {
+        assert_eq!(bytes, &store.blob(hash).unwrap());
+    }
+    assert_eq!(many[1_101], 3u32.to_le_bytes());
+    assert_eq!(many[1_100].len(), 40_000);
+    // A damaged blob (the large one, outside the rows) is refused as one read alone is.
+    let damaged = records[1_100].input.clone();
+    fixture.overwrite_blob(&store, &damaged, b"not the bytes");
+    assert!(store.blob(&damaged).is_err());
+    assert!(store.blobs(&[&hashes[0], &damaged]).is_err());
+}
