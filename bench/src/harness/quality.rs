@@ -496,7 +496,7 @@ fn run_once(
     {
         let mut engine = Engine::open(&home, config)
             .with_context(|| format!("opening the store at {}", home.display()))?;
-        train_with_progress(&mut engine, Some(args.budget)).map_err(anyhow::Error::msg)?;
+        train_with_progress(&mut engine, Some(args.budget))?;
     }
 
     easeml_runtime::install_engine();

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use clap::ArgMatches;
 
 use easeml_runtime::Client;
-use easeml_runtime::app_cli::{Baked, EngineCommands, Entry, run_with};
+use easeml_runtime::app_cli::{Baked, CommandError, EngineCommands, Entry, run_with};
 
 /// The training session's printer, which lives beside the engine's events
 /// (`easeml_engine::progress`), so that `easeml train` shares it without this crate.
@@ -47,40 +47,51 @@ pub fn run_engine_from(
 }
 
 /// `train` over the local store, in this process.
-fn train(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
+fn train(client: &Client, arguments: &ArgMatches) -> Result<(), CommandError> {
     let budget = arguments.get_one::<std::time::Duration>("budget").copied();
-    let device = easeml_engine::choose_device().map_err(|error| error.to_string())?;
+    let device = easeml_engine::choose_device().map_err(failed)?;
     let mut config = easeml_engine::EngineConfig::for_device(device);
     if let Some(max_run) = arguments.get_one::<std::time::Duration>("max-run") {
         config.max_run_seconds = max_run.as_secs_f64();
     }
     let home = client
         .store()
-        .ok_or("`train` runs over the local store")?
+        .ok_or_else(|| usage("`train` runs over the local store"))?
         .home()
         .to_owned();
-    let mut engine =
-        easeml_engine::Engine::open(&home, config).map_err(|error| error.to_string())?;
-    train_with_progress(&mut engine, budget)?;
-    let status = client.status().map_err(|error| error.to_string())?;
+    let mut engine = easeml_engine::Engine::open(&home, config).map_err(failed)?;
+    train_with_progress(&mut engine, budget).map_err(failed)?;
+    let status = client.status()?;
     print!("{status}");
     Ok(())
 }
 
 /// `export --out DIR [--force]`: the served model of the local store written to DIR
 /// (`easeml_engine::export::export_app`).
-fn export(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
-    let store = client.store().ok_or("`export` reads the local store")?;
+fn export(client: &Client, arguments: &ArgMatches) -> Result<(), CommandError> {
+    let store = client
+        .store()
+        .ok_or_else(|| usage("`export` reads the local store"))?;
     let out = arguments
         .get_one::<String>("out")
-        .ok_or("give the folder to write: --out DIR")?;
+        .ok_or_else(|| usage("give the folder to write: --out DIR"))?;
     let report = easeml_engine::export::export_app(
         store,
         client.app_name(),
         std::path::Path::new(out),
         arguments.get_flag("force"),
     )
-    .map_err(|error| error.to_string())?;
+    .map_err(failed)?;
     println!("{report}");
     Ok(())
+}
+
+/// The engine's (or the trainer's) error as the command's ([`CommandError::Failed`], its words
+/// and source kept).
+fn failed(error: impl std::error::Error + Send + Sync + 'static) -> CommandError {
+    CommandError::Failed(Box::new(error))
+}
+
+fn usage(words: &str) -> CommandError {
+    CommandError::Usage(words.to_owned())
 }

@@ -169,7 +169,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         1 => None,
         count => Some(LocalWorkers::start(&home, count, &devices, args.lease_ttl)?),
     };
-    train_with_progress(&mut engine, args.budget).map_err(anyhow::Error::msg)?;
+    train_with_progress(&mut engine, args.budget)?;
     for app in engine.store().apps()? {
         let runs = engine.store().runs(app.id)?;
         let limits = easeml_runtime::engine::AppModel::from_manifest(&app.name, &app.manifest)

@@ -39,9 +39,35 @@ pub enum Entry {
 /// `run_engine` (through [`run_with`]); absent in `<app>`, `<app>-feed`, `<app>-refine`.
 pub struct EngineCommands {
     /// `train` over the local store, in this process.
-    pub train: fn(&Client, &ArgMatches) -> Result<(), String>,
+    pub train: fn(&Client, &ArgMatches) -> Result<(), CommandError>,
     /// `export --out DIR [--force]`: the served model of the local store written to a folder.
-    pub export: fn(&Client, &ArgMatches) -> Result<(), String>,
+    pub export: fn(&Client, &ArgMatches) -> Result<(), CommandError>,
+}
+
+/// Why a command of a generated app failed. Its words are what the app prints after `error: `;
+/// the kinds keep the cause (and its source chain) for a program that runs the commands.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The client library's error: bad lines, no model yet, the store, the server.
+    #[error(transparent)]
+    Client(#[from] easeml_client::Error),
+    /// A file the command reads or writes, or a program it starts.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the command was doing, naming the path.
+        context: String,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// How the command was asked: arguments that do not go together, or that cannot be used in
+    /// this build or against this store, with what to do instead.
+    #[error("{0}")]
+    Usage(String),
+    /// What the command ran failed (the engine's training or export, the refine page's server),
+    /// with its own error.
+    #[error(transparent)]
+    Failed(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Settings baked in by `easemlc` when it generated the app.
@@ -493,7 +519,7 @@ fn execute(
     baked: &Baked,
     raw_arguments: &[std::ffi::OsString],
     engine: Option<&EngineCommands>,
-) -> Result<(), String> {
+) -> Result<(), CommandError> {
     let (command, arguments) = match entry {
         Entry::Feed => ("feed", matches),
         Entry::Refine => ("refine", matches),
@@ -510,25 +536,24 @@ fn execute(
         .or_else(|| std::env::var("EASEML_SERVER").ok())
         .or_else(|| baked.server.clone());
     let home = matches.get_one::<String>("home").map(PathBuf::from);
-    let connection =
-        Connection::from_settings(server.as_deref(), home).map_err(|error| error.to_string())?;
+    let connection = Connection::from_settings(server.as_deref(), home)?;
     let embedded = matches!(connection, Connection::Embedded { .. });
     if command == "export" && !embedded {
-        return Err(format!(
+        return Err(CommandError::Usage(format!(
             "`export` reads the local store, not a server's; on the server's machine run `easeml export {} --store DIR --out DIR`",
             spec.schema().app
-        ));
+        )));
     }
     if embedded && engine.is_none() && matches!(command, "train" | "infer" | "export") {
         // The engine (libtorch) is in the sibling binary, not in this one.
         return match entry {
             Entry::App => run_sibling(&spec.schema().app, command, raw_arguments),
-            _ => Err(format!(
+            _ => Err(CommandError::Usage(format!(
                 "`{command}` over the local store needs the engine (libtorch), which this build of the app leaves out; build easeml-runtime with its `engine` feature (the default), or use a server (--server, EASEML_SERVER)"
-            )),
+            ))),
         };
     }
-    let mut client = Client::open(&connection, spec.clone()).map_err(|error| error.to_string())?;
+    let mut client = Client::open(&connection, spec.clone())?;
     tell_about_registration(&client);
     match command {
         "feed" => feed(&mut client, arguments),
@@ -540,10 +565,12 @@ fn execute(
         },
         "export" => match engine {
             Some(engine) => (engine.export)(&client, arguments),
-            None => Err("`export` needs the engine (libtorch)".to_owned()),
+            None => Err(CommandError::Usage(
+                "`export` needs the engine (libtorch)".to_owned(),
+            )),
         },
         _ => {
-            let status = client.status().map_err(|error| error.to_string())?;
+            let status = client.status()?;
             print!("{status}");
             Ok(())
         }
@@ -553,7 +580,7 @@ fn execute(
 /// `feed`: an image folder (`--images DIR`), a table (a FILE ending in .csv / .tsv / .tab, with
 /// `--label-column`, or scikit-learn's layout without it), or feed lines (any other FILE, or
 /// standard input).
-fn feed(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
+fn feed(client: &mut Client, arguments: &ArgMatches) -> Result<(), CommandError> {
     let options = FeedOptions {
         skip_bad: arguments.get_flag("skip-bad"),
         ..FeedOptions::default()
@@ -563,9 +590,9 @@ fn feed(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
     let images = arguments.get_one::<String>("images");
     let table = file.filter(|path| is_table_path(std::path::Path::new(path)));
     if let (Some(path), Some(_), None) = (file, label_column, table) {
-        return Err(format!(
+        return Err(CommandError::Usage(format!(
             "--label-column is for a table: a FILE ending in .csv, .tsv or .tab; `{path}` is read as feed lines (`INPUT OUTPUT`)"
-        ));
+        )));
     }
     let unit = match (images, table) {
         (Some(_), _) => "images read",
@@ -604,7 +631,7 @@ fn feed(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
         }
     };
     progress.finish_and_clear();
-    let report = report.map_err(|error| error.to_string())?;
+    let report = report?;
     let app = client.app_name().to_owned();
     if let Some(note) = ignored_note(&report.ignored_files) {
         eprintln!("{app}: {note}");
@@ -657,13 +684,11 @@ fn ignored_note(ignored: &IgnoredFiles) -> Option<String> {
     })
 }
 
-fn refine(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
+fn refine(client: &mut Client, arguments: &ArgMatches) -> Result<(), CommandError> {
     if arguments.get_flag("list") {
         let mut request = PageRequest::default();
         loop {
-            let page = client
-                .examples(request)
-                .map_err(|error| error.to_string())?;
+            let page = client.examples(request)?;
             for example in &page.items {
                 let output = match &example.output {
                     StoredOutput::Label { name, .. } => name.clone(),
@@ -687,9 +712,7 @@ fn refine(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
         (_, Some(id)) => (*id, false),
         _ => return refine_page(client, arguments),
     };
-    let version = client
-        .set_enabled(ExampleId(id), enabled)
-        .map_err(|error| error.to_string())?;
+    let version = client.set_enabled(ExampleId(id), enabled)?;
     println!(
         "{}: example {id} {} (data version {version})",
         client.app_name(),
@@ -700,7 +723,7 @@ fn refine(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
 
 /// `refine` with no option: the web page for this app, from the local store, until Ctrl-C; in
 /// remote mode, the server's page for the app.
-fn refine_page(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
+fn refine_page(client: &Client, arguments: &ArgMatches) -> Result<(), CommandError> {
     let app = client.app_name().to_owned();
     let home = match (client.server_url(), client.store()) {
         (Some(url), _) => {
@@ -712,34 +735,41 @@ fn refine_page(client: &Client, arguments: &ArgMatches) -> Result<(), String> {
             return Ok(());
         }
         (None, Some(store)) => store.home().to_owned(),
-        (None, None) => return Err("no local store and no server".to_owned()),
+        (None, None) => {
+            return Err(CommandError::Usage(
+                "no local store and no server".to_owned(),
+            ));
+        }
     };
     let listen = arguments
         .get_one::<std::net::SocketAddr>("listen")
         .copied()
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 9000)));
     if !listen.ip().is_loopback() && !arguments.get_flag("allow_remote") {
-        return Err(format!(
+        return Err(CommandError::Usage(format!(
             "--listen {listen} is not a loopback address: the refine page (and the access token inside it) would be served to the network, where anyone who reaches it can change which examples train; listen on 127.0.0.1 (the default), or pass --allow-remote if you mean it"
-        ));
+        )));
     }
     crate::server::serve_refine_page(home, &app, listen, |url| {
         println!("{app}: the refine page is at {url} (Ctrl-C to stop)");
     })
-    .map_err(|error| error.to_string())
+    .map_err(|error| CommandError::Failed(Box::new(error)))
 }
 
 /// The FILE of `feed` / `infer`, opened for reading (a folder is named as such, not as an I/O error).
-fn open_lines_file(path: &str) -> Result<std::fs::File, String> {
+fn open_lines_file(path: &str) -> Result<std::fs::File, CommandError> {
     if std::path::Path::new(path).is_dir() {
-        return Err(format!(
+        return Err(CommandError::Usage(format!(
             "`{path}` is a folder; give a file of lines, or no FILE to read standard input"
-        ));
+        )));
     }
-    std::fs::File::open(path).map_err(|error| format!("cannot read `{path}`: {error}"))
+    std::fs::File::open(path).map_err(|source| CommandError::Io {
+        context: format!("cannot read `{path}`"),
+        source,
+    })
 }
 
-fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
+fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), CommandError> {
     let options = FeedOptions::default();
     let report = match arguments.get_one::<String>("file") {
         Some(path) => {
@@ -752,8 +782,7 @@ fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
             let stdin = std::io::stdin();
             client.infer_lines(stdin.lock(), &options)
         }
-    }
-    .map_err(|error| error.to_string())?;
+    }?;
     let json = arguments.get_flag("json");
     let mut out = std::io::stdout().lock();
     for (line, answer) in &report.answers {
@@ -769,7 +798,10 @@ fn infer(client: &mut Client, arguments: &ArgMatches) -> Result<(), String> {
                 None => writeln!(out, "{}", answer.output),
             }
         };
-        written.map_err(|error| format!("cannot write the answers: {error}"))?;
+        written.map_err(|source| CommandError::Io {
+            context: "cannot write the answers".to_owned(),
+            source,
+        })?;
     }
     let app = client.app_name();
     eprintln!(
@@ -840,19 +872,21 @@ fn run_sibling(
     app: &str,
     command: &str,
     raw_arguments: &[std::ffi::OsString],
-) -> Result<(), String> {
-    let this = std::env::current_exe()
-        .map_err(|error| format!("cannot find this program's own path: {error}"))?;
+) -> Result<(), CommandError> {
+    let this = std::env::current_exe().map_err(|source| CommandError::Io {
+        context: "cannot find this program's own path".to_owned(),
+        source,
+    })?;
     let (binary, drop_command) = match command {
         "export" => ("train", false),
         _ => (command, true),
     };
     let sibling = this.with_file_name(format!("{app}-{binary}"));
     if !sibling.is_file() {
-        return Err(format!(
+        return Err(CommandError::Usage(format!(
             "`{app} {command}` runs `{}`, which is not there; build the app's crate again (`cargo build` builds all of its binaries)",
             sibling.display()
-        ));
+        )));
     }
     let mut arguments: Vec<&std::ffi::OsString> = raw_arguments.iter().skip(1).collect();
     if let Some(position) = arguments.iter().position(|argument| *argument == command)
@@ -865,14 +899,18 @@ fn run_sibling(
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
-        let error = child.exec();
-        Err(format!("cannot start `{}`: {error}", sibling.display()))
+        let source = child.exec();
+        Err(CommandError::Io {
+            context: format!("cannot start `{}`", sibling.display()),
+            source,
+        })
     }
     #[cfg(not(unix))]
     {
-        let status = child
-            .status()
-            .map_err(|error| format!("cannot start `{}`: {error}", sibling.display()))?;
+        let status = child.status().map_err(|source| CommandError::Io {
+            context: format!("cannot start `{}`", sibling.display()),
+            source,
+        })?;
         if status.success() {
             Ok(())
         } else {
@@ -882,13 +920,13 @@ fn run_sibling(
 }
 
 /// `train` in remote mode: the server trains; say so, and show where it stands.
-fn remote_train(client: &Client) -> Result<(), String> {
+fn remote_train(client: &Client) -> Result<(), CommandError> {
     let app = client.app_name();
     let url = client.server_url().unwrap_or_default();
     eprintln!(
         "{app}: the server at {url} trains every app in the background (`easeml serve`; if it was started with --no-train, run `easeml train` on its machine); nothing to do here. Its runs so far:"
     );
-    let status = client.status().map_err(|error| error.to_string())?;
+    let status = client.status()?;
     print!("{status}");
     Ok(())
 }
@@ -1073,5 +1111,43 @@ mod tests {
             ExitCode::from(1)
         );
         assert!(!out.exists());
+    }
+
+    /// The kinds of a command's errors: a folder given as a file of lines is a usage error in
+    /// words, a file that is not there an I/O error that keeps the system's error as its source,
+    /// and the client library's errors pass through unchanged in words.
+    #[test]
+    fn command_errors_keep_their_kind_and_cause() {
+        use super::{CommandError, open_lines_file};
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().display().to_string();
+        match open_lines_file(&folder) {
+            Err(CommandError::Usage(words)) => {
+                assert!(
+                    words.ends_with(
+                        "is a folder; give a file of lines, or no FILE to read standard input"
+                    ),
+                    "{words}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let missing = dir.path().join("missing.txt").display().to_string();
+        let error = open_lines_file(&missing).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("cannot read `{missing}`: ")),
+            "{error}"
+        );
+        let source = std::error::Error::source(&error)
+            .and_then(|source| source.downcast_ref::<std::io::Error>())
+            .expect("the system's error");
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        let client = CommandError::from(easeml_client::Error::NoEngine);
+        assert_eq!(
+            client.to_string(),
+            easeml_client::Error::NoEngine.to_string()
+        );
     }
 }

@@ -180,7 +180,7 @@ pub fn session_line(engine: &Engine, budget: Option<Duration>) -> String {
 pub fn train_with_progress(
     engine: &mut Engine,
     budget: Option<Duration>,
-) -> Result<TrainSummary, String> {
+) -> crate::Result<TrainSummary> {
     eprintln!("{}", session_line(engine, budget));
     // On a terminal: a spinner that says what trains now, finished runs printed above it. Elsewhere
     // (a log, CI, a pipe): plain lines, a start line per run included, so the log still shows what
@@ -215,7 +215,7 @@ pub fn train_with_progress(
     };
     let summary = engine.train(budget, &mut on_event);
     progress.finish_and_clear();
-    let summary = summary.map_err(|error| error.to_string())?;
+    let summary = summary?;
     eprintln!("{summary}");
     Ok(summary)
 }
