@@ -27,15 +27,15 @@ impl<L> Classified<L> {
         label_at: impl Fn(usize) -> Option<L>,
     ) -> Result<Classified<L>> {
         let class = answer.class.ok_or_else(|| {
-            Error::Model(format!(
-                "the served model answered `{}`, not a class",
+            Error::Model(easeml_serving::ModelError::Answer(format!(
+                "`{}`, not a class",
                 answer.output
-            ))
+            )))
         })? as usize;
         let label = label_at(class).ok_or_else(|| {
-            Error::Model(format!(
-                "the served model answered class {class}, which the app's labels do not have"
-            ))
+            Error::Model(easeml_serving::ModelError::Answer(format!(
+                "class {class}, which the app's labels do not have"
+            )))
         })?;
         let probabilities = answer.probabilities.unwrap_or_default();
         let confidence = answer

@@ -607,17 +607,17 @@ impl Client {
         let output = &self.schema.output;
         let object =
             easeml_object::object_from_json(output, &answer.output, "output").map_err(|error| {
-                Error::Model(format!(
-                    "the served model answered `{}`, which is not an output of the app: {error}",
+                Error::Model(easeml_serving::ModelError::Answer(format!(
+                    "`{}`, which is not an output of the app: {error}",
                     answer.output
-                ))
+                )))
             })?;
         let record = easeml_object::object_to_record_json(output, &object);
         easeml_object::deep_json::with_stack_for_max_depth(|| serde_json::from_value(record))
             .map_err(|error| {
-                Error::Model(format!(
-                    "the served model's answer does not fit the app's Output type: {error}"
-                ))
+                Error::Model(easeml_serving::ModelError::Answer(format!(
+                    "an answer that does not fit the app's Output type: {error}"
+                )))
             })
     }
 

@@ -130,9 +130,9 @@ pub enum Error {
         "this process has no engine (libtorch) to answer with a model of the local store: run `<app> infer` (it starts `<app>-infer`, which has it), or build your crate with easeml-runtime's `engine` feature (the default) and open the client through it; or use a server (EASEML_SERVER), which answers in every build"
     )]
     NoEngine,
-    /// Loading or running a model of the local store failed.
-    #[error("the model of the local store failed: {0}")]
-    Model(String),
+    /// Loading or running the served model failed, or it answered what the app cannot take.
+    #[error(transparent)]
+    Model(#[from] easeml_serving::ModelError),
     /// A stored blob that does not decode for the app's schema.
     #[error("example {id}: {source}")]
     Decode {

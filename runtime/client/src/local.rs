@@ -165,16 +165,14 @@ impl Backend for Local {
             .as_ref()
             .is_none_or(|served| key(served.run(), served.ensemble()) != best)
         {
-            self.served = models
-                .load_best(&self.store, self.app.id)
-                .map_err(Error::Model)?;
+            self.served = models.load_best(&self.store, self.app.id)?;
         }
         let served = self.served.as_ref().ok_or_else(|| Error::NoModel {
             app: self.app.name.clone(),
             training: false,
             server: None,
         })?;
-        let answers = served.predict(inputs).map_err(Error::Model)?;
+        let answers = served.predict(inputs)?;
         Ok(InferReport {
             answers: answers
                 .into_iter()

@@ -3,7 +3,7 @@
 //! [`ServedModel`], on the device [`choose_device`] picks.
 
 use easeml_object::{Inference, Object};
-use easeml_serving::{LoadedModel, LocalModels};
+use easeml_serving::{LoadedModel, LocalModels, ModelError};
 use easeml_store::{AppId, EnsembleRecord, RunRecord, Store};
 
 use crate::{ServedModel, choose_device};
@@ -13,9 +13,14 @@ use crate::{ServedModel, choose_device};
 pub struct EngineModels;
 
 impl LocalModels for EngineModels {
-    fn load_best(&self, store: &Store, app: AppId) -> Result<Option<Box<dyn LoadedModel>>, String> {
-        let device = choose_device().map_err(|error| error.to_string())?;
-        let served = ServedModel::load(store, app, device).map_err(|error| error.to_string())?;
+    fn load_best(
+        &self,
+        store: &Store,
+        app: AppId,
+    ) -> Result<Option<Box<dyn LoadedModel>>, ModelError> {
+        let device = choose_device().map_err(|error| ModelError::Load(Box::new(error)))?;
+        let served = ServedModel::load(store, app, device)
+            .map_err(|error| ModelError::Load(Box::new(error)))?;
         Ok(served.map(|served| Box::new(served) as Box<dyn LoadedModel>))
     }
 }
@@ -29,8 +34,8 @@ impl LoadedModel for ServedModel {
         ServedModel::ensemble(self)
     }
 
-    fn predict(&self, inputs: &[Object]) -> Result<Vec<Inference>, String> {
-        ServedModel::predict(self, inputs).map_err(|error| error.to_string())
+    fn predict(&self, inputs: &[Object]) -> Result<Vec<Inference>, ModelError> {
+        ServedModel::predict(self, inputs).map_err(|error| ModelError::Predict(Box::new(error)))
     }
 }
 

@@ -268,9 +268,14 @@ fn every_workload_trains_and_answers_in_its_own_terms() {
             // An answer that is not an output of the app is refused in words.
             let mut wrong = answer.clone();
             wrong.output = json!("nonsense");
-            let error = client.typed_output::<Value>(wrong).unwrap_err().to_string();
+            let error = client.typed_output::<Value>(wrong).unwrap_err();
             assert!(
-                error.contains("which is not an output of the app"),
+                matches!(error, Error::Model(easeml_serving::ModelError::Answer(_))),
+                "{error:?}"
+            );
+            let error = error.to_string();
+            assert!(
+                error.starts_with("the served model answered what the app cannot take: `\"nonsense\"`, which is not an output of the app"),
                 "{error}"
             );
         }

@@ -17,6 +17,22 @@ use easeml_object::{Inference, Object};
 use easeml_schema::Schema;
 use easeml_store::{AppId, ConstraintLimits, EnsembleRecord, RunRecord, Store};
 
+/// Why the served model could not be loaded, could not answer, or answered what the app's types
+/// cannot hold; the loader's and the model's own errors are kept as sources.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// It could not be loaded: no device to run it on, a checkpoint that does not read.
+    #[error("the served model did not load: {0}")]
+    Load(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// It failed while answering.
+    #[error("the served model failed to answer: {0}")]
+    Predict(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// It answered something the app's output cannot be (a class outside the labels, a value of
+    /// another shape), in words.
+    #[error("the served model answered what the app cannot take: {0}")]
+    Answer(String),
+}
+
 /// What loads an app's best model from a store.
 pub trait LocalModels: Send + Sync {
     /// The model `store` serves for `app` (what [`easeml_store::served`] picks: the best run, or
@@ -26,7 +42,7 @@ pub trait LocalModels: Send + Sync {
         &self,
         store: &Store,
         app: AppId,
-    ) -> std::result::Result<Option<Box<dyn LoadedModel>>, String>;
+    ) -> std::result::Result<Option<Box<dyn LoadedModel>>, ModelError>;
 }
 
 /// A loaded model that answers inputs (not `Send`: libtorch modules stay on the thread that loaded
@@ -39,7 +55,7 @@ pub trait LoadedModel: Debug {
         None
     }
     /// One answer per input, in order; an error says why the model failed.
-    fn predict(&self, inputs: &[Object]) -> std::result::Result<Vec<Inference>, String>;
+    fn predict(&self, inputs: &[Object]) -> std::result::Result<Vec<Inference>, ModelError>;
 }
 
 static LOCAL_MODELS: OnceLock<&'static dyn LocalModels> = OnceLock::new();
