@@ -313,7 +313,7 @@ pub const MAX_CONFUSION_BYTES: usize = 1 << 20;
 pub const INLINE_BLOB_BYTES: usize = 16 * 1024;
 /// Blobs read by one query of [`Store::blobs`] (well under SQLite's and PostgreSQL's limits on
 /// a statement's parameters).
-pub const BLOBS_PER_QUERY: usize = 1000;
+const BLOBS_PER_QUERY: usize = 1000;
 
 const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples, confusion, oof_sha256, number";
 
@@ -571,8 +571,7 @@ impl Store {
     }
 
     /// The bytes of every blob in `hashes`, in order (as [`Store::blob`] reads one): the small
-    /// ones kept in the database in one query per [`BLOBS_PER_QUERY`], the others from their
-    /// files. For reading many at once (the engine loads an app's examples a page at a time).
+    /// ones kept in the database a thousand to a query, the others from their files. For reading many at once (the engine loads an app's examples a page at a time).
     pub fn blobs(&self, hashes: &[&BlobHash]) -> Result<Vec<Vec<u8>>> {
         let mut inline: std::collections::HashMap<String, Vec<u8>> =
             std::collections::HashMap::with_capacity(hashes.len());
