@@ -18,6 +18,8 @@ use common::{TestServer, http, schema, status_json, with_token};
 
 /// Lines of a big request: 196 chunks of 1024 lines to check.
 const BIG_LINES: usize = 200_000;
+/// How many big bodies the abandoned request sends at once.
+const ABANDONED_TIMES: usize = 5;
 
 /// Everything this process logs (text, no colours): installed once, shared by the tests.
 fn log() -> Arc<Mutex<Vec<u8>>> {
@@ -62,8 +64,10 @@ fn an_abandoned_big_infer_is_dropped_before_its_end() {
         .timeout(Duration::from_millis(500))
         .build()
         .unwrap();
+    // Five times the big body (18 MB, ~980 chunks to check), so that even a fast machine is still
+    // checking it when the client hangs up.
     let sent = with_token(quitter.post(server.api("/apps/quitter/infer")), &token)
-        .body(big_body())
+        .body(big_body().repeat(ABANDONED_TIMES))
         .send();
     assert!(sent.is_err_and(|error| error.is_timeout()));
     // The drop is logged when the thread comes to the request's next chunk.
@@ -88,8 +92,11 @@ fn an_abandoned_big_infer_is_dropped_before_its_end() {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|number| number.parse().ok())
         .unwrap_or_else(|| panic!("no chunk count: {dropped}"));
-    // Checking every line would take 196 chunks, and answering more.
-    assert!(chunks < BIG_LINES.div_ceil(1024), "{dropped}");
+    // Checking every line would take ~980 chunks, and answering more.
+    assert!(
+        chunks < (BIG_LINES * ABANDONED_TIMES).div_ceil(1024),
+        "{dropped}"
+    );
     // The app still answers (409: no model yet), so nothing of the dropped request is left holding it.
     let (status, body) = status_json(
         with_token(http().post(server.api("/apps/quitter/infer")), &token)
