@@ -5,6 +5,7 @@
 //! at idle and under the load of 50 feeders x 200 examples.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -59,9 +60,15 @@ fn http() -> Http {
 
 /// `easeml serve` on a free port; returns the child and its base URL (read from its first line).
 fn start_server(data: &Path) -> (Child, String) {
+    start_serving(&[OsStr::new("--data"), data.as_os_str()])
+}
+
+/// `easeml serve` on a free port with `arguments` (its store's and others); returns the child and
+/// its base URL (read from its first line).
+fn start_serving(arguments: &[&OsStr]) -> (Child, String) {
     let mut child = Command::new(EASEML)
-        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-        .arg(data)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(arguments)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -225,28 +232,14 @@ fn a_refused_second_coordinator_leaves_a_mistyped_blobs_folder_unbound() {
     };
     let dir = tempfile::tempdir().unwrap();
     let blobs = dir.path().join("blobs");
-    let mut first = Command::new(EASEML)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            "0",
-            "--store",
-            &url,
-        ])
-        .arg("--blobs")
-        .arg(&blobs)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(first.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("http://"), "{line}");
+    let (mut first, _) = start_serving(&[
+        OsStr::new("--workers"),
+        OsStr::new("0"),
+        OsStr::new("--store"),
+        OsStr::new(&url),
+        OsStr::new("--blobs"),
+        blobs.as_os_str(),
+    ]);
 
     let missing = dir.path().join("blobz");
     let empty = dir.path().join("empty");
