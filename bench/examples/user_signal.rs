@@ -196,6 +196,7 @@ fn scheduler_for(
             quality_ceiling: Some(1.0),
             line8_rule: Some(Line8Rule::UcbGap),
             hallucinate_in_flight: true,
+            set_aside_margin: None,
         },
     );
     let mut candidates: Vec<Vec<usize>> = Vec::new();

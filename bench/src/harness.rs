@@ -36,8 +36,8 @@ pub enum BenchCommand {
     /// writes summary.json, curves.csv and accuracy_c.svg / accuracy_c.png to --out.
     Tuner(tuner::TunerBenchArgs),
     /// easeml's test accuracy on task folders (a `.eml`, train.txt, test.txt each) against peers
-    /// (knn1, FLAML) on the same splits, within one budget: writes summary.json, summary.md and
-    /// scores.svg / scores.png to --out.
+    /// (knn1, FLAML) on the same splits, within one budget: writes summary.json, summary.md,
+    /// scores.svg / scores.png and quality.svg / quality.png to --out.
     Quality(quality::QualityBenchArgs),
     /// Model hopper parallelism (Cerebro's randomized scheduler) against a lock-step rotation and
     /// task parallelism on replicated data: `--simulate` over seeded instances (makespan over the

@@ -9,8 +9,10 @@
 //! each app's best model (the client's `infer_lines`, as `<app>-infer` does). The peers run on the
 //! same splits: `knn1` (`knn.rs`) and `flaml` (`flaml.rs`, FLAML with the same total budget split
 //! evenly across tasks). Every method is scored by `knn::score` (accuracy, or R^2 for apps whose
-//! output is not a class). Writes `summary.json`, `summary.md` (the table, also printed) and
-//! `scores.svg` / `scores.png` to `--out`.
+//! output is not a class). Writes `summary.json`, `summary.md` (the table, also printed),
+//! `scores.svg` / `scores.png` and `quality.svg` / `quality.png` (every app's best validation
+//! quality over the first repeat's session) to `--out`. `--no-ensembles` and `--no-set-aside` turn
+//! off the engine's ensembles and its budget rule, for before/after comparisons in one binary.
 //!
 //! `--repeat N` runs the whole comparison N times (a fresh store and another engine seed each time;
 //! the tasks' train/test splits are fixed files, so the seed is what varies), and reports each
@@ -31,12 +33,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use easeml_runtime::app_cli::{format_seconds, parse_duration};
-use easeml_runtime::engine::progress::train_with_progress;
+use easeml_runtime::engine::progress::{quality_curves, train_with_progress};
 use easeml_runtime::engine::{Engine, EngineConfig, choose_device, device_name};
 use easeml_runtime::{AppSpec, Client, Connection, Inference, Schema};
 use serde_json::{Value, json};
 
-use crate::harness::plot::{BarPlot, write_bar_plots};
+use crate::harness::plot::{BarPlot, QualityCurve, write_bar_plots, write_quality_plots};
 use knn::{Flattener, knn1, score};
 use task::{Example, Target, TaskFiles, class_name, is_classification};
 
@@ -64,8 +66,9 @@ pub struct QualityBenchArgs {
         value_name = "a,b"
     )]
     peers: Vec<String>,
-    /// Output folder (created if missing): summary.json, summary.md, scores.svg, scores.png, the
-    /// fresh store (store/), the compiled apps (apps/) and the FLAML files (flaml/).
+    /// Output folder (created if missing): summary.json, summary.md, scores.svg / .png,
+    /// quality.svg / .png (best validation quality over time), the fresh store (store/), the
+    /// compiled apps (apps/) and the FLAML files (flaml/).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Run the whole comparison this many times (another engine seed and a fresh store each
@@ -75,6 +78,10 @@ pub struct QualityBenchArgs {
     /// Serve no ensembles: every app's best run alone answers (issue 48's "without ensembles").
     #[arg(long)]
     no_ensembles: bool,
+    /// Set no kin aside: the scheduler may train every candidate of a kin that is far below the
+    /// app's best (issue 48's "without the budget rule"; `SchedulerConfig::set_aside_margin`).
+    #[arg(long)]
+    no_set_aside: bool,
 }
 
 /// A peer method.
@@ -321,7 +328,7 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
     }
     print!("{table}");
     say(format!(
-        "done in {}: wrote summary.json, summary.md, scores.svg and scores.png to {}",
+        "done in {}: wrote summary.json, summary.md, scores.svg / .png and quality.svg / .png to {}",
         format_seconds(started.elapsed().as_secs_f64()),
         args.out.display()
     ));
@@ -481,6 +488,9 @@ fn run_once(
     let device = choose_device().map_err(anyhow::Error::msg)?;
     let mut config = EngineConfig::for_device(device);
     config.ensembles = !args.no_ensembles;
+    if args.no_set_aside {
+        config.scheduler.set_aside_margin = None;
+    }
     // Each repeat its own seed (the first the engine's default, as a single run has).
     config.seed ^= repeat.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     config.max_run_seconds = config
@@ -497,6 +507,16 @@ fn run_once(
         let mut engine = Engine::open(&home, config)
             .with_context(|| format!("opening the store at {}", home.display()))?;
         train_with_progress(&mut engine, Some(args.budget))?;
+        // Every app's best validation quality over the session: the first repeat's.
+        if repeat == 0 {
+            let curves: Vec<QualityCurve> = quality_curves(engine.store())?
+                .into_iter()
+                .map(|(app, points)| QualityCurve { app, points })
+                .collect();
+            for note in write_quality_plots(&curves, &args.out)? {
+                eprintln!("note: {note}");
+            }
+        }
     }
 
     easeml_runtime::install_engine();

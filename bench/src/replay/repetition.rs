@@ -133,6 +133,8 @@ pub(super) fn policy_config(
             Some(config.line8_rule.unwrap_or(Line8Rule::UcbGap))
         },
         hallucinate_in_flight: config.hallucinate_in_flight,
+        // As the engine runs; the replay's priors name no kin, so it sets nothing aside.
+        set_aside_margin: Some(easeml_scheduler::DEFAULT_SET_ASIDE_MARGIN),
     }
 }
 

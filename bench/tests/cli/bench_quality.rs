@@ -186,7 +186,15 @@ fn help_documents_the_interface() {
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
     for flag in [
-        "--task", "--budget", "--peers", "--out", "--repeat", "knn1", "flaml",
+        "--task",
+        "--budget",
+        "--peers",
+        "--out",
+        "--repeat",
+        "--no-ensembles",
+        "--no-set-aside",
+        "knn1",
+        "flaml",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
@@ -222,9 +230,19 @@ fn two_tiny_tasks_are_trained_answered_and_compared_with_knn1() {
     assert!(log.contains("==> blobs: fed 40 examples"), "{log}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("| task | metric | train | test | easeml | easeml model | knn1 |"));
-    for file in ["summary.json", "summary.md", "scores.svg", "scores.png"] {
+    for file in [
+        "summary.json",
+        "summary.md",
+        "scores.svg",
+        "scores.png",
+        "quality.svg",
+        "quality.png",
+    ] {
         assert!(out.join(file).is_file(), "{file} missing");
     }
+    // The best validation quality over the session, per app.
+    let quality_svg = std::fs::read_to_string(out.join("quality.svg")).unwrap();
+    assert!(quality_svg.contains("<svg"), "{quality_svg}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["budget_seconds"], 30.0);

@@ -365,6 +365,16 @@ fn log_event(event: Event) {
             candidate,
             reason,
         } => tracing::warn!(%app, %candidate, %reason, "candidate left out"),
+        Event::CandidatesSetAside {
+            app,
+            candidates,
+            kin,
+            kin_quality,
+            best,
+            best_quality,
+        } => {
+            tracing::info!(%app, ?candidates, %kin, kin_quality, %best, best_quality, "candidates set aside: their kin is far below the best")
+        }
         Event::RunStarted {
             app,
             candidate,

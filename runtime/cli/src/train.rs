@@ -9,7 +9,7 @@ use easeml_runtime::app_cli::parse_duration;
 use easeml_runtime::engine::EngineConfig;
 use easeml_runtime::engine::local_workers::{LocalWorkers, worker_devices};
 use easeml_runtime::engine::mop::Parallelism;
-use easeml_runtime::engine::progress::train_with_progress;
+use easeml_runtime::engine::progress::{quality_curves, train_with_progress};
 use easeml_trainer::Tuning;
 
 /// Arguments of `easeml train`.
@@ -224,45 +224,6 @@ fn write_quality(store: &easeml_runtime::store::Store, out: &Path) -> anyhow::Re
         out.display()
     );
     Ok(())
-}
-
-/// An app's `(minutes, best quality so far)` points, in time order.
-type QualityPoints = Vec<(f64, f64)>;
-
-/// Every app's best quality over time, from the store's finished runs: per app its name and
-/// `(minutes, best quality so far)` points; time starts when the first run of the store started.
-fn quality_curves(
-    store: &easeml_runtime::store::Store,
-) -> anyhow::Result<Vec<(String, QualityPoints)>> {
-    let mut per_app = Vec::new();
-    let mut origin = i64::MAX;
-    for app in store.apps()? {
-        let mut runs: Vec<_> = store
-            .runs(app.id)?
-            .into_iter()
-            .filter(|run| run.quality.is_some() && run.finished_ms.is_some())
-            .collect();
-        runs.sort_by_key(|run| run.finished_ms);
-        if let Some(first) = runs.iter().filter_map(|run| run.started_ms).min() {
-            origin = origin.min(first);
-        }
-        per_app.push((app.name, runs));
-    }
-    Ok(per_app
-        .into_iter()
-        .map(|(app, runs)| {
-            let mut best = f64::NEG_INFINITY;
-            let points = runs
-                .iter()
-                .map(|run| {
-                    best = best.max(run.quality.unwrap_or(0.0));
-                    let minutes = (run.finished_ms.unwrap_or(origin) - origin) as f64 / 60_000.0;
-                    (minutes, best)
-                })
-                .collect();
-            (app, points)
-        })
-        .collect())
 }
 
 #[cfg(test)]

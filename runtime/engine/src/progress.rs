@@ -1,7 +1,8 @@
 //! The training session's progress, in words: each [`Event`] as the line a person reads
 //! (`Display`), the session's first line ([`session_line`]) and its last ([`TrainSummary`]'s
 //! `Display`), and [`train_with_progress`], the printer of `easeml train` and of the apps' `train`
-//! (a spinner on a terminal, plain lines in a log).
+//! (a spinner on a terminal, plain lines in a log); and every app's best quality over time
+//! ([`quality_curves`]: `easeml train --plot`, `easeml bench quality`).
 //!
 //! One place for these words, so the service binary (easeml-cli) prints its sessions without
 //! linking easeml-app-engine, the generated apps' engine binaries' crate.
@@ -31,6 +32,20 @@ impl fmt::Display for Event {
                 candidate,
                 reason,
             } => write!(f, "{app}: {candidate} left out: {reason}"),
+            Event::CandidatesSetAside {
+                app,
+                candidates,
+                kin,
+                kin_quality,
+                best,
+                best_quality,
+            } => write!(
+                f,
+                "{app}: set aside on this data: {} ({kin} models reached {kin_quality:.3}, \
+                 {:.3} below {best}'s {best_quality:.3}, and would cost more than it)",
+                candidates.join(", "),
+                best_quality - kin_quality
+            ),
             Event::RunStarted {
                 app,
                 candidate,
@@ -218,6 +233,43 @@ pub fn train_with_progress(
     let summary = summary?;
     eprintln!("{summary}");
     Ok(summary)
+}
+
+/// An app's `(minutes, best quality so far)` points, in time order.
+pub type QualityPoints = Vec<(f64, f64)>;
+
+/// Every app's best quality over time, from the store's finished runs: per app its name and
+/// `(minutes, best quality so far)` points; time starts when the first run of the store started.
+pub fn quality_curves(store: &easeml_store::Store) -> crate::Result<Vec<(String, QualityPoints)>> {
+    let mut per_app = Vec::new();
+    let mut origin = i64::MAX;
+    for app in store.apps()? {
+        let mut runs: Vec<_> = store
+            .runs(app.id)?
+            .into_iter()
+            .filter(|run| run.quality.is_some() && run.finished_ms.is_some())
+            .collect();
+        runs.sort_by_key(|run| run.finished_ms);
+        if let Some(first) = runs.iter().filter_map(|run| run.started_ms).min() {
+            origin = origin.min(first);
+        }
+        per_app.push((app.name, runs));
+    }
+    Ok(per_app
+        .into_iter()
+        .map(|(app, runs)| {
+            let mut best = f64::NEG_INFINITY;
+            let points = runs
+                .iter()
+                .map(|run| {
+                    best = best.max(run.quality.unwrap_or(0.0));
+                    let minutes = (run.finished_ms.unwrap_or(origin) - origin) as f64 / 60_000.0;
+                    (minutes, best)
+                })
+                .collect();
+            (app, points)
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -550,7 +550,7 @@ impl KernelModel {
     }
 
     /// The kin group of a model, if it has one.
-    fn kin(&self, model_id: &str) -> Option<&str> {
+    pub fn kin(&self, model_id: &str) -> Option<&str> {
         self.kin_by_model.get(family(model_id)).map(String::as_str)
     }
 

@@ -22,6 +22,6 @@ pub use kernel::{
 };
 pub use picker::{Line8Rule, UserPicker, UserPickerKind, UserSummary};
 pub use scheduler::{
-    AmplitudeRule, BestModel, CandidateSpec, DEFAULT_AMPLITUDE_PRIOR_STRENGTH, Decision,
-    PriorObservation, Scheduler, SchedulerConfig,
+    AmplitudeRule, BestModel, CandidateSpec, DEFAULT_AMPLITUDE_PRIOR_STRENGTH,
+    DEFAULT_SET_ASIDE_MARGIN, Decision, PriorObservation, Scheduler, SchedulerConfig, SetAside,
 };

@@ -53,6 +53,9 @@ use crate::kernel::KernelModel;
 use crate::picker::{Line8Rule, UserPicker, UserPickerKind, UserSummary};
 
 mod pick;
+mod set_aside;
+
+pub use set_aside::SetAside;
 
 /// How a scheduler decides.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,7 +92,17 @@ pub struct SchedulerConfig {
     /// policies then see the shrunk bounds. `false`: in-flight runs are only excluded from the
     /// choice (the posterior ignores them). No effect while nothing is in flight.
     pub hallucinate_in_flight: bool,
+    /// Sets a kin aside when it is far below the user's best ([`set_aside`]): an untrained candidate
+    /// whose kin's best observed quality on the user's current data is at least this much below the
+    /// user's best (a model of another kin), and that is expected to cost more than that best cost,
+    /// is not trained on this data version. `None`: never. Acts only where the prior names kin
+    /// ([`KernelModel::with_kin`]: the engine's; the replay's priors name none).
+    pub set_aside_margin: Option<f64>,
 }
+
+/// The default [`SchedulerConfig::set_aside_margin`]: a kin 0.3 (accuracy, or clipped R^2) below the
+/// best after its first runs (DECISIONS.md).
+pub const DEFAULT_SET_ASIDE_MARGIN: f64 = 0.3;
 
 /// The default's per-user amplitude estimate: this many pseudo-observations at the history's
 /// amplitude ([`UserGp::with_amplitude_estimate`]; 1: a user's amplitude is soon its own
@@ -161,6 +174,7 @@ impl Default for SchedulerConfig {
             quality_ceiling: Some(1.0),
             line8_rule: None,
             hallucinate_in_flight: true,
+            set_aside_margin: Some(DEFAULT_SET_ASIDE_MARGIN),
         }
     }
 }
@@ -233,6 +247,9 @@ struct CandidateState {
     expected_cost: f64,
     status: CandidateStatus,
     upper_confidence_bound_at_pick: Option<f64>,
+    /// The quality reported for it on the user's current data version (`None` before, and after
+    /// [`Scheduler::data_changed`]).
+    observed_quality: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -280,6 +297,7 @@ pub struct Scheduler {
     quality_ceiling: f64,
     line8_rule: Line8Rule,
     hallucinate_in_flight: bool,
+    set_aside_margin: Option<f64>,
     /// [`Scheduler::cost_scale`], cached between changes to any expected cost or to the users.
     cost_scale_cache: Option<f64>,
 }
@@ -328,6 +346,9 @@ impl Scheduler {
                 .unwrap_or(f64::INFINITY),
             line8_rule,
             hallucinate_in_flight: config.hallucinate_in_flight,
+            set_aside_margin: config
+                .set_aside_margin
+                .filter(|margin| margin.is_finite() && *margin >= 0.0),
             cost_scale_cache: None,
         }
     }
@@ -423,6 +444,7 @@ impl Scheduler {
                 expected_cost: spec.expected_cost,
                 status: CandidateStatus::Eligible,
                 upper_confidence_bound_at_pick: None,
+                observed_quality: None,
             });
         }
         let model_ids: Vec<String> = states.iter().map(|c| c.model_id.clone()).collect();
@@ -501,6 +523,7 @@ impl Scheduler {
             expected_cost: spec.expected_cost,
             status: CandidateStatus::Eligible,
             upper_confidence_bound_at_pick: None,
+            observed_quality: None,
         });
         Ok(())
     }
@@ -545,17 +568,15 @@ impl Scheduler {
                 candidate.status = CandidateStatus::Eligible;
                 candidate.upper_confidence_bound_at_pick = None;
             }
+            candidate.observed_quality = None;
         }
         Ok(())
     }
 
-    /// Whether a user has nothing left to train (no eligible candidate).
+    /// Whether a user has nothing left to train (no eligible candidate that is not set aside).
     pub fn is_finished(&self, user_id: &str) -> Result<bool> {
         let index = self.user_index(user_id)?;
-        Ok(!self.users[index]
-            .candidates
-            .iter()
-            .any(|c| c.status == CandidateStatus::Eligible))
+        Ok(self.eligible(&self.users[index]).next().is_none())
     }
 
     /// The registered user ids, in registration order.
@@ -812,6 +833,11 @@ impl Scheduler {
         if state.status != CandidateStatus::Removed {
             state.status = CandidateStatus::Trained;
         }
+        state.observed_quality = Some(
+            state
+                .observed_quality
+                .map_or(quality, |earlier| earlier.max(quality)),
+        );
         let ratio = (cost / state.expected_cost).clamp(0.1, 10.0);
         // The cost scale (the largest expected cost) changes only if this cost was the largest,
         // the new one is larger, or the others are rescaled.

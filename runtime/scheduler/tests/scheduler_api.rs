@@ -31,6 +31,7 @@ fn scheduler(picker: UserPickerKind, seed: u64) -> Scheduler {
             quality_ceiling: Some(1.0),
             line8_rule: Some(Line8Rule::UcbGap),
             hallucinate_in_flight: true,
+            set_aside_margin: None,
         },
     )
 }
@@ -143,6 +144,7 @@ fn never_picks_a_finished_user_or_a_trained_candidate() {
                     quality_ceiling: Some(1.0),
                     line8_rule,
                     hallucinate_in_flight: true,
+                    set_aside_margin: None,
                 },
             );
             let mut remaining: HashMap<String, HashSet<String>> = HashMap::new();
@@ -349,6 +351,7 @@ fn greedy_scheduler(cost_aware: bool, quality_ceiling: Option<f64>) -> Scheduler
             quality_ceiling,
             line8_rule: Some(Line8Rule::UcbGap),
             hallucinate_in_flight: true,
+            set_aside_margin: None,
         },
     )
 }

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use easeml_object::codec;
 use easeml_scheduler::{
     CandidateSpec, Decision, KernelHyperparameters, KernelKind, KernelModel, PriorObservation,
-    Scheduler, SchedulerConfig,
+    Scheduler, SchedulerConfig, SetAside,
 };
 use easeml_store::{
     AppId, Lease, PageRequest, RunId, RunRecord, RunState, Store, StoredOutput, UnitId, UnitKind,
@@ -202,6 +202,23 @@ pub enum Event {
         candidate: String,
         /// Why.
         reason: String,
+    },
+    /// Candidates of an app are set aside on its current data: a model of their kin is far below
+    /// the app's best and they would cost more than it (the scheduler's rule,
+    /// [`easeml_scheduler::SetAside`]). Sent once per kin and data version, when it happens.
+    CandidatesSetAside {
+        /// The app.
+        app: String,
+        /// The candidates set aside.
+        candidates: Vec<String>,
+        /// Their kin.
+        kin: String,
+        /// The best quality a model of that kin reached.
+        kin_quality: f64,
+        /// The app's best candidate.
+        best: String,
+        /// Its quality.
+        best_quality: f64,
     },
     /// A run started.
     RunStarted {
@@ -531,9 +548,25 @@ impl Engine {
         let (record, reported) = self.announce(run, events)?;
         if let Some(decision) = decision {
             let cost = record.cost_seconds.unwrap_or(0.0);
-            self.scheduler.report(decision, reported, cost.max(1e-3))?;
+            self.report(decision, reported, cost, events)?;
         }
         Ok(record)
+    }
+
+    /// Tells the scheduler a decision's quality and cost (seconds), and announces the candidates
+    /// that sets aside ([`Event::CandidatesSetAside`]).
+    pub(super) fn report(
+        &mut self,
+        decision: &Decision,
+        quality: f64,
+        cost: f64,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        let before = self.scheduler.set_aside(&decision.user_id)?;
+        self.scheduler.report(decision, quality, cost.max(1e-3))?;
+        let after = self.scheduler.set_aside(&decision.user_id)?;
+        announce_set_aside(&decision.user_id, &before, after, events);
+        Ok(())
     }
 
     /// A committed run's event, and the quality the scheduler is told for it (see
@@ -662,6 +695,33 @@ impl OpenMopRun {
     }
 }
 
+/// [`Event::CandidatesSetAside`] for the candidates of `app` set aside by a report (in `after`, not
+/// in `before`), one event per kin.
+fn announce_set_aside(
+    app: &str,
+    before: &[SetAside],
+    after: Vec<SetAside>,
+    events: &mut dyn FnMut(Event),
+) {
+    let mut by_kin: BTreeMap<String, Event> = BTreeMap::new();
+    for new in after.into_iter().filter(|s| !before.contains(s)) {
+        let entry = by_kin
+            .entry(new.kin.clone())
+            .or_insert_with(|| Event::CandidatesSetAside {
+                app: app.to_owned(),
+                candidates: Vec::new(),
+                kin: new.kin.clone(),
+                kin_quality: new.kin_quality,
+                best: new.best_model_id.clone(),
+                best_quality: new.best_quality,
+            });
+        if let Event::CandidatesSetAside { candidates, .. } = entry {
+            candidates.push(new.model_id);
+        }
+    }
+    by_kin.into_values().for_each(events);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -683,6 +743,56 @@ mod tests {
             engine.amplitude_rule,
             easeml_scheduler::AmplitudeRule::ByLevelTest
         );
+    }
+
+    /// The engine's scheduler over the trainer's kin sets aside the networks of a series app whose
+    /// first recurrent network is at chance while MiniRocket is far ahead, and says so once, in
+    /// words.
+    #[test]
+    fn candidates_set_aside_are_announced_once_per_kin() {
+        let kernel =
+            KernelModel::without_history(KernelKind::Matern52, KernelHyperparameters::default())
+                .with_kin(easeml_trainer::kin_by_model());
+        let mut scheduler = Scheduler::new(
+            Arc::new(kernel),
+            EngineConfig::for_device(Device::Cpu).scheduler,
+        );
+        let specs = [
+            ("minirocket", 13.0),
+            ("lstm", 56.0),
+            ("gru", 50.0),
+            ("rnn", 40.0),
+        ]
+        .map(|(model, cost)| CandidateSpec {
+            model_id: model.to_owned(),
+            expected_cost: cost,
+        })
+        .to_vec();
+        scheduler.register_user("ecg", specs, &[]).unwrap();
+        let decision = |model: &str| Decision {
+            user_id: "ecg".to_owned(),
+            model_id: model.to_owned(),
+            data_version: 0,
+        };
+        scheduler
+            .report(&decision("minirocket"), 0.74, 13.0)
+            .unwrap();
+        let mut events = Vec::new();
+        let before = scheduler.set_aside("ecg").unwrap();
+        scheduler.report(&decision("lstm"), 0.04, 56.0).unwrap();
+        let after = scheduler.set_aside("ecg").unwrap();
+        announce_set_aside("ecg", &before, after.clone(), &mut |e| events.push(e));
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(
+            events[0].to_string(),
+            "ecg: set aside on this data: gru, rnn (recurrent models reached 0.040, 0.700 below \
+             minirocket's 0.740, and would cost more than it)"
+        );
+        // Asked again with nothing new, it says nothing.
+        events.clear();
+        announce_set_aside("ecg", &after, after.clone(), &mut |e| events.push(e));
+        assert!(events.is_empty());
+        assert!(scheduler.is_finished("ecg").unwrap());
     }
 
     #[test]

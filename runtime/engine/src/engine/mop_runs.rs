@@ -270,11 +270,9 @@ impl Engine {
             }
             ended = true;
             if let Some(decision) = &flight.decision
-                && let Err(error) =
-                    self.scheduler
-                        .report(decision, flight.best, flight.cost.max(1e-3))
+                && let Err(error) = self.report(decision, flight.best, flight.cost, events)
             {
-                reported = Err(error.into());
+                reported = Err(error);
             }
         }
         outcome.and(reported).map(|()| ended)

@@ -59,10 +59,8 @@ impl Scheduler {
         cost_scale: f64,
     ) -> Vec<(usize, f64)> {
         let (beta_t, cost_aware) = self.exploration(user);
-        user.candidates
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.status == CandidateStatus::Eligible)
+        self.eligible(user)
+            .map(|k| (k, &user.candidates[k]))
             .map(|(k, c)| {
                 let normalised_cost = if cost_aware {
                     c.expected_cost / cost_scale
