@@ -16,7 +16,8 @@
 //! `file = "..."` is relative to the compiled crate's manifest dir, which for trybuild is its
 //! project dir under the target dir (`<target>/tests/trybuild/easeml-macros/`). The cases name
 //! `examples/*.eml` and `fixtures/*.eml`: the repository's `examples/` and `tests/fixtures/`, copied
-//! there first.
+//! there first. trybuild's project builds easeml's crates with the generated crates' profile
+//! (`build_as_a_generated_crate`).
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +36,31 @@ fn copy_programs(from: &Path, to: &Path) {
     }
 }
 
+/// trybuild's project is a crate outside the workspace that builds easeml's crates by path, as a
+/// generated app's crate does: without a profile it would build every dependency with full debug
+/// info (a 120 MB binary per pass case, 8 GB of target dir). Cargo reads `.cargo/config.toml` from
+/// the directories above the project, and profiles there mean what they mean in a manifest: the
+/// generated crates' profile (`templates/crate/profile.toml`, which tidy checks against the
+/// workspace's) goes into `<target>/tests/trybuild/.cargo/config.toml`.
+fn build_as_a_generated_crate(repository: &Path, project: &Path) {
+    let profile = repository.join("templates/crate/profile.toml");
+    let config = project
+        .parent()
+        .expect("trybuild's project is in a folder")
+        .join(".cargo");
+    std::fs::create_dir_all(&config)
+        .unwrap_or_else(|error| panic!("{}: {error}", config.display()));
+    let text = std::fs::read_to_string(&profile)
+        .unwrap_or_else(|error| panic!("{}: {error}", profile.display()));
+    assert!(
+        text.contains("[profile.dev.package.\"*\"]"),
+        "{} no longer sets the dependencies' profile",
+        profile.display()
+    );
+    let target = config.join("config.toml");
+    std::fs::write(&target, text).unwrap_or_else(|error| panic!("{}: {error}", target.display()));
+}
+
 #[test]
 fn ui() {
     let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -43,6 +69,7 @@ fn ui() {
         .join("../tests/trybuild")
         .join(env!("CARGO_PKG_NAME"));
     copy_programs(&repository.join("examples"), &project.join("examples"));
+    build_as_a_generated_crate(&repository, &project);
     let file_form = include_str!("ui/pass/file_form.rs");
     for entry in std::fs::read_dir(repository.join("examples"))
         .unwrap()
