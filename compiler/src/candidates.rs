@@ -83,6 +83,7 @@ mod tests {
             ),
             [
                 "minirocket",
+                "multirocket",
                 "fcn",
                 "resnet1d",
                 "inception_time",

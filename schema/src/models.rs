@@ -10,7 +10,7 @@ use crate::workload::Workload;
 use Workload::*;
 
 /// Every model id with the workloads it serves, in the registry's order.
-pub const MODELS: [(&str, &[Workload]); 34] = [
+pub const MODELS: [(&str, &[Workload]); 35] = [
     ("alexnet", &[ImageClassification]),
     ("bn_alexnet", &[ImageClassification]),
     ("resnet18", &[ImageClassification]),
@@ -34,6 +34,7 @@ pub const MODELS: [(&str, &[Workload]); 34] = [
     ("tree_rnn", &[TreeClassification]),
     ("tree_kernel_svm", &[TreeClassification]),
     ("minirocket", &[TimeseriesClassification]),
+    ("multirocket", &[TimeseriesClassification]),
     ("dtw_knn", &[TimeseriesClassification]),
     ("mlp_small", &[TabularClassification, TabularRegression]),
     ("mlp_large", &[TabularClassification, TabularRegression]),
@@ -64,9 +65,10 @@ pub const MODELS: [(&str, &[Workload]); 34] = [
 /// The classic models (no network: fitted, not trained by gradient steps), whose cost depends on
 /// the training data. `tests/tests/registry_consistency.rs` checks this is exactly the trainer's
 /// `classic::is_classic`.
-pub const CLASSIC_MODELS: [&str; 7] = [
+pub const CLASSIC_MODELS: [&str; 8] = [
     "tree_kernel_svm",
     "minirocket",
+    "multirocket",
     "dtw_knn",
     "gbdt",
     "random_forest",

@@ -57,6 +57,9 @@ pub enum ModelKind {
     TreeKernelSvm,
     /// MiniRocket features and a ridge classifier (time series).
     MiniRocket,
+    /// MultiRocket features (MiniRocket's kernels over the series and its differences, four
+    /// pooling operators) and a ridge classifier (time series).
+    MultiRocket,
     /// 1-nearest-neighbour under dynamic time warping (time series).
     DtwKnn,
     /// Multi-layer perceptron, small (one hidden layer).
@@ -82,7 +85,7 @@ pub enum ModelKind {
 }
 
 /// Every model kind with its id, in registry order.
-pub const ALL_MODELS: [(ModelKind, &str); 34] = [
+pub const ALL_MODELS: [(ModelKind, &str); 35] = [
     (ModelKind::AlexNet, "alexnet"),
     (ModelKind::BnAlexNet, "bn_alexnet"),
     (ModelKind::ResNet18, "resnet18"),
@@ -106,6 +109,7 @@ pub const ALL_MODELS: [(ModelKind, &str); 34] = [
     (ModelKind::TreeRnn, "tree_rnn"),
     (ModelKind::TreeKernelSvm, "tree_kernel_svm"),
     (ModelKind::MiniRocket, "minirocket"),
+    (ModelKind::MultiRocket, "multirocket"),
     (ModelKind::DtwKnn, "dtw_knn"),
     (ModelKind::MlpSmall, "mlp_small"),
     (ModelKind::MlpLarge, "mlp_large"),
@@ -176,6 +180,7 @@ impl ModelKind {
                         | ResNet1d
                         | InceptionTime
                         | MiniRocket
+                        | MultiRocket
                         | DtwKnn
                 )
             }
@@ -195,7 +200,7 @@ impl ModelKind {
             AlexNet | BnAlexNet | ResNet18 | ResNet50 | GoogLeNet | SqueezeNet | Vgg16 | Nin
             | SmallCnn => "image_cnn",
             Fcn | ResNet1d | InceptionTime => "temporal_cnn",
-            MiniRocket => "random_kernels",
+            MiniRocket | MultiRocket => "random_kernels",
             DtwKnn => "nearest_neighbours",
             Autoencoder | Gan | Pix2Pix | BitAutoencoder => "generator",
             Rnn | Lstm | BiLstm | Gru | Seq2Seq | TreeRnn | BitRnn => "recurrent",

@@ -162,13 +162,15 @@ impl Predictor {
                     ),
                     ClassicModel::MiniRocket(model) => (
                         series(model.transform.channels),
-                        model.weights.len(),
-                        model.weights.len(),
+                        model.ridge.n_classes(),
+                        model.ridge.n_classes(),
                     ),
                     ClassicModel::DtwKnn(model) => {
                         (series(model.channels), model.n_classes, model.n_classes)
                     }
-                    ClassicModel::TreeKernelSvm(_) => return Err(unsupported(&family)),
+                    ClassicModel::TreeKernelSvm(_) | ClassicModel::MultiRocket(_) => {
+                        return Err(unsupported(&family));
+                    }
                 };
                 let document = serde_json::json!({
                     "format": CLASSIC_FORMAT,

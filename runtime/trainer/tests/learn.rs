@@ -114,7 +114,7 @@ fn classic_time_series_models_learn_shapes() {
     // Chance is 1/3; k-fold (below 200 examples) and the split (from 200).
     for n in [90, 210] {
         let examples = synthetic::sequence_shapes(n, 1, 11);
-        for model in ["minirocket", "dtw_knn"] {
+        for model in ["minirocket", "multirocket", "dtw_knn"] {
             assert_learns(model, &examples, &budget(1), 0.85);
         }
     }
@@ -124,7 +124,7 @@ fn classic_time_series_models_learn_shapes() {
 fn classic_time_series_checkpoints_predict_the_same_after_a_reload() {
     let examples = synthetic::sequence_shapes(60, 3, 12);
     let fresh = synthetic::sequence_shapes(30, 3, 13);
-    for model in ["minirocket", "dtw_knn"] {
+    for model in ["minirocket", "multirocket", "dtw_knn"] {
         let run = train(&Candidate::parse(model).unwrap(), &examples, &budget(1)).unwrap();
         let checkpoint = run.checkpoint().unwrap();
         let before = Predictor::new(checkpoint, Device::Cpu)
@@ -164,11 +164,62 @@ fn classic_time_series_checkpoints_predict_the_same_after_a_reload() {
     }
 }
 
+/// A random-kernel model's state read back from a checkpoint is checked: parts that disagree (a
+/// bias missing, a feature's weight missing, a channel out of range) are a malformed checkpoint,
+/// not a panic at the first prediction.
+#[test]
+fn random_kernel_checkpoints_that_disagree_are_refused() {
+    use easeml_trainer::ModelKind;
+    use easeml_trainer::classic::ClassicModel;
+    let examples = synthetic::sequence_shapes(30, 2, 15);
+    for (kind, id) in [
+        (ModelKind::MiniRocket, "minirocket"),
+        (ModelKind::MultiRocket, "multirocket"),
+    ] {
+        let run = train(&Candidate::parse(id).unwrap(), &examples, &budget(1)).unwrap();
+        let extra = run.checkpoint().unwrap().meta.extra.clone().unwrap();
+        assert!(ClassicModel::from_extra(kind, Some(&extra)).is_ok(), "{id}");
+        let broken = |path: &[&str], change: &dyn Fn(&mut serde_json::Value)| {
+            let mut state = extra.clone();
+            let mut part = &mut state;
+            for key in path {
+                part = &mut part[*key];
+            }
+            change(part);
+            ClassicModel::from_extra(kind, Some(&state))
+                .expect_err("a state whose parts disagree")
+                .to_string()
+        };
+        let pop = |part: &mut serde_json::Value| {
+            part.as_array_mut().unwrap().pop();
+        };
+        for (path, change) in [
+            (
+                &["transform", "biases"][..],
+                &pop as &dyn Fn(&mut serde_json::Value),
+            ),
+            (&["mean"][..], &pop),
+            (&["weights"][..], &|weights: &mut serde_json::Value| {
+                weights[0].as_array_mut().unwrap().pop();
+            }),
+            (
+                &["transform", "combination_channels"][..],
+                &|subsets: &mut serde_json::Value| {
+                    subsets[0][0] = serde_json::json!(7);
+                },
+            ),
+        ] {
+            let message = broken(path, change);
+            assert!(message.contains("malformed"), "{id} {path:?}: {message}");
+        }
+    }
+}
+
 #[test]
 fn classic_time_series_models_stop_at_the_time_limit() {
     // 400 series of 200 to 300 steps: the split; a limit the first fit alone exceeds.
     let examples = long_series(400, 200, 100, 14);
-    for model in ["minirocket", "dtw_knn"] {
+    for model in ["minirocket", "multirocket", "dtw_knn"] {
         let mut budget = budget(1);
         budget.max_seconds = 0.05;
         let started = std::time::Instant::now();
@@ -225,7 +276,7 @@ fn classic_time_series_models_take_degenerate_series() {
         ),
     ];
     for examples in &cases {
-        for model in ["minirocket", "dtw_knn"] {
+        for model in ["minirocket", "multirocket", "dtw_knn"] {
             let run = train(&Candidate::parse(model).unwrap(), examples, &budget(1)).unwrap();
             let checkpoint = run
                 .checkpoint()
@@ -243,7 +294,7 @@ fn classic_time_series_models_take_degenerate_series() {
         sequences.values[3] = f32::NAN;
         sequences.values[8] = f32::INFINITY;
     }
-    for model in ["minirocket", "dtw_knn"] {
+    for model in ["minirocket", "multirocket", "dtw_knn"] {
         let run = train(&Candidate::parse(model).unwrap(), &odd, &budget(1)).unwrap();
         assert!(run.checkpoint().is_some(), "{model}");
     }

@@ -122,12 +122,26 @@ fn quantile_sorted(sorted: &[f32], q: f64) -> f32 {
 }
 
 /// One series, channel-major (`values[c * length + t]`), non-finite values read as 0.
-struct Series {
-    length: usize,
-    values: Vec<f32>,
+pub(crate) struct Series {
+    pub(crate) length: usize,
+    pub(crate) values: Vec<f32>,
 }
 
-fn series(sequences: &Sequences, row: usize) -> Series {
+impl Series {
+    /// The first-order difference, `x[c][t + 1] - x[c][t]` (one step shorter; empty stays empty).
+    pub(crate) fn difference(&self, channels: usize) -> Series {
+        let length = self.length.saturating_sub(1);
+        let mut values = Vec::with_capacity(channels * length);
+        for c in 0..channels {
+            let x = &self.values[c * self.length..(c + 1) * self.length];
+            values.extend(x.windows(2).map(|pair| pair[1] - pair[0]));
+        }
+        Series { length, values }
+    }
+}
+
+/// Series `row` of `sequences`.
+pub(crate) fn series(sequences: &Sequences, row: usize) -> Series {
     let step = sequences.step.max(1) as usize;
     let steps = sequences.steps(row);
     let length = steps.len() / step;
@@ -215,15 +229,34 @@ pub struct Transform {
 impl Transform {
     /// Fits the dilations to the longest of `rows`, the channel subsets and the biases, from `seed`.
     fn fit(sequences: &Sequences, rows: &[usize], n_features: usize, seed: u64) -> Result<Self> {
+        let channels = sequences.step.max(1) as usize;
+        Self::fit_on(
+            &|row| series(sequences, row),
+            channels,
+            rows,
+            n_features,
+            seed,
+        )
+    }
+
+    /// [`Transform::fit`] over the series `series_of(row)` gives for each of `rows` (the raw series,
+    /// or a representation of them such as their differences), each of `channels` channels: the
+    /// dilations fitted to the longest, one bias per feature (`n_features` of them).
+    pub(crate) fn fit_on(
+        series_of: &dyn Fn(usize) -> Series,
+        channels: usize,
+        rows: &[usize],
+        n_features: usize,
+        seed: u64,
+    ) -> Result<Self> {
         if rows.is_empty() {
             return Err(Error::BadExamples(
                 "minirocket needs a training series".into(),
             ));
         }
-        let channels = sequences.step.max(1) as usize;
         let longest = rows
             .iter()
-            .map(|&row| sequences.length(row))
+            .map(|&row| series_of(row).length)
             .max()
             .unwrap_or(1);
         let (dilations, features_per_dilation) = fit_dilations(longest, n_features);
@@ -255,7 +288,7 @@ impl Transform {
         {
             for (k, kernel) in kernels.iter().enumerate() {
                 let row = rows[rng.below(rows.len() as u64) as usize];
-                let example = series(sequences, row);
+                let example = series_of(row);
                 let parts = Parts::new(&example, channels, dilation);
                 parts.convolve(
                     kernel,
@@ -277,17 +310,35 @@ impl Transform {
         })
     }
 
-    /// The number of features.
+    /// The number of features (biases).
     pub fn n_features(&self) -> usize {
         self.biases.len()
     }
 
-    /// The features of one series.
-    fn features(&self, series: &Series) -> Vec<f32> {
+    /// Whether the parts agree (a checkpoint's state is read back through this): a features count
+    /// and a channel subset per (dilation, kernel), positive dilations, channels in range.
+    pub fn is_valid(&self) -> bool {
+        let combinations = self.dilations.len() * N_KERNELS;
+        self.channels >= 1
+            && self.features_per_dilation.len() == self.dilations.len()
+            && self.dilations.iter().all(|&d| d >= 1)
+            && self.combination_channels.len() == combinations
+            && self.combination_channels.iter().all(|subset| {
+                !subset.is_empty() && subset.iter().all(|&c| usize::from(c) < self.channels)
+            })
+            && self
+                .features_per_dilation
+                .iter()
+                .try_fold(0usize, |sum, &n| sum.checked_add(n.checked_mul(N_KERNELS)?))
+                == Some(self.biases.len())
+    }
+
+    /// Visits every (dilation, kernel) combination of one series in order: its pooled output
+    /// (the alternating padding rule) and its biases.
+    pub(crate) fn for_each_pooled(&self, series: &Series, mut visit: impl FnMut(&[f32], &[f32])) {
         let kernels = kernels();
-        let mut features = Vec::with_capacity(self.n_features());
         let mut output = Vec::new();
-        let mut sorted = Vec::new();
+        let mut start = 0;
         for (d, (&dilation, &per_kernel)) in self
             .dilations
             .iter()
@@ -307,28 +358,35 @@ impl Transform {
                 } else {
                     &output
                 };
-                let start = features.len();
-                let biases = &self.biases[start..start + per_kernel];
-                if pooled.is_empty() {
-                    features.extend(std::iter::repeat_n(0.0, per_kernel));
-                } else if per_kernel >= 8 {
-                    // Many biases: sort once, count by binary search.
-                    sorted.clear();
-                    sorted.extend_from_slice(pooled);
-                    sorted.sort_unstable_by(f32::total_cmp);
-                    for &bias in biases {
-                        let positive =
-                            sorted.len() - sorted.partition_point(|&value| value <= bias);
-                        features.push(positive as f32 / sorted.len() as f32);
-                    }
-                } else {
-                    for &bias in biases {
-                        let positive = pooled.iter().filter(|&&value| value > bias).count();
-                        features.push(positive as f32 / pooled.len() as f32);
-                    }
-                }
+                visit(pooled, &self.biases[start..start + per_kernel]);
+                start += per_kernel;
             }
         }
+    }
+
+    /// The features of one series: one proportion of positive values (PPV) per bias.
+    pub(crate) fn features(&self, series: &Series) -> Vec<f32> {
+        let mut features = Vec::with_capacity(self.n_features());
+        let mut sorted = Vec::new();
+        self.for_each_pooled(series, |pooled, biases| {
+            if pooled.is_empty() {
+                features.extend(std::iter::repeat_n(0.0, biases.len()));
+            } else if biases.len() >= 8 {
+                // Many biases: sort once, count by binary search.
+                sorted.clear();
+                sorted.extend_from_slice(pooled);
+                sorted.sort_unstable_by(f32::total_cmp);
+                for &bias in biases {
+                    let positive = sorted.len() - sorted.partition_point(|&value| value <= bias);
+                    features.push(positive as f32 / sorted.len() as f32);
+                }
+            } else {
+                for &bias in biases {
+                    let positive = pooled.iter().filter(|&&value| value > bias).count();
+                    features.push(positive as f32 / pooled.len() as f32);
+                }
+            }
+        });
         features
     }
 }
@@ -338,6 +396,15 @@ impl Transform {
 pub struct MiniRocket {
     /// The transform.
     pub transform: Transform,
+    /// The standardization and the ridge classifier over its features.
+    #[serde(flatten)]
+    pub ridge: RidgeClassifier,
+}
+
+/// Features standardized, then a one-vs-rest ridge classifier: what MiniRocket and MultiRocket
+/// put after their transforms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RidgeClassifier {
     /// The training mean of each feature.
     pub mean: Vec<f32>,
     /// The training standard deviation of each feature (1 for constant ones).
@@ -350,10 +417,55 @@ pub struct MiniRocket {
     pub alpha: f64,
 }
 
-impl MiniRocket {
-    /// The decision value of each class for `row` of `sequences`.
-    pub fn decision(&self, sequences: &Sequences, row: usize) -> Vec<f64> {
-        let features = self.transform.features(&series(sequences, row));
+impl RidgeClassifier {
+    /// Standardizes `features` (one row per training series) and fits the classifier, its alpha
+    /// by leave-one-out (`fit_ridge`).
+    pub(crate) fn fit(
+        mut features: Vec<Vec<f32>>,
+        labels: &[i64],
+        n_classes: usize,
+        clock: &Clock,
+    ) -> Result<Self> {
+        let p = features.first().map_or(0, Vec::len);
+        let n = features.len().max(1) as f64;
+        let mut mean = vec![0f64; p];
+        for row in &features {
+            for (m, &f) in mean.iter_mut().zip(row) {
+                *m += f64::from(f);
+            }
+        }
+        mean.iter_mut().for_each(|m| *m /= n);
+        let mut variance = vec![0f64; p];
+        for row in &features {
+            for ((v, &f), &m) in variance.iter_mut().zip(row).zip(&mean) {
+                *v += (f64::from(f) - m).powi(2);
+            }
+        }
+        let scale: Vec<f32> = variance
+            .iter()
+            .map(|&v| {
+                let std = (v / n).sqrt();
+                if std > 1e-12 { std as f32 } else { 1.0 }
+            })
+            .collect();
+        let mean: Vec<f32> = mean.iter().map(|&m| m as f32).collect();
+        for row in &mut features {
+            for ((f, &m), &s) in row.iter_mut().zip(&mean).zip(&scale) {
+                *f = (*f - m) / s;
+            }
+        }
+        let (weights, intercepts, alpha) = fit_ridge(&features, labels, n_classes, clock)?;
+        Ok(Self {
+            mean,
+            scale,
+            weights,
+            intercepts,
+            alpha,
+        })
+    }
+
+    /// The decision value of each class for one series' features.
+    pub fn decision(&self, features: &[f32]) -> Vec<f64> {
         let standardized: Vec<f64> = features
             .iter()
             .zip(self.mean.iter().zip(&self.scale))
@@ -371,6 +483,35 @@ impl MiniRocket {
                         .sum::<f64>()
             })
             .collect()
+    }
+
+    /// The number of classes.
+    pub fn n_classes(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Whether it reads `features` features: a mean, a scale and a weight per feature and class,
+    /// an intercept per class.
+    pub fn is_valid(&self, features: usize) -> bool {
+        self.mean.len() == features
+            && self.scale.len() == features
+            && !self.weights.is_empty()
+            && self.weights.iter().all(|class| class.len() == features)
+            && self.intercepts.len() == self.weights.len()
+    }
+}
+
+impl MiniRocket {
+    /// The decision value of each class for `row` of `sequences`.
+    pub fn decision(&self, sequences: &Sequences, row: usize) -> Vec<f64> {
+        let features = self.transform.features(&series(sequences, row));
+        self.ridge.decision(&features)
+    }
+
+    /// Whether the transform and the classifier agree ([`Transform::is_valid`],
+    /// [`RidgeClassifier::is_valid`]).
+    pub fn is_valid(&self) -> bool {
+        self.transform.is_valid() && self.ridge.is_valid(self.transform.n_features())
     }
 
     /// The predicted class of `row`; probabilities are a softmax of the decision values.
@@ -611,44 +752,9 @@ impl Learner for MiniRocketLearner<'_> {
             }
             features.push(transform.features(&series(self.sequences, row)));
         }
-        let p = transform.n_features();
-        let n = rows.len().max(1) as f64;
-        let mut mean = vec![0f64; p];
-        for row in &features {
-            for (m, &f) in mean.iter_mut().zip(row) {
-                *m += f64::from(f);
-            }
-        }
-        mean.iter_mut().for_each(|m| *m /= n);
-        let mut variance = vec![0f64; p];
-        for row in &features {
-            for ((v, &f), &m) in variance.iter_mut().zip(row).zip(&mean) {
-                *v += (f64::from(f) - m).powi(2);
-            }
-        }
-        let scale: Vec<f32> = variance
-            .iter()
-            .map(|&v| {
-                let std = (v / n).sqrt();
-                if std > 1e-12 { std as f32 } else { 1.0 }
-            })
-            .collect();
-        let mean: Vec<f32> = mean.iter().map(|&m| m as f32).collect();
-        for row in &mut features {
-            for ((f, &m), &s) in row.iter_mut().zip(&mean).zip(&scale) {
-                *f = (*f - m) / s;
-            }
-        }
         let labels: Vec<i64> = rows.iter().map(|&row| self.labels[row]).collect();
-        let (weights, intercepts, alpha) = fit_ridge(&features, &labels, self.n_classes, clock)?;
-        Ok(ClassicModel::MiniRocket(MiniRocket {
-            transform,
-            mean,
-            scale,
-            weights,
-            intercepts,
-            alpha,
-        }))
+        let ridge = RidgeClassifier::fit(features, &labels, self.n_classes, clock)?;
+        Ok(ClassicModel::MiniRocket(MiniRocket { transform, ridge }))
     }
 }
 

@@ -29,6 +29,7 @@ pub mod gbdt;
 pub mod kernel_ridge;
 pub mod knn;
 pub mod minirocket;
+pub mod multirocket;
 mod table;
 pub mod tree_kernel;
 pub mod trees;
@@ -55,6 +56,7 @@ use gbdt::Gbdt;
 use kernel_ridge::KernelRidge;
 use knn::Knn;
 use minirocket::MiniRocket;
+use multirocket::MultiRocket;
 use table::Table;
 use tree_kernel::TreeKernelSvm;
 
@@ -64,6 +66,7 @@ pub fn is_classic(kind: ModelKind) -> bool {
         kind,
         ModelKind::TreeKernelSvm
             | ModelKind::MiniRocket
+            | ModelKind::MultiRocket
             | ModelKind::DtwKnn
             | ModelKind::Gbdt
             | ModelKind::RandomForest
@@ -79,6 +82,9 @@ pub enum ClassicModel {
     TreeKernelSvm(TreeKernelSvm),
     /// MiniRocket features and a ridge classifier.
     MiniRocket(MiniRocket),
+    /// MultiRocket features and a ridge classifier (boxed: two transforms inline would make every
+    /// classic model that large).
+    MultiRocket(Box<MultiRocket>),
     /// 1-nearest-neighbour under dynamic time warping.
     DtwKnn(DtwKnn),
     /// Gradient-boosted trees.
@@ -101,7 +107,20 @@ impl ClassicModel {
         let malformed = || Error::BadCheckpoint(format!("the {} state is malformed", kind.id()));
         match kind {
             ModelKind::TreeKernelSvm => Ok(Self::TreeKernelSvm(serde_json::from_value(extra)?)),
-            ModelKind::MiniRocket => Ok(Self::MiniRocket(serde_json::from_value(extra)?)),
+            ModelKind::MiniRocket => {
+                let model: MiniRocket = serde_json::from_value(extra)?;
+                model
+                    .is_valid()
+                    .then_some(Self::MiniRocket(model))
+                    .ok_or_else(malformed)
+            }
+            ModelKind::MultiRocket => {
+                let model: MultiRocket = serde_json::from_value(extra)?;
+                model
+                    .is_valid()
+                    .then_some(Self::MultiRocket(Box::new(model)))
+                    .ok_or_else(malformed)
+            }
             ModelKind::DtwKnn => Ok(Self::DtwKnn(serde_json::from_value(extra)?)),
             ModelKind::Gbdt => {
                 let model: Gbdt = serde_json::from_value(extra)?;
@@ -146,6 +165,7 @@ impl ClassicModel {
         match self {
             Self::TreeKernelSvm(svm) => json(svm),
             Self::MiniRocket(model) => json(model),
+            Self::MultiRocket(model) => json(model),
             Self::DtwKnn(model) => json(model),
             Self::Gbdt(model) => json(model),
             Self::RandomForest(model) => json(model),
@@ -161,6 +181,14 @@ impl ClassicModel {
                 Ok(rows.iter().map(|&row| svm.predict(&trees[row])).collect())
             }
             (Self::MiniRocket(model), Inputs::Sequences(sequences))
+                if sequences.step as usize == model.transform.channels =>
+            {
+                Ok(rows
+                    .iter()
+                    .map(|&row| model.predict(sequences, row))
+                    .collect())
+            }
+            (Self::MultiRocket(model), Inputs::Sequences(sequences))
                 if sequences.step as usize == model.transform.channels =>
             {
                 Ok(rows
@@ -269,6 +297,9 @@ pub fn learner<'a>(
         ModelKind::MiniRocket => Ok(Box::new(
             minirocket::MiniRocketLearner::new(examples, seed).ok_or_else(does_not_fit)?,
         )),
+        ModelKind::MultiRocket => Ok(Box::new(
+            multirocket::MultiRocketLearner::new(examples, seed).ok_or_else(does_not_fit)?,
+        )),
         ModelKind::DtwKnn => Ok(Box::new(
             dtw_knn::DtwLearner::new(examples).ok_or_else(does_not_fit)?,
         )),
@@ -315,10 +346,23 @@ pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<
         // The transform (about 10,000 features x (3 channel sums + 1 comparison) per step, the
         // dilations' shared parts besides) of every fitted and validated series, then the ridge:
         // its Gram matrix (n^2 p) and ten factorizations (n^3 each, with the inverse).
-        ModelKind::MiniRocket => {
+        // MultiRocket: two transforms of DEFAULT_BIASES biases, each bias a pass over the pooled
+        // output (four operators) rather than a binary search; four features a bias in the ridge.
+        ModelKind::MiniRocket | ModelKind::MultiRocket => {
             let (length, channels) = sequence_shape(examples);
-            let features = minirocket::DEFAULT_FEATURES as f64;
-            let per_series = features * length * (1.0 + 3.0 * channels.min(9.0) / 2.0);
+            let (per_series, features) = if kind == ModelKind::MiniRocket {
+                let features = minirocket::DEFAULT_FEATURES as f64;
+                (
+                    features * length * (1.0 + 3.0 * channels.min(9.0) / 2.0),
+                    features,
+                )
+            } else {
+                let biases = 2.0 * multirocket::DEFAULT_BIASES as f64;
+                (
+                    biases * length * (4.0 + 3.0 * channels.min(9.0) / 2.0),
+                    biases * multirocket::POOLING_OPERATORS as f64,
+                )
+            };
             let transformed = fits + sets.iter().map(|(_, v)| v.len() as f64).sum::<f64>();
             let ridge: f64 = sets
                 .iter()

@@ -2,7 +2,7 @@
 
 //! The easeml app `heartbeat_arrhythmia`: {input: {[Tensor[12]], [next]}, output: {[Tensor[2]], []}}.
 //!
-//! Workload `timeseries_classification`, 9 candidate models. Feed examples with
+//! Workload `timeseries_classification`, 10 candidate models. Feed examples with
 //! [`Client::feed`] (or the `heartbeat_arrhythmia feed` command), train with `heartbeat_arrhythmia train`, answer inputs with
 //! [`Client::infer`], and read the report with [`Client::status`].
 

@@ -2,7 +2,7 @@
 
 //! The easeml app `vowel_speakers`: {input: {[Tensor[12]], [next]}, output: {[Tensor[9]], []}}.
 //!
-//! Workload `timeseries_classification`, 9 candidate models. Feed examples with
+//! Workload `timeseries_classification`, 10 candidate models. Feed examples with
 //! [`Client::feed`] (or the `vowel_speakers feed` command), train with `vowel_speakers train`, answer inputs with
 //! [`Client::infer`], and read the report with [`Client::status`].
 
