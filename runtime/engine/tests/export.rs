@@ -582,6 +582,80 @@ fn softmax(values: &[f64]) -> Vec<f32> {
 
 /// MiniRocket by the README's words: direct dilated convolutions with weights 2 and -1.
 fn minirocket_by_readme(p: &Value, steps: &[[f32; 2]]) -> Vec<f32> {
+    let mut features = Vec::new();
+    random_kernel_features(
+        &p["transform"],
+        steps,
+        &mut |pooled, b, features| {
+            let above = pooled.iter().filter(|&&v| f64::from(v) > b).count();
+            features.push(if pooled.is_empty() {
+                0.0
+            } else {
+                above as f64 / pooled.len() as f64
+            });
+        },
+        &mut features,
+    );
+    ridge_by_readme(p, &features)
+}
+
+/// MultiRocket by the README's words: four features a bias over the series, then over its first
+/// differences.
+fn multirocket_by_readme(p: &Value, steps: &[[f32; 2]]) -> Vec<f32> {
+    let four = &mut |pooled: &[f32], b: f64, features: &mut Vec<f64>| {
+        let n = pooled.len() as f64;
+        let positions: Vec<usize> = (0..pooled.len())
+            .filter(|&t| f64::from(pooled[t]) > b)
+            .collect();
+        if positions.is_empty() {
+            features.extend([0.0, 0.0, -1.0, 0.0]);
+            return;
+        }
+        let count = positions.len() as f64;
+        let mut longest = 0;
+        let mut run = 0;
+        let mut previous: Option<usize> = None;
+        for &t in &positions {
+            run = if previous == Some(t.wrapping_sub(1)) {
+                run + 1
+            } else {
+                1
+            };
+            longest = longest.max(run);
+            previous = Some(t);
+        }
+        features.push(count / n);
+        features.push(
+            positions
+                .iter()
+                .map(|&t| f64::from(pooled[t]) - b)
+                .sum::<f64>()
+                / count,
+        );
+        features.push(positions.iter().sum::<usize>() as f64 / count / n);
+        features.push(longest as f64 / n);
+    };
+    let differences: Vec<[f32; 2]> = steps
+        .windows(2)
+        .map(|pair| [pair[1][0] - pair[0][0], pair[1][1] - pair[0][1]])
+        .collect();
+    let mut features = Vec::new();
+    random_kernel_features(&p["transform"], steps, four, &mut features);
+    random_kernel_features(&p["difference"], &differences, four, &mut features);
+    ridge_by_readme(p, &features)
+}
+
+/// What one bias adds to the features, from the pooled values.
+type PoolFeatures = dyn FnMut(&[f32], f64, &mut Vec<f64>);
+
+/// A minirocket transform by the README's words: for every (dilation, kernel) its pooled values,
+/// and for each of its biases in order, `pool(pooled, bias, features)`.
+fn random_kernel_features(
+    transform: &Value,
+    steps: &[[f32; 2]],
+    pool: &mut PoolFeatures,
+    features: &mut Vec<f64>,
+) {
     let mut kernels = Vec::new();
     for a in 0..9 {
         for b in a + 1..9 {
@@ -590,13 +664,12 @@ fn minirocket_by_readme(p: &Value, steps: &[[f32; 2]]) -> Vec<f32> {
             }
         }
     }
-    let transform = &p["transform"];
     let dilations = counts(&transform["dilations"]);
     let per_dilation = counts(&transform["features_per_dilation"]);
     let biases = floats(&transform["biases"]);
     let combinations = transform["combination_channels"].as_array().unwrap();
     let length = steps.len() as i64;
-    let mut features = Vec::new();
+    let mut bias = 0;
     for (i, (&d, &per_kernel)) in dilations.iter().zip(&per_dilation).enumerate() {
         for (k, kernel) in kernels.iter().enumerate() {
             let channels = counts(&combinations[i * 84 + k]);
@@ -622,16 +695,15 @@ fn minirocket_by_readme(p: &Value, steps: &[[f32; 2]]) -> Vec<f32> {
                 &out[..]
             };
             for _ in 0..per_kernel {
-                let b = biases[features.len()];
-                let above = pooled.iter().filter(|&&v| f64::from(v) > b).count();
-                features.push(if pooled.is_empty() {
-                    0.0
-                } else {
-                    above as f64 / pooled.len() as f64
-                });
+                pool(pooled, biases[bias], features);
+                bias += 1;
             }
         }
     }
+}
+
+/// The standardized features weighed per class, then softmax (minirocket's and multirocket's).
+fn ridge_by_readme(p: &Value, features: &[f64]) -> Vec<f32> {
     let (mean, scale) = (floats(&p["mean"]), floats(&p["scale"]));
     let intercepts = floats(&p["intercepts"]);
     let decision: Vec<f64> = p["weights"]
@@ -643,7 +715,7 @@ fn minirocket_by_readme(p: &Value, steps: &[[f32; 2]]) -> Vec<f32> {
             intercept
                 + floats(weights)
                     .iter()
-                    .zip(&features)
+                    .zip(features)
                     .enumerate()
                     .map(|(f, (w, x))| w * (x - mean[f]) / scale[f])
                     .sum::<f64>()
@@ -712,17 +784,15 @@ fn dtw_knn_by_readme(p: &Value, steps: &[[f32; 2]]) -> Vec<f32> {
 #[test]
 fn series_models_export_as_json_that_answers_as_infer_by_the_readme() {
     let queries: Vec<Vec<[f32; 2]>> = (100..108).map(|i| series_steps(i, 9 + i % 11)).collect();
-    for family in ["minirocket", "dtw_knn"] {
+    for family in ["minirocket", "multirocket", "dtw_knn"] {
         let (_temp, p, metadata, mut client) = series_export(family);
         assert_eq!(metadata["labels"], json!(["down", "up"]));
         let by_readme: Vec<Vec<f32>> = queries
             .iter()
-            .map(|steps| {
-                if family == "minirocket" {
-                    minirocket_by_readme(&p, steps)
-                } else {
-                    dtw_knn_by_readme(&p, steps)
-                }
+            .map(|steps| match family {
+                "minirocket" => minirocket_by_readme(&p, steps),
+                "multirocket" => multirocket_by_readme(&p, steps),
+                _ => dtw_knn_by_readme(&p, steps),
             })
             .collect();
         let answers = client

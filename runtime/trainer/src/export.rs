@@ -43,7 +43,7 @@ pub const CLASSIC_FILE: &str = "model.json";
 pub const CLASSIC_FORMAT: &str = "easeml-classic-json";
 
 /// What is exported, in words (the error for anything else names it).
-pub const SUPPORTED: &str = "networks of image and tabular apps (TorchScript), kernel_ridge, knn, gbdt, random_forest, minirocket and dtw_knn (JSON)";
+pub const SUPPORTED: &str = "networks of image and tabular apps (TorchScript), kernel_ridge, knn, gbdt, random_forest, minirocket, multirocket and dtw_knn (JSON)";
 
 /// The first dimension of a series model's `input_shape`: any number of steps.
 pub const ANY_LENGTH: i64 = -1;
@@ -79,7 +79,7 @@ rounds r. If classification, the probabilities are softmax(score), else the valu
 random_forest: the mean over the trees of their leaf values (width = outputs). If classification,
 those are the class probabilities (the answer the first most probable), else the values.
 
-minirocket and dtw_knn read a series: its steps in order (any number), each step `channels`
+minirocket, multirocket and dtw_knn read a series: its steps in order (any number), each step `channels`
 values (one element of the input sequence, its values in the declared order); x[c][t] is
 channel c at step t, a value that is not a number reads as 0.
 
@@ -93,6 +93,15 @@ is odd and length > 8d, else all of out. The next features_per_dilation[i] entri
 The features, in that order (dilation, kernel, bias), are standardized: z = (f - mean) / scale;
 decision[class] = intercepts[class] + sum_i weights[class][i] * z[i]; the answer is
 argmax(decision) (the first on ties) with probabilities softmax(decision).
+
+multirocket (classes only): `transform` is a minirocket transform of x and `difference` one of the
+first differences dx[c][t] = x[c][t + 1] - x[c][t], t = 0..length-2 (length - 1 steps; none for a
+series of fewer than 2 steps), each read as above (its own dilations, channels and biases; `length`
+its own). For each of the two in that order, each dilation index i, kernel k and bias b, with y the
+pooled values (n of them) and P the positions t of y with y[t] > b, four features in order: |P| / n;
+the mean of y[t] - b over P; the mean of t over P, divided by n; the longest run of consecutive
+positions in P, divided by n (0, 0, -1, 0 when P is empty, and when nothing is pooled). The
+features are standardized and weighed as minirocket's (mean, scale, weights, intercepts).
 
 dtw_knn (classes only): a series of no steps reads as one step of zeros. Training series j is
 values[offsets[j] * channels .. offsets[j + 1] * channels] (step-major), of class labels[j]. The
@@ -168,9 +177,12 @@ impl Predictor {
                     ClassicModel::DtwKnn(model) => {
                         (series(model.channels), model.n_classes, model.n_classes)
                     }
-                    ClassicModel::TreeKernelSvm(_) | ClassicModel::MultiRocket(_) => {
-                        return Err(unsupported(&family));
-                    }
+                    ClassicModel::MultiRocket(model) => (
+                        series(model.transform.channels),
+                        model.ridge.n_classes(),
+                        model.ridge.n_classes(),
+                    ),
+                    ClassicModel::TreeKernelSvm(_) => return Err(unsupported(&family)),
                 };
                 let document = serde_json::json!({
                     "format": CLASSIC_FORMAT,
