@@ -203,8 +203,8 @@ pub enum Event {
         /// Why.
         reason: String,
     },
-    /// Candidates of an app are set aside on its current data: a model of their kin is far below
-    /// the app's best and they would cost more than it (the scheduler's rule,
+    /// Candidates of an app are set aside on its current data: two models of their kin tried, all
+    /// far below the app's best, and they would cost more than it (the scheduler's rule,
     /// [`easeml_scheduler::SetAside`]). Sent once per kin and data version, when it happens.
     CandidatesSetAside {
         /// The app.
@@ -745,9 +745,8 @@ mod tests {
         );
     }
 
-    /// The engine's scheduler over the trainer's kin sets aside the networks of a series app whose
-    /// first recurrent network is at chance while MiniRocket is far ahead, and says so once, in
-    /// words.
+    /// The engine's scheduler over the trainer's kin sets aside the recurrent networks of a series
+    /// app whose first two are at chance while MiniRocket is far ahead, and says so once, in words.
     #[test]
     fn candidates_set_aside_are_announced_once_per_kin() {
         let kernel =
@@ -777,15 +776,17 @@ mod tests {
         scheduler
             .report(&decision("minirocket"), 0.74, 13.0)
             .unwrap();
+        scheduler.report(&decision("lstm"), 0.04, 56.0).unwrap();
         let mut events = Vec::new();
         let before = scheduler.set_aside("ecg").unwrap();
-        scheduler.report(&decision("lstm"), 0.04, 56.0).unwrap();
+        assert!(before.is_empty(), "{before:?}");
+        scheduler.report(&decision("gru"), 0.06, 50.0).unwrap();
         let after = scheduler.set_aside("ecg").unwrap();
         announce_set_aside("ecg", &before, after.clone(), &mut |e| events.push(e));
         assert_eq!(events.len(), 1, "{events:?}");
         assert_eq!(
             events[0].to_string(),
-            "ecg: set aside on this data: gru, rnn (recurrent models reached 0.040, 0.700 below \
+            "ecg: set aside on this data: rnn (recurrent models reached 0.060, 0.680 below \
              minirocket's 0.740, and would cost more than it)"
         );
         // Asked again with nothing new, it says nothing.
