@@ -92,10 +92,10 @@ pub struct SchedulerConfig {
     /// policies then see the shrunk bounds. `false`: in-flight runs are only excluded from the
     /// choice (the posterior ignores them). No effect while nothing is in flight.
     pub hallucinate_in_flight: bool,
-    /// Sets a kin aside when it is far below the user's best ([`set_aside`]): an untrained candidate
-    /// whose kin's best observed quality on the user's current data is at least this much below the
-    /// user's best (a model of another kin), and that is expected to cost more than that best cost,
-    /// is not trained on this data version. `None`: never. Acts only where the prior names kin
+    /// Sets a kin aside when it is far below the user's best ([`Scheduler::set_aside`]): an
+    /// untrained candidate whose kin's best observed quality on the user's current data (two of
+    /// its models tried) is at least this much below the user's best (a model of another kin), and
+    /// that is expected to cost more than that best cost, is not trained on this data version. `None`: never. Acts only where the prior names kin
     /// ([`KernelModel::with_kin`]: the engine's; the replay's priors name none).
     pub set_aside_margin: Option<f64>,
 }
