@@ -144,8 +144,8 @@ pub enum UserPickerKind {
     Default {
         /// Hybrid's `s`.
         patience: usize,
-        /// A user not served for more than `starvation_rounds` x (number of users) decisions is
-        /// served next (0: no floor).
+        /// A user not served for more than `starvation_rounds` rounds of every user's next run
+        /// (counted in expected cost; [`DefaultPicker`]) is served next (0: no floor).
         starvation_rounds: usize,
     },
 }
@@ -424,9 +424,15 @@ impl UserPicker for HybridPicker {
 }
 
 /// easeml's default user picker: Hybrid (Greedy, Algorithm 2, until frozen, then round robin)
-/// with a round-robin floor. A user not served for more than `starvation_rounds` x (number of users)
-/// decisions is served next (the longest-waiting first, then the earliest registered), whatever
-/// Greedy's estimate says; otherwise the decision is Hybrid's. The floor bounds how long Greedy may
+/// with a round-robin floor. The floor counts time, not decisions: each decision advances the
+/// picker's clock by the picked user's [`UserSummary::next_cost`] (the expected cost of the run it
+/// gets), and a user that has waited longer than `starvation_rounds` rounds, a round being every
+/// shown user's next run (the sum of their `next_cost`), is served next (the longest-waiting first,
+/// then the earliest registered), whatever Greedy's estimate says; otherwise the decision is
+/// Hybrid's. With equal costs (the cost-oblivious mode's 1) this is `starvation_rounds` x (number
+/// of users) decisions; with unequal ones a user's expensive runs (networks of a minute beside
+/// other users' runs of seconds) no longer buy it several rounds' worth of the workers' time before
+/// the others are served. The floor bounds how long Greedy may
 /// starve a user whose regret the GP underestimates (with EI per cost inside each user, the user's
 /// next run is often its cheapest candidate, and a user the posterior believes done may still
 /// have loss left). A user in its first round (no observation yet) is Hybrid's to serve, and so is
@@ -436,8 +442,10 @@ impl UserPicker for HybridPicker {
 #[derive(Debug, Clone)]
 pub struct DefaultPicker {
     starvation_rounds: usize,
-    decisions: u64,
-    last_served: HashMap<u64, u64>,
+    /// The expected cost of every run decided so far (the sum of the picked users' `next_cost`).
+    clock: f64,
+    /// Each user's clock when it was last served (by registration sequence; 0 before).
+    last_served: HashMap<u64, f64>,
     hybrid: HybridPicker,
 }
 
@@ -447,7 +455,7 @@ impl DefaultPicker {
     pub fn new(patience: usize, starvation_rounds: usize) -> Self {
         DefaultPicker {
             starvation_rounds,
-            decisions: 0,
+            clock: 0.0,
             last_served: HashMap::new(),
             hybrid: HybridPicker::new(patience),
         }
@@ -464,14 +472,15 @@ impl DefaultPicker {
         if self.starvation_rounds == 0 {
             return None;
         }
-        let limit = (self.starvation_rounds * users.len()) as u64;
+        let round: f64 = users.iter().map(run_cost).sum();
+        let limit = self.starvation_rounds as f64 * round;
         let waited = |user: &UserSummary| {
             let last = self
                 .last_served
                 .get(&user.registration_sequence)
                 .copied()
-                .unwrap_or(0);
-            self.decisions - last
+                .unwrap_or(0.0);
+            self.clock - last
         };
         users
             .iter()
@@ -482,8 +491,22 @@ impl DefaultPicker {
                     && waited(user) > limit
                     && !user.at_quality_ceiling
             })
-            .max_by_key(|(_, user)| (waited(user), std::cmp::Reverse(user.registration_sequence)))
+            .max_by(|(_, a), (_, b)| {
+                waited(a)
+                    .total_cmp(&waited(b))
+                    .then(b.registration_sequence.cmp(&a.registration_sequence))
+            })
             .map(|(index, _)| index)
+    }
+}
+
+/// What a user's next run adds to the default picker's clock: its `next_cost`, or 1 where that is
+/// not a positive number (a summary without costs counts decisions).
+fn run_cost(user: &UserSummary) -> f64 {
+    if user.next_cost.is_finite() && user.next_cost > 0.0 {
+        user.next_cost
+    } else {
+        1.0
     }
 }
 
@@ -497,9 +520,10 @@ impl UserPicker for DefaultPicker {
             Some(index) => index,
             None => self.hybrid.pick_user(users, rng)?,
         };
-        self.decisions += 1;
+        let user = users.get(picked)?;
+        self.clock += run_cost(user);
         self.last_served
-            .insert(users.get(picked)?.registration_sequence, self.decisions);
+            .insert(user.registration_sequence, self.clock);
         Some(picked)
     }
 }
@@ -655,6 +679,39 @@ mod tests {
             .map(|_| unfloored.pick_user(&users, &mut rng).unwrap())
             .collect();
         assert_eq!(picks, greedy_picks);
+    }
+
+    #[test]
+    fn default_picker_floor_counts_the_time_of_the_runs_not_their_number() {
+        // User 1 is Greedy's only choice (the only gap above the mean) and its runs cost ten times
+        // the others'. A round (every user's next run) costs 1.2: once user 1 has taken two runs
+        // (2.0 of the clock), users 0 and 2 have waited more than a round and are served, the
+        // longest-waiting (then the earliest registered) first. Counting decisions, they would
+        // wait for four of user 1's runs (more than 3 users x 1 round).
+        let mut users = vec![
+            user(0, 1, 0.9, 0.95, 0.01),
+            user(1, 1, 0.5, 0.9, 0.4),
+            user(2, 1, 0.9, 0.95, 0.01),
+        ];
+        for (user, cost) in users.iter_mut().zip([0.1, 1.0, 0.1]) {
+            user.next_cost = cost;
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut picker = DefaultPicker::new(100, 1);
+        let picks: Vec<usize> = (0..8)
+            .map(|_| picker.pick_user(&users, &mut rng).unwrap())
+            .collect();
+        assert_eq!(picks, vec![1, 1, 0, 2, 1, 1, 0, 2]);
+        // With equal costs the same floor counts decisions: a user is served once it has waited
+        // more than 3 users x 1 round.
+        for user in &mut users {
+            user.next_cost = 1.0;
+        }
+        let mut picker = DefaultPicker::new(100, 1);
+        let picks: Vec<usize> = (0..6)
+            .map(|_| picker.pick_user(&users, &mut rng).unwrap())
+            .collect();
+        assert_eq!(picks, vec![1, 1, 1, 1, 0, 2]);
     }
 
     #[test]
