@@ -32,8 +32,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::minirocket::SeriesClasses;
 use super::{ClassicModel, Clock, Learner};
-use crate::data::{Examples, Inputs, Sequences, Targets};
+use crate::data::{Examples, Sequences};
 use crate::error::Result;
 use crate::infer::Prediction;
 
@@ -225,6 +226,25 @@ pub struct DtwKnn {
 }
 
 impl DtwKnn {
+    /// Whether the state is one a fit makes (checked on a checkpoint's before it predicts): a
+    /// finite window, one label in `0..n_classes` per training series, and offsets from 0 that
+    /// never decrease and end at the values' steps.
+    pub fn is_valid(&self) -> bool {
+        let steps = self.offsets.last().copied().unwrap_or(0);
+        self.window.is_finite()
+            && self.window >= 0.0
+            && self.channels > 0
+            && self.n_classes > 0
+            && self.offsets.first() == Some(&0)
+            && self.offsets.len() == self.labels.len() + 1
+            && self.offsets.windows(2).all(|pair| pair[0] <= pair[1])
+            && steps.checked_mul(self.channels) == Some(self.values.len())
+            && self
+                .labels
+                .iter()
+                .all(|&label| label >= 0 && (label as usize) < self.n_classes)
+    }
+
     fn view(&self, index: usize) -> View<'_> {
         let (start, end) = (self.offsets[index], self.offsets[index + 1]);
         View {
@@ -326,24 +346,13 @@ fn probabilities(distances: &[f64]) -> Prediction {
 
 /// The learner: each setting is a window fraction; a fit keeps the rows' series.
 pub(crate) struct DtwLearner<'a> {
-    sequences: &'a Sequences,
-    labels: &'a [i64],
-    n_classes: usize,
+    data: SeriesClasses<'a>,
 }
 
 impl<'a> DtwLearner<'a> {
     /// The learner over sequence inputs with class targets, `None` for other examples.
     pub(crate) fn new(examples: &'a Examples) -> Option<Self> {
-        let (Inputs::Sequences(sequences), Targets::Classes { n_classes, labels }) =
-            (&examples.inputs, &examples.targets)
-        else {
-            return None;
-        };
-        Some(Self {
-            sequences,
-            labels,
-            n_classes: (*n_classes).max(1) as usize,
-        })
+        SeriesClasses::of(examples).map(|data| Self { data })
     }
 }
 
@@ -353,19 +362,19 @@ impl Learner for DtwLearner<'_> {
     }
 
     fn fit(&mut self, rows: &[usize], window: f64, _clock: &Clock) -> Result<ClassicModel> {
-        let channels = self.sequences.step.max(1) as usize;
+        let channels = self.data.sequences.step.max(1) as usize;
         let mut offsets = vec![0];
         let mut values = Vec::new();
         for &row in rows {
-            let steps = sanitized(self.sequences, row);
+            let steps = sanitized(self.data.sequences, row);
             offsets.push(offsets.last().copied().unwrap_or(0) + steps.len() / channels);
             values.extend(steps);
         }
         Ok(ClassicModel::DtwKnn(DtwKnn {
             window,
             channels,
-            n_classes: self.n_classes,
-            labels: rows.iter().map(|&row| self.labels[row]).collect(),
+            n_classes: self.data.n_classes,
+            labels: rows.iter().map(|&row| self.data.labels[row]).collect(),
             offsets,
             values,
         }))
@@ -532,5 +541,41 @@ mod tests {
         };
         assert_eq!(probabilities[3], 0.0);
         assert!((probabilities.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    }
+
+    #[test]
+    fn a_checkpoint_state_that_no_fit_makes_is_refused_before_it_predicts() {
+        let model = DtwKnn {
+            window: 0.1,
+            channels: 2,
+            n_classes: 2,
+            labels: vec![0, 1],
+            offsets: vec![0, 3, 5],
+            values: vec![0.5; 10],
+        };
+        assert!(model.is_valid());
+        let extra = serde_json::to_value(&model).unwrap();
+        let kind = crate::candidate::ModelKind::DtwKnn;
+        assert!(ClassicModel::from_extra(kind, Some(&extra)).is_ok());
+        // Each of these would slice past the values or index past the classes in `predict`.
+        let broken: [fn(&mut DtwKnn); 6] = [
+            |model| model.offsets = vec![0, 6, 5],
+            |model| model.offsets = vec![0, 3, 6],
+            |model| model.offsets = vec![1, 3, 5],
+            |model| model.labels = vec![0, 2],
+            |model| model.labels = vec![0],
+            |model| model.channels = 0,
+        ];
+        for (case, breaks) in broken.iter().enumerate() {
+            let mut bad = model.clone();
+            breaks(&mut bad);
+            assert!(!bad.is_valid(), "case {case}");
+            let extra = serde_json::to_value(&bad).unwrap();
+            let error = ClassicModel::from_extra(kind, Some(&extra)).unwrap_err();
+            assert!(
+                error.to_string().contains("the dtw_knn state is malformed"),
+                "case {case}: {error}"
+            );
+        }
     }
 }

@@ -155,6 +155,56 @@ pub(crate) fn series(sequences: &Sequences, row: usize) -> Series {
     Series { length, values }
 }
 
+/// What a series classifier learns from: the examples' sequences and class labels. One `of` for
+/// every series learner (MiniRocket, MultiRocket, DTW 1-NN): `None` for other examples.
+pub(crate) struct SeriesClasses<'a> {
+    /// The input series.
+    pub(crate) sequences: &'a Sequences,
+    /// Each example's class.
+    pub(crate) labels: &'a [i64],
+    /// The number of classes (at least 1).
+    pub(crate) n_classes: usize,
+}
+
+impl<'a> SeriesClasses<'a> {
+    /// The examples' series and classes, `None` unless the inputs are sequences and the targets
+    /// classes.
+    pub(crate) fn of(examples: &'a Examples) -> Option<Self> {
+        let (Inputs::Sequences(sequences), Targets::Classes { n_classes, labels }) =
+            (&examples.inputs, &examples.targets)
+        else {
+            return None;
+        };
+        Some(Self {
+            sequences,
+            labels,
+            n_classes: (*n_classes).max(1) as usize,
+        })
+    }
+
+    /// The ridge classifier over the `features` of the series of `rows`, each transformed under
+    /// `clock` (`model` names the learner in the out-of-time error).
+    pub(crate) fn fit_ridge(
+        &self,
+        rows: &[usize],
+        clock: &Clock,
+        model: &str,
+        features: impl Fn(&Series) -> Vec<f32>,
+    ) -> Result<RidgeClassifier> {
+        let mut training = Vec::with_capacity(rows.len());
+        for &row in rows {
+            if clock.expired() {
+                return Err(Error::BadExamples(format!(
+                    "{model} ran out of time transforming the training series"
+                )));
+            }
+            training.push(features(&series(self.sequences, row)));
+        }
+        let labels: Vec<i64> = rows.iter().map(|&row| self.labels[row]).collect();
+        RidgeClassifier::fit(training, &labels, self.n_classes, clock)
+    }
+}
+
 /// The per-channel convolution parts at one dilation: `alpha[c][t]` (the sum of `-x` over the 9
 /// taps) and `gamma[c][j][t]` (`3 x` at tap `j`), so that a kernel with 2s at `(i, j, k)` is
 /// `alpha + gamma[i] + gamma[j] + gamma[k]`.
@@ -713,26 +763,14 @@ fn fit_ridge(
 /// MiniRocket's learner: one setting, the feature budget (the ridge's alpha is chosen inside each
 /// fit by leave-one-out); each fit draws its transform from the run's seed.
 pub(crate) struct MiniRocketLearner<'a> {
-    sequences: &'a Sequences,
-    labels: &'a [i64],
-    n_classes: usize,
+    data: SeriesClasses<'a>,
     seed: u64,
 }
 
 impl<'a> MiniRocketLearner<'a> {
     /// The learner over sequence inputs with class targets, `None` for other examples.
     pub(crate) fn new(examples: &'a Examples, seed: u64) -> Option<Self> {
-        let (Inputs::Sequences(sequences), Targets::Classes { n_classes, labels }) =
-            (&examples.inputs, &examples.targets)
-        else {
-            return None;
-        };
-        Some(Self {
-            sequences,
-            labels,
-            n_classes: (*n_classes).max(1) as usize,
-            seed,
-        })
+        SeriesClasses::of(examples).map(|data| Self { data, seed })
     }
 }
 
@@ -742,18 +780,11 @@ impl Learner for MiniRocketLearner<'_> {
     }
 
     fn fit(&mut self, rows: &[usize], setting: f64, clock: &Clock) -> Result<ClassicModel> {
-        let transform = Transform::fit(self.sequences, rows, setting.max(1.0) as usize, self.seed)?;
-        let mut features = Vec::with_capacity(rows.len());
-        for &row in rows {
-            if clock.expired() {
-                return Err(Error::BadExamples(
-                    "minirocket ran out of time transforming the training series".into(),
-                ));
-            }
-            features.push(transform.features(&series(self.sequences, row)));
-        }
-        let labels: Vec<i64> = rows.iter().map(|&row| self.labels[row]).collect();
-        let ridge = RidgeClassifier::fit(features, &labels, self.n_classes, clock)?;
+        let features = setting.max(1.0) as usize;
+        let transform = Transform::fit(self.data.sequences, rows, features, self.seed)?;
+        let ridge = self.data.fit_ridge(rows, clock, "minirocket", |series| {
+            transform.features(series)
+        })?;
         Ok(ClassicModel::MiniRocket(MiniRocket { transform, ridge }))
     }
 }

@@ -97,6 +97,24 @@ pub enum ClassicModel {
     KernelRidge(KernelRidge),
 }
 
+/// A classic model's state from a checkpoint's `extra`, refused unless `is_valid` (the state is
+/// one a fit makes): a checkpoint is data, and a model predicts from it without further checks.
+fn checked_state<M: serde::de::DeserializeOwned>(
+    kind: ModelKind,
+    extra: serde_json::Value,
+    is_valid: fn(&M) -> bool,
+) -> Result<M> {
+    let model: M = serde_json::from_value(extra)?;
+    if is_valid(&model) {
+        Ok(model)
+    } else {
+        Err(Error::BadCheckpoint(format!(
+            "the {} state is malformed",
+            kind.id()
+        )))
+    }
+}
+
 impl ClassicModel {
     /// The model stored in a checkpoint's `extra` for a candidate of `kind` (each model's state is
     /// stored as its own JSON object, so checkpoints written before this enum existed still load).
@@ -104,51 +122,23 @@ impl ClassicModel {
         let extra = extra
             .cloned()
             .ok_or_else(|| Error::BadCheckpoint(format!("the {} state is missing", kind.id())))?;
-        let malformed = || Error::BadCheckpoint(format!("the {} state is malformed", kind.id()));
         match kind {
-            ModelKind::TreeKernelSvm => Ok(Self::TreeKernelSvm(serde_json::from_value(extra)?)),
+            ModelKind::TreeKernelSvm => {
+                checked_state(kind, extra, TreeKernelSvm::is_valid).map(Self::TreeKernelSvm)
+            }
             ModelKind::MiniRocket => {
-                let model: MiniRocket = serde_json::from_value(extra)?;
-                model
-                    .is_valid()
-                    .then_some(Self::MiniRocket(model))
-                    .ok_or_else(malformed)
+                checked_state(kind, extra, MiniRocket::is_valid).map(Self::MiniRocket)
             }
-            ModelKind::MultiRocket => {
-                let model: MultiRocket = serde_json::from_value(extra)?;
-                model
-                    .is_valid()
-                    .then_some(Self::MultiRocket(Box::new(model)))
-                    .ok_or_else(malformed)
-            }
-            ModelKind::DtwKnn => Ok(Self::DtwKnn(serde_json::from_value(extra)?)),
-            ModelKind::Gbdt => {
-                let model: Gbdt = serde_json::from_value(extra)?;
-                model
-                    .is_valid()
-                    .then_some(Self::Gbdt(model))
-                    .ok_or_else(malformed)
-            }
+            ModelKind::MultiRocket => checked_state(kind, extra, MultiRocket::is_valid)
+                .map(|model| Self::MultiRocket(Box::new(model))),
+            ModelKind::DtwKnn => checked_state(kind, extra, DtwKnn::is_valid).map(Self::DtwKnn),
+            ModelKind::Gbdt => checked_state(kind, extra, Gbdt::is_valid).map(Self::Gbdt),
             ModelKind::RandomForest => {
-                let model: RandomForest = serde_json::from_value(extra)?;
-                model
-                    .is_valid()
-                    .then_some(Self::RandomForest(model))
-                    .ok_or_else(malformed)
+                checked_state(kind, extra, RandomForest::is_valid).map(Self::RandomForest)
             }
-            ModelKind::Knn => {
-                let model: Knn = serde_json::from_value(extra)?;
-                model
-                    .is_valid()
-                    .then_some(Self::Knn(model))
-                    .ok_or_else(malformed)
-            }
+            ModelKind::Knn => checked_state(kind, extra, Knn::is_valid).map(Self::Knn),
             ModelKind::KernelRidge => {
-                let model: KernelRidge = serde_json::from_value(extra)?;
-                model
-                    .is_valid()
-                    .then_some(Self::KernelRidge(model))
-                    .ok_or_else(malformed)
+                checked_state(kind, extra, KernelRidge::is_valid).map(Self::KernelRidge)
             }
             _ => Err(Error::BadCheckpoint(format!(
                 "{} is not a classic model",

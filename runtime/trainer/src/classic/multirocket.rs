@@ -21,10 +21,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::minirocket::{RidgeClassifier, Series, Transform, series};
+use super::minirocket::{RidgeClassifier, Series, SeriesClasses, Transform, series};
 use super::{ClassicModel, Clock, Learner};
-use crate::data::{Examples, Inputs, Sequences, Targets};
-use crate::error::{Error, Result};
+use crate::data::{Examples, Sequences};
+use crate::error::Result;
 use crate::infer::Prediction;
 
 /// Biases per representation (four features each).
@@ -136,26 +136,14 @@ impl MultiRocket {
 /// MultiRocket's learner: one setting, the biases per representation (the ridge's alpha is chosen
 /// inside each fit by leave-one-out); each fit draws its transforms from the run's seed.
 pub(crate) struct MultiRocketLearner<'a> {
-    sequences: &'a Sequences,
-    labels: &'a [i64],
-    n_classes: usize,
+    data: SeriesClasses<'a>,
     seed: u64,
 }
 
 impl<'a> MultiRocketLearner<'a> {
     /// The learner over sequence inputs with class targets, `None` for other examples.
     pub(crate) fn new(examples: &'a Examples, seed: u64) -> Option<Self> {
-        let (Inputs::Sequences(sequences), Targets::Classes { n_classes, labels }) =
-            (&examples.inputs, &examples.targets)
-        else {
-            return None;
-        };
-        Some(Self {
-            sequences,
-            labels,
-            n_classes: (*n_classes).max(1) as usize,
-            seed,
-        })
+        SeriesClasses::of(examples).map(|data| Self { data, seed })
     }
 }
 
@@ -166,8 +154,8 @@ impl Learner for MultiRocketLearner<'_> {
 
     fn fit(&mut self, rows: &[usize], setting: f64, clock: &Clock) -> Result<ClassicModel> {
         let biases = setting.max(1.0) as usize;
-        let channels = self.sequences.step.max(1) as usize;
-        let sequences = self.sequences;
+        let sequences = self.data.sequences;
+        let channels = sequences.step.max(1) as usize;
         let transform = Transform::fit_on(
             &|row| series(sequences, row),
             channels,
@@ -182,17 +170,9 @@ impl Learner for MultiRocketLearner<'_> {
             biases,
             self.seed ^ DIFFERENCE_SEED,
         )?;
-        let mut training = Vec::with_capacity(rows.len());
-        for &row in rows {
-            if clock.expired() {
-                return Err(Error::BadExamples(
-                    "multirocket ran out of time transforming the training series".into(),
-                ));
-            }
-            training.push(features(&transform, &difference, &series(sequences, row)));
-        }
-        let labels: Vec<i64> = rows.iter().map(|&row| self.labels[row]).collect();
-        let ridge = RidgeClassifier::fit(training, &labels, self.n_classes, clock)?;
+        let ridge = self.data.fit_ridge(rows, clock, "multirocket", |series| {
+            features(&transform, &difference, series)
+        })?;
         Ok(ClassicModel::MultiRocket(Box::new(MultiRocket {
             transform,
             difference,

@@ -91,6 +91,20 @@ pub struct TreeKernelSvm {
 }
 
 impl TreeKernelSvm {
+    /// Whether the state is one a fit makes (checked on a checkpoint's before it predicts): finite
+    /// kernel parameters, a self-kernel per support tree, and per class one coefficient per
+    /// support tree.
+    pub fn is_valid(&self) -> bool {
+        self.kernel.lambda.is_finite()
+            && self.kernel.gamma.is_finite()
+            && self.self_kernels.len() == self.support.len()
+            && !self.coefficients.is_empty()
+            && self
+                .coefficients
+                .iter()
+                .all(|class| class.len() == self.support.len())
+    }
+
     fn kernel_with_support(&self, tree: &Tree) -> Vec<f64> {
         let self_kernel = self.kernel.raw(tree, tree);
         self.support
