@@ -70,7 +70,7 @@ fn run(binary: &Path, arguments: &[&str], home: &Path, stdin: &str) -> (i32, Str
 #[test]
 fn every_golden_crate_builds_and_its_binaries_run() {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("golden-crates");
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("golden-target");
+    let target = easeml_test_support::nested_build_target(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let home = root.join("home");
     let _ = std::fs::remove_dir_all(&home);
     for (stem, source) in examples() {

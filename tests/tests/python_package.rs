@@ -59,7 +59,7 @@ fn tmp() -> PathBuf {
 
 /// The shared target dir (the golden crates test's).
 fn shared_target() -> PathBuf {
-    tmp().join("golden-target")
+    easeml_test_support::nested_build_target(&tmp())
 }
 
 /// The tests share one venv and one target dir, and the measurement wants a quiet machine: they

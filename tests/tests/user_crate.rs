@@ -88,6 +88,8 @@ debug = false
     std::fs::create_dir_all(folder.join("src")).unwrap();
     std::fs::write(folder.join("Cargo.toml"), manifest).unwrap();
     std::fs::write(folder.join("src/main.rs"), MAIN).unwrap();
+    // The workspace's versions of the dependencies, as the other nested builds use.
+    std::fs::copy(root.join("Cargo.lock"), folder.join("Cargo.lock")).unwrap();
     let home = folder.join("home");
     let _ = std::fs::remove_dir_all(&home);
     let output = Command::new(env!("CARGO"))
@@ -115,8 +117,8 @@ debug = false
 #[test]
 fn a_user_crate_written_as_the_readme_says_builds_and_runs_with_and_without_the_engine() {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    // The golden crates' target dir: the runtime is built there once for both tests.
-    let target = tmp.join("golden-target");
+    // The nested builds' target dir: the runtime is built there once for all of them.
+    let target = easeml_test_support::nested_build_target(tmp);
     let with_engine = build_and_run(&tmp.join("user-crate-engine"), &target, true);
     assert!(with_engine.contains("fed 2"), "{with_engine}");
     assert!(

@@ -439,11 +439,12 @@ fn bind(url: &str, dir: &Path) -> (std::path::PathBuf, bool) {
 }
 
 /// The `<app>-feed` binaries of the apps of `sources`: easemlc's crates for them, built without
-/// libtorch (and with S3 support when the store's blobs are in a bucket) in the target dir the
-/// golden crates share, so the runtime is built once for both.
+/// libtorch (and with S3 support when the store's blobs are in a bucket) with the workspace's
+/// `Cargo.lock`, in the target dir of every nested build of the tests
+/// (`easeml_test_support::nested_build_target`), so the runtime is built once for all of them.
 fn feed_binaries<const N: usize>(sources: &[&str; N], s3: bool) -> [std::path::PathBuf; N] {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let target = tmp.join("golden-target");
+    let target = easeml_test_support::nested_build_target(tmp);
     let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core");
     sources.map(|source| {
         let compiled =
@@ -463,6 +464,8 @@ fn feed_binaries<const N: usize>(sources: &[&str; N], s3: bool) -> [std::path::P
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
+        let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.lock");
+        std::fs::copy(lock, folder.join("Cargo.lock")).unwrap();
         let binary = format!("{name}-feed");
         let mut build = Command::new(env!("CARGO"));
         build

@@ -6,6 +6,24 @@
 //! failure naming the test and how to install the part. On a developer's machine without the part,
 //! `EASEML_ALLOW_SKIPS=1` turns it into a loud skip instead, printed so that the run's output says
 //! which tests did not run.
+//!
+//! **One target dir for the tests' nested builds.** The tests that build a crate outside the
+//! workspace (trybuild's projects, the golden crates, a user's crate, the Slurm test's apps, the
+//! Python package) build it in [`nested_build_target`], so that easeml's runtime and its
+//! dependencies are built once for all of them instead of once per folder.
+
+use std::path::{Path, PathBuf};
+
+/// The target dir of every nested cargo build of the tests, given the test's
+/// `CARGO_TARGET_TMPDIR` (`<target>/tmp`): trybuild's own, `<target>/tests/trybuild`, which
+/// trybuild does not let a test choose, so the others join it. The crates built there use the
+/// generated crates' profile (`templates/crate/profile.toml`) and the workspace's `Cargo.lock`, so
+/// the dependencies they share are built once (a cold `cargo xtask test` built them twice, 3-4
+/// minutes each on a 2-core machine, when trybuild's dir and the others' were apart).
+pub fn nested_build_target(target_tmpdir: &Path) -> PathBuf {
+    let target = target_tmpdir.parent().unwrap_or(target_tmpdir);
+    target.join("tests").join("trybuild")
+}
 
 /// The variable that lets a test whose outside part is missing skip instead of failing.
 pub const ALLOW_SKIPS: &str = "EASEML_ALLOW_SKIPS";
@@ -52,5 +70,13 @@ mod tests {
         );
         // Allowed: a printed skip, and the caller returns.
         decide(true, "a test", "a server", "not installed", "install it");
+    }
+
+    #[test]
+    fn nested_builds_share_trybuilds_target_dir() {
+        assert_eq!(
+            nested_build_target(Path::new("/w/target/tmp")),
+            Path::new("/w/target/tests/trybuild")
+        );
     }
 }
