@@ -92,6 +92,20 @@ impl UnitSpec {
         budget.max_seconds = seconds.max(0.0);
         budget
     }
+
+    /// Whether a run of this unit that started at `started_ms` and finished at `finished_ms` was
+    /// cut by its training session's end: the deadline left it less than its own limit
+    /// ([`UnitSpec::budget`]) and it ran until within a second of the deadline. Its cost is then
+    /// the session's, not the model's: the scheduler does not calibrate other candidates' expected
+    /// costs by it.
+    pub fn cut_by_deadline(&self, started_ms: i64, finished_ms: i64) -> bool {
+        self.deadline_ms.is_some_and(|deadline| {
+            let left_ms = deadline.saturating_sub(started_ms);
+            left_ms > 0
+                && (left_ms as f64) < self.max_seconds * 1000.0
+                && finished_ms >= deadline.saturating_sub(1000)
+        })
+    }
 }
 
 /// An app's model and its enabled examples (`None`: fewer than the minimum).
@@ -465,5 +479,19 @@ mod tests {
         // re-run by the next session): the run gets its own limit, not zero.
         assert_eq!(seconds(Some(now)), 60.0);
         assert_eq!(seconds(Some(now - 5_000)), 60.0);
+    }
+
+    #[test]
+    fn a_run_is_cut_by_its_session_only_when_the_deadline_bound_it_and_it_ran_into_it() {
+        let start = 1_000_000;
+        // 5 s left of the session (below the 60 s limit), and the run took them all.
+        assert!(spec(Some(start + 5_000)).cut_by_deadline(start, start + 4_900));
+        // It finished well before the deadline: its cost is its own.
+        assert!(!spec(Some(start + 5_000)).cut_by_deadline(start, start + 2_000));
+        // The deadline left more than the run's own limit: the limit, not the session, stopped it.
+        assert!(!spec(Some(start + 600_000)).cut_by_deadline(start, start + 599_500));
+        // No session deadline, or one already past when it started (an interrupted session).
+        assert!(!spec(None).cut_by_deadline(start, start + 60_000));
+        assert!(!spec(Some(start - 1)).cut_by_deadline(start, start + 60_000));
     }
 }

@@ -800,9 +800,28 @@ impl Scheduler {
     /// Reports the observed quality and cost of a decided (or prior) run. A report for an older
     /// data version only updates the old version's best model.
     pub fn report(&mut self, decision: &Decision, quality: f64, cost: f64) -> Result<()> {
+        self.report_observation(decision, quality, cost, self.calibrate_costs)
+    }
+
+    /// [`Scheduler::report`] for a run that something outside it stopped (its training session
+    /// ended): its cost says nothing of its model's, so the user's other candidates' expected
+    /// costs are not calibrated by it (a run cut after 2 s of its expected 60 would make every
+    /// sibling ten times cheaper).
+    pub fn report_cut(&mut self, decision: &Decision, quality: f64, cost: f64) -> Result<()> {
+        self.report_observation(decision, quality, cost, false)
+    }
+
+    /// [`Scheduler::report`], calibrating the other candidates' expected costs by this one's when
+    /// `calibrate_costs`.
+    fn report_observation(
+        &mut self,
+        decision: &Decision,
+        quality: f64,
+        cost: f64,
+        calibrate_costs: bool,
+    ) -> Result<()> {
         let (index, candidate) = self.locate(decision)?;
         let cached_scale = self.cost_scale_cache;
-        let calibrate_costs = self.calibrate_costs;
         let user = &mut self.users[index];
         user.summary_cache = None;
         if !quality.is_finite() {
@@ -845,7 +864,7 @@ impl Scheduler {
             || cached_scale.is_none_or(|scale| state.expected_cost >= scale || cost > scale);
         state.expected_cost = cost;
         let bound_at_pick = state.upper_confidence_bound_at_pick.take();
-        if self.calibrate_costs && ratio.is_finite() {
+        if calibrate_costs && ratio.is_finite() {
             for other in &mut user.candidates {
                 if matches!(
                     other.status,

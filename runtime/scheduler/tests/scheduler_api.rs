@@ -325,6 +325,15 @@ fn calibration_scales_the_untrained_candidates_by_the_observed_cost_ratio() {
     scheduler.report(&decision, 0.5, 4.0).unwrap();
     let (_, costs) = scheduler.expected_costs("u").unwrap();
     assert_eq!(costs, vec![4.0, 8.0]);
+    // A run cut by its session's end took a tenth of its estimate: its own cost is what it took,
+    // and the others' estimates stay as they were.
+    scheduler.add_candidate("u", spec("third", 3.0)).unwrap();
+    let decision = scheduler.next_decision_for_user("u").unwrap().unwrap();
+    assert_eq!(decision.model_id, "third");
+    scheduler.report_cut(&decision, 0.1, 0.3).unwrap();
+    let (ids, costs) = scheduler.expected_costs("u").unwrap();
+    assert_eq!(ids, vec!["cheap", "dear", "third"]);
+    assert_eq!(costs, vec![4.0, 8.0, 0.3]);
 }
 
 /// Gives the user's next decision back and reports `model` instead (a chosen observation).

@@ -548,22 +548,43 @@ impl Engine {
         let (record, reported) = self.announce(run, events)?;
         if let Some(decision) = decision {
             let cost = record.cost_seconds.unwrap_or(0.0);
-            self.report(decision, reported, cost, events)?;
+            let cut = self.cut_by_session_end(&record)?;
+            self.report(decision, reported, cost, cut, events)?;
         }
         Ok(record)
     }
 
-    /// Tells the scheduler a decision's quality and cost (seconds), and announces the candidates
-    /// that sets aside ([`Event::CandidatesSetAside`]).
+    /// Whether the run's session ended it ([`UnitSpec::cut_by_deadline`] of its unit's spec): then
+    /// its cost is not its model's.
+    fn cut_by_session_end(&self, record: &RunRecord) -> Result<bool> {
+        let (Some(started), Some(finished)) = (record.started_ms, record.finished_ms) else {
+            return Ok(false);
+        };
+        let Some(unit) = self.store.unit_of_run(record.id)? else {
+            return Ok(false);
+        };
+        Ok(UnitSpec::from_json(&unit.spec)
+            .is_ok_and(|spec| spec.cut_by_deadline(started, finished)))
+    }
+
+    /// Tells the scheduler a decision's quality and cost (seconds; `cut`: the run's session ended
+    /// it, so its cost calibrates nothing: [`Scheduler::report_cut`]), and announces the
+    /// candidates that sets aside ([`Event::CandidatesSetAside`]).
     pub(super) fn report(
         &mut self,
         decision: &Decision,
         quality: f64,
         cost: f64,
+        cut: bool,
         events: &mut dyn FnMut(Event),
     ) -> Result<()> {
         let before = self.scheduler.set_aside(&decision.user_id)?;
-        self.scheduler.report(decision, quality, cost.max(1e-3))?;
+        if cut {
+            self.scheduler
+                .report_cut(decision, quality, cost.max(1e-3))?;
+        } else {
+            self.scheduler.report(decision, quality, cost.max(1e-3))?;
+        }
         let after = self.scheduler.set_aside(&decision.user_id)?;
         announce_set_aside(&decision.user_id, &before, after, events);
         Ok(())

@@ -270,7 +270,7 @@ impl Engine {
             }
             ended = true;
             if let Some(decision) = &flight.decision
-                && let Err(error) = self.report(decision, flight.best, flight.cost, events)
+                && let Err(error) = self.report(decision, flight.best, flight.cost, false, events)
             {
                 reported = Err(error);
             }
