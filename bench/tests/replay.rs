@@ -177,9 +177,11 @@ fn shared_tables_replay_quickly() {
 
 #[test]
 fn the_default_policy_serves_every_user_within_its_floor() {
-    // The floor: a user goes unserved for more than 2 rounds (2 x 4 test users decisions) only
-    // once, then it is served: at most 2 x 4 + 1 other decisions between two of its runs, whatever
-    // Greedy's estimates say (no user runs out of its 12 candidates in 24 runs).
+    // The floor: a user goes unserved for more than 2 rounds only once, then it is served, whatever
+    // Greedy's estimates say (no user runs out of its 12 candidates in 24 runs). A round is every
+    // user's next run in expected cost: 4 test users' decisions when costs are equal (cost-
+    // oblivious), and on this table's costs it still bounds the wait at 2 x 4 + 1 other decisions
+    // between two of a user's runs.
     let data = small_synthetic();
     for cost_aware in [false, true] {
         let config = ReplayConfig {

@@ -205,7 +205,8 @@ pub enum Event {
     },
     /// Candidates of an app are set aside on its current data: two models of their kin tried, all
     /// far below the app's best, and they would cost more than it (the scheduler's rule,
-    /// [`easeml_scheduler::SetAside`]). Sent once per kin and data version, when it happens.
+    /// [`easeml_scheduler::SetAside`]). Sent when a report sets candidates aside that were not set
+    /// aside before it (one event per kin): again when the reason changes (a better best, say).
     CandidatesSetAside {
         /// The app.
         app: String,
