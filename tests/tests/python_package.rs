@@ -57,7 +57,7 @@ fn tmp() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
 }
 
-/// The shared target dir (the golden crates test's).
+/// The shared target dir (every nested build's: `easeml_test_support::nested_build_target`).
 fn shared_target() -> PathBuf {
     easeml_test_support::nested_build_target(&tmp())
 }

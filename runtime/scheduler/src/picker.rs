@@ -432,13 +432,13 @@ impl UserPicker for HybridPicker {
 /// Hybrid's. With equal costs (the cost-oblivious mode's 1) this is `starvation_rounds` x (number
 /// of users) decisions; with unequal ones a user's expensive runs (networks of a minute beside
 /// other users' runs of seconds) no longer buy it several rounds' worth of the workers' time before
-/// the others are served. The floor bounds how long Greedy may
-/// starve a user whose regret the GP underestimates (with EI per cost inside each user, the user's
-/// next run is often its cheapest candidate, and a user the posterior believes done may still
-/// have loss left). A user in its first round (no observation yet) is Hybrid's to serve, and so is
-/// one whose best quality reaches the ceiling: it has no loss left, whatever the posterior says
-/// (on the synthetic family with ALPHA = 1, where most users reach quality 1 within a few runs,
-/// the floor spent up to a fifth of the runs on such users; bench/results/scheduler/README.md).
+/// the others are served. The floor bounds how long Greedy may starve a user whose regret the GP
+/// underestimates (with EI per cost inside each user, the user's next run is often its cheapest
+/// candidate, and a user the posterior believes done may still have loss left). A user in its
+/// first round (no observation yet) is Hybrid's to serve, and so is one whose best quality reaches
+/// the ceiling: it has no loss left, whatever the posterior says (on the synthetic family with
+/// ALPHA = 1, where most users reach quality 1 within a few runs, the floor spent up to a fifth of
+/// the runs on such users; bench/results/scheduler/README.md).
 #[derive(Debug, Clone)]
 pub struct DefaultPicker {
     starvation_rounds: usize,

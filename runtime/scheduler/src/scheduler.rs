@@ -95,8 +95,9 @@ pub struct SchedulerConfig {
     /// Sets a kin aside when it is far below the user's best ([`Scheduler::set_aside`]): an
     /// untrained candidate whose kin's best observed quality on the user's current data (two of
     /// its models tried) is at least this much below the user's best (a model of another kin), and
-    /// that is expected to cost more than that best cost, is not trained on this data version. `None`: never. Acts only where the prior names kin
-    /// ([`KernelModel::with_kin`]: the engine's; the replay's priors name none).
+    /// that is expected to cost more than that best cost, is not trained on this data version.
+    /// `None`: never. Acts only where the prior names kin ([`KernelModel::with_kin`]: the
+    /// engine's; the replay's priors name none).
     pub set_aside_margin: Option<f64>,
 }
 
