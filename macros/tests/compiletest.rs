@@ -1,7 +1,9 @@
-//! trybuild: every template row compiles through `#[easeml_schema]` in both forms, and its typed
-//! `Client` runs against an embedded store (the pass cases are compiled and run); every error code
-//! that can arise in either form is a compile error on the right tokens (`.stderr` snapshots; refresh
-//! with `TRYBUILD=overwrite cargo test -p easeml-macros --test compiletest`, then review the diff).
+//! trybuild: every error code that can arise in either form of `#[easeml_schema]` is a compile
+//! error on the right tokens (`.stderr` snapshots; refresh with
+//! `TRYBUILD=overwrite cargo test -p easeml-macros --test compiletest`, then review the diff). The
+//! cases that compile are ordinary tests (`tests/pass/`): with compile errors only, trybuild
+//! type-checks its project (`cargo check`) instead of building every dependency under its own
+//! rustflags (`--cfg trybuild`, which no other build shares) to run them.
 //!
 //! Codes: the inline form can raise E001-E012 and E014 (one `fail/eNNN_*.rs` each, plus
 //! `fail/macro_syntax_errors.rs` for every E001 the Rust syntax adds); the file form the same codes
@@ -10,13 +12,11 @@
 //! the program) cannot arise: the macro always uses the built-in registry, whose general templates
 //! (rows 8 and 9) accept every program.
 //!
-//! The projects use `easeml-runtime` without its `engine` feature (no libtorch), so the pass cases
-//! also check that `Client::infer` says so (`Error::NoEngine`).
-//!
+//! The project uses `easeml-runtime` without its `engine` feature (no libtorch bindings to check).
 //! `file = "..."` is relative to the compiled crate's manifest dir, which for trybuild is its
 //! project dir under the target dir (`<target>/tests/trybuild/easeml-macros/`). The cases name
-//! `examples/*.eml` and `fixtures/*.eml`: the repository's `examples/` and `tests/fixtures/`, copied
-//! there first. trybuild's project builds easeml's crates with the generated crates' profile
+//! `examples/*.eml` and `fixtures/*.eml`: the repository's `examples/` and `tests/fixtures/`,
+//! copied there first. trybuild's project builds easeml's crates with the generated crates' profile
 //! (`build_as_a_generated_crate`).
 
 use std::path::{Path, PathBuf};
@@ -70,25 +70,11 @@ fn ui() {
         .join(env!("CARGO_PKG_NAME"));
     copy_programs(&repository.join("examples"), &project.join("examples"));
     build_as_a_generated_crate(&repository, &project);
-    let file_form = include_str!("ui/pass/file_form.rs");
-    for entry in std::fs::read_dir(repository.join("examples"))
-        .unwrap()
-        .flatten()
-    {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".eml") {
-            assert!(
-                file_form.contains(&format!("(file = \"examples/{name}\")")),
-                "ui/pass/file_form.rs does not compile examples/{name}"
-            );
-        }
-    }
     copy_programs(
         &repository.join("tests/fixtures"),
         &project.join("fixtures"),
     );
 
     let cases = trybuild::TestCases::new();
-    cases.pass("tests/ui/pass/*.rs");
     cases.compile_fail("tests/ui/fail/*.rs");
 }

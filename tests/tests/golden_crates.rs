@@ -24,11 +24,7 @@ fn write_crate(stem: &str, source: &str, root: &Path) -> PathBuf {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
-    std::fs::copy(
-        workspace_root().join("Cargo.lock"),
-        folder.join("Cargo.lock"),
-    )
-    .unwrap();
+    easeml_test_support::use_the_workspace_lock(&folder);
     folder
 }
 

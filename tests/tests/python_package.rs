@@ -143,11 +143,7 @@ fn install(stem: &str, source: &str, root: &Path, venv: &Path) -> PathBuf {
         std::fs::write(path, text).unwrap();
     }
     // The workspace's versions of everything (pyo3 is added by cargo on the first build).
-    std::fs::copy(
-        workspace_root().join("Cargo.lock"),
-        folder.join("python/Cargo.lock"),
-    )
-    .unwrap();
+    easeml_test_support::use_the_workspace_lock(&folder.join("python"));
     let started = Instant::now();
     // Built in place (`src_py/<app>/_native*.so`) and put on the venv's path by a `.pth` file, as
     // `maturin develop` does, but without its `pip install` of the package's dependencies: `torch`

@@ -464,8 +464,7 @@ fn feed_binaries<const N: usize>(sources: &[&str; N], s3: bool) -> [std::path::P
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.lock");
-        std::fs::copy(lock, folder.join("Cargo.lock")).unwrap();
+        easeml_test_support::use_the_workspace_lock(&folder);
         let binary = format!("{name}-feed");
         let mut build = Command::new(env!("CARGO"));
         build

@@ -25,6 +25,17 @@ pub fn nested_build_target(target_tmpdir: &Path) -> PathBuf {
     target.join("tests").join("trybuild")
 }
 
+/// Copies the workspace's `Cargo.lock` into the nested crate at `crate_folder`, so that its build
+/// resolves the dependency versions the workspace builds (and offline: no registry query) and
+/// shares their artifacts in [`nested_build_target`]. Panics, failing the test, when it cannot.
+pub fn use_the_workspace_lock(crate_folder: &Path) {
+    let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.lock");
+    let to = crate_folder.join("Cargo.lock");
+    if let Err(error) = std::fs::copy(&lock, &to) {
+        panic!("{} -> {}: {error}", lock.display(), to.display());
+    }
+}
+
 /// The variable that lets a test whose outside part is missing skip instead of failing.
 pub const ALLOW_SKIPS: &str = "EASEML_ALLOW_SKIPS";
 
@@ -77,6 +88,19 @@ mod tests {
         assert_eq!(
             nested_build_target(Path::new("/w/target/tmp")),
             Path::new("/w/target/tests/trybuild")
+        );
+    }
+
+    #[test]
+    fn the_workspace_lock_is_the_one_copied() {
+        let folder = std::env::temp_dir().join(format!("easeml-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).unwrap();
+        use_the_workspace_lock(&folder);
+        let copied = std::fs::read_to_string(folder.join("Cargo.lock")).unwrap();
+        std::fs::remove_dir_all(&folder).unwrap();
+        assert!(
+            copied.contains("name = \"easeml-test-support\""),
+            "{copied:.200}"
         );
     }
 }

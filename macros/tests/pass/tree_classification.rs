@@ -1,7 +1,6 @@
+//! Trees in (two optional children), labels out.
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
-
-include!("../client_round_trip.rs");
 
 #[easeml_schema(labels = [negative, neutral, positive])]
 mod sentiment {
@@ -13,18 +12,32 @@ mod sentiment {
     pub struct Output(Tensor<3>);
 }
 
-fn main() {
+#[test]
+fn tree_classification() {
     let leaf = sentiment::Input::new(Tensor::zeros(vec![50]), None, None).unwrap();
-    let _root = sentiment::Input::new(Tensor::zeros(vec![50]), Some(Box::new(leaf.clone())), Some(Box::new(leaf))).unwrap();
+    let _root = sentiment::Input::new(
+        Tensor::zeros(vec![50]),
+        Some(Box::new(leaf.clone())),
+        Some(Box::new(leaf)),
+    )
+    .unwrap();
 
     let tree = || {
         let leaf = sentiment::Input::new(Tensor::zeros(vec![50]), None, None).unwrap();
-        sentiment::Input::new(Tensor::zeros(vec![50]), Some(Box::new(leaf.clone())), Some(Box::new(leaf))).unwrap()
+        sentiment::Input::new(
+            Tensor::zeros(vec![50]),
+            Some(Box::new(leaf.clone())),
+            Some(Box::new(leaf)),
+        )
+        .unwrap()
     };
     client_round_trip!(
         sentiment,
         feed_labelled,
-        vec![(tree(), sentiment::Label::Negative), (tree(), sentiment::Label::Positive)],
+        vec![
+            (tree(), sentiment::Label::Negative),
+            (tree(), sentiment::Label::Positive)
+        ],
         tree()
     );
 }

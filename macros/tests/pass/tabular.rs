@@ -1,7 +1,6 @@
+//! Tabular classification and regression, and a wrongly shaped value built around `new`.
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
-
-include!("../client_round_trip.rs");
 
 #[easeml_schema(labels = [malignant, benign])]
 mod cancer {
@@ -19,7 +18,8 @@ mod diabetes {
     }
 }
 
-fn main() {
+#[test]
+fn tabular() {
     assert_eq!(cancer::Label::ALL.len(), 2);
     assert!(diabetes::Output::new(Tensor::zeros(vec![1])).is_ok());
 
@@ -27,8 +27,14 @@ fn main() {
         cancer,
         feed_labelled,
         vec![
-            (cancer::Input::new(Tensor::zeros(vec![30])).unwrap(), cancer::Label::Malignant),
-            (cancer::Input::new(Tensor::zeros(vec![30])).unwrap(), cancer::Label::Benign),
+            (
+                cancer::Input::new(Tensor::zeros(vec![30])).unwrap(),
+                cancer::Label::Malignant
+            ),
+            (
+                cancer::Input::new(Tensor::zeros(vec![30])).unwrap(),
+                cancer::Label::Benign
+            ),
         ],
         cancer::Input::new(Tensor::zeros(vec![30])).unwrap()
     );
@@ -42,15 +48,19 @@ fn main() {
         diabetes::Input::new(Tensor::zeros(vec![10])).unwrap()
     );
     // A value built around `new` with the wrong shape is refused by the store's check, whole batch.
-    let home = std::env::temp_dir().join(format!("easeml-trybuild-bad-{}", std::process::id()));
+    let home = std::env::temp_dir().join(format!("easeml-macro-pass-bad-{}", std::process::id()));
     let mut client = cancer::Client::open(&easeml_runtime::Connection::embedded(&home)).unwrap();
     let good = cancer::Input::new(Tensor::zeros(vec![30])).unwrap();
-    let bad = cancer::Input { field1: Tensor::zeros(vec![3]) };
+    let bad = cancer::Input {
+        field1: Tensor::zeros(vec![3]),
+    };
     let error = client
         .feed_labelled([(good, cancer::Label::Benign), (bad, cancer::Label::Benign)])
         .unwrap_err();
     assert!(
-        error.to_string().contains("1 of 2 example(s) are bad; nothing was stored"),
+        error
+            .to_string()
+            .contains("1 of 2 example(s) are bad; nothing was stored"),
         "{error}"
     );
     assert_eq!(client.status().unwrap().examples, 0);

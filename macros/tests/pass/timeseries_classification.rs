@@ -1,7 +1,6 @@
+//! A recursive input (a chain) with labels, the app named apart from its module.
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
-
-include!("../client_round_trip.rs");
 
 #[easeml_schema(app = heartbeat, labels = [normal, arrhythmia])]
 pub mod ecg {
@@ -14,7 +13,8 @@ pub mod ecg {
     }
 }
 
-fn main() {
+#[test]
+fn timeseries_classification() {
     let tail = ecg::Input::new(Tensor::zeros(vec![12]), None).unwrap();
     let head = ecg::Input::new(Tensor::zeros(vec![12]), Some(Box::new(tail))).unwrap();
     assert!(head.next.is_some());
@@ -28,7 +28,10 @@ fn main() {
     client_round_trip!(
         ecg,
         feed_labelled,
-        vec![(chain(), ecg::Label::Normal), (chain(), ecg::Label::Arrhythmia)],
+        vec![
+            (chain(), ecg::Label::Normal),
+            (chain(), ecg::Label::Arrhythmia)
+        ],
         chain()
     );
 }

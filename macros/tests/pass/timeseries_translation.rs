@@ -1,7 +1,6 @@
+//! Chains in and chains out.
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
-
-include!("../client_round_trip.rs");
 
 #[easeml_schema]
 mod traffic {
@@ -15,8 +14,12 @@ mod traffic {
     }
 }
 
-fn main() {
-    assert_eq!(traffic::SYSTEM_TYPE, "{input: {[Tensor[10]], [next]}, output: {[Tensor[10]], [next]}}");
+#[test]
+fn timeseries_translation() {
+    assert_eq!(
+        traffic::SYSTEM_TYPE,
+        "{input: {[Tensor[10]], [next]}, output: {[Tensor[10]], [next]}}"
+    );
     let _ = traffic::Output::new(Tensor::zeros(vec![10]), None).unwrap();
 
     let input = || {

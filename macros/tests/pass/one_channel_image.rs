@@ -1,7 +1,6 @@
+//! One-channel 8x8 images and ten quoted labels.
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
-
-include!("../client_round_trip.rs");
 
 #[easeml_schema(labels = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"])]
 mod digits {
@@ -9,7 +8,8 @@ mod digits {
     pub struct Output(Tensor<10>);
 }
 
-fn main() {
+#[test]
+fn one_channel_image() {
     let input = digits::Input::new(Tensor::zeros(vec![8, 8])).unwrap();
     assert_eq!(input.field1.dims(), [8, 8]);
     assert_eq!(digits::Label::Class7.name(), "7");
@@ -18,7 +18,10 @@ fn main() {
     client_round_trip!(
         digits,
         feed_labelled,
-        vec![(image(), digits::Label::Class0), (image(), digits::Label::Class9)],
+        vec![
+            (image(), digits::Label::Class0),
+            (image(), digits::Label::Class9)
+        ],
         image()
     );
 }

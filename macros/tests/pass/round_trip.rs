@@ -1,14 +1,18 @@
-// Included by the pass cases (not a case itself).
+//! What every case does with its typed client (a macro, as each case's `$app` is a module of
+//! types).
 
 /// Opens `$app::Client` on a fresh embedded store in the temp dir, stores `$examples` with
 /// `$feed` (`feed` or `feed_labelled`), lists them, disables the first, reads the status, and
-/// checks that `infer` says the process has no engine (the trybuild projects build easeml-runtime
-/// without its `engine` feature, so nothing links libtorch). `open_default`, `MANIFEST` and `SERVER` are checked without touching the
-/// user's default store.
+/// checks that `infer` refuses to answer: no model is trained yet, or, when easeml-runtime was
+/// built without its `engine` feature (`cargo test -p easeml-macros` alone: the macros crate asks
+/// for the runtime without it; the workspace's other members turn it on), this process has no
+/// engine. `open_default`, `MANIFEST` and `SERVER` are checked without touching the user's default
+/// store.
 macro_rules! client_round_trip {
     ($app:ident, $feed:ident, $examples:expr, $input:expr) => {{
         let home = ::std::env::temp_dir().join(format!(
-            "easeml-trybuild-{}-{}",
+            "easeml-macro-pass-{}-{}-{}",
+            module_path!().replace("::", "-"),
             stringify!($app),
             ::std::process::id()
         ));
@@ -34,14 +38,17 @@ macro_rules! client_round_trip {
             (count as u64, count as u64 - 1)
         );
         let error = client.infer([$input]).unwrap_err();
-        assert!(
-            matches!(error, ::easeml_runtime::Error::NoEngine),
-            "{error}"
-        );
-        assert!(
-            error.to_string().contains("this process has no engine"),
-            "{error}"
-        );
+        match &error {
+            ::easeml_runtime::Error::NoEngine => assert!(
+                error.to_string().contains("this process has no engine"),
+                "{error}"
+            ),
+            ::easeml_runtime::Error::NoModel { app, .. } => {
+                assert_eq!(app, $app::APP);
+                assert!(error.to_string().contains("is trained yet"), "{error}");
+            }
+            other => panic!("infer before any training: {other}"),
+        }
         let spec = ::easeml_runtime::AppSpec::from_manifest_json($app::MANIFEST).unwrap();
         assert_eq!(spec.schema().system_type(), $app::SYSTEM_TYPE);
         assert_eq!($app::SERVER, None);

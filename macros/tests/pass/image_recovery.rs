@@ -1,7 +1,6 @@
+//! An image in and an image out, shapes given by `#[shape(...)]`.
 use easeml_macros::easeml_schema;
 use easeml_runtime::Tensor;
-
-include!("../client_round_trip.rs");
 
 #[easeml_schema]
 mod deblur {
@@ -15,7 +14,8 @@ mod deblur {
     }
 }
 
-fn main() {
+#[test]
+fn image_recovery() {
     assert_eq!(deblur::Output::RESTORED_SHAPE, [64, 64, 3]);
     assert!(deblur::Output::new(Tensor::zeros(vec![64, 64, 3])).is_ok());
 
