@@ -367,6 +367,16 @@ pub struct TrainSummary {
     pub exhausted: bool,
 }
 
+/// How a run ended, as the scheduler is told it ([`Engine::report`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RunEnd {
+    /// It finished (or failed) by itself, or its own time limit stopped it: its cost is its
+    /// model's, and calibrates its siblings' expected costs.
+    OnItsOwn,
+    /// Its session's end cut it short: its cost says nothing of its model's.
+    CutBySessionEnd,
+}
+
 #[derive(Debug)]
 struct AppState {
     id: AppId,
@@ -549,42 +559,48 @@ impl Engine {
         let (record, reported) = self.announce(run, events)?;
         if let Some(decision) = decision {
             let cost = record.cost_seconds.unwrap_or(0.0);
-            let cut = self.cut_by_session_end(&record)?;
-            self.report(decision, reported, cost, cut, events)?;
+            let ended = self.how_the_run_ended(&record)?;
+            self.report(decision, reported, cost, ended, events)?;
         }
         Ok(record)
     }
 
-    /// Whether the run's session ended it ([`UnitSpec::cut_by_deadline`] of its unit's spec): then
-    /// its cost is not its model's.
-    fn cut_by_session_end(&self, record: &RunRecord) -> Result<bool> {
+    /// How the run ended: [`RunEnd::CutBySessionEnd`] when it ran into its session's end
+    /// ([`UnitSpec::cut_by_deadline`] of its unit's spec), so that its cost is not its model's.
+    fn how_the_run_ended(&self, record: &RunRecord) -> Result<RunEnd> {
         let (Some(started), Some(finished)) = (record.started_ms, record.finished_ms) else {
-            return Ok(false);
+            return Ok(RunEnd::OnItsOwn);
         };
         let Some(unit) = self.store.unit_of_run(record.id)? else {
-            return Ok(false);
+            return Ok(RunEnd::OnItsOwn);
         };
-        Ok(UnitSpec::from_json(&unit.spec)
-            .is_ok_and(|spec| spec.cut_by_deadline(started, finished)))
+        let cut = UnitSpec::from_json(&unit.spec)
+            .is_ok_and(|spec| spec.cut_by_deadline(started, finished));
+        Ok(if cut {
+            RunEnd::CutBySessionEnd
+        } else {
+            RunEnd::OnItsOwn
+        })
     }
 
-    /// Tells the scheduler a decision's quality and cost (seconds; `cut`: the run's session ended
-    /// it, so its cost calibrates nothing: [`Scheduler::report_cut`]), and announces the
-    /// candidates that sets aside ([`Event::CandidatesSetAside`]).
+    /// Tells the scheduler a decision's quality and cost (seconds; a run cut by its session's end
+    /// calibrates nothing: [`Scheduler::report_cut`]), and announces the candidates that sets
+    /// aside ([`Event::CandidatesSetAside`]).
     pub(super) fn report(
         &mut self,
         decision: &Decision,
         quality: f64,
         cost: f64,
-        cut: bool,
+        ended: RunEnd,
         events: &mut dyn FnMut(Event),
     ) -> Result<()> {
         let before = self.scheduler.set_aside(&decision.user_id)?;
-        if cut {
-            self.scheduler
-                .report_cut(decision, quality, cost.max(1e-3))?;
-        } else {
-            self.scheduler.report(decision, quality, cost.max(1e-3))?;
+        match ended {
+            RunEnd::CutBySessionEnd => {
+                self.scheduler
+                    .report_cut(decision, quality, cost.max(1e-3))?;
+            }
+            RunEnd::OnItsOwn => self.scheduler.report(decision, quality, cost.max(1e-3))?,
         }
         let after = self.scheduler.set_aside(&decision.user_id)?;
         announce_set_aside(&decision.user_id, &before, after, events);

@@ -270,7 +270,8 @@ impl Engine {
             }
             ended = true;
             if let Some(decision) = &flight.decision
-                && let Err(error) = self.report(decision, flight.best, flight.cost, false, events)
+                && let Err(error) =
+                    self.report(decision, flight.best, flight.cost, RunEnd::OnItsOwn, events)
             {
                 reported = Err(error);
             }
