@@ -188,7 +188,7 @@ impl Predictor {
                     "format": CLASSIC_FORMAT,
                     "format_version": FORMAT_VERSION,
                     "family": family,
-                    "parameters": model.to_extra()?,
+                    "parameters": crate::classic::packed::unpacked(model.to_extra()?),
                 });
                 std::fs::write(
                     dir.join(CLASSIC_FILE),

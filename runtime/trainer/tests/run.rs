@@ -809,7 +809,8 @@ fn a_classic_model_under_the_split_is_refit_on_every_example() {
     let refit = run.refit.as_ref().expect("the split's refit is recorded");
     assert_eq!(refit.fallback, None);
     let state = run.checkpoint().unwrap().meta.extra.as_ref().unwrap();
-    assert_eq!(state["points"].as_array().unwrap().len(), 250 * 4);
+    let points = easeml_trainer::classic::packed::unpack(state["points"].as_str().unwrap());
+    assert_eq!(points.unwrap().len(), 250 * 4);
 }
 
 #[test]

@@ -222,6 +222,7 @@ pub struct DtwKnn {
     /// `offsets[i]..offsets[i + 1]`: the steps of training series `i`.
     pub offsets: Vec<usize>,
     /// Every training series' steps, back to back (step-major).
+    #[serde(with = "super::packed")]
     pub values: Vec<f32>,
 }
 

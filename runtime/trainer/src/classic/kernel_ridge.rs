@@ -58,12 +58,16 @@ pub struct KernelRidge {
     /// The regularization leave-one-out chose.
     pub alpha: f64,
     /// Per feature, the mean subtracted.
+    #[serde(with = "super::packed")]
     pub mean: Vec<f32>,
     /// Per feature, the divisor.
+    #[serde(with = "super::packed")]
     pub scale: Vec<f32>,
     /// The kept rows, standardized, `features` each.
+    #[serde(with = "super::packed")]
     pub points: Vec<f32>,
     /// Per kept row, its `outputs` dual coefficients.
+    #[serde(with = "super::packed")]
     pub coefficients: Vec<f32>,
     /// Per output, the intercept (the fitted targets' mean).
     pub intercepts: Vec<f64>,

@@ -39,12 +39,16 @@ pub struct Knn {
     /// Output values per row for regression.
     pub outputs: usize,
     /// Per feature, the mean subtracted.
+    #[serde(with = "super::packed")]
     pub mean: Vec<f32>,
     /// Per feature, the divisor.
+    #[serde(with = "super::packed")]
     pub scale: Vec<f32>,
     /// The kept rows, standardized, `features` each.
+    #[serde(with = "super::packed")]
     pub points: Vec<f32>,
     /// Per kept row, its class (classification) or its `outputs` values.
+    #[serde(with = "super::packed")]
     pub targets: Vec<f32>,
 }
 

@@ -1,5 +1,6 @@
 //! The models that are not tch modules ("classic" models): fitted by their own solvers on the CPU,
-//! their whole state JSON in the checkpoint's metadata (`CheckpointMeta::extra`), no weights file.
+//! their whole state JSON in the checkpoint's metadata (`CheckpointMeta::extra`), no weights file;
+//! the float buffers that grow with the training rows packed into strings (`packed.rs`).
 //!
 //! One run protocol serves them all (`train_run`, called by [`crate::train()`]): each model offers
 //! a short list of settings (its hyper-parameter grid, in order of preference: the regularization
@@ -30,6 +31,7 @@ pub mod kernel_ridge;
 pub mod knn;
 pub mod minirocket;
 pub mod multirocket;
+pub mod packed;
 mod table;
 pub mod tree_kernel;
 pub mod trees;
