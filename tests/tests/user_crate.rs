@@ -89,7 +89,7 @@ debug = false
     std::fs::write(folder.join("Cargo.toml"), manifest).unwrap();
     std::fs::write(folder.join("src/main.rs"), MAIN).unwrap();
     // The workspace's versions of the dependencies, as the other nested builds use.
-    easeml_test_support::use_the_workspace_lock(&folder);
+    easeml_test_support::use_the_workspace_lock(folder);
     let home = folder.join("home");
     let _ = std::fs::remove_dir_all(&home);
     let output = Command::new(env!("CARGO"))
