@@ -273,6 +273,7 @@ pub struct Transform {
     /// The channels of each (dilation, kernel) combination, dilation-major.
     pub combination_channels: Vec<Vec<u16>>,
     /// One bias per feature.
+    #[serde(with = "super::packed")]
     pub biases: Vec<f32>,
 }
 
@@ -456,10 +457,13 @@ pub struct MiniRocket {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RidgeClassifier {
     /// The training mean of each feature.
+    #[serde(with = "super::packed")]
     pub mean: Vec<f32>,
     /// The training standard deviation of each feature (1 for constant ones).
+    #[serde(with = "super::packed")]
     pub scale: Vec<f32>,
     /// Per class, the ridge weights of the standardized features.
+    #[serde(with = "super::packed::rows")]
     pub weights: Vec<Vec<f32>>,
     /// Per class, the intercept.
     pub intercepts: Vec<f64>,

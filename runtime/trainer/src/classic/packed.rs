@@ -1,9 +1,11 @@
-//! A classic model's float buffers in its checkpoint state, packed: the state is JSON (the
+//! A classic model's float buffers in its checkpoint state, packed (`#[serde(with = "packed")]`,
+//! and [`rows`] for a list of buffers): the state is JSON (the
 //! checkpoint's `extra`), and a buffer of `n` floats as a JSON array takes about 19 bytes a float
 //! and a `serde_json::Value` node each when read back. k-NN and kernel ridge keep every training
 //! row (41 images of 256x256x3 made a 157 MB state, 4.8 times the examples, and 5 s to read in a
-//! debug build), so their buffers are written as one string, [`PREFIX`] and then the floats'
-//! little-endian bytes in base64 (5.3 bytes a float, read at memory speed).
+//! debug build), so their buffers (and DTW 1-NN's series, MiniRocket's biases, standardization
+//! and ridge weights) are written as one string, [`PREFIX`] and then the floats' little-endian
+//! bytes in base64 (5.3 bytes a float, read at memory speed).
 //!
 //! Reading takes either form: the packed string, or the plain array that checkpoints written
 //! before kept (and that a hand-written state may use). A string without the prefix, bad base64 or
@@ -81,6 +83,30 @@ fn unpack_in_place(value: &mut serde_json::Value) {
     }
 }
 
+/// A list of float buffers, each packed (`#[serde(with = "packed::rows")]`): MiniRocket's
+/// per-class ridge weights.
+pub mod rows {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// One buffer, read in either form.
+    #[derive(Serialize, Deserialize)]
+    #[serde(transparent)]
+    struct Row(#[serde(with = "super")] Vec<f32>);
+
+    /// Serializes `rows` as a list of packed strings.
+    pub fn serialize<S: Serializer>(rows: &[Vec<f32>], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(rows.iter().map(|row| super::pack(row)))
+    }
+
+    /// Deserializes a list whose items are packed strings or plain arrays.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Vec<f32>>, D::Error> {
+        let rows = Vec::<Row>::deserialize(deserializer)?;
+        Ok(rows.into_iter().map(|row| row.0).collect())
+    }
+}
+
 struct FloatsVisitor;
 
 impl<'de> Visitor<'de> for FloatsVisitor {
@@ -132,6 +158,29 @@ mod tests {
         let empty = State { floats: vec![] };
         let back: State = serde_json::from_value(serde_json::to_value(&empty).unwrap()).unwrap();
         assert_eq!(back, empty);
+    }
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Rows {
+        #[serde(with = "super::rows")]
+        rows: Vec<Vec<f32>>,
+    }
+
+    #[test]
+    fn a_list_of_buffers_round_trips_and_reads_either_form() {
+        let state = Rows {
+            rows: vec![vec![1.0, -2.0], vec![], vec![0.25]],
+        };
+        let json = serde_json::to_value(&state).unwrap();
+        assert!(
+            json["rows"][0].as_str().unwrap().starts_with(PREFIX),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_value::<Rows>(json).unwrap(), state);
+        let mixed = serde_json::json!({"rows": [[1.0, -2.0], [], pack(&[0.25])]});
+        assert_eq!(serde_json::from_value::<Rows>(mixed).unwrap(), state);
+        let error = serde_json::from_str::<Rows>(r#"{"rows": ["x"]}"#).unwrap_err();
+        assert!(error.to_string().contains("a string starting"), "{error}");
     }
 
     #[test]
