@@ -758,7 +758,8 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         until(
             &browser,
             "the bad lines' errors",
-            "return document.getElementById('upload-result').textContent.includes('bad.txt');",
+            // The final message, not the "checking bad.txt…" shown while the file is checked.
+            "return document.getElementById('upload-result').textContent.includes('lines of bad.txt');",
         )
         .await;
         let shown = script(
