@@ -149,9 +149,14 @@ pub enum Phase {
 }
 
 /// A protocol as the trainer records it, in words: `5-fold stratified` -> `5-fold stratified
-/// cross-validation`, `split 20%` -> `a held-out 20% split`.
+/// cross-validation`, `5-fold stratified, 2 folds trained` -> `5-fold stratified
+/// cross-validation (2 folds trained in the time limit)`, `split 20%` -> `a held-out 20% split`.
 fn protocol_words(protocol: &str) -> String {
-    if protocol.contains("-fold") {
+    if let Some((folds, trained)) = protocol.split_once(", ")
+        && folds.contains("-fold")
+    {
+        format!("{folds} cross-validation ({trained} in the time limit)")
+    } else if protocol.contains("-fold") {
         format!("{protocol} cross-validation")
     } else if let Some(share) = protocol.strip_prefix("split ") {
         format!("a held-out {share} split")
@@ -682,6 +687,20 @@ impl fmt::Display for Status {
 mod tests {
     use super::*;
     use easeml_store::{AppId, RunValidation};
+
+    #[test]
+    fn protocols_read_as_words() {
+        assert_eq!(
+            protocol_words("5-fold stratified"),
+            "5-fold stratified cross-validation"
+        );
+        assert_eq!(
+            protocol_words("5-fold stratified, 2 folds trained"),
+            "5-fold stratified cross-validation (2 folds trained in the time limit)"
+        );
+        assert_eq!(protocol_words("split 20%"), "a held-out 20% split");
+        assert_eq!(protocol_words("something else"), "something else");
+    }
 
     /// A done run on `data_version` with quality 0.875 ± 0.05 under 5-fold on 60 examples.
     fn record(id: i64, data_version: u64, quality: f64, state: RunState) -> RunRecord {

@@ -337,6 +337,7 @@ fn train_and_measure(
             ..Failure::new(Error::from(error).to_string(), elapsed())
         }
     })?;
+    let protocol = trained.protocol();
     let (checkpoint, quality) = match trained.outcome {
         RunOutcome::Succeeded {
             checkpoint,
@@ -387,7 +388,7 @@ fn train_and_measure(
         cost_seconds: trained.cost_seconds,
         checkpoint: blob,
         validation: RunValidation {
-            protocol: Some(trained.validation.describe()),
+            protocol: Some(protocol),
             quality_std: trained.quality_std,
             validated_examples: Some(trained.n_validation as u64),
             confusion,

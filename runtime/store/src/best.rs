@@ -10,6 +10,9 @@
 //! all over the place. Under the split every run is measured on the same rows, and the quality
 //! counts as it is. (A first version served the cheapest run within one standard error of the top
 //! mean; on the small series tasks it served 1-NN DTW over MiniRocket: `bench/results/quality`.)
+//! A run whose folds the time limit cut (`5-fold stratified, 2 folds trained`) counts its spread
+//! over the folds it trained; one cut to a single fold, which has no spread of its own, counts
+//! less the widest standard error of the other runs of its version.
 //!
 //! **Ensembles** ([`served`]): when the engine recorded an ensemble of the best run's data version
 //! that beats the best single run on its members' validation answers by more than two of the best
@@ -108,18 +111,20 @@ pub fn best_run<'a>(runs: &'a [RunRecord], limits: &ConstraintLimits) -> Option<
         .filter(eligible)
         .map(|run| run.data_version)
         .max()?;
+    let candidates = || {
+        runs.iter()
+            .filter(eligible)
+            .filter(move |run| run.data_version == newest)
+    };
+    let widest = widest_standard_error(candidates());
+    let bound = |run: &RunRecord| quality_of(run) - spread(run, widest).unwrap_or(0.0);
     let mut best: Option<&RunRecord> = None;
-    for run in runs.iter().filter(eligible) {
-        if run.data_version == newest && best.is_none_or(|best| bound(run) > bound(best)) {
+    for run in candidates() {
+        if best.is_none_or(|best| bound(run) > bound(best)) {
             best = Some(run);
         }
     }
     best
-}
-
-/// A run's quality less its standard error (k-fold), or its quality.
-fn bound(run: &RunRecord) -> f64 {
-    quality_of(run) - standard_error(run).unwrap_or(0.0)
 }
 
 fn quality_of(run: &RunRecord) -> f64 {
@@ -127,19 +132,44 @@ fn quality_of(run: &RunRecord) -> f64 {
 }
 
 /// The fold count of a k-fold protocol as the trainer describes it (`5-fold stratified`,
-/// `5-fold`), or `None` for another protocol.
+/// `5-fold`), or `None` for another protocol. When the time limit cut the folds (`5-fold
+/// stratified, 2 folds trained`), the folds trained: the mean is theirs.
 pub(crate) fn folds_of(protocol: &str) -> Option<u32> {
+    if let Some((_, trained)) = protocol.split_once(", ") {
+        let (count, _) = trained.split_once(' ')?;
+        return count.parse().ok().filter(|&k| k >= 1);
+    }
     let (count, _) = protocol.split_once("-fold")?;
     count.trim().parse().ok().filter(|&k| k >= 2)
 }
 
 /// The standard error of a k-fold run's mean quality, `std / sqrt(k)`; `None` for a run
 /// measured otherwise (the split: every run is measured on the same rows, so their differences
-/// are not fold noise).
+/// are not fold noise), and for a run the time limit cut to one fold (no spread of its own: see
+/// [`spread`]).
 fn standard_error(run: &RunRecord) -> Option<f64> {
     let std = run.validation.quality_std.filter(|std| std.is_finite())?;
     let k = folds_of(run.validation.protocol.as_deref()?)?;
     Some(std / f64::from(k).sqrt())
+}
+
+/// The standard error a run's quality counts less: its own ([`standard_error`]), or, for a k-fold
+/// run the time limit cut to one fold, the widest of `others`' (a single fold has no spread to
+/// measure, and counting it as certain would let a lucky fold of a slow network beat every
+/// candidate measured on all folds); `None` under the split.
+fn spread(run: &RunRecord, widest: f64) -> Option<f64> {
+    let one_fold = run
+        .validation
+        .protocol
+        .as_deref()
+        .and_then(folds_of)
+        .is_some_and(|folds| folds == 1);
+    standard_error(run).or(one_fold.then_some(widest))
+}
+
+/// The widest standard error among `runs`, 0 when none has one.
+fn widest_standard_error<'a>(runs: impl Iterator<Item = &'a RunRecord>) -> f64 {
+    runs.filter_map(standard_error).fold(0.0, f64::max)
 }
 
 /// Under k-fold, how many of the best run's standard errors an ensemble must gain before it is
@@ -189,7 +219,11 @@ pub fn served<'a>(
 ) -> Option<Served<'a>> {
     let best = best_run(runs, limits)?;
     // Under k-fold, a gain within two of the best run's standard errors is noise.
-    let margin = standard_error(best).map(|se| ENSEMBLE_MARGIN_SE * se);
+    let widest = widest_standard_error(
+        runs.iter()
+            .filter(|run| run.data_version == best.data_version && run.state == RunState::Done),
+    );
+    let margin = spread(best, widest).map(|se| ENSEMBLE_MARGIN_SE * se);
     let usable = |ensemble: &&EnsembleRecord| {
         if ensemble.data_version != best.data_version
             || ensemble.app != best.app
@@ -264,6 +298,58 @@ mod tests {
         assert_eq!(folds_of("10-fold"), Some(10));
         assert_eq!(folds_of("split 20%"), None);
         assert_eq!(folds_of("1-fold"), None);
+        // The trainer's words when the time limit cut the folds (`TrainedRun::protocol`).
+        assert_eq!(folds_of("5-fold stratified, 2 folds trained"), Some(2));
+        assert_eq!(folds_of("5-fold, 1 fold trained"), Some(1));
+        assert_eq!(folds_of("5-fold, some folds trained"), None);
+    }
+
+    /// A k-fold run the time limit cut to `folds` folds.
+    fn cut_run(id: i64, quality: f64, folds: u32, std: Option<f64>) -> RunRecord {
+        let mut cut = run(id, quality, std, 1.0);
+        let noun = if folds == 1 { "fold" } else { "folds" };
+        cut.validation.protocol = Some(format!("5-fold stratified, {folds} {noun} trained"));
+        cut
+    }
+
+    #[test]
+    fn a_run_cut_to_fewer_folds_counts_its_spread_over_the_folds_it_trained() {
+        let limits = ConstraintLimits::default();
+        // 0.94 +- 0.10 over 2 folds (SE 0.071, bound 0.869) against 0.90 +- 0.05 over 5 (SE
+        // 0.022, bound 0.878).
+        let runs = [
+            run(1, 0.90, Some(0.05), 1.0),
+            cut_run(2, 0.94, 2, Some(0.10)),
+        ];
+        assert_eq!(best_run(&runs, &limits).map(|r| r.id), Some(RunId(1)));
+        // Over 5 folds the same spread would have won (SE 0.045, bound 0.895).
+        let runs = [run(1, 0.90, Some(0.05), 1.0), run(2, 0.94, Some(0.10), 1.0)];
+        assert_eq!(best_run(&runs, &limits).map(|r| r.id), Some(RunId(2)));
+    }
+
+    #[test]
+    fn a_run_cut_to_one_fold_borrows_the_widest_spread_of_the_others() {
+        let limits = ConstraintLimits::default();
+        // Against 0.93 +- 0.1 over 5 folds (SE 0.045) and 0.92 +- 0.2 (SE 0.089), one fold at
+        // 1.0 counts as 1.0 - 0.089 = 0.911, above 0.93 - 0.045 = 0.885, and is served; one fold
+        // at 0.95 counts as 0.861 and is not.
+        let runs = [
+            run(1, 0.93, Some(0.1), 1.0),
+            run(2, 0.92, Some(0.2), 1.0),
+            cut_run(3, 1.0, 1, None),
+        ];
+        assert_eq!(best_run(&runs, &limits).map(|r| r.id), Some(RunId(3)));
+        let runs = [
+            run(1, 0.93, Some(0.1), 1.0),
+            run(2, 0.92, Some(0.2), 1.0),
+            cut_run(3, 0.95, 1, None),
+        ];
+        assert_eq!(best_run(&runs, &limits).map(|r| r.id), Some(RunId(1)));
+        // Counted as certain, 0.95 would have won.
+        assert!(0.95 > 0.93 - 0.1 / 5f64.sqrt());
+        // Alone it is served (nothing to compare its fold with).
+        let runs = [cut_run(3, 0.95, 1, None)];
+        assert_eq!(best_run(&runs, &limits).map(|r| r.id), Some(RunId(3)));
     }
 
     #[test]

@@ -123,7 +123,7 @@ fn main() {
         println!(
             "{model}: validation {:.3} ({}), held-out accuracy {}, {:.1} s (estimated {:.1} s){refit}",
             run.quality().unwrap_or(f64::NAN),
-            run.validation.describe(),
+            run.protocol(),
             accuracy.map_or("-".to_owned(), |accuracy| format!("{accuracy:.3}")),
             run.cost_seconds,
             estimate.seconds,

@@ -13,6 +13,9 @@
 //!   folds' standard deviation. The checkpoint is a model refit on every example with that rate
 //!   for the upper median of the fold models' best epochs ([`Refit`]); when the time limit leaves
 //!   no room for the refit, or it diverges, the best fold model is served instead (recorded).
+//!   When not even one more epoch fits, the folds not yet started are not trained and the quality
+//!   is the mean of those that were ([`TrainedRun::folds_trained`], the fold cut of
+//!   `train_k_fold`).
 //!
 //! A trial whose loss or outputs become NaN or infinite fails; when every trial fails the run is
 //! [`RunOutcome::Failed`], never a panic. A model that is not a network and has no fitted model
@@ -345,6 +348,10 @@ pub struct TrainedRun {
     /// The standard deviation of the fold qualities of the chosen learning rate (k-fold; sample
     /// standard deviation, `k - 1` in the denominator), `None` under the split.
     pub quality_std: Option<f64>,
+    /// Under k-fold, how many folds the chosen learning rate trained when the time limit left no
+    /// room for the others (see [`train_k_fold`]): the quality is the mean of those folds. `None`
+    /// when every fold trained, and under the split.
+    pub folds_trained: Option<usize>,
     /// The refit on every example (k-fold, when some learning rate trained on every fold; and for
     /// the models that are not networks under the split too, `crate::classic`).
     pub refit: Option<Refit>,
@@ -364,6 +371,20 @@ impl TrainedRun {
         match &self.outcome {
             RunOutcome::Succeeded { quality, .. } => Some(*quality),
             RunOutcome::Failed { .. } => None,
+        }
+    }
+
+    /// How the quality was measured, as the store records it: [`Validation::describe`], and for
+    /// a k-fold run whose folds the time limit cut, `5-fold stratified, 2 folds trained` (the
+    /// store reads the fold count back to weigh the mean's spread).
+    pub fn protocol(&self) -> String {
+        match self.folds_trained {
+            Some(trained) => format!(
+                "{}, {trained} {} trained",
+                self.validation.describe(),
+                if trained == 1 { "fold" } else { "folds" }
+            ),
+            None => self.validation.describe(),
         }
     }
 
@@ -412,6 +433,7 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
         n_validation: examples.len(),
         validation,
         quality_std: None,
+        folds_trained: None,
         refit: None,
         confusion: None,
         oof: None,
@@ -556,6 +578,14 @@ fn train_split(
 /// until `max_seconds`. When the first epoch of a rate's first fold shows that the rates left cannot
 /// each give every fold [`min_epochs_per_rate`] epochs, that rate keeps the whole fold time and the
 /// later ones are not tried (as under the split).
+///
+/// **The fold cut**: a fold trains at least one epoch whatever its deadline, so an expensive model
+/// (an image network on the CPU) under a short limit would otherwise overrun it k times over (a
+/// 5.6 s limit took 17 s on 41 images of 256x256x3). Before every fold but the run's first, when
+/// one epoch (the run's mean so far) would end past the time limit, the folds stop: the rate in
+/// progress keeps the folds it trained (their mean is its quality, `folds_trained` says how many,
+/// and the store weighs the spread by that count), the later rates are not tried (recorded), and
+/// there is no time for a refit, so the best fold model is served.
 fn train_k_fold(
     shared: &Shared<'_>,
     sets: &[(Vec<usize>, Vec<usize>)],
@@ -568,6 +598,9 @@ fn train_k_fold(
     let refit_share = k as f64 / (k - 1) as f64;
     let grid_end = budget.max_seconds * fold_trainings / (fold_trainings + refit_share);
     let mut best: Option<RateResult> = None;
+    // Seconds and epochs of every fold trained so far (the fold cut's estimate of one epoch).
+    let (mut fold_seconds, mut fold_epochs) = (0.0, 0usize);
+    let mut out_of_time = false;
     for (rate_index, &learning_rate) in budget.learning_rates.iter().enumerate() {
         let seed = trial_seed(budget, rate_index);
         let mut window = (
@@ -588,6 +621,12 @@ fn train_k_fold(
         let mut cut = None;
         for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
             let trial_started = shared.started.elapsed().as_secs_f64();
+            if fold_epochs > 0
+                && trial_started + fold_seconds / fold_epochs as f64 > budget.max_seconds
+            {
+                out_of_time = true;
+                break;
+            }
             let deadline = window.0 + (window.1 - window.0) * (fold + 1) as f64 / k as f64;
             let mut context = shared.context(train_rows, validation_rows, deadline);
             if fold == 0 {
@@ -597,8 +636,11 @@ fn train_k_fold(
             context.trainings_per_rate = k;
             let (mut record, kept) = run_trial(&mut context, learning_rate, seed, &mut run.curve)?;
             record.fold = Some(fold);
-            result.seconds += shared.started.elapsed().as_secs_f64() - trial_started;
+            let seconds = shared.started.elapsed().as_secs_f64() - trial_started;
+            result.seconds += seconds;
             result.epochs += record.epochs;
+            fold_seconds += seconds;
+            fold_epochs += record.epochs;
             if let Some(epoch_seconds) = context.takes_the_rest {
                 window = (trial_started, grid_end);
                 cut = Some(epoch_seconds);
@@ -632,10 +674,19 @@ fn train_k_fold(
                 break;
             }
         }
-        if result.qualities.len() == sets.len()
-            && best.as_ref().is_none_or(|best| result.mean() > best.mean())
-        {
+        // Every fold trained, or the time limit cut the folds after some trained (a failed fold
+        // leaves the rate without a mean: its loop stops before the time limit can cut it).
+        let complete = result.qualities.len() == sets.len() || out_of_time;
+        let tried = !result.qualities.is_empty();
+        if complete && tried && best.as_ref().is_none_or(|best| result.mean() > best.mean()) {
             best = Some(result);
+        }
+        if out_of_time {
+            // The rate in progress is recorded as not tried too when none of its folds trained.
+            let last_tried = if tried { rate_index } else { rate_index - 1 };
+            let epoch_seconds = fold_seconds / fold_epochs.max(1) as f64;
+            skip_rates(budget, last_tried, epoch_seconds, k, &mut run.trials);
+            break;
         }
         if let Some(epoch_seconds) = cut {
             skip_rates(budget, rate_index, epoch_seconds, k, &mut run.trials);
@@ -647,7 +698,12 @@ fn train_k_fold(
         return Ok(());
     };
     let (quality, std) = (best.mean(), best.std());
-    run.quality_std = Some(std);
+    run.quality_std = (best.qualities.len() >= 2).then_some(std);
+    let trained = best.qualities.len();
+    if trained < sets.len() {
+        run.folds_trained = Some(trained);
+        run.n_validation = sets[..trained].iter().map(|(_, rows)| rows.len()).sum();
+    }
     run.confusion = (!best.confusion.is_empty()).then(|| best.confusion.clone());
     run.oof = (best.oof.rows.len() == shared.examples.len()).then(|| best.oof.clone());
     let (refit, weights) = refit(shared, &best, k)?;

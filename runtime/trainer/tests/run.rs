@@ -670,6 +670,10 @@ fn small_data_is_cross_validated_by_stratified_folds_and_refit() {
         }
     );
     assert_eq!(run.validation.describe(), "5-fold stratified");
+    assert_eq!(
+        (run.protocol(), run.folds_trained),
+        ("5-fold stratified".into(), None)
+    );
     assert_eq!((run.n_train, run.n_validation), (60, 60));
     // One training per rate and fold, in order.
     let trainings: Vec<(f64, Option<usize>)> = run
@@ -750,35 +754,46 @@ fn a_perfect_score_on_a_small_fold_does_not_stop_its_epochs() {
     }
 }
 
+/// The fold cut (`train_k_fold`): a fold trains at least one epoch, so under a limit shorter than
+/// an epoch the folds after the first are not started (they would overrun the limit k times over),
+/// the rates after it are not tried, and the first fold's model is served with its quality.
 #[test]
-fn the_time_limit_covers_the_folds_and_the_refit() {
+fn the_time_limit_cuts_the_folds_it_has_no_room_for() {
     let _serial = serial();
     let examples = synthetic::quadrant_images(150, [16, 16, 3], 30);
     let mut budget = budget(20);
     budget.learning_rates = vec![0.001, 0.01, 0.1];
-    // Far too short for three rates of five folds: the first rate keeps the fold time.
     budget.max_seconds = 0.05;
     let run = train(&Candidate::parse("resnet18").unwrap(), &examples, &budget).unwrap();
     assert!(matches!(run.validation, Validation::KFold { folds: 5, .. }));
-    let folds: Vec<Option<usize>> = run.trials[..5].iter().map(|trial| trial.fold).collect();
-    assert_eq!(folds, (0..5).map(Some).collect::<Vec<_>>());
+    let first = &run.trials[0];
+    assert_eq!((first.learning_rate, first.fold), (0.001, Some(0)));
     assert!(
-        run.trials[..5]
-            .iter()
-            .all(|trial| trial.learning_rate == 0.001)
+        first.epochs >= 1 && first.best_quality.is_some(),
+        "{first:?}"
     );
-    for skipped in &run.trials[5..] {
-        assert_eq!(skipped.epochs, 0);
+    assert_eq!(run.trials.len(), 3, "{:?}", run.trials);
+    for skipped in &run.trials[1..] {
+        assert_eq!((skipped.epochs, skipped.fold), (0, None));
         let reason = skipped.failure.as_deref().unwrap();
         assert!(reason.starts_with("not tried: an epoch took"), "{reason}");
     }
-    assert_eq!(run.trials.len(), 7);
-    // The refit is recorded: trained in full, or the best fold model served and why.
+    // One fold's quality, validated on that fold's examples, with no spread of its own.
+    assert_eq!(run.folds_trained, Some(1));
+    assert_eq!(run.protocol(), "5-fold stratified, 1 fold trained");
+    assert_eq!(run.quality(), first.best_quality);
+    assert_eq!(run.quality_std, None);
+    let fold_size = Validation::KFold {
+        folds: 5,
+        stratified: true,
+    }
+    .sets(&examples)[0]
+        .1
+        .len();
+    assert_eq!(run.n_validation, fold_size);
+    // No time for the refit: the fold model is served, and the record says why.
     let refit = run.refit.as_ref().unwrap();
-    assert!(
-        refit.fallback.is_some() || refit.epochs == refit.planned_epochs,
-        "{refit:?}"
-    );
+    assert!(refit.fallback.is_some(), "{refit:?}");
     assert!(run.checkpoint().is_some());
 }
 

@@ -777,6 +777,7 @@ pub(crate) fn train_run(
         n_validation,
         validation,
         quality_std,
+        folds_trained: None,
         refit,
         confusion: validation_confusion,
         oof: validation_answers,
