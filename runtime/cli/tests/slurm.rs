@@ -1,7 +1,7 @@
 //! Workers on a real Slurm cluster (munge, slurmctld and two slurmd nodes started by the test on
 //! loopback: `support/slurm_cluster.rs`): `easeml workers submit --slurm` starts the workers as a
-//! job array, a coordinator (`easeml train --workers 0`) trains the candidates of two apps (fed by
-//! their generated `<app>-feed` binaries, easemlc's crates built by the test) over them, and
+//! job array, a coordinator (`easeml train --workers 0`) trains the candidates of two apps (fed
+//! through the client, as their generated `<app>-feed` binaries feed) over them, and
 //! the faults of a real cluster lose nothing and run nothing twice:
 //! - a worker stopped mid-unit (SIGSTOP: an orphaned job step that keeps running but stops
 //!   heartbeating) loses its lease; the unit is re-leased and done by the other worker; when the
@@ -115,15 +115,16 @@ fn workers_submitted_to_slurm_train_every_candidate_once_through_node_and_worker
         Some(url) => bind(&url, dir.path()),
         None => (dir.path().join("home"), false),
     };
-    // Both apps are fed by their generated `<app>-feed` binaries (easemlc's crates, built here),
-    // which find the store by `EASEML_STORE`. The tabular app is registered first, here, to keep
-    // its token (shown once) for the server below.
-    let [shapes_feed, sides_feed] = feed_binaries(&[SHAPES, SIDES], in_bucket);
-    feed_with(&shapes_feed, &data, &shapes_lines(), dir.path());
+    // Both apps are fed through the client, the code a generated `<app>-feed` runs (building
+    // easemlc's crates here, without libtorch and with S3, cost over two minutes of a cold CI
+    // run and checked nothing the golden crates do not), opening the folder's store as every
+    // command does. The tabular app is registered here, before its feed, to keep its token
+    // (shown once) for the server below.
+    common::feed(&data, SHAPES, shapes_lines());
     let (_, sides_token) = common::spec_of(SIDES)
         .register(&mut Store::open(&data).unwrap())
         .unwrap();
-    feed_with(&sides_feed, &data, &sides_lines(60), dir.path());
+    common::feed(&data, SIDES, sides_lines(60));
     let store = Store::open(&data).unwrap();
     let fed: Vec<u64> = store
         .apps()
@@ -436,69 +437,4 @@ fn bind(url: &str, dir: &Path) -> (std::path::PathBuf, bool) {
     }
     let home = easeml_runtime::store::store_home(url, Some(&dir.join("home")));
     (home.unwrap(), false)
-}
-
-/// The `<app>-feed` binaries of the apps of `sources`: easemlc's crates for them, built without
-/// libtorch (and with S3 support when the store's blobs are in a bucket) with the workspace's
-/// `Cargo.lock`, in the target dir of every nested build of the tests
-/// (`easeml_test_support::nested_build_target`), so the runtime is built once for all of them.
-fn feed_binaries<const N: usize>(sources: &[&str; N], s3: bool) -> [std::path::PathBuf; N] {
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let target = easeml_test_support::nested_build_target(tmp);
-    let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core");
-    sources.map(|source| {
-        let compiled =
-            easeml_compiler::compile(source, "app", &easeml_compiler::Registry::builtin()).unwrap();
-        let name = compiled.schema.app.clone();
-        let options = easeml_compiler::codegen::CrateOptions {
-            runtime: easeml_compiler::codegen::RuntimeSource::Path(
-                runtime.to_string_lossy().into_owned(),
-            ),
-            server: None,
-            python: false,
-        };
-        let folder = tmp.join("slurm-apps").join(&name);
-        let _ = std::fs::remove_dir_all(&folder);
-        for (file, text) in easeml_compiler::codegen::crate_files(&compiled, &options).unwrap() {
-            let path = folder.join(file);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        easeml_test_support::use_the_workspace_lock(&folder);
-        let binary = format!("{name}-feed");
-        let mut build = Command::new(env!("CARGO"));
-        build
-            .args(["build", "--quiet", "--offline", "--no-default-features"])
-            .args(["--bin", &binary, "--manifest-path"])
-            .arg(folder.join("Cargo.toml"))
-            .env("CARGO_TARGET_DIR", &target);
-        if s3 {
-            build.args(["--features", "easeml-runtime/s3"]);
-        }
-        let built = build.output().unwrap();
-        assert!(
-            built.status.success(),
-            "building {binary}: {}",
-            String::from_utf8_lossy(&built.stderr)
-        );
-        target.join("debug").join(binary)
-    })
-}
-
-/// Feeds `lines` through a generated feed binary into the store at `data` (`EASEML_STORE`).
-fn feed_with(binary: &Path, data: &Path, lines: &str, scratch: &Path) {
-    let file = scratch.join("feed.txt");
-    std::fs::write(&file, lines).unwrap();
-    let fed = Command::new(binary)
-        .arg(&file)
-        .env("EASEML_STORE", data)
-        .env_remove("EASEML_HOME")
-        .output()
-        .unwrap();
-    assert!(
-        fed.status.success(),
-        "{}: {}",
-        binary.display(),
-        String::from_utf8_lossy(&fed.stderr)
-    );
 }
