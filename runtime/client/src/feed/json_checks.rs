@@ -62,6 +62,10 @@ fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
     None
 }
 
+/// The shortest number written without an exponent that can be 0 as an `f32` without being 0:
+/// `0.` and 45 zeros before a digit (1e-46 rounds to 0; 1e-45 does not); a sign makes it longer.
+const MIN_PLAIN_DIGITS_TO_ROUND_TO_ZERO: usize = 48;
+
 /// The first number of `text` (JSON, outside strings) that is not 0 but is 0 as an `f32`.
 pub(crate) fn number_rounding_to_zero(text: &str) -> Option<&str> {
     let bytes = text.as_bytes();
@@ -71,10 +75,18 @@ pub(crate) fn number_rounding_to_zero(text: &str) -> Option<&str> {
             b'"' => at = string_end(bytes, at)?,
             b'-' | b'0'..=b'9' => {
                 let start = at;
+                let mut exponent = false;
                 while at < bytes.len()
                     && matches!(bytes[at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
                 {
+                    exponent |= matches!(bytes[at], b'e' | b'E');
                     at += 1;
+                }
+                // Without an exponent a number needs 45 zeros after its point to fall below half
+                // of f32's smallest (1.4e-45): shorter ones are not parsed (a feed of images is
+                // millions of numbers, and this scan runs on every line).
+                if !exponent && at - start < MIN_PLAIN_DIGITS_TO_ROUND_TO_ZERO {
+                    continue;
                 }
                 let token = &text[start..at];
                 let mantissa = token.split(['e', 'E']).next().unwrap_or("");
@@ -134,5 +146,15 @@ mod tests {
         assert_eq!(number_rounding_to_zero("[0.5, -1E-50]"), Some("-1E-50"));
         assert_eq!(number_rounding_to_zero("[0, 0.0, -0e5, 1e-45, 3]"), None);
         assert_eq!(number_rounding_to_zero(r#"{"p": "1e-400", "q": 2}"#), None);
+        // Written out: 1e-46 (45 zeros after the point) rounds to 0, 1e-45 (44) does not.
+        let plain = |zeros: usize| format!("0.{}1", "0".repeat(zeros));
+        assert_eq!(plain(45).len(), MIN_PLAIN_DIGITS_TO_ROUND_TO_ZERO);
+        let text = format!("[{}, -{}]", plain(44), plain(45));
+        assert_eq!(
+            number_rounding_to_zero(&text),
+            Some(format!("-{}", plain(45)).as_str())
+        );
+        assert_eq!(number_rounding_to_zero(&format!("[{}]", plain(44))), None);
+        assert!(plain(44).parse::<f64>().unwrap() as f32 > 0.0);
     }
 }
