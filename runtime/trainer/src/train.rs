@@ -349,8 +349,8 @@ pub struct TrainedRun {
     /// standard deviation, `k - 1` in the denominator), `None` under the split.
     pub quality_std: Option<f64>,
     /// Under k-fold, how many folds the chosen learning rate trained when the time limit left no
-    /// room for the others (the fold cut of `train_k_fold`): the quality is the mean of those folds. `None`
-    /// when every fold trained, and under the split.
+    /// room for the others (the fold cut of `train_k_fold`): the quality is the mean of those
+    /// folds. `None` when every fold trained, and under the split.
     pub folds_trained: Option<usize>,
     /// The refit on every example (k-fold, when some learning rate trained on every fold; and for
     /// the models that are not networks under the split too, `crate::classic`).
