@@ -1,8 +1,9 @@
 //! The cost estimate before training, for the scheduler: the work of a run (forward + backward is
 //! about 3x forward; every epoch of every learning rate, of every fold and the refit under k-fold)
 //! times the cost of one forward pass per
-//! example. On the CPU that cost is measured: the model runs a batch of up to 8 examples (best of two
-//! timed passes, after the pass that counts its FLOPs), because on small inputs per-layer overhead,
+//! example. On the CPU that cost is measured: the model runs a batch of up to 8 examples (fewer
+//! of large inputs: `COST_SAMPLE_MAX_VALUES`; best of two timed passes, after the pass that counts
+//! its FLOPs), because on small inputs per-layer overhead,
 //! not FLOPs, decides the speed (on 8x8 images SqueezeNet has the fewest FLOPs of the image models
 //! and is still three times slower per epoch than NIN). On CUDA, where that timing would be of the
 //! wrong device, it is the counted FLOPs divided by an assumed device speed. Either way it is a
@@ -26,6 +27,28 @@ use crate::train::{Budget, Validation};
 pub const CPU_FLOPS_PER_THREAD: f64 = 5e9;
 /// Assumed sustained FLOP/s of a CUDA device in training.
 pub const CUDA_FLOPS: f64 = 2e13;
+
+/// Examples in the batch a network's forward pass is measured on: up to 8, fewer when they would
+/// hold more than [`COST_SAMPLE_MAX_VALUES`] input values (at least one).
+const COST_SAMPLE_EXAMPLES: usize = 8;
+
+/// The most input values the measured batch holds: 2^18, so 8 examples up to 32,768 values each
+/// (a 104x104x3 image) and one 256x256x3 image. On large inputs the arithmetic, not per-layer
+/// overhead, decides the speed, so one example measures it as well as eight; eight such images
+/// made a session of 38 candidates (a 256x256x3 app) spend 5.4 s estimating before its first run.
+const COST_SAMPLE_MAX_VALUES: usize = 1 << 18;
+
+/// How many examples [`estimate_cost`] runs a network's forward pass on.
+fn cost_sample_len(examples: &Examples) -> usize {
+    let per_example = match &examples.inputs {
+        crate::data::Inputs::Dense { shape, .. } => shape.iter().fold(1usize, |values, &side| {
+            values.saturating_mul(usize::try_from(side).unwrap_or(1).max(1))
+        }),
+        _ => 1,
+    };
+    let fits = (COST_SAMPLE_MAX_VALUES / per_example.max(1)).max(1);
+    examples.len().min(COST_SAMPLE_EXAMPLES).min(fits)
+}
 
 /// The predicted cost of a training run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,7 +105,7 @@ pub fn estimate_cost(
             models::build(&store.root(), candidate, &task, &budget.model)
         })?;
         let _guard = tch::no_grad_guard();
-        let sample: Vec<usize> = (0..examples.len().min(8)).collect();
+        let sample: Vec<usize> = (0..cost_sample_len(examples)).collect();
         let per_example = sample.len().max(1) as f64;
         let steps = crate::batch::target_steps(examples, &sample);
         let batch = input_batch(
@@ -122,4 +145,26 @@ pub fn estimate_cost(
         forward_seconds_per_example: forward_seconds,
         seconds: run_work(forward_seconds).min(budget.max_seconds),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic;
+
+    #[test]
+    fn large_inputs_are_measured_on_fewer_examples() {
+        let sample = |side: i64, count: usize| {
+            cost_sample_len(&synthetic::quadrant_images(count, [side, side, 3], 1))
+        };
+        // Small images: eight, or as many as there are.
+        assert_eq!(sample(8, 40), 8);
+        assert_eq!(sample(8, 3), 3);
+        // 104x104x3 = 32,448 values: eight still fit in 2^18.
+        assert_eq!(sample(104, 40), 8);
+        // 128x128x3: five; 256x256x3 and larger: one.
+        assert_eq!(sample(128, 40), 5);
+        assert_eq!(sample(256, 10), 1);
+        assert_eq!(sample(400, 2), 1);
+    }
 }
