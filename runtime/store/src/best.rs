@@ -103,28 +103,35 @@ pub fn broken_constraints(run: &RunRecord, limits: &ConstraintLimits) -> Vec<Bro
 /// The best run of `runs` (see the module documentation): among the eligible runs of the newest
 /// data version that has one, the highest quality, a k-fold mean less its standard error.
 pub fn best_run<'a>(runs: &'a [RunRecord], limits: &ConstraintLimits) -> Option<&'a RunRecord> {
-    let eligible = |run: &&RunRecord| {
-        run.state == RunState::Done && broken_constraints(run, limits).is_empty()
-    };
     let newest = runs
         .iter()
-        .filter(eligible)
+        .filter(|run| eligible(run, limits))
         .map(|run| run.data_version)
         .max()?;
-    let candidates = || {
-        runs.iter()
-            .filter(eligible)
-            .filter(move |run| run.data_version == newest)
-    };
-    let widest = widest_standard_error(candidates());
+    let widest = widest_standard_error(runs, limits, newest);
     let bound = |run: &RunRecord| quality_of(run) - spread(run, widest).unwrap_or(0.0);
     let mut best: Option<&RunRecord> = None;
-    for run in candidates() {
+    for run in of_version(runs, limits, newest) {
         if best.is_none_or(|best| bound(run) > bound(best)) {
             best = Some(run);
         }
     }
     best
+}
+
+/// Whether a run can be served: finished, and breaking none of the app's constraints.
+fn eligible(run: &RunRecord, limits: &ConstraintLimits) -> bool {
+    run.state == RunState::Done && broken_constraints(run, limits).is_empty()
+}
+
+/// The eligible runs of data version `version`: the runs the best one is chosen among.
+fn of_version<'a>(
+    runs: &'a [RunRecord],
+    limits: &ConstraintLimits,
+    version: u64,
+) -> impl Iterator<Item = &'a RunRecord> {
+    runs.iter()
+        .filter(move |run| run.data_version == version && eligible(run, limits))
 }
 
 fn quality_of(run: &RunRecord) -> f64 {
@@ -154,9 +161,9 @@ fn standard_error(run: &RunRecord) -> Option<f64> {
 }
 
 /// The standard error a run's quality counts less: its own ([`standard_error`]), or, for a k-fold
-/// run the time limit cut to one fold, the widest of `others`' (a single fold has no spread to
-/// measure, and counting it as certain would let a lucky fold of a slow network beat every
-/// candidate measured on all folds); `None` under the split.
+/// run the time limit cut to one fold, `widest` ([`widest_standard_error`] of its version's
+/// runs: a single fold has no spread to measure, and counting it as certain would let a lucky
+/// fold of a slow network beat every candidate measured on all folds); `None` under the split.
 fn spread(run: &RunRecord, widest: f64) -> Option<f64> {
     let one_fold = run
         .validation
@@ -167,9 +174,12 @@ fn spread(run: &RunRecord, widest: f64) -> Option<f64> {
     standard_error(run).or(one_fold.then_some(widest))
 }
 
-/// The widest standard error among `runs`, 0 when none has one.
-fn widest_standard_error<'a>(runs: impl Iterator<Item = &'a RunRecord>) -> f64 {
-    runs.filter_map(standard_error).fold(0.0, f64::max)
+/// The widest standard error among the eligible runs of data version `version`, 0 when none has
+/// one.
+fn widest_standard_error(runs: &[RunRecord], limits: &ConstraintLimits, version: u64) -> f64 {
+    of_version(runs, limits, version)
+        .filter_map(standard_error)
+        .fold(0.0, f64::max)
 }
 
 /// Under k-fold, how many of the best run's standard errors an ensemble must gain before it is
@@ -219,10 +229,7 @@ pub fn served<'a>(
 ) -> Option<Served<'a>> {
     let best = best_run(runs, limits)?;
     // Under k-fold, a gain within two of the best run's standard errors is noise.
-    let widest = widest_standard_error(
-        runs.iter()
-            .filter(|run| run.data_version == best.data_version && run.state == RunState::Done),
-    );
+    let widest = widest_standard_error(runs, limits, best.data_version);
     let margin = spread(best, widest).map(|se| ENSEMBLE_MARGIN_SE * se);
     let usable = |ensemble: &&EnsembleRecord| {
         if ensemble.data_version != best.data_version
@@ -238,10 +245,9 @@ pub fn served<'a>(
             let Some(run) = runs.iter().find(|run| run.id == member.run) else {
                 return false;
             };
-            if run.state != RunState::Done
+            if !eligible(run, limits)
                 || run.data_version != ensemble.data_version
                 || run.checkpoint.is_none()
-                || !broken_constraints(run, limits).is_empty()
             {
                 return false;
             }
