@@ -266,7 +266,7 @@ fn every_covered_example_round_trips_from_python() {
             &[
                 ("EASEML_PY_APP", Path::new(stem)),
                 ("EASEML_PY_STUBS", &stubs),
-                ("EASEML_PY_BUDGET", Path::new("15s")),
+                ("EASEML_PY_BUDGET", Path::new("8s")),
             ],
         );
         assert!(ok, "{stem}: pytest failed:\n{output}");

@@ -49,6 +49,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 "#;
 
+/// The generated app crates' profile (docs/macro.md suggests it to a user crate: the dependencies
+/// optimized a little, the trainer's scalar loops more), so that this crate reuses what the other
+/// nested builds compiled in their shared target dir instead of building the runtime again at
+/// other optimization levels. Without the engine, the entries naming crates that are not in the
+/// graph (the engine's) match nothing, which cargo notes only without `--quiet`.
+const GENERATED_CRATE_PROFILE: &str = include_str!("../../templates/crate/profile.toml");
+
 /// Writes the crate (`engine`: the runtime's default features, else none) and runs it.
 fn build_and_run(folder: &Path, target: &Path, engine: bool) -> String {
     let root = workspace_root();
@@ -72,18 +79,9 @@ easeml-runtime = {runtime}
 
 [workspace]
 
-# The workspace's settings for dependencies, so that the target dir's registry crates are shared.
-[profile.dev]
-debug = "line-tables-only"
-
-[profile.dev.package."*"]
-opt-level = 1
-debug = false
-
-[profile.dev.build-override]
-debug = false
-"#,
+{profile}"#,
         macros = root.join("macros"),
+        profile = GENERATED_CRATE_PROFILE,
     );
     std::fs::create_dir_all(folder.join("src")).unwrap();
     std::fs::write(folder.join("Cargo.toml"), manifest).unwrap();

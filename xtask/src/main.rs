@@ -96,6 +96,12 @@ enum Task {
 /// CLI).
 const OPTIONAL_FEATURES: &str = "easeml-cli/s3";
 
+/// [`OPTIONAL_FEATURES`] and the workspace members' default features but the CLI's `lab`: with
+/// `--no-default-features`, the service binary as a deployment builds it, every dependency's
+/// features as in the other steps. (easeml-runtime's `default` is named rather than its `engine`:
+/// a package's features, `default` among them, are part of what cargo compares.)
+const LAB_LESS_FEATURES: &str = "easeml-cli/s3,easeml-runtime/default";
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let root = project_root();
@@ -252,15 +258,20 @@ fn test() -> Result<()> {
             "warnings",
         ]),
     )?;
-    // The service binary without the lab (its `bench` says so; tidy checks its dependencies).
+    // The service binary without the lab (its `bench` says so; tidy checks its dependencies), with
+    // every other feature as the first step has it: cargo unifies features over the packages a
+    // command selects, so `-p easeml-cli` alone would give shared dependencies (serde, reqwest,
+    // ...) other features than the workspace does and check some 50 crates again (88 s of a cold
+    // run); over the whole workspace only the crates above the lab-less CLI are checked again.
     run_step(
         "clippy (easeml without the lab)",
         check_cargo(&[
             "clippy",
-            "-p",
-            "easeml-cli",
+            "--workspace",
+            "--all-targets",
             "--no-default-features",
-            "--bins",
+            "--features",
+            LAB_LESS_FEATURES,
             "--",
             "-D",
             "warnings",
