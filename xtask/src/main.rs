@@ -96,11 +96,17 @@ enum Task {
 /// CLI).
 const OPTIONAL_FEATURES: &str = "easeml-cli/s3";
 
-/// [`OPTIONAL_FEATURES`] and the workspace members' default features but the CLI's `lab`: with
-/// `--no-default-features`, the service binary as a deployment builds it, every dependency's
-/// features as in the other steps. (easeml-runtime's `default` is named rather than its `engine`:
-/// a package's features, `default` among them, are part of what cargo compares.)
-const LAB_LESS_FEATURES: &str = "easeml-cli/s3,easeml-runtime/default";
+/// What the lint and documentation steps build, with `--no-default-features`: the CLI's default
+/// `lab` and [`OPTIONAL_FEATURES`]. The members' defaults are named rather than taken, so that the
+/// lab-less step ([`LAB_LESS_FEATURES`]) differs from these in the CLI's features alone: cargo
+/// counts a package's `default` among its features, and easeml-runtime's (its `engine`, which the
+/// CLI turns on anyway) would otherwise set it apart.
+const LINT_FEATURES: &str = "easeml-cli/lab,easeml-cli/s3";
+
+/// [`LINT_FEATURES`] without the lab: the service binary as a deployment builds it
+/// (`--no-default-features`), every other package with the features the first clippy step gave
+/// it, so that only the CLI is checked again.
+const LAB_LESS_FEATURES: &str = "easeml-cli/s3";
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
@@ -239,8 +245,9 @@ fn test() -> Result<()> {
             "clippy",
             "--workspace",
             "--all-targets",
+            "--no-default-features",
             "--features",
-            OPTIONAL_FEATURES,
+            LINT_FEATURES,
             "--",
             "-D",
             "warnings",
@@ -262,7 +269,7 @@ fn test() -> Result<()> {
     // every other feature as the first step has it: cargo unifies features over the packages a
     // command selects, so `-p easeml-cli` alone would give shared dependencies (serde, reqwest,
     // ...) other features than the workspace does and check some 50 crates again (88 s of a cold
-    // run); over the whole workspace only the crates above the lab-less CLI are checked again.
+    // run); over the whole workspace only the CLI is checked again.
     run_step(
         "clippy (easeml without the lab)",
         check_cargo(&[
@@ -282,8 +289,9 @@ fn test() -> Result<()> {
         "--workspace",
         "--no-deps",
         "--quiet",
+        "--no-default-features",
         "--features",
-        OPTIONAL_FEATURES,
+        LINT_FEATURES,
     ]);
     doc.env("RUSTDOCFLAGS", "-Dwarnings");
     run_step("rustdoc", doc)?;
