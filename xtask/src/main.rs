@@ -92,21 +92,28 @@ enum Task {
     GpuBundle,
 }
 
+/// [`OPTIONAL_FEATURES`] as a literal, for the lists built from it with `concat!`.
+macro_rules! optional_features {
+    () => {
+        "easeml-cli/s3"
+    };
+}
+
 /// The optional features `cargo xtask test` builds with: S3 blobs (`easeml-store/s3`, through the
 /// CLI).
-const OPTIONAL_FEATURES: &str = "easeml-cli/s3";
+const OPTIONAL_FEATURES: &str = optional_features!();
 
 /// What the lint and documentation steps build, with `--no-default-features`: the CLI's default
 /// `lab` and [`OPTIONAL_FEATURES`]. The members' defaults are named rather than taken, so that the
 /// lab-less step ([`LAB_LESS_FEATURES`]) differs from these in the CLI's features alone: cargo
 /// counts a package's `default` among its features, and easeml-runtime's (its `engine`, which the
 /// CLI turns on anyway) would otherwise set it apart.
-const LINT_FEATURES: &str = "easeml-cli/lab,easeml-cli/s3";
+const LINT_FEATURES: &str = concat!("easeml-cli/lab,", optional_features!());
 
 /// [`LINT_FEATURES`] without the lab: the service binary as a deployment builds it
 /// (`--no-default-features`), every other package with the features the first clippy step gave
 /// it, so that only the CLI is checked again.
-const LAB_LESS_FEATURES: &str = "easeml-cli/s3";
+const LAB_LESS_FEATURES: &str = OPTIONAL_FEATURES;
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
