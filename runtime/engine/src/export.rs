@@ -5,13 +5,22 @@
 //!
 //! - the model: `model.pt` (TorchScript, a network) or `model.json` (a classic model), written by
 //!   the trainer (`easeml_trainer::export`, which says what is supported and how each is called);
+//!   or, when the app serves an ensemble, one folder per member, `members/1`, `members/2`, ...
+//!   ([`MEMBERS_DIR`]), each with its model file and its own README, whose answers (class
+//!   probabilities or values) are averaged with the members' weights as `infer` averages them;
 //! - `easeml-export.json`, the metadata ([`METADATA_FILE`]): the app, its schema, the label names
-//!   in class order, the run (id, candidate, data version, quality and its metric), the model's
-//!   file, input and output shapes, dtype and layout, and the format version;
+//!   in class order, the run (id, candidate, data version, quality and its metric; for an
+//!   ensemble the best single run, and `ensemble` with its quality, the rule that combines the
+//!   members and each member's folder, weight, run and model), the model (`model.format` is
+//!   [`ENSEMBLE_FORMAT`] for an ensemble), input and output shapes, dtype and layout, and the
+//!   format version (1: an ensemble export is told apart by its `model.format`, which a reader of
+//!   single models refuses as unknown rather than misreads);
 //! - `README.md`: how to load it in Python.
 //!
 //! The folder must be new or empty unless `force` is given (then the export's files in it are
-//! written over, and the other form's model file is removed).
+//! written over, and the other forms' model files are removed). An ensemble's members are written
+//! to a staging folder first and moved into place once all of them are written, so a refused
+//! member (a model the export does not support, named in the error) leaves no partial ensemble.
 
 use std::path::{Path, PathBuf};
 
@@ -33,31 +42,86 @@ pub const METADATA_FILE: &str = "easeml-export.json";
 /// The README of an export.
 pub const README_FILE: &str = "README.md";
 
+/// The folder of an exported ensemble's members (`members/1`, `members/2`, ... in the order of
+/// the metadata's `ensemble.members`); also the ensemble's `model.file`.
+pub const MEMBERS_DIR: &str = "members";
+
+/// The `model.format` (and `model.family`) of an exported ensemble.
+pub const ENSEMBLE_FORMAT: &str = "ensemble";
+
+/// Where an ensemble's members are written before they are moved to [`MEMBERS_DIR`].
+const STAGING_DIR: &str = ".members.partial";
+
+/// One exported member of an ensemble.
+#[derive(Debug, Clone)]
+pub struct ExportedMember {
+    /// Its folder, relative to the export's (`members/1`).
+    pub dir: String,
+    /// Its weight in the average (the weights sum to 1).
+    pub weight: f64,
+    /// Its run.
+    pub run: RunId,
+    /// That run's number within the app.
+    pub run_number: u64,
+    /// That run's candidate.
+    pub candidate: String,
+    /// Its model's file and how to call it.
+    pub model: ExportedModel,
+}
+
 /// What [`export_app`] wrote.
 #[derive(Debug, Clone)]
 pub struct ExportReport {
     /// The folder.
     pub dir: PathBuf,
-    /// The run whose model it is.
+    /// The run whose model it is (for an ensemble: the best single run, reported beside it).
     pub run: RunId,
     /// That run's number within the app (what people see).
     pub run_number: u64,
     /// That run's candidate.
     pub candidate: String,
-    /// The model's file and how to call it.
+    /// The model's file and how to call it; for an ensemble, `format` and `family` are
+    /// [`ENSEMBLE_FORMAT`], `file` is [`MEMBERS_DIR`] and the shapes are the members' (one form).
     pub model: ExportedModel,
+    /// The ensemble's members; empty for a single run's model.
+    pub members: Vec<ExportedMember>,
 }
 
 impl std::fmt::Display for ExportReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.members.is_empty() {
+            return write!(
+                f,
+                "exported {} (run {}) as {} to {}: {}, {}, {}",
+                self.candidate,
+                self.run_number,
+                self.model.format,
+                self.dir.display(),
+                self.model.file,
+                METADATA_FILE,
+                README_FILE
+            );
+        }
+        let members: Vec<String> = self
+            .members
+            .iter()
+            .map(|member| {
+                format!(
+                    "{} (run {}, weight {:.3}) as {} in {}",
+                    member.candidate,
+                    member.run_number,
+                    member.weight,
+                    member.model.format,
+                    member.dir
+                )
+            })
+            .collect();
         write!(
             f,
-            "exported {} (run {}) as {} to {}: {}, {}, {}",
-            self.candidate,
-            self.run_number,
-            self.model.format,
+            "exported an ensemble of {} models to {}: {}; {}, {}",
+            self.members.len(),
             self.dir.display(),
-            self.model.file,
+            members.join(", "),
             METADATA_FILE,
             README_FILE
         )
@@ -66,7 +130,7 @@ impl std::fmt::Display for ExportReport {
 
 /// Writes the served model of the app named `app` in `store` to the folder `out` (created if
 /// missing). Errors, in words: no such app, no trained model yet, `out` not a folder or not empty
-/// (unless `force`), a model the export does not support.
+/// (unless `force`), a model (or an ensemble member) the export does not support.
 pub fn export_app(store: &Store, app: &str, out: &Path, force: bool) -> Result<ExportReport> {
     let Some(stored) = store.app_by_name(app)? else {
         return Err(Error::Export(format!(
@@ -80,33 +144,41 @@ pub fn export_app(store: &Store, app: &str, out: &Path, force: bool) -> Result<E
             "app {app} has no trained model yet; feed examples and train first"
         )));
     };
-    let predictor = served.predictor_mut()?;
     let made = !out.exists();
     std::fs::create_dir_all(out).map_err(|error| io_error(out, error))?;
-    let model = match predictor.export(out) {
-        Ok(model) => model,
+    let (model, members) = match write_models(store, &mut served, out) {
+        Ok(written) => written,
         Err(error) => {
-            if made {
-                // Best effort: a refused export leaves no folder behind.
-                let _ = std::fs::remove_dir_all(out);
-            }
-            return Err(error.into());
+            // Best effort: a refused export leaves no folder (nor staging folder) behind.
+            let _ = std::fs::remove_dir_all(if made {
+                out.to_owned()
+            } else {
+                out.join(STAGING_DIR)
+            });
+            return Err(error);
         }
     };
-    // `--force` over an export of the other form: one model file in the folder.
-    let other = if model.file == TORCHSCRIPT_FILE {
-        CLASSIC_FILE
-    } else {
-        TORCHSCRIPT_FILE
-    };
-    let other = out.join(other);
-    if other.is_file() {
-        std::fs::remove_file(&other).map_err(|error| io_error(&other, error))?;
-    }
+    remove_other_forms(out, &model)?;
     let run = served.run().clone();
     let schema = &served.app().schema;
     let labels = served.labels();
     let metric = QualityMetric::of(schema);
+    let ensemble = served.ensemble().map(|ensemble| {
+        json!({
+            "quality": ensemble.quality,
+            "metric": metric.name(),
+            "single_quality": ensemble.single_quality,
+            "validated_examples": ensemble.validated_examples,
+            "data_version": ensemble.data_version,
+            "combine": COMBINE,
+            "members": members.iter().map(|member| json!({
+                "dir": member.dir,
+                "weight": member.weight,
+                "run": { "id": member.run.0, "number": member.run_number, "candidate": member.candidate },
+                "model": member.model,
+            })).collect::<Vec<_>>(),
+        })
+    });
     let metadata = json!({
         "format": "easeml-export",
         "format_version": FORMAT_VERSION,
@@ -130,23 +202,138 @@ pub fn export_app(store: &Store, app: &str, out: &Path, force: bool) -> Result<E
             "protocol": run.validation.protocol,
             "validated_examples": run.validation.validated_examples,
         },
+        "ensemble": ensemble,
         "model": model,
-        "call": call_description(&model),
+        "call": call_description(&model, &members),
     });
     let text = serde_json::to_string_pretty(&metadata)
         .map_err(|error| Error::Export(format!("cannot write the metadata: {error}")))?;
     write(&out.join(METADATA_FILE), &(text + "\n"))?;
-    write(
-        &out.join(README_FILE),
-        &readme(&schema.app, &run.candidate, run.number, &model),
-    )?;
+    let readme = if members.is_empty() {
+        readme(
+            &schema.app,
+            &format!(
+                "The model of run {} ({}), the one easeml served when it was exported.",
+                run.number, run.candidate
+            ),
+            &model,
+        )
+    } else {
+        ensemble_readme(&schema.app, &members, &model)
+    };
+    write(&out.join(README_FILE), &readme)?;
     Ok(ExportReport {
         dir: out.to_owned(),
         run: run.id,
         run_number: run.number,
         candidate: run.candidate,
         model,
+        members,
     })
+}
+
+/// How an ensemble's members' answers are combined (the metadata's `ensemble.combine`), as
+/// `infer` combines them (`crate::model::average`).
+const COMBINE: &str = "the weighted sum of the members' outputs, sum over members of weight * output (the weights sum to 1); for probabilities the answer is the most probable class of that sum (the first on ties)";
+
+/// Writes the served model's file into `out`, or each ensemble member's into its folder under
+/// [`MEMBERS_DIR`] (staged, then moved into place); returns the model and the members.
+fn write_models(
+    store: &Store,
+    served: &mut ServedModel,
+    out: &Path,
+) -> Result<(ExportedModel, Vec<ExportedMember>)> {
+    let Some(ensemble) = served.ensemble().cloned() else {
+        let (predictor, _) = served
+            .predictors_mut()
+            .first_mut()
+            .ok_or_else(|| Error::Export("no model is loaded".into()))?;
+        return Ok((predictor.export(out)?, Vec::new()));
+    };
+    let app = served.app().schema.app.clone();
+    let staging = out.join(STAGING_DIR);
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|error| io_error(&staging, error))?;
+    }
+    let count = ensemble.members.len();
+    let mut members = Vec::with_capacity(count);
+    for (index, (member, (predictor, _))) in ensemble
+        .members
+        .iter()
+        .zip(served.predictors_mut().iter_mut())
+        .enumerate()
+    {
+        let name = (index + 1).to_string();
+        let dir = staging.join(&name);
+        std::fs::create_dir_all(&dir).map_err(|error| io_error(&dir, error))?;
+        let run = store.run(member.run)?;
+        let model = predictor.export(&dir).map_err(|error| {
+            Error::Export(format!(
+                "the app serves an ensemble of {count} models, and member {name} (run {}, {}) \
+                 cannot be exported: {error}",
+                run.number, run.candidate
+            ))
+        })?;
+        let intro = format!(
+            "Member {name} of the ensemble easeml served when it was exported (see `../../{README_FILE}`): \
+             the model of run {} ({}), weight {}.",
+            run.number, run.candidate, member.weight
+        );
+        write(&dir.join(README_FILE), &readme(&app, &intro, &model))?;
+        members.push(ExportedMember {
+            dir: format!("{MEMBERS_DIR}/{name}"),
+            weight: member.weight,
+            run: run.id,
+            run_number: run.number,
+            candidate: run.candidate,
+            model,
+        });
+    }
+    let first = members
+        .first()
+        .ok_or_else(|| Error::Export("the served ensemble has no members".into()))?
+        .model
+        .clone();
+    if let Some(odd) = members.iter().find(|member| {
+        member.model.output != first.output || member.model.output_shape != first.output_shape
+    }) {
+        return Err(Error::Export(format!(
+            "the ensemble's members answer in different forms ({} {:?} and {} {:?}), so their \
+             answers cannot be averaged",
+            first.output, first.output_shape, odd.model.output, odd.model.output_shape
+        )));
+    }
+    let target = out.join(MEMBERS_DIR);
+    if target.exists() {
+        std::fs::remove_dir_all(&target).map_err(|error| io_error(&target, error))?;
+    }
+    std::fs::rename(&staging, &target).map_err(|error| io_error(&target, error))?;
+    Ok((
+        ExportedModel {
+            format: ENSEMBLE_FORMAT,
+            file: MEMBERS_DIR,
+            family: ENSEMBLE_FORMAT.to_owned(),
+            input_shape: first.input_shape,
+            output: first.output,
+            output_shape: first.output_shape,
+        },
+        members,
+    ))
+}
+
+/// `--force` over an export of another form: only this export's model files stay in the folder.
+fn remove_other_forms(out: &Path, model: &ExportedModel) -> Result<()> {
+    for other in [TORCHSCRIPT_FILE, CLASSIC_FILE] {
+        let path = out.join(other);
+        if model.file != other && path.is_file() {
+            std::fs::remove_file(&path).map_err(|error| io_error(&path, error))?;
+        }
+    }
+    let members = out.join(MEMBERS_DIR);
+    if model.file != MEMBERS_DIR && members.is_dir() {
+        std::fs::remove_dir_all(&members).map_err(|error| io_error(&members, error))?;
+    }
+    Ok(())
 }
 
 /// Refuses an `out` that is a file, or a folder with anything in it unless `force`.
@@ -170,8 +357,16 @@ fn check_out_dir(out: &Path, force: bool) -> Result<()> {
     Ok(())
 }
 
-/// How to call the model, in the metadata.
-fn call_description(model: &ExportedModel) -> serde_json::Value {
+/// How to call the model, in the metadata; for an ensemble, how to combine its members.
+fn call_description(model: &ExportedModel, members: &[ExportedMember]) -> serde_json::Value {
+    if !members.is_empty() {
+        return json!({
+            "how": "ask every member in `ensemble.members` (each folder's README.md and the member's `model` say how) and add up their outputs times their weights",
+            "input": "the same input for every member, as each member's `model` takes it",
+            "dtype": "float32",
+            "output": format!("{COMBINE}: the output of an `output_shape` member"),
+        });
+    }
     let output = if model.output == "probabilities" {
         "one probability per class, in the order of `labels` (null: the classes are their indices); the answer is the most probable"
     } else {
@@ -205,13 +400,12 @@ fn is_series(model: &ExportedModel) -> bool {
     model.input_shape.first() == Some(&ANY_LENGTH)
 }
 
-/// The export's README.md.
-fn readme(app: &str, candidate: &str, run: u64, model: &ExportedModel) -> String {
+/// The README.md of one model's export (or of an ensemble member's folder), `intro` its first
+/// sentence.
+fn readme(app: &str, intro: &str, model: &ExportedModel) -> String {
     let mut text = format!(
-        "# {app}: an easeml export\n\nThe model of run {} ({candidate}), the one easeml served when it \
-         was exported. `{METADATA_FILE}` says what it was trained on, how good it was, its label names \
-         in class order and its input and output shapes.\n\n",
-        run
+        "# {app}: an easeml export\n\n{intro} `{METADATA_FILE}` says what it was trained on, how \
+         good it was, its label names in class order and its input and output shapes.\n\n"
     );
     let shape = model
         .input_shape
@@ -263,6 +457,60 @@ fn readme(app: &str, candidate: &str, run: u64, model: &ExportedModel) -> String
             } else {
                 format!("one row of {shape} values")
             }
+        ));
+    }
+    text
+}
+
+/// The README.md of an ensemble's export: its members, the rule that combines them, and for
+/// members that are all TorchScript, the Python that does it.
+fn ensemble_readme(app: &str, members: &[ExportedMember], model: &ExportedModel) -> String {
+    let mut text = format!(
+        "# {app}: an easeml export\n\nThe ensemble easeml served when it was exported: {} models, \
+         each in its own folder with its README.md, whose answers are added up with their weights \
+         (the weights sum to 1). `{METADATA_FILE}` says what they were trained on, how good the \
+         ensemble was (`ensemble.quality`), the label names in class order, and each member's \
+         folder, weight, run and model (`ensemble.members`).\n\n\
+         | member | folder | model | run | weight |\n|---|---|---|---|---|\n",
+        members.len()
+    );
+    for (index, member) in members.iter().enumerate() {
+        text.push_str(&format!(
+            "| {} | `{}` | {} (`{}`) | {} | {} |\n",
+            index + 1,
+            member.dir,
+            member.candidate,
+            member.model.file,
+            member.run_number,
+            member.weight
+        ));
+    }
+    let answer = if model.output == "probabilities" {
+        "Each member answers class probabilities (in the order of `labels` in the metadata; null: \
+         class indices); the ensemble's probabilities are their weighted sum and its answer the most \
+         probable class (the first on ties)."
+    } else {
+        "Each member answers the output values; the ensemble's are their weighted sum."
+    };
+    text.push_str(&format!(
+        "\n## Predict\n\nAsk every member the same input as its README says, then add up the \
+         answers: `out = sum over members of weight * out_member`. {answer}\n"
+    ));
+    if members
+        .iter()
+        .all(|member| member.model.file == TORCHSCRIPT_FILE)
+    {
+        let shape = model
+            .input_shape
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        text.push_str(&format!(
+            "\n```python\nimport json, torch\nmeta = json.load(open(\"{METADATA_FILE}\"))\n\
+             members = [(torch.jit.load(m[\"dir\"] + \"/{TORCHSCRIPT_FILE}\"), m[\"weight\"])\n           \
+             for m in meta[\"ensemble\"][\"members\"]]\nx = torch.zeros(1, {shape})  # a float32 batch [B, {shape}]\n\
+             out = sum(weight * model(x) for model, weight in members)\n```\n"
         ));
     }
     text

@@ -92,19 +92,10 @@ impl ServedModel {
         &self.labels
     }
 
-    /// The loaded model (what an export writes out); an ensemble is refused in words.
-    pub(crate) fn predictor_mut(&mut self) -> Result<&mut Predictor> {
-        if self.ensemble.is_some() {
-            return Err(Error::Export(
-                "export of an ensemble is not supported yet: the app serves an ensemble of \
-                 several runs (see `status`); export runs only for an app served by one run"
-                    .into(),
-            ));
-        }
-        self.predictors
-            .first_mut()
-            .map(|(predictor, _)| predictor)
-            .ok_or_else(|| Error::Export("no model is loaded".into()))
+    /// The loaded models (what an export writes out): the one run's, or each ensemble member's in
+    /// the order of [`EnsembleRecord::members`], with its weight.
+    pub(crate) fn predictors_mut(&mut self) -> &mut [(Predictor, f64)] {
+        &mut self.predictors
     }
 
     /// One inference per input object (checked against the app's input type by the caller).

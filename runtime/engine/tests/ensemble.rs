@@ -1,7 +1,8 @@
 //! Ensembles end to end (issue 48) on real data, the UCI wine table (178 examples: 5-fold
 //! stratified cross-validation): every finished run keeps its validation answers in the store, the
 //! engine recomputes the ensemble after each run, `infer` answers with the members' probabilities
-//! averaged by weight when an ensemble is served, `status` shows `best.ensemble` exactly then, and
+//! averaged by weight when an ensemble is served (and exported: its members' folders), `status`
+//! shows `best.ensemble` exactly then, and
 //! after a refine the served model (ensemble or run) follows the new data.
 
 use std::path::Path;
@@ -239,15 +240,18 @@ fn runs_keep_their_answers_and_a_served_ensemble_averages_its_members_and_follow
     };
     check_status(&client, Some(&ensemble));
     check_averaged(&store, &mut client, &ensemble, &inputs);
-    // An ensemble is not exported (in words).
+    // The ensemble is exported: one folder per member, with the weights served.
     let out = temp.path().join("export");
-    let error = easeml_engine::export::export_app(&store, "app", &out, false).unwrap_err();
-    assert!(
-        error
-            .to_string()
-            .contains("export of an ensemble is not supported yet"),
-        "{error}"
-    );
+    let report = easeml_engine::export::export_app(&store, "app", &out, false).unwrap();
+    assert_eq!(report.members.len(), ensemble.members.len(), "{report}");
+    for (exported, member) in report.members.iter().zip(&ensemble.members) {
+        assert_eq!(exported.run, member.run);
+        assert_eq!(exported.weight, member.weight);
+        assert!(
+            out.join(&exported.dir).join(exported.model.file).is_file(),
+            "{report}"
+        );
+    }
 
     // Refine: new data. The old version's model serves until runs on the new data finish, then
     // the served model (an ensemble or a run) is of the new version only.

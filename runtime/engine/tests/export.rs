@@ -1,8 +1,9 @@
 //! Export (`easeml_engine::export::export_app`): a trained network written as TorchScript answers
 //! what `infer` answers, in libtorch here and in plain Python (`torch.jit.load`), to 1e-5; a
 //! kernel ridge model, the tree ensembles and the series models (MiniRocket, 1-NN DTW) written as
-//! JSON answer the same by the README's formulas, computed here from its words; and every refusal
-//! is in words.
+//! JSON answer the same by the README's formulas, computed here from its words; an ensemble's
+//! members, each exported in its folder, answer the same added up by their weights; and every
+//! refusal is in words.
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +60,16 @@ fn trained(
     keep: impl Fn(&str) -> bool,
     examples: &[Value],
 ) -> (tempfile::TempDir, PathBuf, Client) {
+    trained_runs(source, keep, examples, 1)
+}
+
+/// [`trained`] until `runs` runs finished (each on the current data).
+fn trained_runs(
+    source: &str,
+    keep: impl Fn(&str) -> bool,
+    examples: &[Value],
+    runs: usize,
+) -> (tempfile::TempDir, PathBuf, Client) {
     easeml_engine::install_local_models();
     let temp = tempfile::tempdir().unwrap();
     let home = temp.path().join("home");
@@ -72,14 +83,47 @@ fn trained(
     config.max_epochs = 2;
     config.min_steps = 0; // a quick test, not a good model
     let mut engine = Engine::open(&home, config).unwrap();
-    for _ in 0..4 {
+    let mut finished = 0;
+    for _ in 0..4 * runs {
         if let Some(easeml_engine::Step::Run(run)) = engine.step(None, &mut |_| {}).unwrap()
             && run.quality.is_some()
         {
-            return (temp, home, client);
+            finished += 1;
+            if finished == runs {
+                return (temp, home, client);
+            }
         }
     }
-    panic!("no run finished: {}", client.status().unwrap());
+    panic!(
+        "{finished} of {runs} runs finished: {}",
+        client.status().unwrap()
+    );
+}
+
+/// Records an ensemble of `members` (runs of the app named `app` on its current data, with their
+/// weights) that the store's rule serves: its quality above the best single run's by far.
+fn record_ensemble(home: &Path, members: &[(easeml_store::RunId, f64)]) {
+    let mut store = store(home);
+    let app = store.app_by_name("app").unwrap().unwrap();
+    let data_version = store.run(members[0].0).unwrap().data_version;
+    store
+        .put_ensemble(&easeml_store::EnsembleRecord {
+            app: app.id,
+            data_version,
+            members: members
+                .iter()
+                .map(|&(run, weight)| easeml_store::EnsembleMember { run, weight })
+                .collect(),
+            quality: 1.0,
+            single_quality: 0.1,
+            loss: None,
+            single_loss: None,
+            validated_examples: 24,
+            confusion: None,
+            runs_seen: members.iter().map(|&(run, _)| run).max().unwrap(),
+            created_ms: 0,
+        })
+        .unwrap();
 }
 
 fn store(home: &Path) -> easeml_store::Store {
@@ -339,6 +383,49 @@ fn an_image_recovery_network_exports_its_images() {
     }
 }
 
+/// A kernel ridge classifier's probabilities for `inputs`, by the README's formulas over its
+/// exported `parameters`.
+fn kernel_ridge_by_readme(p: &Value, inputs: &[Vec<f32>]) -> Vec<Vec<f32>> {
+    let floats = |name: &str| -> Vec<f64> {
+        p[name]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    let (mean, scale, points) = (floats("mean"), floats("scale"), floats("points"));
+    let (coefficients, intercepts) = (floats("coefficients"), floats("intercepts"));
+    let gamma = p["gamma"].as_f64().unwrap();
+    let features = p["features"].as_u64().unwrap() as usize;
+    let outputs = p["outputs"].as_u64().unwrap() as usize;
+    inputs
+        .iter()
+        .map(|x| {
+            let z: Vec<f64> = (0..features)
+                .map(|i| {
+                    let z = (f64::from(x[i]) - mean[i]) / scale[i];
+                    if z.is_finite() { z } else { 0.0 }
+                })
+                .collect();
+            let mut decision = intercepts.clone();
+            for (j, point) in points.chunks(features).enumerate() {
+                let squared: f64 = point.iter().zip(&z).map(|(p, z)| (p - z) * (p - z)).sum();
+                let k = (-gamma * squared).exp();
+                for (o, d) in decision.iter_mut().enumerate() {
+                    *d += k * coefficients[j * outputs + o];
+                }
+            }
+            let max = decision.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = decision.iter().map(|d| (d - max).exp()).sum();
+            decision
+                .iter()
+                .map(|d| ((d - max).exp() / total) as f32)
+                .collect()
+        })
+        .collect()
+}
+
 #[test]
 fn kernel_ridge_exports_as_json_that_answers_as_infer_by_the_readme() {
     let examples: Vec<Value> = (0..24)
@@ -364,48 +451,107 @@ fn kernel_ridge_exports_as_json_that_answers_as_infer_by_the_readme() {
     );
 
     // The README's formulas, over the parameters.
-    let p = &model["parameters"];
-    let floats = |name: &str| -> Vec<f64> {
-        p[name]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect()
-    };
-    let (mean, scale, points) = (floats("mean"), floats("scale"), floats("points"));
-    let (coefficients, intercepts) = (floats("coefficients"), floats("intercepts"));
-    let gamma = p["gamma"].as_f64().unwrap();
-    let features = p["features"].as_u64().unwrap() as usize;
-    let outputs = p["outputs"].as_u64().unwrap() as usize;
     let inputs: Vec<Vec<f32>> = (100..106).map(|i| row(i, 3)).collect();
-    let by_readme: Vec<Vec<f32>> = inputs
-        .iter()
-        .map(|x| {
-            let z: Vec<f64> = (0..features)
-                .map(|i| {
-                    let z = (f64::from(x[i]) - mean[i]) / scale[i];
-                    if z.is_finite() { z } else { 0.0 }
-                })
-                .collect();
-            let mut decision = intercepts.clone();
-            for (j, point) in points.chunks(features).enumerate() {
-                let squared: f64 = point.iter().zip(&z).map(|(p, z)| (p - z) * (p - z)).sum();
-                let k = (-gamma * squared).exp();
-                for (o, d) in decision.iter_mut().enumerate() {
-                    *d += k * coefficients[j * outputs + o];
-                }
-            }
-            let max = decision.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let total: f64 = decision.iter().map(|d| (d - max).exp()).sum();
-            decision
-                .iter()
-                .map(|d| ((d - max).exp() / total) as f32)
-                .collect()
-        })
-        .collect();
+    let by_readme = kernel_ridge_by_readme(&model["parameters"], &inputs);
     let answers = client.infer(inputs).unwrap();
     assert_same_answers(&answers, &by_readme, "kernel ridge by the README");
+}
+
+#[test]
+fn an_ensemble_exports_its_members_that_answer_as_infer_when_added_up_by_weight() {
+    let examples: Vec<Value> = (0..24)
+        .map(|i| json!({"input": row(i, 5), "output": (["low", "mid", "high"][i % 3])}))
+        .collect();
+    let (_temp, home, mut client) = trained_runs(
+        "Input = [5]\nOutput = [3]\nlabels = [low, mid, high]\n",
+        |id| id == "mlp_small" || id == "kernel_ridge",
+        &examples,
+        2,
+    );
+    let runs = {
+        let store = store(&home);
+        let app = store.app_by_name("app").unwrap().unwrap();
+        store.runs(app.id).unwrap()
+    };
+    let run_of = |candidate: &str| {
+        runs.iter()
+            .find(|run| run.candidate.starts_with(candidate) && run.quality.is_some())
+            .unwrap_or_else(|| panic!("no {candidate} run: {runs:?}"))
+            .id
+    };
+    record_ensemble(
+        &home,
+        &[(run_of("mlp_small"), 0.25), (run_of("kernel_ridge"), 0.75)],
+    );
+    let out = home.parent().unwrap().join("export");
+    let report = export_app(&store(&home), "app", &out, false).unwrap();
+    assert_eq!(report.model.format, "ensemble");
+    assert_eq!(report.model.output, "probabilities");
+    assert_eq!(report.members.len(), 2);
+    assert!(
+        report
+            .to_string()
+            .starts_with("exported an ensemble of 2 models to "),
+        "{report}"
+    );
+    assert!(!out.join("model.pt").exists() && !out.join("model.json").exists());
+    assert!(out.join("members/1/model.pt").is_file());
+    assert!(out.join("members/2/model.json").is_file());
+    assert!(!out.join(".members.partial").exists());
+    let meta = metadata(&out);
+    assert_eq!(meta["model"]["format"], "ensemble", "{meta}");
+    assert_eq!(meta["format_version"], 1);
+    let members = meta["ensemble"]["members"].as_array().expect("members");
+    assert_eq!(members.len(), 2, "{meta}");
+    assert_eq!(members[0]["dir"], "members/1");
+    assert_eq!(members[0]["weight"], 0.25);
+    assert_eq!(members[0]["model"]["file"], "model.pt");
+    assert_eq!(members[1]["weight"], 0.75);
+    assert_eq!(members[1]["model"]["family"], "kernel_ridge");
+    assert_eq!(meta["ensemble"]["quality"], 1.0);
+    let readme = std::fs::read_to_string(out.join(README_FILE)).unwrap();
+    assert!(
+        readme.contains("| 2 | `members/2` | kernel_ridge"),
+        "{readme}"
+    );
+    let member_readme = std::fs::read_to_string(out.join("members/2").join(README_FILE)).unwrap();
+    assert!(
+        member_readme.contains("kernel_ridge: k[j] = exp(-gamma"),
+        "{member_readme}"
+    );
+
+    // The members' answers, each as its README says, added up by weight: what `infer` answers.
+    let inputs: Vec<Vec<f32>> = (100..107).map(|i| row(i, 5)).collect();
+    let network = libtorch_outputs(&out.join("members/1"), &[5], &inputs);
+    let model: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("members/2/model.json")).unwrap())
+            .unwrap();
+    let ridge = kernel_ridge_by_readme(&model["parameters"], &inputs);
+    let added: Vec<Vec<f32>> = network
+        .iter()
+        .zip(&ridge)
+        .map(|(a, b)| a.iter().zip(b).map(|(a, b)| 0.25 * a + 0.75 * b).collect())
+        .collect();
+    let answers = client.infer(inputs).unwrap();
+    assert_same_answers(&answers, &added, "the ensemble's members added up");
+    for ((_, answer), added) in answers.answers.iter().zip(&added) {
+        let probabilities = answer.probabilities.as_ref().expect("probabilities");
+        for (got, want) in probabilities.iter().zip(added) {
+            assert!((got - want).abs() <= 1e-5, "{probabilities:?} vs {added:?}");
+        }
+    }
+
+    // Once one run is served again, `--force` writes its model over the ensemble's folder.
+    {
+        let mut store = store(&home);
+        let app = store.app_by_name("app").unwrap().unwrap();
+        assert!(store.remove_ensemble(app.id, app.data_version).unwrap());
+    }
+    let report = export_app(&store(&home), "app", &out, true).unwrap();
+    assert!(report.members.is_empty());
+    assert!(!out.join("members").exists(), "the members are gone");
+    assert!(out.join(report.model.file).is_file());
+    assert!(metadata(&out)["ensemble"].is_null());
 }
 
 /// The values of the leaf `x` falls into, by the README's walk of a tree.
@@ -838,6 +984,42 @@ fn export_refusals_are_in_words() {
         "{error}"
     );
     assert!(!dir.join("b").exists(), "a refused export leaves no folder");
+
+    // An ensemble with a member the export does not write: named, and nothing of it left.
+    let gru = store
+        .runs(store.app_by_name("app").unwrap().unwrap().id)
+        .unwrap()[0]
+        .id;
+    record_ensemble(&home, &[(gru, 0.5), (gru, 0.5)]);
+    let ensemble_store = easeml_store::Store::open(&home).unwrap();
+    let error = message(export_app(&ensemble_store, "app", &dir.join("b"), false));
+    assert!(
+        error.starts_with("the app serves an ensemble of 2 models, and member 1 (run "),
+        "{error}"
+    );
+    assert!(
+        error.contains(", gru) cannot be exported: export of gru (a network of a time-series classification app) is not supported yet"),
+        "{error}"
+    );
+    assert!(!dir.join("b").exists(), "a refused export leaves no folder");
+    let kept = dir.join("kept");
+    std::fs::create_dir_all(&kept).unwrap();
+    std::fs::write(kept.join("notes.txt"), "mine").unwrap();
+    message(export_app(&ensemble_store, "app", &kept, true));
+    let left: Vec<_> = std::fs::read_dir(&kept)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        ["notes.txt"],
+        "a refused export over a folder leaves it as it was"
+    );
+    {
+        let mut writer = easeml_store::Store::open(&home).unwrap();
+        let app = writer.app_by_name("app").unwrap().unwrap();
+        assert!(writer.remove_ensemble(app.id, app.data_version).unwrap());
+    }
 
     // A folder with something in it, and a file.
     let full = dir.join("full");
