@@ -95,6 +95,11 @@ impl Store {
             };
             hashes.push((input, output));
         }
+        // In key order: the blob table's B-tree is keyed by the hash (random), so rows in feed
+        // order would visit its leaves at random, each fetched (and spilled) again and again in a
+        // large batch; sorted, every leaf is visited once.
+        inline.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        inline.dedup_by(|a, b| a.0 == b.0);
         let context = format!(
             "storing {} example(s) of app `{}`",
             examples.len(),
