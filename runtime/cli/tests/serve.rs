@@ -219,6 +219,15 @@ fn serve_on_a_taken_port_is_one_clear_error() {
         "{error_line}"
     );
     assert!(!stderr.contains("training every app"), "{stderr}");
+    // A niceness out of range is refused before anything starts.
+    let output = easeml(&["serve", "--train-nice", "20"], &dir.path().join("nice"));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("invalid value '20' for '--train-nice <0-19>': 20 is not in 0..=19"),
+        "{}",
+        text(&output)
+    );
+    assert!(!dir.path().join("nice").exists());
 }
 
 /// A PostgreSQL store trained by one `easeml serve`: a second coordinator (`serve`, `train`) given
@@ -524,6 +533,20 @@ fn running_run(data: &Path) -> Option<i64> {
         .map(|run| run.id.0)
 }
 
+/// The niceness of every thread of process `pid` (field 19 of `/proc/PID/task/TID/stat`).
+fn thread_nices(pid: u32) -> Vec<i64> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("stat")).ok())
+        .filter_map(|stat| {
+            let (_, fields) = stat.rsplit_once(')')?;
+            fields.split_whitespace().nth(16)?.parse().ok()
+        })
+        .collect()
+}
+
 #[test]
 fn a_server_killed_during_a_training_run_reruns_it_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -538,6 +561,8 @@ fn a_server_killed_during_a_training_run_reruns_it_after_a_restart() {
                 "127.0.0.1:0",
                 "--max-run",
                 "20s",
+                "--train-nice",
+                "10",
                 "--data",
             ])
             .arg(data)
@@ -565,6 +590,15 @@ fn a_server_killed_during_a_training_run_reruns_it_after_a_restart() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
+    // Training yields the cores to requests: its thread (and those it started) runs at
+    // `--train-nice`, the server's at the niceness it was started with.
+    let nices = thread_nices(child.id());
+    let own = thread_nices(std::process::id());
+    assert!(nices.contains(&10), "{nices:?}");
+    assert!(
+        nices.iter().any(|nice| own.contains(nice)),
+        "{nices:?} vs {own:?}"
+    );
     child.kill().unwrap(); // SIGKILL, mid-run
     child.wait().unwrap();
     assert_eq!(
