@@ -172,6 +172,30 @@ fn check_run(store: &Store, run: RunId, plan: &MopPlan) {
     let checkpoint =
         checkpoint_blob::decode(&store.blob(record.checkpoint.as_ref().unwrap()).unwrap()).unwrap();
     assert!(easeml_trainer::Predictor::new(&checkpoint, Device::Cpu).is_ok());
+    check_answers(store, &record);
+}
+
+/// A MOP run keeps its model's validation answers (one per validated example, for ensembles) and
+/// how they fell (the per-class view), as a run of the trainer does.
+fn check_answers(store: &Store, record: &easeml_store::RunRecord) {
+    let blob = store
+        .blob(record.validation.oof.as_ref().expect("answers kept"))
+        .unwrap();
+    let answers = easeml_engine::ensemble::answers::Answers::decode(&blob).unwrap();
+    assert_eq!(
+        answers.ids.len() as u64,
+        record.validation.validated_examples.unwrap()
+    );
+    assert_eq!(answers.width, 2);
+    for row in answers.values.chunks(2) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{row:?}");
+    }
+    let confusion = easeml_object::Confusion::from_json(
+        record.validation.confusion.as_ref().expect("a confusion"),
+    )
+    .unwrap();
+    let counted: u64 = confusion.cells.iter().map(|cell| cell[2]).sum();
+    assert_eq!(counted, answers.ids.len() as u64, "{confusion:?}");
 }
 
 fn plan(seed: u64) -> MopPlan {
@@ -642,6 +666,7 @@ fn check_gang_run(store: &Store, run: RunId, plan: &MopPlan) {
     );
     let shape = mop::mop_shape(store, run).unwrap().unwrap();
     assert!(shape.gang);
+    check_answers(store, &record);
 }
 
 fn gang_plan(seed: u64) -> MopPlan {

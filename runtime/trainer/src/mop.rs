@@ -11,7 +11,9 @@
 //!   partition)`, so the result depends on the input state, the rows and those three numbers only:
 //!   replaying a run's visit log gives bit-identical weights on the CPU with one thread.
 //! - [`evaluate_state`]: a state's validation quality and loss (the trainer's one quality rule, the same
-//!   accumulator as [`crate::train()`]); [`checkpoint_of_state`]: the servable checkpoint.
+//!   accumulator as [`crate::train()`]); [`answers_of_state`]: its validation answers and, for
+//!   classes, how they fell (what a run of the trainer keeps for ensembles and the per-class
+//!   view); [`checkpoint_of_state`]: the servable checkpoint.
 //!
 //! A sub-epoch's dropout masks come from a generator of its own ([`crate::native::RunRandomness`]),
 //! so sub-epochs, and runs of [`crate::train()`], train concurrently in one process without
@@ -23,13 +25,14 @@
 use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
-use crate::batch::{QualityAccumulator, dense_input_shape, example_batch, loss};
+use crate::batch::{Confusion, QualityAccumulator, dense_input_shape, example_batch, loss};
 use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::{Checkpoint, CheckpointMeta, safetensors_bytes};
 use crate::data::{Examples, Inputs, mix64};
 use crate::error::{Error, Result};
 use crate::hop::{SubEpoch, TrainingState, begin_sub_epoch};
 use crate::models::{self, Model, ModelConfig};
+use crate::oof::OutOfFold;
 use crate::optim::Adam;
 use crate::task::Task;
 use crate::train::Evaluation;
@@ -221,6 +224,31 @@ pub fn evaluate_state(
         accumulator.add(&model.forward(&input, false), &targets);
     }
     Ok(accumulator.finite_evaluation(setup.task.is_classification()))
+}
+
+/// The answers of the model in `state` for `rows` of `examples` (class probabilities, or the
+/// output values: [`OutOfFold`], rows as given) and, for a classifier, how they fell against the
+/// targets ([`Confusion`]): what [`crate::train()`] keeps of a run's validation answers, for the
+/// model of a MOP run's best epoch.
+pub fn answers_of_state(
+    setup: &MopSetup,
+    state: &[u8],
+    examples: &Examples,
+    rows: &[usize],
+    device: Device,
+) -> Result<(OutOfFold, Option<Confusion>)> {
+    let (_store, model, _adam, _state) = restored(setup, state, device)?;
+    let _guard = tch::no_grad_guard();
+    let classification = setup.task.is_classification();
+    let mut accumulator = QualityAccumulator::default();
+    let mut answers = OutOfFold::default();
+    for batch in rows.chunks(setup.batch_size.max(1) * 4) {
+        let (input, targets) = example_batch(examples, &setup.task, &setup.config, batch, device);
+        let outputs = model.forward(&input, false);
+        accumulator.add(&outputs, &targets);
+        answers.push_outputs(batch, &outputs, classification);
+    }
+    Ok((answers, accumulator.confusion()))
 }
 
 /// The servable checkpoint of `state`: every variable (as a run of the trainer keeps them), with

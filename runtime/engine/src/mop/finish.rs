@@ -1,5 +1,7 @@
 //! A MOP run's end: its shape (partitions, epochs, ranks), its failure, the finish that evaluates
-//! the best epoch's state and records the run, and the replay of its visit log into one checkpoint.
+//! the best epoch's state and records the run (with that model's validation answers, for
+//! ensembles, and their confusion, for the per-class view), and the replay of its visit log into
+//! one checkpoint.
 
 use super::*;
 
@@ -98,6 +100,27 @@ pub(super) fn finish(
         &LATENCY,
     )?;
     let blob = store.put_blob(&checkpoint_blob::encode(&checkpoint)?)?;
+    // The best epoch's validation answers, kept as a run of the trainer keeps them: for
+    // ensembles and, for classes, the per-class view (both bounded; either one that cannot be
+    // kept leaves it out, never fails the run).
+    let rows: Vec<usize> = (0..validated).collect();
+    let (answers, confusion) = match easeml_trainer::mop::answers_of_state(
+        &spec.setup,
+        &state,
+        validation,
+        &rows,
+        Device::Cpu,
+    ) {
+        Ok((answers, confusion)) => (Some(answers), confusion),
+        Err(_) => (None, None),
+    };
+    let confusion = confusion
+        .map(|confusion| easeml_object::Confusion::from_cells(confusion.cells()).to_json())
+        .filter(|json| json.len() <= easeml_store::MAX_CONFUSION_BYTES);
+    let oof = answers
+        .as_ref()
+        .and_then(|answers| crate::ensemble::answers::Answers::of(answers, validation))
+        .and_then(|answers| store.put_blob(&answers.encode()).ok());
     let quality = quality.clamp(0.0, 1.0);
     let trained = complete.len() as u64;
     // The trainer's trial shape (`status` reads learning rate, epochs and best quality), with
@@ -139,10 +162,8 @@ pub(super) fn finish(
                 )),
                 quality_std: None,
                 validated_examples: Some(validated as u64),
-                // A MOP run's epochs are validated by the workers in pieces that report a
-                // quality only; its per-class view is not kept (DECISIONS.md).
-                confusion: None,
-                oof: None,
+                confusion,
+                oof,
             },
             infer_latency_seconds: latency,
             trials: Some(&trials),
