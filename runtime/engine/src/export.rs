@@ -28,7 +28,7 @@ use easeml_serving::QualityMetric;
 use easeml_store::{RunId, Store};
 use easeml_trainer::ExportedModel;
 use easeml_trainer::export::{
-    ANY_LENGTH, CLASSIC_FILE, CLASSIC_README, FORMAT_VERSION, TORCHSCRIPT_FILE,
+    ANY_LENGTH, ANY_TREE, CLASSIC_FILE, CLASSIC_README, FORMAT_VERSION, TORCHSCRIPT_FILE,
 };
 use serde_json::json;
 use tch::Device;
@@ -380,7 +380,9 @@ fn call_description(model: &ExportedModel, members: &[ExportedMember]) -> serde_
             "output": format!("a float32 tensor [B, ...output_shape]: {output}"),
         })
     } else {
-        let input = if is_series(model) {
+        let input = if is_tree(model) {
+            "a tree: each node its record's values in the app's declared order (input_shape [-2, values per node]) and its present recursive fields as children, in field order; raw values as fed to easeml"
+        } else if is_series(model) {
             "a series: any number of steps (input_shape [-1, channels]), each step the channels values of one element of the input sequence in the app's declared order; raw values as fed to easeml"
         } else {
             "one row of input_shape values (float), in the app's declared order (a tensor flattened row-major); raw values as fed to easeml (any standardization is in the parameters)"
@@ -398,6 +400,11 @@ fn call_description(model: &ExportedModel, members: &[ExportedMember]) -> serde_
 /// [`ANY_LENGTH`]).
 fn is_series(model: &ExportedModel) -> bool {
     model.input_shape.first() == Some(&ANY_LENGTH)
+}
+
+/// Whether the model reads a tree (its first input dimension is [`ANY_TREE`]).
+fn is_tree(model: &ExportedModel) -> bool {
+    model.input_shape.first() == Some(&ANY_TREE)
 }
 
 /// The README.md of one model's export (or of an ensemble member's folder), `intro` its first
@@ -449,7 +456,12 @@ fn readme(app: &str, intro: &str, model: &ExportedModel) -> String {
              parameters = model[\"parameters\"]  # family: model[\"family\"] ({})\n```\n\n\
              An input is {}, raw as fed to easeml. To predict:\n\n{CLASSIC_README}",
             model.family,
-            if is_series(model) {
+            if is_tree(model) {
+                format!(
+                    "a tree of any shape, each node of {} values",
+                    model.input_shape[1]
+                )
+            } else if is_series(model) {
                 format!(
                     "a series of any number of steps, each of {} values",
                     model.input_shape[1]

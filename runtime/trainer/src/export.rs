@@ -9,11 +9,14 @@
 //!   depends on the data (recurrent networks over sequences of any length, trees, the bit-level
 //!   models of general apps) are not exported.
 //! - **classic models** whose prediction is a few lines of arithmetic (`kernel_ridge`, `knn`,
-//!   `gbdt`, `random_forest`) as JSON, `model.json`: `{"format", "format_version", "family",
-//!   "parameters"}`, the parameters being the model's own state (the fields of
-//!   [`crate::classic::kernel_ridge::KernelRidge`], [`crate::classic::knn::Knn`],
-//!   [`crate::classic::gbdt::Gbdt`] and [`crate::classic::forest::RandomForest`], over
-//!   [`crate::classic::trees::Tree`]); how to predict with them is [`CLASSIC_README`].
+//!   `gbdt`, `random_forest`), or an algorithm stated in a paragraph (the series models, the
+//!   tree-kernel SVM over trees, `input_shape` `[ANY_TREE, node values]`) as JSON, `model.json`:
+//!   `{"format", "format_version", "family", "parameters"}`, the parameters being the model's own
+//!   state (the fields of [`crate::classic::kernel_ridge::KernelRidge`],
+//!   [`crate::classic::knn::Knn`], [`crate::classic::gbdt::Gbdt`],
+//!   [`crate::classic::forest::RandomForest`] over [`crate::classic::trees::Tree`],
+//!   [`crate::classic::tree_kernel::TreeKernelSvm`], ...); how to predict with them is
+//!   [`CLASSIC_README`].
 //!
 //! Anything else is [`Error::ExportUnsupported`], naming what is supported. The metadata beside
 //! the model (app, labels, run) is the engine's (`easeml_engine::export`).
@@ -43,10 +46,14 @@ pub const CLASSIC_FILE: &str = "model.json";
 pub const CLASSIC_FORMAT: &str = "easeml-classic-json";
 
 /// What is exported, in words (the error for anything else names it).
-pub const SUPPORTED: &str = "networks of image and tabular apps (TorchScript), kernel_ridge, knn, gbdt, random_forest, minirocket, multirocket and dtw_knn (JSON)";
+pub const SUPPORTED: &str = "networks of image and tabular apps (TorchScript), kernel_ridge, knn, gbdt, random_forest, minirocket, multirocket, dtw_knn and tree_kernel_svm (JSON)";
 
 /// The first dimension of a series model's `input_shape`: any number of steps.
 pub const ANY_LENGTH: i64 = -1;
+
+/// The first dimension of a tree model's `input_shape` (`[ANY_TREE, node values]`): a tree of any
+/// shape, each node the same number of values.
+pub const ANY_TREE: i64 = -2;
 
 /// Examples in the batch a network is traced with (any batch size runs the traced module: the
 /// networks' shapes depend on the batch only through its first dimension).
@@ -102,6 +109,17 @@ pooled values (n of them) and P the positions t of y with y[t] > b, four feature
 the mean of y[t] - b over P; the mean of t over P, divided by n; the longest run of consecutive
 positions in P, divided by n (0, 0, -1, 0 when P is empty, and when nothing is pooled). The
 features are standardized and weighed as minirocket's (mean, scale, weights, intercepts).
+
+tree_kernel_svm (classes only) reads a tree: each node's `value` is its record's values (its
+tensor fields in the declared order), its children the node's recursive fields that are present,
+in field order; the support trees are `support`, each node an object of `value` and `children`.
+For nodes a and b: s(a, b) = exp(-gamma * sum_i (a.value[i] - b.value[i])^2) (gamma and lambda
+are `kernel`'s); C(a, b) = lambda * s(a, b), multiplied, when a and b have the same number of
+children, by the product over i of (1 + C(a's i-th child, b's i-th child)). K(T, U) is the sum
+of C(a, b) over every node a of T and b of U, and k(T, U) = K(T, U) / max(sqrt(K(T, T) *
+K(U, U)), 1e-12) + 1, with K(support[j], support[j]) = self_kernels[j]. decision[class] = the
+sum over j of coefficients[class][j] * k(x, support[j]); the answer is argmax(decision) (the
+last on ties) with probabilities softmax(decision).
 
 dtw_knn (classes only): a series of no steps reads as one step of zeros. Training series j is
 values[offsets[j] * channels .. offsets[j + 1] * channels] (step-major), of class labels[j]. The
@@ -182,7 +200,14 @@ impl Predictor {
                         model.ridge.n_classes(),
                         model.ridge.n_classes(),
                     ),
-                    ClassicModel::TreeKernelSvm(_) => return Err(unsupported(&family)),
+                    ClassicModel::TreeKernelSvm(model) => (
+                        vec![
+                            ANY_TREE,
+                            model.support.first().map_or(0, |tree| tree.value.len()) as i64,
+                        ],
+                        model.coefficients.len(),
+                        model.coefficients.len(),
+                    ),
                 };
                 let document = serde_json::json!({
                     "format": CLASSIC_FORMAT,
