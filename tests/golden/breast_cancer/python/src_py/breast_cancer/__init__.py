@@ -618,8 +618,10 @@ class App:
         """Writes the served model (the one `infer` answers with) to the folder `path`, to run
         without easeml: `model.pt` for a network (TorchScript: `torch.jit.load(path + "/model.pt")`
         answers a float32 batch of raw inputs with class probabilities or output values), or
-        `model.json` for kernel ridge, k-NN and tree ensembles, with `easeml-export.json` (the label names in class
-        order, the run, its quality, the shapes) and a README. `path` must be new or empty unless
+        `model.json` for the classic models (kernel ridge, k-NN, tree ensembles, the series models,
+        the tree-kernel SVM), or for an ensemble one folder per member (`members/1`, ...) with the
+        weights, with `easeml-export.json` (the label names in class order, the run, its quality,
+        the shapes) and a README. `path` must be new or empty unless
         `force`. Runs `breast_cancer-train export`. Returns the metadata (a dict); raises `NoModelError`
         before a model is trained, `EngineError` for a refused folder or model."""
         if self._native.server is not None:

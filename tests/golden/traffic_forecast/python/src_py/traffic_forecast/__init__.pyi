@@ -61,5 +61,5 @@ class App:
     def probabilities(self, inputs: Inputs) -> npt.NDArray[np.float32]:
         """Every class's probability: shape `(N, classes)` for a batch, `(classes,)` for one input, columns in `LABELS` order."""
     def export(self, path: Union[str, os.PathLike[str]], force: bool = ...) -> Dict[str, Any]:
-        """Writes the served model to the folder `path` (model.pt or model.json, easeml-export.json, README.md); returns the metadata."""
+        """Writes the served model to the folder `path` (model.pt, model.json or an ensemble's members/, easeml-export.json, README.md); returns the metadata."""
     def refine(self, open_browser: bool = ..., listen: str = ...) -> RefinePage: ...
