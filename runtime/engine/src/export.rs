@@ -372,7 +372,14 @@ fn call_description(model: &ExportedModel, members: &[ExportedMember]) -> serde_
     } else {
         "the output values, row-major in `output_shape`"
     };
-    if model.format == "torchscript" {
+    if model.format == "torchscript" && is_series(model) {
+        json!({
+            "how": "torch.jit.load(file)(x, lengths)",
+            "input": "x: a float32 tensor [B, T, channels], each series' steps in order, zero-padded to the longest (T >= 1; a series of no steps is one step of zeros); lengths: an int64 tensor [B], each series' number of steps; raw values as fed to easeml",
+            "dtype": "float32",
+            "output": format!("a float32 tensor [B, ...output_shape]: {output}"),
+        })
+    } else if model.format == "torchscript" {
         json!({
             "how": "torch.jit.load(file)(x)",
             "input": "x: a float32 tensor [B, ...input_shape], the batch first; images channel-last [B,H,W,C] as declared; raw values as fed to easeml (the normalization is inside the model)",
@@ -428,6 +435,19 @@ fn readme(app: &str, intro: &str, model: &ExportedModel) -> String {
         } else {
             String::new()
         };
+        if is_series(model) {
+            let channels = model.input_shape[1];
+            text.push_str(&format!(
+                "## Load it in Python\n\n```python\nimport json, torch\nmodel = torch.jit.load(\"{TORCHSCRIPT_FILE}\")\n\
+                 {labels}x = torch.zeros(2, 7, {channels})  # two series zero-padded to 7 steps of {channels} values\n\
+                 lengths = torch.tensor([7, 4])  # their steps (int64)\nout = model(x, lengths)\n```\n\n\
+                 A series is its steps in order (each step the values of one element of the input sequence, in \
+                 the declared order), raw as fed to easeml. The output is `[B, {}]`: class probabilities \
+                 in the order of `labels` in the metadata (null: class indices).\n",
+                model.output_shape[0]
+            ));
+            return text;
+        }
         text.push_str(&format!(
             "## Load it in Python\n\n```python\nimport json, torch\nmodel = torch.jit.load(\"{TORCHSCRIPT_FILE}\")\n\
              {labels}out = model(torch.zeros(1, {shape}))  # a float32 batch [B, {shape}]\n```\n\n\
@@ -508,9 +528,10 @@ fn ensemble_readme(app: &str, members: &[ExportedMember], model: &ExportedModel)
         "\n## Predict\n\nAsk every member the same input as its README says, then add up the \
          answers: `out = sum over members of weight * out_member`. {answer}\n"
     ));
-    if members
-        .iter()
-        .all(|member| member.model.file == TORCHSCRIPT_FILE)
+    if !is_series(model)
+        && members
+            .iter()
+            .all(|member| member.model.file == TORCHSCRIPT_FILE)
     {
         let shape = model
             .input_shape

@@ -652,6 +652,52 @@ fn tree_ensembles_export_as_json_that_answers_as_infer_by_the_readme() {
 const SERIES_APP: &str = "type Input\n  x :: Tensor[2]\n  next :: Nullable{Input}\nend\nOutput = [2]\nlabels = [down, up]\n";
 
 #[test]
+fn the_convolutional_series_classifiers_export_as_torchscript_that_answers_as_infer() {
+    use by_readme::{chain_of, series_steps};
+    let examples: Vec<Value> = (0..24)
+        .map(|i| {
+            json!({"input": chain_of(&series_steps(i, 12 + i % 8)), "output": (["down", "up"][i % 2])})
+        })
+        .collect();
+    // Seven series of 9 to 19 steps in one batch padded to the longest: another batch size and
+    // other lengths than the trace's.
+    let queries: Vec<Vec<[f32; 2]>> = (100..107).map(|i| series_steps(i, 9 + i % 11)).collect();
+    let longest = queries.iter().map(Vec::len).max().unwrap();
+    let mut padded = vec![0f32; queries.len() * longest * 2];
+    for (row, steps) in queries.iter().enumerate() {
+        for (t, step) in steps.iter().enumerate() {
+            padded[(row * longest + t) * 2..(row * longest + t) * 2 + 2].copy_from_slice(step);
+        }
+    }
+    let lengths: Vec<i64> = queries.iter().map(|steps| steps.len() as i64).collect();
+    for family in ["fcn", "resnet1d", "inception_time"] {
+        let (_temp, home, mut client) = trained(SERIES_APP, |id| id.starts_with(family), &examples);
+        let out = home.parent().unwrap().join("export");
+        let report = export_app(&store(&home), "app", &out, false).unwrap();
+        assert_eq!(report.model.format, "torchscript", "{family}");
+        assert_eq!(report.model.input_shape, vec![-1, 2], "{family}");
+        assert_eq!(
+            metadata(&out)["call"]["how"],
+            "torch.jit.load(file)(x, lengths)"
+        );
+        let readme = std::fs::read_to_string(out.join(README_FILE)).unwrap();
+        assert!(readme.contains("out = model(x, lengths)"), "{readme}");
+
+        let module = tch::CModule::load(out.join("model.pt")).unwrap();
+        let x = tch::Tensor::from_slice(&padded).view([queries.len() as i64, longest as i64, 2]);
+        let y =
+            tch::no_grad(|| module.forward_ts(&[x, tch::Tensor::from_slice(&lengths)])).unwrap();
+        let here: Vec<Vec<f32>> = (0..queries.len() as i64)
+            .map(|row| Vec::<f32>::try_from(y.get(row)).unwrap())
+            .collect();
+        let answers = client
+            .infer(queries.iter().map(|steps| chain_of(steps)))
+            .unwrap();
+        assert_same_answers(&answers, &here, &format!("{family} in libtorch"));
+    }
+}
+
+#[test]
 fn export_refusals_are_in_words() {
     let chain = |i: usize| {
         let sign = if i.is_multiple_of(2) { 1.0 } else { -1.0 };

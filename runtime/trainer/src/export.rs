@@ -5,9 +5,12 @@
 //!   input transform inside (standardization or f_k), and for classification the softmax too:
 //!   `torch.jit.load("model.pt")(x)` with `x` a float32 `[B, ...input_shape]` batch (images
 //!   channel-last, `[B,H,W,C]`, as declared) answers what `infer` answers: class probabilities, or
-//!   the output values. Tracing records one path through the network, so models whose path
-//!   depends on the data (recurrent networks over sequences of any length, trees, the bit-level
-//!   models of general apps) are not exported.
+//!   the output values. The 1-D convolutional series classifiers (`fcn`, `resnet1d`,
+//!   `inception_time`) are traced with two inputs, a zero-padded float32 batch `[B, T, channels]`
+//!   and the series' lengths, int64 `[B]` (their masks are tensor operations, so the trace follows
+//!   any batch size and length). Tracing records one path through the network, so models whose
+//!   path depends on the data (recurrent networks over sequences of any length, trees, the
+//!   bit-level models of general apps) are not exported.
 //! - **classic models** whose prediction is a few lines of arithmetic (`kernel_ridge`, `knn`,
 //!   `gbdt`, `random_forest`), or an algorithm stated in a paragraph (the series models, the
 //!   tree-kernel SVM over trees, `input_shape` `[ANY_TREE, node values]`) as JSON, `model.json`:
@@ -26,10 +29,11 @@ use std::path::Path;
 use serde::Serialize;
 use tch::{CModule, Device, Kind, Tensor};
 
+use crate::candidate::ModelKind;
 use crate::classic::ClassicModel;
 use crate::error::{Error, Result};
 use crate::infer::{Loaded, Predictor};
-use crate::models::BatchInput;
+use crate::models::{BatchInput, Model};
 use crate::task::Task;
 
 /// The version of the exported form (files, their layout and the metadata); raised on any change
@@ -46,7 +50,7 @@ pub const CLASSIC_FILE: &str = "model.json";
 pub const CLASSIC_FORMAT: &str = "easeml-classic-json";
 
 /// What is exported, in words (the error for anything else names it).
-pub const SUPPORTED: &str = "networks of image and tabular apps (TorchScript), kernel_ridge, knn, gbdt, random_forest, minirocket, multirocket, dtw_knn and tree_kernel_svm (JSON)";
+pub const SUPPORTED: &str = "networks of image and tabular apps and the convolutional series classifiers fcn, resnet1d and inception_time (TorchScript), kernel_ridge, knn, gbdt, random_forest, minirocket, multirocket, dtw_knn and tree_kernel_svm (JSON)";
 
 /// The first dimension of a series model's `input_shape`: any number of steps.
 pub const ANY_LENGTH: i64 = -1;
@@ -154,10 +158,6 @@ impl Predictor {
     /// documentation. The model's variables stop requiring gradients (a predictor never trains).
     pub fn export(&mut self, dir: &Path) -> Result<ExportedModel> {
         let family = self.kind.id().to_owned();
-        let unsupported = |family: &str| Error::ExportUnsupported {
-            family: family.to_owned(),
-            supported: SUPPORTED,
-        };
         let task = self.task.clone();
         match &mut self.loaded {
             Loaded::Classic(model) => {
@@ -234,67 +234,100 @@ impl Predictor {
                 })
             }
             Loaded::Torch { store, model } => {
-                let (input_shape, output_shape) = match &task {
-                    Task::ImageClassification { input, n_classes } => {
-                        (input.clone(), vec![*n_classes])
-                    }
-                    Task::ImageRecovery { input, output } => (input.clone(), output.clone()),
-                    Task::TabularClassification {
-                        features,
-                        n_classes,
-                    } => (vec![*features], vec![*n_classes]),
-                    Task::TabularRegression { features, outputs } => {
-                        (vec![*features], vec![*outputs])
-                    }
-                    _ => {
-                        return Err(unsupported(&format!(
-                            "{family} (a network of a {} app)",
-                            task.name()
-                        )));
-                    }
-                };
-                let device = self.device;
-                if device != Device::Cpu {
-                    return Err(Error::BadCheckpoint(
-                        "a model is exported from a predictor on the CPU".into(),
-                    ));
-                }
-                // Constants of a trace must not require gradients.
-                store.freeze();
-                let classification = task.is_classification();
-                let _guard = tch::no_grad_guard();
-                let mut example_shape = vec![TRACE_BATCH];
-                example_shape.extend_from_slice(&input_shape);
-                let example = Tensor::rand(&example_shape, (Kind::Float, device));
-                let module = CModule::create_by_tracing(
-                    "EasemlModel",
-                    "forward",
-                    &[example],
-                    &mut |inputs: &[Tensor]| {
-                        let outputs = model
-                            .forward(&BatchInput::Dense(inputs[0].shallow_clone()), false)
-                            .to_kind(Kind::Float);
-                        vec![if classification {
-                            outputs.softmax(-1, Kind::Float)
-                        } else {
-                            outputs
-                        }]
-                    },
-                )?;
-                module.save(dir.join(TORCHSCRIPT_FILE))?;
-                Ok(ExportedModel {
-                    format: "torchscript",
-                    file: TORCHSCRIPT_FILE,
-                    family,
-                    input_shape,
-                    output: if classification {
-                        "probabilities"
-                    } else {
-                        "values"
-                    },
-                    output_shape,
-                })
+                export_network(self.kind, &task, self.device, store, model, dir, family)
             }
         }
     }
+}
+
+/// [`Predictor::export`] of a network: traced to TorchScript (see the module documentation).
+fn export_network(
+    kind: ModelKind,
+    task: &Task,
+    device: Device,
+    store: &mut tch::nn::VarStore,
+    model: &Model,
+    dir: &Path,
+    family: String,
+) -> Result<ExportedModel> {
+    let unsupported = |family: &str| Error::ExportUnsupported {
+        family: family.to_owned(),
+        supported: SUPPORTED,
+    };
+    // The 1-D convolutional series classifiers read a padded batch and its lengths.
+    let series = matches!(
+        kind,
+        ModelKind::Fcn | ModelKind::ResNet1d | ModelKind::InceptionTime
+    );
+    let (input_shape, output_shape) = match &task {
+        Task::SequenceClassification { step, n_classes } if series => {
+            (vec![ANY_LENGTH, *step], vec![*n_classes])
+        }
+        Task::ImageClassification { input, n_classes } => (input.clone(), vec![*n_classes]),
+        Task::ImageRecovery { input, output } => (input.clone(), output.clone()),
+        Task::TabularClassification {
+            features,
+            n_classes,
+        } => (vec![*features], vec![*n_classes]),
+        Task::TabularRegression { features, outputs } => (vec![*features], vec![*outputs]),
+        _ => {
+            return Err(unsupported(&format!(
+                "{family} (a network of a {} app)",
+                task.name()
+            )));
+        }
+    };
+    if device != Device::Cpu {
+        return Err(Error::BadCheckpoint(
+            "a model is exported from a predictor on the CPU".into(),
+        ));
+    }
+    // Constants of a trace must not require gradients.
+    store.freeze();
+    let classification = task.is_classification();
+    let _guard = tch::no_grad_guard();
+    let examples = if series {
+        // Two series of 5 and 3 steps (the second padded): the trace follows any
+        // batch size and length (`models::temporal`'s masks are tensor operations).
+        let values = Tensor::rand([TRACE_BATCH, 5, input_shape[1]], (Kind::Float, device));
+        vec![values, Tensor::from_slice(&[5i64, 3]).to_device(device)]
+    } else {
+        let mut example_shape = vec![TRACE_BATCH];
+        example_shape.extend_from_slice(&input_shape);
+        vec![Tensor::rand(&example_shape, (Kind::Float, device))]
+    };
+    let module = CModule::create_by_tracing(
+        "EasemlModel",
+        "forward",
+        &examples,
+        &mut |inputs: &[Tensor]| {
+            let batch = if series {
+                BatchInput::PaddedSequences {
+                    values: inputs[0].shallow_clone(),
+                    lengths: inputs[1].shallow_clone(),
+                }
+            } else {
+                BatchInput::Dense(inputs[0].shallow_clone())
+            };
+            let outputs = model.forward(&batch, false).to_kind(Kind::Float);
+            vec![if classification {
+                outputs.softmax(-1, Kind::Float)
+            } else {
+                outputs
+            }]
+        },
+    )?;
+    module.save(dir.join(TORCHSCRIPT_FILE))?;
+    Ok(ExportedModel {
+        format: "torchscript",
+        file: TORCHSCRIPT_FILE,
+        family,
+        input_shape,
+        output: if classification {
+            "probabilities"
+        } else {
+            "values"
+        },
+        output_shape,
+    })
 }

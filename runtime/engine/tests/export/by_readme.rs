@@ -5,7 +5,7 @@
 use super::*;
 
 /// Series `i` of `length` steps (two channels, values off any lattice): class `up` (odd `i`) rises.
-fn series_steps(i: usize, length: usize) -> Vec<[f32; 2]> {
+pub(super) fn series_steps(i: usize, length: usize) -> Vec<[f32; 2]> {
     let sign = if i % 2 == 1 { 1.0 } else { -1.0 };
     (0..length)
         .map(|t| {
@@ -19,7 +19,7 @@ fn series_steps(i: usize, length: usize) -> Vec<[f32; 2]> {
 }
 
 /// A series as the app's input: the chain of its steps.
-fn chain_of(steps: &[[f32; 2]]) -> Value {
+pub(super) fn chain_of(steps: &[[f32; 2]]) -> Value {
     json!(steps.iter().map(|x| json!({ "x": x })).collect::<Vec<_>>())
 }
 

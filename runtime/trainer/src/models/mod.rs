@@ -136,6 +136,15 @@ pub enum BatchInput {
     },
     /// A batch of trees, flattened level by level.
     Trees(tree::FlatTrees),
+    /// Zero-padded sequences `[B, T, A]` with their lengths as a tensor `[B]` (int64): what an
+    /// exported 1-D convolutional classifier is traced with, so that the trace follows any batch
+    /// size and length (`crate::export`); only the `temporal` models read it.
+    PaddedSequences {
+        /// `[B, T, A]`.
+        values: Tensor,
+        /// `[B]`, the true length of each sequence.
+        lengths: Tensor,
+    },
 }
 
 /// A network: a batch in, the raw outputs out (logits `[B,D]` for classification, values for
@@ -365,11 +374,11 @@ pub(crate) struct Conv1d {
 
 impl nn::Module for Conv1d {
     fn forward(&self, xs: &Tensor) -> Tensor {
-        let steps = xs.size()[2];
         let mut ys = xs.apply(&self.conv);
         if self.kernel % 2 == 0 {
-            // Padded by k/2 on both sides, the output has one step too many: drop the last.
-            ys = ys.narrow(2, 0, steps);
+            // Padded by k/2 on both sides, the output has one step too many: drop the last (by a
+            // slice to -1, not a length, so that a trace follows any length: `crate::export`).
+            ys = ys.slice(2, 0, -1, 1);
         }
         add_activation(&ys);
         let out = ys.numel() as u64;

@@ -71,6 +71,33 @@ impl Masked {
         )
     }
 
+    /// [`Masked::new`] with the lengths a tensor `[B]` and every size taken from the tensors by
+    /// tensor operations (no Rust number of the batch's shape), so that a trace of it follows any
+    /// batch size and length. For evaluation only (`real_steps` is 0: batch statistics are the
+    /// running ones).
+    fn of_tensors(values: &Tensor, lengths: &Tensor) -> (Tensor, Self) {
+        let kind = values.kind();
+        // `[B, T]` of ones, its running sum the positions 1..=T; a row's sum its step count.
+        let ones = values.select(2, 0).ones_like().to_kind(Kind::Int64);
+        let positions = ones.cumsum(1, Kind::Int64) - 1;
+        let steps = ones.sum_dim_intlist(1, false, Kind::Int64);
+        let lengths = lengths
+            .to_kind(Kind::Int64)
+            .clamp_min(1)
+            .minimum(&steps.clamp_min(1));
+        let real = positions.lt_tensor(&lengths.view([-1, 1])).unsqueeze(1);
+        let xs = values.transpose(1, 2).contiguous();
+        (
+            xs,
+            Self {
+                mask: real.to_kind(kind),
+                padding: real.logical_not(),
+                lengths: lengths.to_kind(kind).view([-1, 1]),
+                real_steps: 0.0,
+            },
+        )
+    }
+
     /// `xs` with the steps past each sequence's end set to 0.
     fn zero_padding(&self, xs: &Tensor) -> Tensor {
         xs * &self.mask
@@ -178,13 +205,13 @@ impl ConvBn {
 
 /// The values and mask of a sequence batch.
 fn sequences(input: &BatchInput) -> (Tensor, Masked) {
-    let BatchInput::Sequences {
-        values, lengths, ..
-    } = input
-    else {
-        panic!("a sequence model got a non-sequence batch: {input:?}");
-    };
-    Masked::new(values, lengths)
+    match input {
+        BatchInput::Sequences {
+            values, lengths, ..
+        } => Masked::new(values, lengths),
+        BatchInput::PaddedSequences { values, lengths } => Masked::of_tensors(values, lengths),
+        _ => panic!("a sequence model got a non-sequence batch: {input:?}"),
+    }
 }
 
 /// FCN (Wang et al. 2017): three convolution blocks (128, 256, 128 filters; kernels 8, 5, 3; batch
