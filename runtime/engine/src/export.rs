@@ -421,12 +421,7 @@ fn readme(app: &str, intro: &str, model: &ExportedModel) -> String {
         "# {app}: an easeml export\n\n{intro} `{METADATA_FILE}` says what it was trained on, how \
          good it was, its label names in class order and its input and output shapes.\n\n"
     );
-    let shape = model
-        .input_shape
-        .iter()
-        .map(i64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
+    let shape = dims(&model.input_shape);
     if model.format == "torchscript" {
         let labels = if model.output == "probabilities" {
             format!(
@@ -458,12 +453,7 @@ fn readme(app: &str, intro: &str, model: &ExportedModel) -> String {
             } else {
                 ""
             },
-            model
-                .output_shape
-                .iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
+            dims(&model.output_shape),
             if model.output == "probabilities" {
                 "class probabilities in the order of `labels` in the metadata (null: class indices)"
             } else {
@@ -533,12 +523,7 @@ fn ensemble_readme(app: &str, members: &[ExportedMember], model: &ExportedModel)
             .iter()
             .all(|member| member.model.file == TORCHSCRIPT_FILE)
     {
-        let shape = model
-            .input_shape
-            .iter()
-            .map(i64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let shape = dims(&model.input_shape);
         text.push_str(&format!(
             "\n```python\nimport json, torch\nmeta = json.load(open(\"{METADATA_FILE}\"))\n\
              members = [(torch.jit.load(m[\"dir\"] + \"/{TORCHSCRIPT_FILE}\"), m[\"weight\"])\n           \
@@ -547,6 +532,15 @@ fn ensemble_readme(app: &str, members: &[ExportedMember], model: &ExportedModel)
         ));
     }
     text
+}
+
+/// A shape's dimensions as the README writes them: `3, 32, 32`.
+fn dims(shape: &[i64]) -> String {
+    shape
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {

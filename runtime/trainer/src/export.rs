@@ -225,11 +225,7 @@ impl Predictor {
                     file: CLASSIC_FILE,
                     family,
                     input_shape,
-                    output: if classification {
-                        "probabilities"
-                    } else {
-                        "values"
-                    },
+                    output: output_kind(classification),
                     output_shape: vec![if classification { classes } else { outputs } as i64],
                 })
             }
@@ -323,11 +319,16 @@ fn export_network(
         file: TORCHSCRIPT_FILE,
         family,
         input_shape,
-        output: if classification {
-            "probabilities"
-        } else {
-            "values"
-        },
+        output: output_kind(classification),
         output_shape,
     })
+}
+
+/// An exported model's `output`: `probabilities` for a classifier, else `values`.
+fn output_kind(classification: bool) -> &'static str {
+    if classification {
+        "probabilities"
+    } else {
+        "values"
+    }
 }

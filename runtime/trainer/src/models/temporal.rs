@@ -50,7 +50,6 @@ impl Masked {
     /// The values `[B, T, A]` as `[B, A, T]` and the mask of `lengths`.
     fn new(values: &Tensor, lengths: &[i64]) -> (Tensor, Self) {
         let device = values.device();
-        let kind = values.kind();
         let steps = values.size()[1];
         let clamped: Vec<i64> = lengths
             .iter()
@@ -59,16 +58,7 @@ impl Masked {
         let lengths = Tensor::from_slice(&clamped).to_device(device);
         let positions = Tensor::arange(steps, (Kind::Int64, device)).view([1, 1, steps]);
         let real = positions.lt_tensor(&lengths.view([-1, 1, 1]));
-        let xs = values.transpose(1, 2).contiguous();
-        (
-            xs,
-            Self {
-                mask: real.to_kind(kind),
-                padding: real.logical_not(),
-                lengths: lengths.to_kind(kind).view([-1, 1]),
-                real_steps: clamped.iter().sum::<i64>() as f64,
-            },
-        )
+        Self::of_real_steps(values, &real, &lengths, clamped.iter().sum::<i64>() as f64)
     }
 
     /// [`Masked::new`] with the lengths a tensor `[B]` and every size taken from the tensors by
@@ -76,7 +66,6 @@ impl Masked {
     /// batch size and length. For evaluation only (`real_steps` is 0: batch statistics are the
     /// running ones).
     fn of_tensors(values: &Tensor, lengths: &Tensor) -> (Tensor, Self) {
-        let kind = values.kind();
         // `[B, T]` of ones, its running sum the positions 1..=T; a row's sum its step count.
         let ones = values.select(2, 0).ones_like().to_kind(Kind::Int64);
         let positions = ones.cumsum(1, Kind::Int64) - 1;
@@ -86,14 +75,26 @@ impl Masked {
             .clamp_min(1)
             .minimum(&steps.clamp_min(1));
         let real = positions.lt_tensor(&lengths.view([-1, 1])).unsqueeze(1);
-        let xs = values.transpose(1, 2).contiguous();
+        Self::of_real_steps(values, &real, &lengths, 0.0)
+    }
+
+    /// The values `[B, T, A]` as `[B, A, T]`, and the mask of `real` (`[B, 1, T]`, true on a
+    /// sequence's steps) with the clamped `lengths` (`[B]`, int64): [`Masked::new`]'s and
+    /// [`Masked::of_tensors`]' one layout.
+    fn of_real_steps(
+        values: &Tensor,
+        real: &Tensor,
+        lengths: &Tensor,
+        real_steps: f64,
+    ) -> (Tensor, Self) {
+        let kind = values.kind();
         (
-            xs,
+            values.transpose(1, 2).contiguous(),
             Self {
                 mask: real.to_kind(kind),
                 padding: real.logical_not(),
                 lengths: lengths.to_kind(kind).view([-1, 1]),
-                real_steps: 0.0,
+                real_steps,
             },
         )
     }
