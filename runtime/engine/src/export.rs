@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 
 use easeml_serving::QualityMetric;
 use easeml_store::{RunId, Store};
-use easeml_trainer::ExportedModel;
 use easeml_trainer::export::{
     ANY_LENGTH, ANY_TREE, CLASSIC_FILE, CLASSIC_README, FORMAT_VERSION, TORCHSCRIPT_FILE,
 };
+use easeml_trainer::{Call, ExportedModel};
 use serde_json::json;
 use tch::Device;
 
@@ -316,6 +316,8 @@ fn write_models(
             input_shape: first.input_shape,
             output: first.output,
             output_shape: first.output_shape,
+            // (the members' call: the same for every TorchScript member of one app)
+            call: first.call,
         },
         members,
     ))
@@ -367,25 +369,24 @@ fn call_description(model: &ExportedModel, members: &[ExportedMember]) -> serde_
             "output": format!("{COMBINE}: the output of an `output_shape` member"),
         });
     }
-    let output = if model.output == "probabilities" {
-        "one probability per class, in the order of `labels` (null: the classes are their indices); the answer is the most probable"
-    } else {
-        "the output values, row-major in `output_shape`"
+    let output = match model.output {
+        "probabilities" => {
+            "one probability per class, in the order of `labels` (null: the classes are their indices); the answer is the most probable"
+        }
+        "bytes" => "the output's bytes",
+        _ => "the output values, row-major in `output_shape`",
     };
-    if model.format == "torchscript" && is_series(model) {
-        json!({
-            "how": "torch.jit.load(file)(x, lengths)",
-            "input": "x: a float32 tensor [B, T, channels], each series' steps in order, zero-padded to the longest (T >= 1; a series of no steps is one step of zeros); lengths: an int64 tensor [B], each series' number of steps; raw values as fed to easeml",
-            "dtype": "float32",
-            "output": format!("a float32 tensor [B, ...output_shape]: {output}"),
-        })
-    } else if model.format == "torchscript" {
-        json!({
-            "how": "torch.jit.load(file)(x)",
-            "input": "x: a float32 tensor [B, ...input_shape], the batch first; images channel-last [B,H,W,C] as declared; raw values as fed to easeml (the normalization is inside the model)",
-            "dtype": "float32",
-            "output": format!("a float32 tensor [B, ...output_shape]: {output}"),
-        })
+    if let Some(call) = torch_call(model) {
+        let mut description = json!({
+            "how": call.how,
+            "input": call.input,
+            "dtype": call.dtype,
+            "output": format!("{}: {output}", call.output),
+        });
+        if matches!(model.call, Call::Bytes | Call::BytesToBytes) {
+            description["bytes"] = json!(BYTES_ENCODING);
+        }
+        description
     } else {
         let input = if is_tree(model) {
             "a tree: each node its record's values in the app's declared order (input_shape [-2, values per node]) and its present recursive fields as children, in field order; raw values as fed to easeml"
@@ -401,6 +402,64 @@ fn call_description(model: &ExportedModel, members: &[ExportedMember]) -> serde_
             "output": output,
         })
     }
+}
+
+/// How to call an exported TorchScript model, in words (`None` for a classic model's JSON).
+struct TorchCall {
+    /// The call (`torch.jit.load(file)(x)`).
+    how: &'static str,
+    /// What each argument holds.
+    input: &'static str,
+    /// The inputs' dtype.
+    dtype: &'static str,
+    /// What it answers.
+    output: &'static str,
+}
+
+/// How a general app's input is encoded into the bytes its models read (the store's encoding,
+/// `easeml_object::codec`).
+const BYTES_ENCODING: &str = "the input as easeml encodes it: the 4 bytes `EMX1`, then the record: each tensor field's values as little-endian float32, row-major, in the declared order, then for each Nullable field in order a byte 0 (null) or a byte 1 followed by that record, encoded the same way";
+
+fn torch_call(model: &ExportedModel) -> Option<TorchCall> {
+    Some(match model.call {
+        Call::Dense => TorchCall {
+            how: "torch.jit.load(file)(x)",
+            input: "x: a float32 tensor [B, ...input_shape], the batch first; images channel-last [B,H,W,C] as declared; raw values as fed to easeml (the normalization is inside the model)",
+            dtype: "float32",
+            output: "a float32 tensor [B, ...output_shape]",
+        },
+        Call::Series => TorchCall {
+            how: "torch.jit.load(file)(x, lengths)",
+            input: "x: a float32 tensor [B, T, channels], each series' steps in order, zero-padded to the longest (T >= 1; a series of no steps is one step of zeros); lengths: an int64 tensor [B], each series' number of steps; raw values as fed to easeml",
+            dtype: "float32",
+            output: "a float32 tensor [B, ...output_shape]",
+        },
+        Call::Translation => TorchCall {
+            how: "torch.jit.load(file)(x, lengths)",
+            input: "x: a float32 tensor [B, T, input step values], each input sequence's steps in order, zero-padded to the longest (T >= 1); lengths: an int64 tensor [B], each sequence's number of steps; raw values as fed to easeml",
+            dtype: "float32",
+            output: "a list of B float32 tensors [steps, output step values], one per input: the translated sequence (at most 2 * the longest input + 4 steps; each ends after its first step whose continue score is negative, as easeml ends it)",
+        },
+        Call::Bytes => TorchCall {
+            how: "torch.jit.load(file)(data, lengths)",
+            input: "data: a uint8 tensor [B, N], each row the bytes of one input (see `bytes`), zero-padded to N; lengths: an int64 tensor [B], each input's number of bytes",
+            dtype: "uint8",
+            output: "a float32 tensor [B, ...output_shape]",
+        },
+        Call::BytesToBytes => TorchCall {
+            how: "torch.jit.load(file)(data)",
+            input: "data: a uint8 tensor [B, input_shape[0]], each row the bytes of one input (see `bytes`), cut or zero-padded to input_shape[0]",
+            dtype: "uint8",
+            output: "a uint8 tensor [B, output_shape[0]], each row the bytes of one output, encoded as the inputs are (see `bytes`; easeml reads them back leniently, and so may you)",
+        },
+        Call::Tree => TorchCall {
+            how: "torch.jit.load(file)(values, parents)",
+            input: "values: a float32 tensor [N, values per node], the nodes of a batch of trees, each tree in pre-order (a node before its children, children in field order), tree after tree, each node its record's values in the declared order; parents: an int64 tensor [N], each node's parent row, -1 for a root (a tree's answer row is its root's rank among the roots); raw values as fed to easeml",
+            dtype: "float32",
+            output: "a float32 tensor [trees, ...output_shape]",
+        },
+        Call::Formulas => return None,
+    })
 }
 
 /// Whether the model reads a series of any length (its first input dimension is
@@ -423,43 +482,7 @@ fn readme(app: &str, intro: &str, model: &ExportedModel) -> String {
     );
     let shape = dims(&model.input_shape);
     if model.format == "torchscript" {
-        let labels = if model.output == "probabilities" {
-            format!(
-                "labels = json.load(open(\"{METADATA_FILE}\"))[\"labels\"]  # class names in output order\n"
-            )
-        } else {
-            String::new()
-        };
-        if is_series(model) {
-            let channels = model.input_shape[1];
-            text.push_str(&format!(
-                "## Load it in Python\n\n```python\nimport json, torch\nmodel = torch.jit.load(\"{TORCHSCRIPT_FILE}\")\n\
-                 {labels}x = torch.zeros(2, 7, {channels})  # two series zero-padded to 7 steps of {channels} values\n\
-                 lengths = torch.tensor([7, 4])  # their steps (int64)\nout = model(x, lengths)\n```\n\n\
-                 A series is its steps in order (each step the values of one element of the input sequence, in \
-                 the declared order), raw as fed to easeml. The output is `[B, {}]`: class probabilities \
-                 in the order of `labels` in the metadata (null: class indices).\n",
-                model.output_shape[0]
-            ));
-            return text;
-        }
-        text.push_str(&format!(
-            "## Load it in Python\n\n```python\nimport json, torch\nmodel = torch.jit.load(\"{TORCHSCRIPT_FILE}\")\n\
-             {labels}out = model(torch.zeros(1, {shape}))  # a float32 batch [B, {shape}]\n```\n\n\
-             The input is what was fed to easeml (raw values; any normalization is inside the model), \
-             batch first{}. The output is `[B, {}]`: {}.\n",
-            if model.input_shape.len() == 3 {
-                ", images channel-last `[B,H,W,C]`"
-            } else {
-                ""
-            },
-            dims(&model.output_shape),
-            if model.output == "probabilities" {
-                "class probabilities in the order of `labels` in the metadata (null: class indices)"
-            } else {
-                "the output values"
-            }
-        ));
+        text.push_str(&torch_readme(model));
     } else {
         text.push_str(&format!(
             "## Load it in Python\n\n```python\nimport json\nmodel = json.load(open(\"{CLASSIC_FILE}\"))\n\
@@ -482,6 +505,111 @@ fn readme(app: &str, intro: &str, model: &ExportedModel) -> String {
         ));
     }
     text
+}
+
+/// The "Load it in Python" part of a TorchScript model's README: a call of it on example inputs,
+/// and what its inputs and outputs hold.
+fn torch_readme(model: &ExportedModel) -> String {
+    let load = format!("import json, torch\nmodel = torch.jit.load(\"{TORCHSCRIPT_FILE}\")\n");
+    let labels = if model.output == "probabilities" {
+        format!(
+            "labels = json.load(open(\"{METADATA_FILE}\"))[\"labels\"]  # class names in output order\n"
+        )
+    } else {
+        String::new()
+    };
+    let classes =
+        "class probabilities in the order of `labels` in the metadata (null: class indices)";
+    let bytes =
+        format!("An input's bytes are {BYTES_ENCODING} (also in the metadata, `call.bytes`).");
+    let (example, words) = match model.call {
+        Call::Series => (
+            format!(
+                "x = torch.zeros(2, 7, {channels})  # two series zero-padded to 7 steps of {channels} values\n\
+                 lengths = torch.tensor([7, 4])  # their steps (int64)\nout = model(x, lengths)\n",
+                channels = model.input_shape[1]
+            ),
+            format!(
+                "A series is its steps in order (each step the values of one element of the input \
+                 sequence, in the declared order), raw as fed to easeml. The output is `[B, {}]`: \
+                 {classes}.",
+                model.output_shape[0]
+            ),
+        ),
+        Call::Translation => (
+            format!(
+                "x = torch.zeros(2, 7, {channels})  # two sequences zero-padded to 7 steps of {channels} values\n\
+                 lengths = torch.tensor([7, 4])  # their steps (int64)\n\
+                 outs = model(x, lengths)  # a list: one tensor [steps, {out}] per sequence\n",
+                channels = model.input_shape[1],
+                out = model.output_shape[1]
+            ),
+            "A sequence is its steps in order (each step the values of one element, in the declared \
+             order), raw as fed to easeml. Each answer is the translated sequence, a step per row; \
+             easeml's model produces up to 2 * the longest input + 4 steps and ends each sequence \
+             after its first step whose continue score is negative."
+                .to_owned(),
+        ),
+        Call::Bytes => (
+            "data = torch.zeros(2, 64, dtype=torch.uint8)  # two inputs' bytes, zero-padded to 64\n\
+             lengths = torch.tensor([64, 40])  # their byte counts (int64)\nout = model(data, lengths)\n"
+                .to_owned(),
+            format!(
+                "{bytes} The output is `[B, {}]`: {classes}.",
+                model.output_shape[0]
+            ),
+        ),
+        Call::BytesToBytes => (
+            format!(
+                "data = torch.zeros(2, {n}, dtype=torch.uint8)  # two inputs' bytes, cut or zero-padded to {n}\n\
+                 out = model(data)  # uint8 [2, {m}]\n",
+                n = model.input_shape[0],
+                m = model.output_shape[0]
+            ),
+            format!(
+                "{bytes} The output is `[B, {}]` bytes per input, the output encoded the same way \
+                 (a model's bytes may be imperfect: read them leniently).",
+                model.output_shape[0]
+            ),
+        ),
+        Call::Tree => (
+            format!(
+                "values = torch.zeros(3, {node})  # the nodes of two trees, {node} values each\n\
+                 parents = torch.tensor([-1, 0, -1])  # a root with one child, then a lone root\n\
+                 out = model(values, parents)  # one row per tree\n",
+                node = model.input_shape[1]
+            ),
+            format!(
+                "A batch of trees is their nodes, each tree in pre-order (a node before its children, \
+                 children in field order), tree after tree; a node's values are its record's values \
+                 in the declared order, raw as fed to easeml; `parents` gives each node's parent \
+                 row, -1 for a root. The output is `[trees, {}]`: {classes}.",
+                model.output_shape[0]
+            ),
+        ),
+        Call::Dense | Call::Formulas => {
+            let shape = dims(&model.input_shape);
+            (
+                format!("out = model(torch.zeros(1, {shape}))  # a float32 batch [B, {shape}]\n"),
+                format!(
+                    "The input is what was fed to easeml (raw values; any normalization is inside \
+                     the model), batch first{}. The output is `[B, {}]`: {}.",
+                    if model.input_shape.len() == 3 {
+                        ", images channel-last `[B,H,W,C]`"
+                    } else {
+                        ""
+                    },
+                    dims(&model.output_shape),
+                    if model.output == "probabilities" {
+                        classes
+                    } else {
+                        "the output values"
+                    }
+                ),
+            )
+        }
+    };
+    format!("## Load it in Python\n\n```python\n{load}{labels}{example}```\n\n{words}\n")
 }
 
 /// The README.md of an ensemble's export: its members, the rule that combines them, and for
@@ -518,7 +646,7 @@ fn ensemble_readme(app: &str, members: &[ExportedMember], model: &ExportedModel)
         "\n## Predict\n\nAsk every member the same input as its README says, then add up the \
          answers: `out = sum over members of weight * out_member`. {answer}\n"
     ));
-    if !is_series(model)
+    if model.call == Call::Dense
         && members
             .iter()
             .all(|member| member.model.file == TORCHSCRIPT_FILE)

@@ -1,7 +1,9 @@
 //! Export (`easeml_engine::export::export_app`): a trained network written as TorchScript answers
 //! what `infer` answers, in libtorch here and in plain Python (`torch.jit.load`), to 1e-5; a
 //! kernel ridge model, the tree ensembles, the series models (MiniRocket, MultiRocket, 1-NN DTW)
-//! and the tree-kernel SVM written as JSON answer the same by the README's formulas, computed here from its words; an ensemble's
+//! and the tree-kernel SVM written as JSON answer the same by the README's formulas, computed here
+//! from its words; the networks that tracing cannot record (recurrent, translation, trees, general
+//! apps' bit-level models) answer the same as TorchScript compiled from source; an ensemble's
 //! members, each exported in its folder, answer the same added up by their weights; and every
 //! refusal is in words.
 
@@ -16,6 +18,10 @@ use serde_json::{Value, json};
 /// The series models and the tree-kernel SVM, by their README's words.
 #[path = "export/by_readme.rs"]
 mod by_readme;
+
+/// The recurrent, translation, tree and general apps' networks (TorchScript from source).
+#[path = "export/scripted.rs"]
+mod scripted;
 
 /// The app of a small `.eml` program, its candidates cut to those `keep` accepts.
 fn app(source: &str, keep: impl Fn(&str) -> bool) -> easeml_client::AppSpec {
@@ -724,45 +730,36 @@ fn export_refusals_are_in_words() {
         "{error}"
     );
 
-    // A model the export does not write yet.
-    let error = message(export_app(&store, "app", &dir.join("b"), false));
-    assert!(
-        error.starts_with(
-            "export of gru (a network of a time-series classification app) is not supported yet; supported: networks of image and tabular apps"
-        ),
-        "{error}"
-    );
-    assert!(!dir.join("b").exists(), "a refused export leaves no folder");
-
-    // An ensemble with a member the export does not write: named, and nothing of it left.
+    // An ensemble over a folder (`--force`) where its `members` folder would go is a file of the
+    // user's: refused in words, and the folder left as it was (no staging folder either).
     let gru = store
         .runs(store.app_by_name("app").unwrap().unwrap().id)
         .unwrap()[0]
         .id;
     record_ensemble(&home, &[(gru, 0.5), (gru, 0.5)]);
     let ensemble_store = easeml_store::Store::open(&home).unwrap();
-    let error = message(export_app(&ensemble_store, "app", &dir.join("b"), false));
-    assert!(
-        error.starts_with("the app serves an ensemble of 2 models, and member 1 (run "),
-        "{error}"
-    );
-    assert!(
-        error.contains(", gru) cannot be exported: export of gru (a network of a time-series classification app) is not supported yet"),
-        "{error}"
-    );
-    assert!(!dir.join("b").exists(), "a refused export leaves no folder");
     let kept = dir.join("kept");
     std::fs::create_dir_all(&kept).unwrap();
     std::fs::write(kept.join("notes.txt"), "mine").unwrap();
-    message(export_app(&ensemble_store, "app", &kept, true));
-    let left: Vec<_> = std::fs::read_dir(&kept)
+    std::fs::write(kept.join("members"), "also mine").unwrap();
+    let error = message(export_app(&ensemble_store, "app", &kept, true));
+    assert!(
+        error.starts_with("cannot write ") && error.contains("kept/members: "),
+        "{error}"
+    );
+    let mut left: Vec<_> = std::fs::read_dir(&kept)
         .unwrap()
         .map(|entry| entry.unwrap().file_name())
         .collect();
+    left.sort();
     assert_eq!(
         left,
-        ["notes.txt"],
+        ["members", "notes.txt"],
         "a refused export over a folder leaves it as it was"
+    );
+    assert_eq!(
+        std::fs::read_to_string(kept.join("members")).unwrap(),
+        "also mine"
     );
     {
         let mut writer = easeml_store::Store::open(&home).unwrap();

@@ -14,35 +14,11 @@
 #include <c10/core/GradMode.h>
 
 #include <cstdlib>
-#include <cstring>
-#include <exception>
 #include <vector>
 
 typedef at::Tensor *tensor;
 
-namespace {
-
-char *copy_message(const char *message) {
-  size_t length = std::strlen(message);
-  char *copy = static_cast<char *>(std::malloc(length + 1));
-  if (copy != nullptr) {
-    std::memcpy(copy, message, length + 1);
-  }
-  return copy;
-}
-
-template <typename F> char *catching(F body) {
-  try {
-    body();
-    return nullptr;
-  } catch (const std::exception &error) {
-    return copy_message(error.what());
-  } catch (...) {
-    return copy_message("unknown C++ exception");
-  }
-}
-
-} // namespace
+#include "catching.h"
 
 extern "C" {
 

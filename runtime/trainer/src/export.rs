@@ -8,9 +8,13 @@
 //!   the output values. The 1-D convolutional series classifiers (`fcn`, `resnet1d`,
 //!   `inception_time`) are traced with two inputs, a zero-padded float32 batch `[B, T, channels]`
 //!   and the series' lengths, int64 `[B]` (their masks are tensor operations, so the trace follows
-//!   any batch size and length). Tracing records one path through the network, so models whose
-//!   path depends on the data (recurrent networks over sequences of any length, trees, the
-//!   bit-level models of general apps) are not exported.
+//!   any batch size and length); the bit-level auto-encoder with bytes in and bytes out.
+//! - **networks whose path depends on the data** (the recurrent series classifiers `rnn`, `lstm`,
+//!   `bilstm`, `gru`; the translator `seq2seq`, whose number of output steps depends on the
+//!   input; the bit-level RNN of general apps; the Tree-RNN, one step per node) as TorchScript
+//!   compiled from source ([`Network::scripted`](crate::models::Network::scripted), each
+//!   network's source beside its Rust forward pass; [`crate::native::save_script_module`]),
+//!   with a `forward` per task that takes the task's inputs as tensors ([`Call`]).
 //! - **classic models** whose prediction is a few lines of arithmetic (`kernel_ridge`, `knn`,
 //!   `gbdt`, `random_forest`), or an algorithm stated in a paragraph (the series models, the
 //!   tree-kernel SVM over trees, `input_shape` `[ANY_TREE, node values]`) as JSON, `model.json`:
@@ -21,7 +25,8 @@
 //!   [`crate::classic::tree_kernel::TreeKernelSvm`], ...); how to predict with them is
 //!   [`CLASSIC_README`].
 //!
-//! Anything else is [`Error::ExportUnsupported`], naming what is supported. The metadata beside
+//! Every network and classic model of the catalogue exports; [`Error::ExportUnsupported`] (naming
+//! what is supported) stays for a model a future catalogue adds without an export. The metadata beside
 //! the model (app, labels, run) is the engine's (`easeml_engine::export`).
 
 use std::path::Path;
@@ -33,7 +38,7 @@ use crate::candidate::ModelKind;
 use crate::classic::ClassicModel;
 use crate::error::{Error, Result};
 use crate::infer::{Loaded, Predictor};
-use crate::models::{BatchInput, Model};
+use crate::models::{BatchInput, Model, ModelConfig, Scripted};
 use crate::task::Task;
 
 /// The version of the exported form (files, their layout and the metadata); raised on any change
@@ -50,7 +55,7 @@ pub const CLASSIC_FILE: &str = "model.json";
 pub const CLASSIC_FORMAT: &str = "easeml-classic-json";
 
 /// What is exported, in words (the error for anything else names it).
-pub const SUPPORTED: &str = "networks of image and tabular apps and the convolutional series classifiers fcn, resnet1d and inception_time (TorchScript), kernel_ridge, knn, gbdt, random_forest, minirocket, multirocket, dtw_knn and tree_kernel_svm (JSON)";
+pub const SUPPORTED: &str = "the networks of every workload (TorchScript), kernel_ridge, knn, gbdt, random_forest, minirocket, multirocket, dtw_knn and tree_kernel_svm (JSON)";
 
 /// The first dimension of a series model's `input_shape`: any number of steps.
 pub const ANY_LENGTH: i64 = -1;
@@ -151,6 +156,35 @@ pub struct ExportedModel {
     pub output: &'static str,
     /// The shape of one output.
     pub output_shape: Vec<i64>,
+    /// How the model is called (the engine says it in the metadata and the README).
+    #[serde(skip)]
+    pub call: Call,
+}
+
+/// How an exported model is called: its inputs and what it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `model(x)`: `x` float32 `[B, ...input_shape]`; `[B, ...output_shape]` out.
+    Dense,
+    /// `model(x, lengths)`: `x` float32 `[B, T, channels]` zero-padded, `lengths` int64 `[B]`;
+    /// class probabilities `[B, classes]` out.
+    Series,
+    /// `model(x, lengths)` as [`Call::Series`]; a list of `B` float32 tensors out, each
+    /// `[steps, output step]`: the translated sequences.
+    Translation,
+    /// `model(data, lengths)`: `data` uint8 `[B, N]`, each input's encoded bytes (the store's
+    /// `EMX1` encoding) zero-padded, `lengths` int64 `[B]` their byte counts; class
+    /// probabilities `[B, classes]` out.
+    Bytes,
+    /// `model(data)`: `data` uint8 `[B, input_shape[0]]`, each input's encoded bytes cut or
+    /// zero-padded to that many; uint8 `[B, output_shape[0]]` out, the output's encoded bytes.
+    BytesToBytes,
+    /// `model(values, parents)`: the nodes of a batch of trees, `values` float32 `[N, node
+    /// values]` with every node after its parent (pre-order, tree after tree), `parents` int64
+    /// `[N]` each node's parent row, -1 for a root; class probabilities `[roots, classes]` out.
+    Tree,
+    /// No call: the README's formulas over the JSON parameters (the classic models).
+    Formulas,
 }
 
 impl Predictor {
@@ -227,10 +261,22 @@ impl Predictor {
                     input_shape,
                     output: output_kind(classification),
                     output_shape: vec![if classification { classes } else { outputs } as i64],
+                    call: Call::Formulas,
                 })
             }
             Loaded::Torch { store, model } => {
-                export_network(self.kind, &task, self.device, store, model, dir, family)
+                if self.device != Device::Cpu {
+                    return Err(Error::BadCheckpoint(
+                        "a model is exported from a predictor on the CPU".into(),
+                    ));
+                }
+                // Constants of a trace or a script must not require gradients.
+                store.freeze();
+                let _guard = tch::no_grad_guard();
+                match model.network.scripted() {
+                    Some(scripted) => export_scripted(&task, &self.config, scripted, dir, family),
+                    None => export_network(self.kind, &task, &self.config, model, dir, family),
+                }
             }
         }
     }
@@ -240,8 +286,7 @@ impl Predictor {
 fn export_network(
     kind: ModelKind,
     task: &Task,
-    device: Device,
-    store: &mut tch::nn::VarStore,
+    config: &ModelConfig,
     model: &Model,
     dir: &Path,
     family: String,
@@ -266,6 +311,9 @@ fn export_network(
             n_classes,
         } => (vec![*features], vec![*n_classes]),
         Task::TabularRegression { features, outputs } => (vec![*features], vec![*outputs]),
+        Task::BytesAutoencoder => {
+            return export_bytes_autoencoder(config, model, dir, family);
+        }
         _ => {
             return Err(unsupported(&format!(
                 "{family} (a network of a {} app)",
@@ -273,15 +321,8 @@ fn export_network(
             )));
         }
     };
-    if device != Device::Cpu {
-        return Err(Error::BadCheckpoint(
-            "a model is exported from a predictor on the CPU".into(),
-        ));
-    }
-    // Constants of a trace must not require gradients.
-    store.freeze();
+    let device = Device::Cpu;
     let classification = task.is_classification();
-    let _guard = tch::no_grad_guard();
     let examples = if series {
         // Two series of 5 and 3 steps (the second padded): the trace follows any
         // batch size and length (`models::temporal`'s masks are tensor operations).
@@ -321,6 +362,162 @@ fn export_network(
         input_shape,
         output: output_kind(classification),
         output_shape,
+        call: if series { Call::Series } else { Call::Dense },
+    })
+}
+
+/// The bit-level auto-encoder traced with bytes in and out ([`Call::BytesToBytes`]): each byte's
+/// bits (least significant first) are its inputs, and an output bit is set where its logit is
+/// positive, as `infer` reads them.
+fn export_bytes_autoencoder(
+    config: &ModelConfig,
+    model: &Model,
+    dir: &Path,
+    family: String,
+) -> Result<ExportedModel> {
+    let (input_bytes, output_bytes) = (
+        config.autoencoder_input_bytes(),
+        config.autoencoder_output_bytes(),
+    );
+    let example = Tensor::randint(256, [TRACE_BATCH, input_bytes], (Kind::Uint8, Device::Cpu));
+    let module = CModule::create_by_tracing(
+        "EasemlModel",
+        "forward",
+        &[example],
+        &mut |inputs: &[Tensor]| {
+            let shifts = Tensor::arange(8, (Kind::Int64, Device::Cpu));
+            let bits = inputs[0]
+                .to_kind(Kind::Int64)
+                .unsqueeze(-1)
+                .bitwise_right_shift(&shifts)
+                .bitwise_and(1)
+                .to_kind(Kind::Float)
+                .view([-1, 8 * input_bytes]);
+            let logits = model.forward(&BatchInput::Dense(bits), false);
+            // (by operators: a tensor made from Rust values is recorded as zeros)
+            let powers = shifts.ones_like().bitwise_left_shift(&shifts);
+            let bits = logits
+                .gt(0.0)
+                .to_kind(Kind::Int64)
+                .view([-1, output_bytes, 8]);
+            vec![
+                (bits * powers)
+                    .sum_dim_intlist(-1, false, Kind::Int64)
+                    .to_kind(Kind::Uint8),
+            ]
+        },
+    )?;
+    module.save(dir.join(TORCHSCRIPT_FILE))?;
+    Ok(ExportedModel {
+        format: "torchscript",
+        file: TORCHSCRIPT_FILE,
+        family,
+        input_shape: vec![input_bytes],
+        output: "bytes",
+        output_shape: vec![output_bytes],
+        call: Call::BytesToBytes,
+    })
+}
+
+/// A network written as TorchScript ([`Network::scripted`](crate::models::Network::scripted)),
+/// with a `forward` that takes the task's inputs ([`Call`]) and answers what `infer` answers.
+fn export_scripted(
+    task: &Task,
+    config: &ModelConfig,
+    scripted: Scripted,
+    dir: &Path,
+    family: String,
+) -> Result<ExportedModel> {
+    let probabilities = |network: &str| format!("torch.softmax({network}.float(), -1)");
+    let (forward, call, input_shape, output, output_shape) = match task {
+        Task::SequenceClassification { step, n_classes } => (
+            format!(
+                "    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:\n\
+                 \x20       return {}\n",
+                probabilities("self.network(x, lengths)")
+            ),
+            Call::Series,
+            vec![ANY_LENGTH, *step],
+            output_kind(true),
+            vec![*n_classes],
+        ),
+        Task::BytesClassification { n_classes } => {
+            // `batch::bits_sequences`: steps of `bytes_per_step` bytes, 8 bits each (least
+            // significant first), the last step zero-padded, at least one step.
+            let per_step = config.bytes_per_step.max(1);
+            (
+                format!(
+                    "    def forward(self, data: Tensor, lengths: Tensor) -> Tensor:\n\
+                     \x20       lengths = lengths.long()\n\
+                     \x20       real = torch.arange(data.size(1), device=data.device).unsqueeze(0) < lengths.unsqueeze(1)\n\
+                     \x20       data = data.long() * real.long()\n\
+                     \x20       width = max(1, (data.size(1) + {last}) // {per_step}) * {per_step}\n\
+                     \x20       data = torch.constant_pad_nd(data, [0, width - data.size(1)], 0)\n\
+                     \x20       bits = torch.bitwise_and(torch.bitwise_right_shift(data.unsqueeze(-1), torch.arange(8, device=data.device)), 1)\n\
+                     \x20       x = bits.float().view(data.size(0), -1, {step})\n\
+                     \x20       steps = torch.clamp(torch.div(lengths + {last}, {per_step}, rounding_mode=\"floor\"), min=1)\n\
+                     \x20       return {}\n",
+                    probabilities("self.network(x, steps)"),
+                    last = per_step - 1,
+                    step = 8 * per_step,
+                ),
+                Call::Bytes,
+                vec![ANY_LENGTH],
+                output_kind(true),
+                vec![*n_classes],
+            )
+        }
+        Task::SequenceTranslation {
+            input_step,
+            output_step,
+        } => (
+            // `Predictor::predict`: 2 * the longest input + 4 steps, each sequence cut after its
+            // first step whose continue logit is not >= 0.
+            format!(
+                "    def forward(self, x: Tensor, lengths: Tensor) -> List[Tensor]:\n\
+                 \x20       raw = self.network(x, lengths, 2 * int(lengths.max()) + 4).float()\n\
+                 \x20       answers: List[Tensor] = []\n\
+                 \x20       for row in range(raw.size(0)):\n\
+                 \x20           stops = torch.nonzero(torch.logical_not(raw[row, :, {output_step}] >= 0))\n\
+                 \x20           steps = raw.size(1)\n\
+                 \x20           if stops.size(0) > 0:\n\
+                 \x20               steps = int(stops[0, 0]) + 1\n\
+                 \x20           answers.append(raw[row, :steps, :{output_step}])\n\
+                 \x20       return answers\n"
+            ),
+            Call::Translation,
+            vec![ANY_LENGTH, *input_step],
+            output_kind(false),
+            vec![ANY_LENGTH, *output_step],
+        ),
+        Task::TreeClassification { node, n_classes } => (
+            format!(
+                "    def forward(self, values: Tensor, parents: Tensor) -> Tensor:\n\
+                 \x20       return {}\n",
+                probabilities("self.network(values.float(), parents.long())")
+            ),
+            Call::Tree,
+            vec![ANY_TREE, *node],
+            output_kind(true),
+            vec![*n_classes],
+        ),
+        _ => {
+            return Err(Error::ExportUnsupported {
+                family: format!("{family} (a network of a {} app)", task.name()),
+                supported: SUPPORTED,
+            });
+        }
+    };
+    let source = format!("{}{forward}", scripted.source);
+    crate::native::save_script_module(&source, &scripted.parameters, &dir.join(TORCHSCRIPT_FILE))?;
+    Ok(ExportedModel {
+        format: "torchscript",
+        file: TORCHSCRIPT_FILE,
+        family,
+        input_shape,
+        output,
+        output_shape,
+        call,
     })
 }
 

@@ -52,7 +52,7 @@ pub struct Predictor {
     pub(crate) task: Task,
     /// The candidate's model (what an export names).
     pub(crate) kind: ModelKind,
-    config: models::ModelConfig,
+    pub(crate) config: models::ModelConfig,
     pub(crate) loaded: Loaded,
     pub(crate) device: Device,
     /// Examples per forward pass.

@@ -50,7 +50,7 @@ pub use checkpoint::Checkpoint;
 pub use cost::{CostEstimate, estimate_cost};
 pub use data::{Examples, Inputs, Targets, Tree};
 pub use error::{Error, Result};
-pub use export::ExportedModel;
+pub use export::{Call, ExportedModel};
 pub use infer::{Prediction, Predictor};
 pub use latency::{LatencyProtocol, measure_latency, probe_latency};
 pub use oof::OutOfFold;

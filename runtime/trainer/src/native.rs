@@ -8,7 +8,10 @@
 //! - [`Generator`] and [`dropout`]: a random generator owned by one run, so the run's dropout masks
 //!   do not depend on what other runs in the same process draw from libtorch's process-wide
 //!   generator meanwhile. [`RunRandomness`] makes one the current thread's generator; the models'
-//!   dropout ([`dropout`]) draws from it.
+//!   dropout ([`dropout`]) draws from it;
+//! - [`save_script_module`]: a TorchScript module compiled from source by libtorch's own compiler,
+//!   with given tensors as its parameters, saved for `torch.jit.load` (the export of networks that
+//!   tracing cannot record, `crate::export`).
 //!
 //! Invariants: every C++ exception becomes an [`Error::Torch`] (as tch's own operators report
 //! libtorch's errors), never an abort; a [`Generator`] is freed exactly once (it owns its
@@ -18,7 +21,8 @@
 #![allow(unsafe_code)]
 
 use std::cell::RefCell;
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::path::Path;
 use std::ptr::NonNull;
 
 use tch::{Device, Tensor};
@@ -47,6 +51,13 @@ unsafe extern "C" {
         out: *mut *mut c_void,
     ) -> *mut c_char;
     fn easeml_ops_generator_free(generator: *mut c_void);
+    fn easeml_ops_script_save(
+        source: *const c_char,
+        names: *const *const c_char,
+        tensors: *const *mut C_tensor,
+        n: i64,
+        path: *const c_char,
+    ) -> *mut c_char;
     fn easeml_ops_dropout(
         input: *mut C_tensor,
         p: f64,
@@ -76,6 +87,44 @@ fn checked(error: *mut c_char, what: &str) -> Result<()> {
 /// The raw handle of a tensor, as the C++ side takes it (it never frees it).
 fn raw(tensor: &Tensor) -> *mut C_tensor {
     tensor.as_ptr().cast_mut()
+}
+
+/// Compiles the TorchScript `source` (the methods of a module, `forward` among them) into a module
+/// whose parameters are `parameters` (each `self.NAME` in the source; copies, not requiring
+/// gradients, with a `training` attribute that is false) and saves it to `path` for
+/// `torch.jit.load`. A compile error of the source is an [`Error::Torch`] with libtorch's message
+/// (the line and column in the source).
+pub fn save_script_module(
+    source: &str,
+    parameters: &[(String, Tensor)],
+    path: &Path,
+) -> Result<()> {
+    let text = |what: &str, value: &str| {
+        CString::new(value)
+            .map_err(|_| libtorch_error(format!("{what} holds a NUL byte: {value:?}")))
+    };
+    let source = text("a TorchScript source", source)?;
+    let path = text("the path", &path.to_string_lossy())?;
+    let names = parameters
+        .iter()
+        .map(|(name, _)| text("a parameter name", name))
+        .collect::<Result<Vec<_>>>()?;
+    let name_pointers: Vec<*const c_char> = names.iter().map(|name| name.as_ptr()).collect();
+    let tensors: Vec<*mut C_tensor> = parameters.iter().map(|(_, tensor)| raw(tensor)).collect();
+    // SAFETY: NUL-terminated strings and `n` live tensor handles, all borrowed for the call.
+    let error = unsafe {
+        easeml_ops_script_save(
+            source.as_ptr(),
+            name_pointers.as_ptr(),
+            tensors.as_ptr(),
+            tensors.len() as i64,
+            path.as_ptr(),
+        )
+    };
+    checked(
+        error,
+        "libtorch could not compile or save the TorchScript module",
+    )
 }
 
 /// Adam's hyper-parameters for one [`fused_adam`] call.

@@ -306,10 +306,10 @@ fn series_models_export_as_json_that_answers_as_infer_by_the_readme() {
 }
 
 /// The `.eml` of a tree app: nodes of three values, two recursive fields.
-const TREE_APP: &str = "type Input\n  v :: Tensor[3]\n  left :: Nullable{Input}\n  right :: Nullable{Input}\nend\nOutput = [2]\nlabels = [even, odd]\n";
+pub(super) const TREE_APP: &str = "type Input\n  v :: Tensor[3]\n  left :: Nullable{Input}\n  right :: Nullable{Input}\nend\nOutput = [2]\nlabels = [even, odd]\n";
 
 /// Tree `i` as the app's input: a left spine of `1 + i % 4` nodes, some with a right leaf.
-fn tree_input(i: usize) -> Value {
+pub(super) fn tree_input(i: usize) -> Value {
     let node = |level: usize| json!([noise(i, level), 0.5 + noise(i + 7, level), 1.0]);
     let mut current = json!({"v": node(0), "left": null, "right": null});
     for level in 1..=i % 4 {

@@ -152,6 +152,43 @@ pub enum BatchInput {
 pub trait Network: std::fmt::Debug {
     /// The forward pass.
     fn forward(&self, input: &BatchInput, train: bool) -> Tensor;
+
+    /// The network as TorchScript source, for the networks whose path through the layers depends
+    /// on the data (recurrent networks, trees) and so cannot be traced; `None` for the others
+    /// (traced instead, `crate::export`).
+    fn scripted(&self) -> Option<Scripted> {
+        None
+    }
+}
+
+/// A network written as TorchScript: the methods of a module (among them `network`, whose
+/// arguments and result each network documents: what [`Network::forward`] takes and returns, as
+/// tensors) and the tensors they read as `self.NAME`. Invariant: `network` computes what `forward`
+/// computes in evaluation mode, with the same libtorch operators (checked by the export tests
+/// against `infer`).
+#[derive(Debug)]
+pub struct Scripted {
+    /// TorchScript methods, each indented by four spaces (`    def network(self, ...)`).
+    pub source: String,
+    /// `(NAME, tensor)` for every `self.NAME` the methods read.
+    pub parameters: Vec<(String, Tensor)>,
+}
+
+impl Scripted {
+    /// A dense layer's tensors as parameters `{name}_weight` and `{name}_bias`.
+    fn linear(&mut self, name: &str, layer: &Linear) {
+        self.parameters
+            .push((format!("{name}_weight"), layer.linear.ws.shallow_clone()));
+        if let Some(bias) = &layer.linear.bs {
+            self.parameters
+                .push((format!("{name}_bias"), bias.shallow_clone()));
+        }
+    }
+}
+
+/// TorchScript of a dense layer `name` (registered by [`Scripted::linear`]) applied to `x`.
+fn linear_script(name: &str, x: &str) -> String {
+    format!("torch.linear({x}, self.{name}_weight, self.{name}_bias)")
 }
 
 /// A candidate's network with its optional input normalization.

@@ -3,7 +3,7 @@
 
 use tch::{Kind, Tensor, nn, nn::RNN};
 
-use super::{BatchInput, Linear, ModelConfig, Network, add_flops, linear};
+use super::{BatchInput, Linear, ModelConfig, Network, Scripted, add_flops, linear, linear_script};
 use crate::candidate::ModelKind;
 
 /// Which recurrent cell.
@@ -19,6 +19,9 @@ enum Cell {
 #[derive(Debug)]
 struct Recurrent {
     cell: Cell,
+    /// The cell's weights in libtorch's flat order (per direction: `w_ih, w_hh, b_ih, b_hh`),
+    /// shared with the cell: what its TorchScript reads ([`Recurrent::script`]).
+    weights: Vec<Tensor>,
     step: i64,
     hidden: i64,
     bidirectional: bool,
@@ -68,8 +71,13 @@ impl Recurrent {
             ModelKind::Gru | ModelKind::BitRnn => Cell::Gru(nn::gru(path, step, hidden, config)),
             _ => Cell::Lstm(nn::lstm(path, step, hidden, config)),
         };
+        let weights = match &cell {
+            Cell::Rnn(weights) => weights.iter().map(Tensor::shallow_clone).collect(),
+            Cell::Lstm(_) | Cell::Gru(_) => flat_weights(path, bidirectional),
+        };
         Self {
             cell,
+            weights,
             step,
             hidden,
             bidirectional,
@@ -98,6 +106,95 @@ impl Recurrent {
             Cell::Lstm(lstm) => lstm.seq(xs).0,
             Cell::Gru(gru) => gru.seq(xs).0,
         }
+    }
+}
+
+/// The names of a one-layer recurrent cell's weights in libtorch's flat order (also PyTorch's).
+fn flat_names(bidirectional: bool) -> Vec<String> {
+    let suffixes: &[&str] = if bidirectional {
+        &["", "_reverse"]
+    } else {
+        &[""]
+    };
+    suffixes
+        .iter()
+        .flat_map(|suffix| {
+            ["weight_ih", "weight_hh", "bias_ih", "bias_hh"]
+                .into_iter()
+                .map(move |name| format!("{name}_l0{suffix}"))
+        })
+        .collect()
+}
+
+/// The variables `nn::lstm` / `nn::gru` made under `path`, in their flat order.
+fn flat_weights(path: &nn::Path<'_>, bidirectional: bool) -> Vec<Tensor> {
+    flat_names(bidirectional)
+        .iter()
+        .filter_map(|name| path.get(name))
+        .collect()
+}
+
+impl Recurrent {
+    /// Adds the TorchScript method `{name}(self, x: Tensor) -> Tensor` (what [`Recurrent::run`]
+    /// returns, from zero initial states) and its weights `{name}_weight_ih_l0`, ... (PyTorch's
+    /// names).
+    fn script(&self, name: &str, scripted: &mut Scripted) {
+        let weights = script_weights(name, &self.weights, self.bidirectional, scripted);
+        let directions = if self.bidirectional { 2 } else { 1 };
+        let bidirectional = if self.bidirectional { "True" } else { "False" };
+        let hidden = self.hidden;
+        let call = match self.cell {
+            Cell::Rnn(_) => {
+                format!("torch.rnn_tanh(x, h0, [{weights}], True, 1, 0.0, False, False, True)[0]")
+            }
+            Cell::Gru(_) => format!(
+                "torch.gru(x, h0, [{weights}], True, 1, 0.0, False, {bidirectional}, True)[0]"
+            ),
+            Cell::Lstm(_) => format!(
+                "torch.lstm(x, [h0, h0], [{weights}], True, 1, 0.0, False, {bidirectional}, True)[0]"
+            ),
+        };
+        scripted.source.push_str(&format!(
+            "    def {name}(self, x: Tensor) -> Tensor:\n\
+             \x20       h0 = torch.zeros([{directions}, x.size(0), {hidden}], dtype=x.dtype, device=x.device)\n\
+             \x20       return {call}\n"
+        ));
+    }
+}
+
+/// Adds `weights` (in flat order) to `scripted` as `{name}_weight_ih_l0`, ...; the TorchScript
+/// list of them.
+fn script_weights(
+    name: &str,
+    weights: &[Tensor],
+    bidirectional: bool,
+    scripted: &mut Scripted,
+) -> String {
+    let names: Vec<String> = flat_names(bidirectional)
+        .iter()
+        .zip(weights)
+        .map(|(weight_name, weight)| {
+            let full = format!("{name}_{weight_name}");
+            scripted
+                .parameters
+                .push((full.clone(), weight.shallow_clone()));
+            format!("self.{full}")
+        })
+        .collect();
+    names.join(", ")
+}
+
+/// TorchScript of [`last_outputs`]: the expression of `outputs` at each sequence's last step.
+fn last_outputs_script(outputs: &str, hidden: i64, bidirectional: bool) -> String {
+    let at_last = format!(
+        "{outputs}.gather(1, (lengths.to({outputs}.device) - 1).clamp(min=0).view(-1, 1, 1).expand(-1, 1, {outputs}.size(2))).squeeze(1)"
+    );
+    if bidirectional {
+        format!(
+            "torch.cat([{at_last}.narrow(1, 0, {hidden}), {outputs}.select(1, 0).narrow(1, {hidden}, {hidden})], 1)"
+        )
+    } else {
+        at_last
     }
 }
 
@@ -144,6 +241,29 @@ impl Network for RecurrentClassifier {
         )
         .apply(&self.head)
     }
+
+    /// `network(self, x: Tensor, lengths: Tensor) -> Tensor`: `x` zero-padded `[B, T, A]`,
+    /// `lengths` int64 `[B]`, the logits `[B, D]`.
+    fn scripted(&self) -> Option<Scripted> {
+        let mut scripted = Scripted {
+            source: String::new(),
+            parameters: Vec::new(),
+        };
+        self.recurrent.script("recurrent", &mut scripted);
+        scripted.linear("head", &self.head);
+        let last = last_outputs_script(
+            "outputs",
+            self.recurrent.hidden,
+            self.recurrent.bidirectional,
+        );
+        scripted.source.push_str(&format!(
+            "    def network(self, x: Tensor, lengths: Tensor) -> Tensor:\n\
+             \x20       outputs = self.recurrent(x)\n\
+             \x20       return {}\n",
+            linear_script("head", &last)
+        ));
+        Some(scripted)
+    }
 }
 
 /// Builds the `rnn`, `lstm`, `bilstm` or `gru` classifier (hidden size 128, width-scaled).
@@ -172,6 +292,8 @@ pub fn build_classifier(
 pub struct Seq2Seq {
     encoder: Recurrent,
     decoder: nn::GRU,
+    /// The decoder's weights in libtorch's flat order (for [`Network::scripted`]).
+    decoder_weights: Vec<Tensor>,
     head: Linear,
     hidden: i64,
     output_step: i64,
@@ -187,14 +309,12 @@ impl Seq2Seq {
     ) -> Self {
         let path = path / "seq2seq";
         let hidden = config.scale(128);
+        let decoder_path = &path / "decoder";
+        let decoder = nn::gru(&decoder_path, output_step + 1, hidden, Default::default());
         Self {
             encoder: Recurrent::new(&(&path / "encoder"), ModelKind::Gru, input_step, hidden),
-            decoder: nn::gru(
-                &path / "decoder",
-                output_step + 1,
-                hidden,
-                Default::default(),
-            ),
+            decoder,
+            decoder_weights: flat_weights(&decoder_path, false),
             head: linear(&path / "head", hidden, output_step + 1),
             hidden,
             output_step,
@@ -229,5 +349,35 @@ impl Network for Seq2Seq {
             outputs.push(output);
         }
         Tensor::stack(&outputs, 1)
+    }
+
+    /// `network(self, x: Tensor, lengths: Tensor, steps: int) -> Tensor`: `x` zero-padded
+    /// `[B, T, A]`, `lengths` int64 `[B]`, `steps` output steps to produce (at least 1); the raw
+    /// outputs `[B, steps, B'+1]` (each step's values and its continue logit).
+    fn scripted(&self) -> Option<Scripted> {
+        let mut scripted = Scripted {
+            source: String::new(),
+            parameters: Vec::new(),
+        };
+        self.encoder.script("encoder", &mut scripted);
+        let decoder = script_weights("decoder", &self.decoder_weights, false, &mut scripted);
+        scripted.linear("head", &self.head);
+        let last = last_outputs_script("encoded", self.hidden, false);
+        scripted.source.push_str(&format!(
+            "    def network(self, x: Tensor, lengths: Tensor, steps: int) -> Tensor:\n\
+             \x20       encoded = self.encoder(x)\n\
+             \x20       state = {last}.unsqueeze(0)\n\
+             \x20       previous = torch.zeros([x.size(0), {width}], dtype=x.dtype, device=x.device)\n\
+             \x20       outputs: List[Tensor] = []\n\
+             \x20       for _ in range(max(steps, 1)):\n\
+             \x20           state = torch.gru(previous.unsqueeze(1), state, [{decoder}], True, 1, 0.0, False, False, True)[1]\n\
+             \x20           previous = {head}\n\
+             \x20           outputs.append(previous)\n\
+             \x20       return torch.stack(outputs, 1)\n",
+            width = self.output_step + 1,
+            decoder = decoder,
+            head = linear_script("head", "state.squeeze(0)"),
+        ));
+        Some(scripted)
     }
 }

@@ -4,7 +4,7 @@
 
 use tch::{Device, Kind, Tensor, nn, nn::Module};
 
-use super::{BatchInput, Linear, ModelConfig, Network, linear};
+use super::{BatchInput, Linear, ModelConfig, Network, Scripted, linear, linear_script};
 use crate::data::Tree;
 
 /// A batch of trees flattened by level.
@@ -120,5 +120,42 @@ impl Network for TreeRnn {
             child_sums = child_sums.index_add(0, parents, &h);
         }
         self.head.forward(&hidden.index_select(0, &trees.roots))
+    }
+
+    /// `network(self, values: Tensor, parents: Tensor) -> Tensor`: the nodes of a batch of trees,
+    /// `values` `[N, A]` with every node after its parent (pre-order, tree after tree), `parents`
+    /// int64 `[N]` each node's parent row (-1 for a root); the logits `[roots, D]` in root order.
+    /// One node at a time from the last (its children are done by then), where `forward` does a
+    /// level at a time: the same sums.
+    fn scripted(&self) -> Option<Scripted> {
+        let mut scripted = Scripted {
+            source: String::new(),
+            parameters: Vec::new(),
+        };
+        scripted.linear("input", &self.input);
+        scripted.linear("children", &self.children);
+        scripted.linear("head", &self.head);
+        scripted.source.push_str(&format!(
+            "    def network(self, values: Tensor, parents: Tensor) -> Tensor:\n\
+             \x20       n = values.size(0)\n\
+             \x20       projected = {projected}\n\
+             \x20       hidden = torch.zeros([n + 1, {width}], dtype=projected.dtype, device=projected.device)\n\
+             \x20       sums = torch.zeros([n + 1, {width}], dtype=projected.dtype, device=projected.device)\n\
+             \x20       for i in range(n - 1, -1, -1):\n\
+             \x20           h = torch.tanh(projected[i] + {children})\n\
+             \x20           hidden[i] = h\n\
+             \x20           parent = int(parents[i])\n\
+             \x20           assert parent < i, \"node \" + str(i) + \" has the parent \" + str(parent) + \": give every node after its parent (pre-order), and -1 as a root's parent\"\n\
+             \x20           if parent < 0:\n\
+             \x20               parent = n\n\
+             \x20           sums[parent] = sums[parent] + h\n\
+             \x20       roots = torch.nonzero(parents.to(values.device) < 0).squeeze(1)\n\
+             \x20       return {head}\n",
+            width = self.hidden,
+            projected = linear_script("input", "values"),
+            children = linear_script("children", "sums[i]"),
+            head = linear_script("head", "hidden.index_select(0, roots)"),
+        ));
+        Some(scripted)
     }
 }

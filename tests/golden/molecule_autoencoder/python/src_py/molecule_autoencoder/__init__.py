@@ -617,7 +617,8 @@ class App:
     def export(self, path, force=False):
         """Writes the served model (the one `infer` answers with) to the folder `path`, to run
         without easeml: `model.pt` for a network (TorchScript: `torch.jit.load(path + "/model.pt")`
-        answers a float32 batch of raw inputs with class probabilities or output values), or
+        answers a float32 batch of raw inputs with class probabilities or output values; series,
+        trees and general inputs are called as the README says), or
         `model.json` for the classic models (kernel ridge, k-NN, tree ensembles, the series models,
         the tree-kernel SVM), or for an ensemble one folder per member (`members/1`, ...) with the
         weights, with `easeml-export.json` (the label names in class order, the run, its quality,
