@@ -91,11 +91,19 @@ impl Backend for Local {
     fn example(&self, schema: &Schema, id: ExampleId) -> Result<LoadedExample> {
         let record = self.store.example(self.app.id, id)?;
         let decode_error = |source| Error::Decode { id: id.0, source };
-        let input =
-            codec::decode(&schema.input, &self.store.blob(&record.input)?).map_err(decode_error)?;
+        let bytes = self
+            .store
+            .example_bytes(&[&record])?
+            .pop()
+            .unwrap_or_else(|| easeml_store::ExampleBytes {
+                input: Vec::new(),
+                output: None,
+            });
+        let input = codec::decode(&schema.input, &bytes.input).map_err(decode_error)?;
         let output = match &record.output {
-            StoredOutput::Blob(hash) => CheckedOutput::Object(
-                codec::decode(&schema.output, &self.store.blob(hash)?).map_err(decode_error)?,
+            StoredOutput::Blob(_) => CheckedOutput::Object(
+                codec::decode(&schema.output, bytes.output.as_deref().unwrap_or_default())
+                    .map_err(decode_error)?,
             ),
             StoredOutput::Label { name, .. } => CheckedOutput::Label(name.clone()),
         };

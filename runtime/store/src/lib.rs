@@ -31,10 +31,10 @@ pub use ensembles::{EnsembleMember, EnsembleRecord};
 pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};
 pub use store::{
-    App, AppId, Blob, Durability, ExampleFilter, ExampleId, ExampleRecord, INLINE_BLOB_BYTES,
-    InsertReport, MAX_CONFUSION_BYTES, MAX_TRIALS_BYTES, NewApp, NewExample, NewOutput, Page,
-    PageRequest, RunId, RunRecord, RunState, RunValidation, Store, StoreOptions, StoredOutput,
-    redact_url,
+    App, AppId, Blob, Durability, ExampleBytes, ExampleFilter, ExampleId, ExampleRecord,
+    INLINE_BLOB_BYTES, InsertReport, MAX_CONFUSION_BYTES, MAX_TRIALS_BYTES, NewApp, NewExample,
+    NewOutput, Page, PageRequest, RunId, RunRecord, RunState, RunValidation, Store, StoreOptions,
+    StoredOutput, redact_url,
 };
 pub use time::{format_seconds, format_utc, now_ms};
 pub use units::{

@@ -279,6 +279,20 @@ CREATE UNIQUE INDEX runs_app_number ON runs (app, number);
 "#,
         postgres_sql: None,
     },
+    Migration {
+        version: 14,
+        name: "small example blobs in the example's row",
+        sql: r#"
+ALTER TABLE examples ADD COLUMN input_bytes BLOB;  -- the input's encoding when at most INLINE_BLOB_BYTES, else NULL (a blob: input_sha256)
+ALTER TABLE examples ADD COLUMN output_bytes BLOB; -- the output's likewise, NULL for a label or a larger output
+"#,
+        postgres_sql: Some(
+            r#"
+ALTER TABLE examples ADD COLUMN input_bytes BYTEA;
+ALTER TABLE examples ADD COLUMN output_bytes BYTEA;
+"#,
+        ),
+    },
 ];
 
 /// The schema of `sql` (written for SQLite) in PostgreSQL's types: integers are `BIGINT`, an

@@ -14,6 +14,7 @@ use crate::tokens;
 use crate::{Error, Result, db, io};
 
 mod examples;
+pub use examples::ExampleBytes;
 
 /// The id of a registered app.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -307,12 +308,14 @@ pub const MAX_TRIALS_BYTES: usize = 1 << 20;
 /// The most JSON a run's confusion counts may take (a cell is about 15 bytes: 1 MiB holds every
 /// cell of a 250-class problem).
 pub const MAX_CONFUSION_BYTES: usize = 1 << 20;
-/// An example's input or output of at most this many bytes is kept in the database, in the
-/// transaction that stores its row (table `blob_bytes`), rather than as a file or object of its
-/// own: tables, series and small images. Larger ones (e.g. a 256x256 image's 768 KiB) are files.
+/// An example's input or output of at most this many bytes is kept in the example's own row
+/// (`examples.input_bytes`, `output_bytes`; before schema version 14 in the table `blob_bytes`,
+/// still read), rather than as a file or object of its own: tables, series and small images, read
+/// by the example ([`Store::example_bytes`]). Larger ones (e.g. a 256x256 image's 768 KiB) are
+/// blobs.
 pub const INLINE_BLOB_BYTES: usize = 16 * 1024;
-/// Blobs read by one query of [`Store::blobs`] (well under SQLite's and PostgreSQL's limits on
-/// a statement's parameters).
+/// Blobs (or examples) read by one query of [`Store::blobs`] (or [`Store::example_bytes`]; well
+/// under SQLite's and PostgreSQL's limits on a statement's parameters).
 const BLOBS_PER_QUERY: usize = 1000;
 
 const RUN_COLUMNS: &str = "id, app, candidate, state, data_version, quality, cost_seconds, checkpoint_sha256, queued_ms, started_ms, finished_ms, error, protocol, quality_std, infer_latency_seconds, trials, validated_examples, confusion, oof_sha256, number";
@@ -561,8 +564,10 @@ impl Store {
         self.blobs.put(bytes)
     }
 
-    /// Reads a blob, checking its hash: from the database when it is a small blob stored with its
-    /// example ([`INLINE_BLOB_BYTES`]), else from the blob folder or bucket.
+    /// Reads a blob, checking its hash: from the database when it is a small blob a store before
+    /// schema version 14 kept there (table `blob_bytes`), else from the blob folder or bucket. A
+    /// small input or output in its example's row is not a blob: read it with
+    /// [`Store::example_bytes`].
     pub fn blob(&self, hash: &BlobHash) -> Result<Vec<u8>> {
         match self.inline_blob(hash)? {
             Some(bytes) => crate::blobs::verified(hash, bytes),

@@ -87,15 +87,73 @@ fn an_existing_store_is_upgraded_and_keeps_its_data() {
     let page = store
         .examples(app.id, easeml_store::PageRequest::default())
         .unwrap();
-    for (record, input) in page.items.iter().zip([1u8, 2]) {
-        assert_eq!(
-            store.blob(&record.input).unwrap(),
-            b"EMX1".iter().chain(&[input]).copied().collect::<Vec<_>>()
-        );
+    let records: Vec<_> = page.items.iter().collect();
+    let bytes = store.example_bytes(&records).unwrap();
+    for ((record, bytes), input) in records.iter().zip(bytes).zip([1u8, 2]) {
+        let expected = b"EMX1".iter().chain(&[input]).copied().collect::<Vec<_>>();
+        assert_eq!(bytes.input, expected);
+        assert_eq!(store.blob(&record.input).unwrap(), expected);
         assert!(store.blob_path(&record.input).unwrap().is_file());
     }
     assert_eq!(store.app(app.id).unwrap().data_version, 1);
     assert_eq!(store.integrity_check().unwrap(), Ok(()));
+}
+
+#[test]
+fn small_blobs_of_a_store_from_before_blobs_in_rows_stay_readable_and_kept() {
+    // A store of the builds between migrations 10 and 14: small inputs and outputs in the table
+    // `blob_bytes`, keyed by their hash, the rows naming them (that build's columns).
+    let dir = tempfile::tempdir().unwrap();
+    let before = MIGRATIONS
+        .iter()
+        .position(|migration| migration.name == "small example blobs in the example's row")
+        .unwrap();
+    let mut old =
+        Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..before]).unwrap();
+    let (app, _) = old.register_app(&new_app("old", None, None)).unwrap();
+    drop(old);
+    let (input, output) = (b"EMX1 small input".to_vec(), b"EMX1 small output".to_vec());
+    let (input_hash, output_hash) = (
+        easeml_store::BlobHash::of(&input),
+        easeml_store::BlobHash::of(&output),
+    );
+    let connection = rusqlite::Connection::open(dir.path().join("easeml.sqlite3")).unwrap();
+    for (hash, bytes) in [(&input_hash, &input), (&output_hash, &output)] {
+        connection
+            .execute(
+                "INSERT INTO blob_bytes (sha256, bytes) VALUES (?1, ?2)",
+                rusqlite::params![hash.as_str(), bytes],
+            )
+            .unwrap();
+    }
+    connection
+        .execute(
+            "INSERT INTO examples (app, input_sha256, output_sha256, enabled, data_version, created_ms) \
+             VALUES (?1, ?2, ?3, 1, 1, 0)",
+            rusqlite::params![app.id.0, input_hash.as_str(), output_hash.as_str()],
+        )
+        .unwrap();
+    drop(connection);
+
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
+    let page = store
+        .examples(app.id, easeml_store::PageRequest::default())
+        .unwrap();
+    let expected = easeml_store::ExampleBytes {
+        input: input.clone(),
+        output: Some(output.clone()),
+    };
+    assert_eq!(
+        store.example_bytes(&[&page.items[0]]).unwrap(),
+        vec![expected.clone()]
+    );
+    // Still referenced: the garbage collection keeps them.
+    assert_eq!(store.collect_garbage(Duration::ZERO).unwrap(), (0, 0));
+    assert_eq!(
+        store.example_bytes(&[&page.items[0]]).unwrap(),
+        vec![expected]
+    );
 }
 
 #[test]

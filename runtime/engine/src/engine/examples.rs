@@ -1,8 +1,7 @@
 //! Loading an app's enabled examples from the store as the trainer's examples, a page of 10,000
-//! records at a time, their blobs read a thousand to a query ([`Store::blobs`]).
+//! records at a time, their bytes read a thousand to a query ([`Store::example_bytes`]).
 
 use super::*;
-use easeml_store::BlobHash;
 
 /// An app's enabled examples as trainer examples; `None` when fewer than [`MIN_EXAMPLES`].
 pub fn load_examples(store: &Store, app: AppId, model: &AppModel) -> Result<Option<Examples>> {
@@ -33,30 +32,22 @@ pub fn load_examples_where(
             .iter()
             .filter(|record| record.enabled && keep(record.id.0 as u64))
             .collect();
-        // The page's blobs in a few queries (one per blob was most of the time of a large app's
-        // load): inputs first, then the outputs kept as blobs, in record order.
-        let mut hashes: Vec<&BlobHash> = records.iter().map(|record| &record.input).collect();
-        hashes.extend(records.iter().filter_map(|record| match &record.output {
-            StoredOutput::Blob(hash) => Some(hash),
-            StoredOutput::Label { .. } => None,
-        }));
-        let mut blobs = store.blobs(&hashes)?.into_iter();
-        let inputs_of_page: Vec<Vec<u8>> = blobs.by_ref().take(records.len()).collect();
-        for (record, input) in records.iter().zip(&inputs_of_page) {
+        // The page's bytes in a few queries (one per example was most of the time of a large
+        // app's load), in record order.
+        let bytes = store.example_bytes(&records)?;
+        for (record, bytes) in records.iter().zip(bytes) {
             let decode_error = |source| Error::Decode {
                 app: name.clone(),
                 id: record.id.0,
                 source,
             };
-            let input = codec::decode(&model.schema.input, input).map_err(decode_error)?;
-            let target = match &record.output {
-                StoredOutput::Label { index, .. } => StoredTarget::Class(*index),
-                StoredOutput::Blob(_) => {
-                    let bytes = blobs.next().unwrap_or_default();
-                    StoredTarget::Object(
-                        codec::decode(&model.schema.output, &bytes).map_err(decode_error)?,
-                    )
-                }
+            let input = codec::decode(&model.schema.input, &bytes.input).map_err(decode_error)?;
+            let target = match (&record.output, &bytes.output) {
+                (StoredOutput::Label { index, .. }, _) => StoredTarget::Class(*index),
+                (StoredOutput::Blob(_), output) => StoredTarget::Object(
+                    codec::decode(&model.schema.output, output.as_deref().unwrap_or_default())
+                        .map_err(decode_error)?,
+                ),
             };
             ids.push(record.id.0 as u64);
             inputs.push(input);

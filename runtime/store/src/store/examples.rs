@@ -1,9 +1,10 @@
-//! Examples: a feed's rows (many a statement, small blobs inline in the same transaction), the
-//! paged and filtered listing, the counts on the app's row, enabling and disabling one.
+//! Examples: a feed's rows (many a statement, small inputs and outputs in the rows themselves), the
+//! paged and filtered listing, their bytes read by example ([`Store::example_bytes`]), the counts
+//! on the app's row, enabling and disabling one.
 
 use super::*;
 
-/// Rows one `INSERT` statement of a feed carries (6 parameters each for examples: far below
+/// Rows one `INSERT` statement of a feed carries (8 parameters each for examples: far below
 /// SQLite's 32,766 and PostgreSQL's 65,535 parameters a statement).
 pub(super) const ROWS_PER_INSERT: usize = 500;
 
@@ -28,21 +29,50 @@ pub(super) fn value_params(values: &[crate::db::Value]) -> Vec<&dyn crate::db::T
         .collect()
 }
 
-/// Where an example's blob goes: a small one's bytes into `inline` (stored by the caller's
-/// transaction), a larger one written now; its hash either way.
-pub(super) fn place_blob<'a>(
-    blobs: &Blobs,
-    blob: &'a Blob,
-    inline: &mut Vec<(BlobHash, &'a [u8])>,
-) -> Result<BlobHash> {
+/// Where a feed puts one of an example's blobs.
+pub(super) enum Placed<'a> {
+    /// A small one ([`INLINE_BLOB_BYTES`]): its bytes go into the example's own row.
+    Row(BlobHash, &'a [u8]),
+    /// A larger one (or one stored before): a blob of the folder or bucket, written now.
+    Stored(BlobHash),
+}
+
+impl Placed<'_> {
+    fn hash(&self) -> &BlobHash {
+        match self {
+            Placed::Row(hash, _) | Placed::Stored(hash) => hash,
+        }
+    }
+
+    /// The bytes the row keeps (`NULL` for a stored blob).
+    fn row_bytes(&self) -> crate::db::Value {
+        match self {
+            Placed::Row(_, bytes) => crate::db::Value::Blob(bytes.to_vec()),
+            Placed::Stored(_) => crate::db::Value::Null,
+        }
+    }
+}
+
+/// Where an example's blob goes (see [`Placed`]); a larger one is written before the rows.
+pub(super) fn place_blob<'a>(blobs: &Blobs, blob: &'a Blob) -> Result<Placed<'a>> {
     match blob {
         Blob::Bytes(bytes) if bytes.len() <= INLINE_BLOB_BYTES => {
-            let hash = BlobHash::of(bytes);
-            inline.push((hash.clone(), bytes.as_slice()));
-            Ok(hash)
+            Ok(Placed::Row(BlobHash::of(bytes), bytes.as_slice()))
         }
-        _ => blobs.put_or_check(blob),
+        _ => Ok(Placed::Stored(blobs.put_or_check(blob)?)),
     }
+}
+
+/// The columns of one example row a feed inserts.
+const INSERT_COLUMNS: usize = 8;
+
+/// The bytes of one example ([`Store::example_bytes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExampleBytes {
+    /// The input's encoding.
+    pub input: Vec<u8>,
+    /// The output's encoding, for an example whose output is a blob (not a label).
+    pub output: Option<Vec<u8>>,
 }
 
 pub(super) const EXAMPLE_COLUMNS: &str = "e.id, e.input_sha256, e.output_sha256, e.label_index, l.label, e.enabled, e.data_version, e.created_ms";
@@ -82,24 +112,19 @@ impl Store {
                 new_labels: Vec::new(),
             });
         }
-        // Small blobs go into the transaction below with their rows (one file per example
-        // would make a feed of a million rows a million file creations); larger ones are written
-        // to the blob folder or bucket first.
-        let mut inline: Vec<(BlobHash, &[u8])> = Vec::new();
-        let mut hashes = Vec::with_capacity(examples.len());
+        // Small blobs go into the rows themselves (one file per example would make a feed of a
+        // million rows a million file creations, and a table keyed by their hashes a million
+        // random inserts: the rows are appended in id order); larger ones are written to the
+        // blob folder or bucket first.
+        let mut placed = Vec::with_capacity(examples.len());
         for example in examples {
-            let input = place_blob(&self.blobs, &example.input, &mut inline)?;
+            let input = place_blob(&self.blobs, &example.input)?;
             let output = match &example.output {
-                NewOutput::Blob(blob) => Some(place_blob(&self.blobs, blob, &mut inline)?),
+                NewOutput::Blob(blob) => Some(place_blob(&self.blobs, blob)?),
                 NewOutput::Label(_) => None,
             };
-            hashes.push((input, output));
+            placed.push((input, output));
         }
-        // In key order: the blob table's B-tree is keyed by the hash (random), so rows in feed
-        // order would visit its leaves at random, each fetched (and spilled) again and again in a
-        // large batch; sorted, every leaf is visited once.
-        inline.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
-        inline.dedup_by(|a, b| a.0 == b.0);
         let context = format!(
             "storing {} example(s) of app `{}`",
             examples.len(),
@@ -109,33 +134,12 @@ impl Store {
         // Re-read inside the transaction (the app's row locked on PostgreSQL: feeds of one app
         // take their turns): another writer may have changed them.
         let app = query_app_in(&transaction, id)?;
-        // Many rows a statement: on PostgreSQL every statement is a round trip.
-        for chunk in inline.chunks(ROWS_PER_INSERT) {
-            let values: Vec<crate::db::Value> = chunk
-                .iter()
-                .flat_map(|(hash, bytes)| {
-                    [
-                        crate::db::Value::Text(hash.as_str().to_owned()),
-                        crate::db::Value::Blob(bytes.to_vec()),
-                    ]
-                })
-                .collect();
-            transaction
-                .execute(
-                    &format!(
-                        "INSERT INTO blob_bytes (sha256, bytes) VALUES {} ON CONFLICT (sha256) DO NOTHING",
-                        placeholder_rows(chunk.len(), 2)
-                    ),
-                    value_params(&values).as_slice(),
-                )
-                .map_err(db(context.clone()))?;
-        }
         let mut label_map = read_label_map(&transaction, &app)?;
         let known_before = label_map.as_ref().map_or(0, |map| map.labels.len());
         let data_version = app.data_version + 1;
         let created = now_ms();
-        let mut rows = Vec::with_capacity(examples.len() * 6);
-        for (example, (input, output)) in examples.iter().zip(&hashes) {
+        let mut rows = Vec::with_capacity(examples.len() * INSERT_COLUMNS);
+        for (example, (input, output)) in examples.iter().zip(&placed) {
             let label_index = match &example.output {
                 NewOutput::Blob(_) => None,
                 NewOutput::Label(label) => {
@@ -151,23 +155,25 @@ impl Store {
             use crate::db::Value;
             rows.extend([
                 Value::Int(id.0),
-                Value::Text(input.as_str().to_owned()),
-                output
-                    .as_ref()
-                    .map_or(Value::Null, |hash| Value::Text(hash.as_str().to_owned())),
+                Value::Text(input.hash().as_str().to_owned()),
+                input.row_bytes(),
+                output.as_ref().map_or(Value::Null, |output| {
+                    Value::Text(output.hash().as_str().to_owned())
+                }),
+                output.as_ref().map_or(Value::Null, Placed::row_bytes),
                 label_index.map_or(Value::Null, |index| Value::Int(i64::from(index))),
                 Value::Int(data_version as i64),
                 Value::Int(created),
             ]);
         }
         let mut ids = Vec::with_capacity(examples.len());
-        for chunk in rows.chunks(ROWS_PER_INSERT * 6) {
+        for chunk in rows.chunks(ROWS_PER_INSERT * INSERT_COLUMNS) {
             let mut chunk_ids: Vec<i64> = transaction
                 .query_map(
                     &format!(
-                        "INSERT INTO examples (app, input_sha256, output_sha256, label_index, data_version, created_ms)
+                        "INSERT INTO examples (app, input_sha256, input_bytes, output_sha256, output_bytes, label_index, data_version, created_ms)
                          VALUES {} RETURNING id",
-                        placeholder_rows(chunk.len() / 6, 6)
+                        placeholder_rows(chunk.len() / INSERT_COLUMNS, INSERT_COLUMNS)
                     ),
                     value_params(chunk).as_slice(),
                     |row| row.get(0),
@@ -204,6 +210,77 @@ impl Store {
             data_version,
             new_labels,
         })
+    }
+
+    /// The bytes of each of `records` (examples of any app, read by [`Store::examples`] or
+    /// [`Store::example`]), in order: a small input or output from its example's row, read by
+    /// the example's id a thousand to a query; a larger one (and every blob of a store from
+    /// before schema version 14) from the blobs, by its hash. Every one is checked against its
+    /// hash, as [`Store::blob`] checks a blob; an example removed since it was listed (with its
+    /// app) is an error.
+    pub fn example_bytes(&self, records: &[&ExampleRecord]) -> Result<Vec<ExampleBytes>> {
+        type RowBytes = (Option<Vec<u8>>, Option<Vec<u8>>);
+        let mut in_rows: std::collections::HashMap<i64, RowBytes> =
+            std::collections::HashMap::with_capacity(records.len());
+        for chunk in records.chunks(BLOBS_PER_QUERY) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("?{i}")).collect();
+            let ids: Vec<i64> = chunk.iter().map(|record| record.id.0).collect();
+            let values: Vec<&dyn crate::db::ToValue> =
+                ids.iter().map(|id| id as &dyn crate::db::ToValue).collect();
+            let rows = self
+                .connection
+                .query_map(
+                    &format!(
+                        "SELECT id, input_bytes, output_bytes FROM examples WHERE id IN ({})",
+                        placeholders.join(", ")
+                    ),
+                    values.as_slice(),
+                    |row| Ok((row.get::<i64>(0)?, (row.get(1)?, row.get(2)?))),
+                )
+                .map_err(db("reading the examples' bytes"))?;
+            in_rows.extend(rows);
+        }
+        // The blobs not in their rows, read together.
+        let mut elsewhere: Vec<&BlobHash> = Vec::new();
+        for record in records {
+            let Some((input, output)) = in_rows.get(&record.id.0) else {
+                return Err(Error::InvalidInput(format!(
+                    "example {} is no longer in the store (its app was removed)",
+                    record.id.0
+                )));
+            };
+            if input.is_none() {
+                elsewhere.push(&record.input);
+            }
+            if let (StoredOutput::Blob(hash), None) = (&record.output, output) {
+                elsewhere.push(hash);
+            }
+        }
+        // (`Store::blobs` answers one per hash, in order, or an error)
+        let mut from_blobs = self.blobs(&elsewhere)?.into_iter();
+        let mut next_blob = |hash: &BlobHash| {
+            from_blobs
+                .next()
+                .ok_or_else(|| Error::MissingBlob(hash.clone()))
+        };
+        records
+            .iter()
+            .map(|record| {
+                let (input, output) = &in_rows[&record.id.0];
+                let input = match input {
+                    Some(bytes) => crate::blobs::verified(&record.input, bytes.clone())?,
+                    None => next_blob(&record.input)?,
+                };
+                let output = match (&record.output, output) {
+                    (StoredOutput::Blob(hash), Some(bytes)) => {
+                        Some(crate::blobs::verified(hash, bytes.clone())?)
+                    }
+                    (StoredOutput::Blob(hash), None) => Some(next_blob(hash)?),
+                    (StoredOutput::Label { .. }, _) => None,
+                };
+                Ok(ExampleBytes { input, output })
+            })
+            .collect()
     }
 
     /// One page of the app's examples, in id order.

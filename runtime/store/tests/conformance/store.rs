@@ -181,7 +181,7 @@ fn examples_are_listed_page_by_page() {
         .unwrap();
     assert_eq!(page.items.len(), 1);
     assert_eq!(
-        Blob::Bytes(store.blob(&page.items[0].input).unwrap()),
+        Blob::Bytes(store.example_bytes(&[&page.items[0]]).unwrap()[0].input.clone()),
         batch[0].input
     );
 }
@@ -494,11 +494,11 @@ fn garbage_collection_keeps_referenced_and_young_blobs() {
     assert!(store.blob(&orphan).is_err());
     assert_eq!(store.blob(&checkpoint).unwrap(), b"resnet18");
     let page = store.examples(app.id, PageRequest::default()).unwrap();
-    assert!(store.blob(&page.items[0].input).is_ok());
+    assert!(store.example_bytes(&[&page.items[0]]).is_ok());
 }
 
 #[test]
-fn small_example_blobs_live_in_the_database_shared_and_collected() {
+fn small_example_blobs_live_in_their_rows_and_large_ones_are_blobs_collected_with_the_app() {
     let Some((fixture, mut store)) = open() else {
         return;
     };
@@ -508,36 +508,60 @@ fn small_example_blobs_live_in_the_database_shared_and_collected() {
         input: Blob::Bytes(vec![3; easeml_store::INLINE_BLOB_BYTES + 1]),
         output: NewOutput::Label("dog".to_owned()),
     };
+    let recovery = NewExample {
+        input: Blob::Bytes(b"EMX1 in".to_vec()),
+        output: NewOutput::Blob(Blob::Bytes(b"EMX1 out".to_vec())),
+    };
     store
         .insert_examples(app.id, &[labelled(7, "cat"), large])
         .unwrap();
+    let (other, _) = store.register_app(&new_app("more", None, None)).unwrap();
+    store.insert_examples(other.id, &[recovery]).unwrap();
     let page = store.examples(app.id, PageRequest::default()).unwrap();
     let (small_hash, large_hash) = (&page.items[0].input, &page.items[1].input);
-    // The small input is a row of the database, read by any connection; the large one is a blob
-    // of the folder or bucket.
-    assert_eq!(store.blob_path(small_hash), None);
-    assert_eq!(fixture.open().blob(small_hash).unwrap(), small);
-    assert_eq!(
-        fixture.open().blob(large_hash).unwrap().len(),
-        easeml_store::INLINE_BLOB_BYTES + 1
-    );
-    // The same bytes fed to another app are stored once and shared: removing the first app
-    // frees only its large blob.
-    let (other, _) = store.register_app(&new_app("more", Some(2), None)).unwrap();
-    store
-        .insert_examples(other.id, &[labelled(7, "dog")])
-        .unwrap();
-    store.remove_app(app.id).unwrap();
-    let (removed, _) = store.collect_garbage(std::time::Duration::ZERO).unwrap();
-    assert_eq!(removed, 1);
-    assert!(store.blob(large_hash).is_err());
-    assert_eq!(store.blob(small_hash).unwrap(), small);
-    store.remove_app(other.id).unwrap();
-    assert_eq!(
-        store.collect_garbage(std::time::Duration::ZERO).unwrap(),
-        (1, small.len() as u64)
+    // The small input is in its example's row, read by the example from any connection (not a
+    // blob: no file, no blob by its hash); the large one is a blob of the folder or bucket.
+    assert!(
+        store
+            .blob_path(small_hash)
+            .is_none_or(|path| !path.exists())
     );
     assert!(store.blob(small_hash).is_err());
+    let read = fixture.open();
+    let bytes = read
+        .example_bytes(&[&page.items[0], &page.items[1]])
+        .unwrap();
+    assert_eq!(bytes[0].input, small);
+    assert_eq!(bytes[0].output, None);
+    assert_eq!(bytes[1].input.len(), easeml_store::INLINE_BLOB_BYTES + 1);
+    assert_eq!(read.blob(large_hash).unwrap(), bytes[1].input);
+    // An output blob is kept the same way.
+    let other_page = store.examples(other.id, PageRequest::default()).unwrap();
+    assert_eq!(
+        read.example_bytes(&[&other_page.items[0]]).unwrap()[0],
+        easeml_store::ExampleBytes {
+            input: b"EMX1 in".to_vec(),
+            output: Some(b"EMX1 out".to_vec()),
+        }
+    );
+    // Removing the app frees its large blob; its rows took the small one with them.
+    store.remove_app(app.id).unwrap();
+    assert_eq!(
+        store.collect_garbage(std::time::Duration::ZERO).unwrap(),
+        (1, easeml_store::INLINE_BLOB_BYTES as u64 + 1)
+    );
+    assert!(store.blob(large_hash).is_err());
+    let error = store
+        .example_bytes(&[&page.items[0]])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        error,
+        format!(
+            "example {} is no longer in the store (its app was removed)",
+            page.items[0].id.0
+        )
+    );
 }
 
 #[test]
@@ -564,10 +588,10 @@ fn a_batch_of_many_statements_keeps_feed_order_and_ids() {
     let mut index = 0u32;
     loop {
         let page = store.examples(app.id, request).unwrap();
-        for record in &page.items {
+        let records: Vec<_> = page.items.iter().collect();
+        for (record, bytes) in records.iter().zip(store.example_bytes(&records).unwrap()) {
             assert_eq!(record.id, report.ids[index as usize]);
-            let input = store.blob(&record.input).unwrap();
-            assert_eq!(input, format!("EMX1{}", index % 1000).into_bytes());
+            assert_eq!(bytes.input, format!("EMX1{}", index % 1000).into_bytes());
             index += 1;
         }
         match page.next {
@@ -605,12 +629,13 @@ fn a_batch_may_name_blobs_written_before() {
 }
 
 #[test]
-fn many_blobs_read_at_once_as_one_by_one_in_order_and_checked() {
+fn many_examples_bytes_read_at_once_as_one_by_one_in_order_and_checked() {
     let Some((fixture, mut store)) = open() else {
         return;
     };
     let (app, _) = store.register_app(&new_app("blobs", Some(3), None)).unwrap();
-    // More than one query's worth, a large one kept outside the rows, and one hash named twice.
+    // More than one query's worth, a large one kept outside the rows, and one example named
+    // twice.
     let mut examples: Vec<NewExample> = (0..1_100u32)
         .map(|i| NewExample {
             input: Blob::Bytes(i.to_le_bytes().to_vec()),
@@ -626,18 +651,22 @@ fn many_blobs_read_at_once_as_one_by_one_in_order_and_checked() {
         .examples(app.id, PageRequest { after: None, limit: 2_000 })
         .unwrap()
         .items;
-    let mut hashes: Vec<&BlobHash> = records.iter().map(|record| &record.input).collect();
-    hashes.push(&records[3].input);
-    let many = store.blobs(&hashes).unwrap();
-    assert_eq!(many.len(), hashes.len());
-    for (hash, bytes) in hashes.iter().zip(&many) {
-        assert_eq!(bytes, &store.blob(hash).unwrap());
+    let mut named: Vec<&easeml_store::ExampleRecord> = records.iter().collect();
+    named.push(&records[3]);
+    let many = store.example_bytes(&named).unwrap();
+    assert_eq!(many.len(), named.len());
+    for (record, bytes) in named.iter().zip(&many) {
+        assert_eq!(bytes, &store.example_bytes(&[record]).unwrap()[0]);
     }
-    assert_eq!(many[1_101], 3u32.to_le_bytes());
-    assert_eq!(many[1_100].len(), 40_000);
-    // A damaged blob (the large one, outside the rows) is refused as one read alone is.
+    assert_eq!(many[1_101].input, 3u32.to_le_bytes());
+    assert_eq!(many[1_100].input.len(), 40_000);
+    // A damaged blob (the large one, outside the rows) is refused, alone or among others.
     let damaged = records[1_100].input.clone();
     fixture.overwrite_blob(&store, &damaged, b"not the bytes");
     assert!(store.blob(&damaged).is_err());
-    assert!(store.blobs(&[hashes[0], &damaged]).is_err());
+    let error = store
+        .example_bytes(&[&records[0], &records[1_100]])
+        .unwrap_err()
+        .to_string();
+    assert!(error.starts_with(&format!("blob {damaged} is corrupt")), "{error}");
 }
