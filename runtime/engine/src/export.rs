@@ -646,17 +646,36 @@ fn ensemble_readme(app: &str, members: &[ExportedMember], model: &ExportedModel)
         "\n## Predict\n\nAsk every member the same input as its README says, then add up the \
          answers: `out = sum over members of weight * out_member`. {answer}\n"
     ));
-    if model.call == Call::Dense
+    // The Python that adds them up, when every member is TorchScript called the same way (the
+    // members of one app share their call) with an output that adds up.
+    let inputs = match model.call {
+        Call::Dense => {
+            let shape = dims(&model.input_shape);
+            Some((
+                format!("x = torch.zeros(1, {shape})  # a float32 batch [B, {shape}]\n"),
+                "x",
+            ))
+        }
+        Call::Series => Some((
+            format!(
+                "x = torch.zeros(2, 7, {channels})  # two series zero-padded to 7 steps of {channels} values\n\
+                 lengths = torch.tensor([7, 4])  # their steps (int64)\n",
+                channels = model.input_shape[1]
+            ),
+            "x, lengths",
+        )),
+        _ => None,
+    };
+    if let Some((inputs, arguments)) = inputs
         && members
             .iter()
             .all(|member| member.model.file == TORCHSCRIPT_FILE)
     {
-        let shape = dims(&model.input_shape);
         text.push_str(&format!(
             "\n```python\nimport json, torch\nmeta = json.load(open(\"{METADATA_FILE}\"))\n\
              members = [(torch.jit.load(m[\"dir\"] + \"/{TORCHSCRIPT_FILE}\"), m[\"weight\"])\n           \
-             for m in meta[\"ensemble\"][\"members\"]]\nx = torch.zeros(1, {shape})  # a float32 batch [B, {shape}]\n\
-             out = sum(weight * model(x) for model, weight in members)\n```\n"
+             for m in meta[\"ensemble\"][\"members\"]]\n{inputs}\
+             out = sum(weight * model({arguments}) for model, weight in members)\n```\n"
         ));
     }
     text

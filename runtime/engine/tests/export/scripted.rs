@@ -69,6 +69,37 @@ fn the_recurrent_series_classifiers_export_as_torchscript_that_answers_as_infer(
             .infer(queries.iter().map(|steps| chain_of(steps)))
             .unwrap();
         assert_same_answers(&answers, &rows(&y), &format!("{family} in libtorch"));
+        if family == "gru" {
+            // An ensemble of series networks: its README adds the members up, called as one.
+            let home = out.parent().unwrap().join("home");
+            let run = store(&home)
+                .runs(store(&home).app_by_name("app").unwrap().unwrap().id)
+                .unwrap()[0]
+                .id;
+            record_ensemble(&home, &[(run, 0.5), (run, 0.5)]);
+            let ensemble = out.parent().unwrap().join("ensemble");
+            let report = export_app(&store(&home), "app", &ensemble, false).unwrap();
+            assert_eq!(report.members.len(), 2);
+            let readme = std::fs::read_to_string(ensemble.join(README_FILE)).unwrap();
+            assert!(
+                readme
+                    .contains("out = sum(weight * model(x, lengths) for model, weight in members)"),
+                "{readme}"
+            );
+            let mut total = Tensor::zeros_like(&y);
+            for member in &report.members {
+                let module = CModule::load(ensemble.join(&member.dir).join("model.pt")).unwrap();
+                let out = tch::no_grad(|| {
+                    module.forward_ts(&[x.shallow_clone(), lengths.shallow_clone()])
+                })
+                .unwrap();
+                total += out * member.weight;
+            }
+            let answers = client
+                .infer(queries.iter().map(|steps| chain_of(steps)))
+                .unwrap();
+            assert_same_answers(&answers, &rows(&total), "an ensemble of gru members");
+        }
     }
 }
 
