@@ -525,9 +525,8 @@ fn torch_readme(model: &ExportedModel) -> String {
     let (example, words) = match model.call {
         Call::Series => (
             format!(
-                "x = torch.zeros(2, 7, {channels})  # two series zero-padded to 7 steps of {channels} values\n\
-                 lengths = torch.tensor([7, 4])  # their steps (int64)\nout = model(x, lengths)\n",
-                channels = model.input_shape[1]
+                "{}out = model(x, lengths)\n",
+                series_inputs(model.input_shape[1])
             ),
             format!(
                 "A series is its steps in order (each step the values of one element of the input \
@@ -656,14 +655,7 @@ fn ensemble_readme(app: &str, members: &[ExportedMember], model: &ExportedModel)
                 "x",
             ))
         }
-        Call::Series => Some((
-            format!(
-                "x = torch.zeros(2, 7, {channels})  # two series zero-padded to 7 steps of {channels} values\n\
-                 lengths = torch.tensor([7, 4])  # their steps (int64)\n",
-                channels = model.input_shape[1]
-            ),
-            "x, lengths",
-        )),
+        Call::Series => Some((series_inputs(model.input_shape[1]), "x, lengths")),
         _ => None,
     };
     if let Some((inputs, arguments)) = inputs
@@ -679,6 +671,15 @@ fn ensemble_readme(app: &str, members: &[ExportedMember], model: &ExportedModel)
         ));
     }
     text
+}
+
+/// The README's Python lines that make a batch of two series of `channels` values per step
+/// (`x`, `lengths`), for a model called `model(x, lengths)`.
+fn series_inputs(channels: i64) -> String {
+    format!(
+        "x = torch.zeros(2, 7, {channels})  # two series zero-padded to 7 steps of {channels} values\n\
+         lengths = torch.tensor([7, 4])  # their steps (int64)\n"
+    )
 }
 
 /// A shape's dimensions as the README writes them: `3, 32, 32`.

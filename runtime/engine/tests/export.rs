@@ -178,16 +178,6 @@ fn torch_python() -> Option<PathBuf> {
 /// `torch.jit.load(model.pt)(inputs)` in Python, as rows of floats; `None` (after
 /// `missing_part`) when there is no Python with torch.
 fn python_outputs(dir: &Path, shape: &[i64], inputs: &[Vec<f32>]) -> Option<Vec<Vec<f32>>> {
-    const TEST: &str = "a_network_exports_as_torchscript_that_answers_as_infer";
-    let Some(python) = torch_python() else {
-        easeml_test_support::missing_part(
-            TEST,
-            "Python with torch",
-            "no $VIRTUAL_ENV/bin/python nor ~/.cache/easeml/torch-venv",
-            "run `eval \"$(cargo xtask env)\"` first (it makes the torch venv)",
-        );
-        return None;
-    };
     let script = "import json, sys, torch\n\
                   request = json.load(sys.stdin)\n\
                   model = torch.jit.load(request['model'])\n\
@@ -199,6 +189,26 @@ fn python_outputs(dir: &Path, shape: &[i64], inputs: &[Vec<f32>]) -> Option<Vec<
         "shape": shape,
         "inputs": inputs,
     });
+    python_json(
+        "a_network_exports_as_torchscript_that_answers_as_infer",
+        script,
+        &request,
+    )
+    .map(|output| serde_json::from_value(output).unwrap())
+}
+
+/// `script` run by the torch venv's Python with `request` as JSON on its standard input; what it
+/// printed, as JSON. `None` (after `missing_part` for `test`) when there is no Python with torch.
+fn python_json(test: &str, script: &str, request: &Value) -> Option<Value> {
+    let Some(python) = torch_python() else {
+        easeml_test_support::missing_part(
+            test,
+            "Python with torch",
+            "no $VIRTUAL_ENV/bin/python nor ~/.cache/easeml/torch-venv",
+            "run `eval \"$(cargo xtask env)\"` first (it makes the torch venv)",
+        );
+        return None;
+    };
     let mut child = std::process::Command::new(&python)
         .args(["-c", script])
         .stdin(std::process::Stdio::piped())
@@ -217,7 +227,7 @@ fn python_outputs(dir: &Path, shape: &[i64], inputs: &[Vec<f32>]) -> Option<Vec<
     let stderr = String::from_utf8_lossy(&output.stderr);
     if stderr.contains("No module named 'torch'") {
         easeml_test_support::missing_part(
-            TEST,
+            test,
             "Python with torch",
             &format!("{} cannot import torch", python.display()),
             "run `eval \"$(cargo xtask env)\"` first (it makes the torch venv)",
@@ -668,14 +678,7 @@ fn the_convolutional_series_classifiers_export_as_torchscript_that_answers_as_in
     // Seven series of 9 to 19 steps in one batch padded to the longest: another batch size and
     // other lengths than the trace's.
     let queries: Vec<Vec<[f32; 2]>> = (100..107).map(|i| series_steps(i, 9 + i % 11)).collect();
-    let longest = queries.iter().map(Vec::len).max().unwrap();
-    let mut padded = vec![0f32; queries.len() * longest * 2];
-    for (row, steps) in queries.iter().enumerate() {
-        for (t, step) in steps.iter().enumerate() {
-            padded[(row * longest + t) * 2..(row * longest + t) * 2 + 2].copy_from_slice(step);
-        }
-    }
-    let lengths: Vec<i64> = queries.iter().map(|steps| steps.len() as i64).collect();
+    let (x, lengths) = scripted::padded(&queries);
     for family in ["fcn", "resnet1d", "inception_time"] {
         let (_temp, home, mut client) = trained(SERIES_APP, |id| id.starts_with(family), &examples);
         let out = home.parent().unwrap().join("export");
@@ -690,12 +693,9 @@ fn the_convolutional_series_classifiers_export_as_torchscript_that_answers_as_in
         assert!(readme.contains("out = model(x, lengths)"), "{readme}");
 
         let module = tch::CModule::load(out.join("model.pt")).unwrap();
-        let x = tch::Tensor::from_slice(&padded).view([queries.len() as i64, longest as i64, 2]);
-        let y =
-            tch::no_grad(|| module.forward_ts(&[x, tch::Tensor::from_slice(&lengths)])).unwrap();
-        let here: Vec<Vec<f32>> = (0..queries.len() as i64)
-            .map(|row| Vec::<f32>::try_from(y.get(row)).unwrap())
-            .collect();
+        let y = tch::no_grad(|| module.forward_ts(&[x.shallow_clone(), lengths.shallow_clone()]))
+            .unwrap();
+        let here = scripted::rows(&y);
         let answers = client
             .infer(queries.iter().map(|steps| chain_of(steps)))
             .unwrap();

@@ -659,11 +659,12 @@ impl Store {
         Ok((removed + inline_removed, freed + inline_freed))
     }
 
-    /// Removes the small blobs in the database that no example refers to (left by removed apps).
-    /// They are written in the transaction of the rows that name them, so no age is needed; on
-    /// PostgreSQL the table is locked against concurrent feeds first, so that a feed storing the
-    /// same bytes again (whose insert finds the row and leaves it) cannot lose them to this
-    /// delete. Returns (blobs removed, bytes freed).
+    /// Removes the small blobs in the table `blob_bytes` that no example refers to (left by
+    /// removed apps). Only stores of schema versions 10-13 wrote them there, each in the
+    /// transaction of the rows that named it, so no age is needed; feeds since keep small blobs
+    /// in their rows and never write the table. On PostgreSQL the table is locked first (from
+    /// when feeds wrote it; nothing else contends for it now). Returns (blobs removed, bytes
+    /// freed).
     fn collect_inline_garbage(&self) -> Result<(usize, u64)> {
         let context = "removing unreferenced blobs from the database";
         let transaction = self.connection.transaction().map_err(db(context))?;

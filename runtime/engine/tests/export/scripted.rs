@@ -23,14 +23,14 @@ fn exported(
     (temp, out, client)
 }
 
-fn rows(tensor: &Tensor) -> Vec<Vec<f32>> {
+pub(super) fn rows(tensor: &Tensor) -> Vec<Vec<f32>> {
     (0..tensor.size()[0])
         .map(|row| Vec::<f32>::try_from(tensor.get(row)).unwrap())
         .collect()
 }
 
 /// Series zero-padded to the longest `[B, T, channels]`, and their lengths.
-fn padded(series: &[Vec<[f32; 2]>]) -> (Tensor, Tensor) {
+pub(super) fn padded(series: &[Vec<[f32; 2]>]) -> (Tensor, Tensor) {
     let longest = series.iter().map(Vec::len).max().unwrap();
     let mut values = vec![0f32; series.len() * longest * 2];
     for (row, steps) in series.iter().enumerate() {
@@ -229,15 +229,6 @@ fn the_tree_rnn_exports_as_torchscript_over_nodes_and_parents_that_answers_as_in
 /// `model.pt` in `dir` called in Python with `arguments` (each `{values, shape, dtype}`), its
 /// output as JSON (a list of tensors as a list); `None` (after `missing_part`) without torch.
 fn python_call(dir: &Path, arguments: &Value) -> Option<Value> {
-    let Some(python) = torch_python() else {
-        easeml_test_support::missing_part(
-            "the_tree_rnn_exports_as_torchscript_over_nodes_and_parents_that_answers_as_infer",
-            "Python with torch",
-            "no $VIRTUAL_ENV/bin/python nor ~/.cache/easeml/torch-venv",
-            "run `eval \"$(cargo xtask env)\"` first (it makes the torch venv)",
-        );
-        return None;
-    };
     let script = "import json, sys, torch\n\
                   request = json.load(sys.stdin)\n\
                   model = torch.jit.load(request['model'])\n\
@@ -245,24 +236,11 @@ fn python_call(dir: &Path, arguments: &Value) -> Option<Value> {
                   with torch.no_grad():\n    y = model(*args)\n\
                   print(json.dumps([t.tolist() for t in y] if isinstance(y, list) else y.tolist()))\n";
     let request = json!({"model": dir.join("model.pt"), "arguments": arguments});
-    let mut child = std::process::Command::new(&python)
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.to_string().as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "python failed: {stderr}");
-    Some(serde_json::from_slice(&output.stdout).unwrap())
+    python_json(
+        "the_tree_rnn_exports_as_torchscript_over_nodes_and_parents_that_answers_as_infer",
+        script,
+        &request,
+    )
 }
 
 /// The bytes of a record of tensors, by the README's words (`call.bytes`): `EMX1`, then each

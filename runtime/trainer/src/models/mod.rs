@@ -166,7 +166,7 @@ pub trait Network: std::fmt::Debug {
 /// tensors) and the tensors they read as `self.NAME`. Invariant: `network` computes what `forward`
 /// computes in evaluation mode, with the same libtorch operators (checked by the export tests
 /// against `infer`).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Scripted {
     /// TorchScript methods, each indented by four spaces (`    def network(self, ...)`).
     pub source: String,

@@ -245,10 +245,7 @@ impl Network for RecurrentClassifier {
     /// `network(self, x: Tensor, lengths: Tensor) -> Tensor`: `x` zero-padded `[B, T, A]`,
     /// `lengths` int64 `[B]`, the logits `[B, D]`.
     fn scripted(&self) -> Option<Scripted> {
-        let mut scripted = Scripted {
-            source: String::new(),
-            parameters: Vec::new(),
-        };
+        let mut scripted = Scripted::default();
         self.recurrent.script("recurrent", &mut scripted);
         scripted.linear("head", &self.head);
         let last = last_outputs_script(
@@ -355,10 +352,7 @@ impl Network for Seq2Seq {
     /// `[B, T, A]`, `lengths` int64 `[B]`, `steps` output steps to produce (at least 1); the raw
     /// outputs `[B, steps, B'+1]` (each step's values and its continue logit).
     fn scripted(&self) -> Option<Scripted> {
-        let mut scripted = Scripted {
-            source: String::new(),
-            parameters: Vec::new(),
-        };
+        let mut scripted = Scripted::default();
         self.encoder.script("encoder", &mut scripted);
         let decoder = script_weights("decoder", &self.decoder_weights, false, &mut scripted);
         scripted.linear("head", &self.head);

@@ -128,10 +128,7 @@ impl Network for TreeRnn {
     /// One node at a time from the last (its children are done by then), where `forward` does a
     /// level at a time: the same sums.
     fn scripted(&self) -> Option<Scripted> {
-        let mut scripted = Scripted {
-            source: String::new(),
-            parameters: Vec::new(),
-        };
+        let mut scripted = Scripted::default();
         scripted.linear("input", &self.input);
         scripted.linear("children", &self.children);
         scripted.linear("head", &self.head);
