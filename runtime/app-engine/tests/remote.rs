@@ -396,13 +396,8 @@ fn a_feed_larger_than_the_server_takes_at_once_goes_in_several_requests() {
 
 #[test]
 fn no_server_says_which_url_and_what_to_do() {
-    // A port that was free a moment ago: nothing listens there.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("http://127.0.0.1:{port}");
+    // Nothing listens there.
+    let url = common::refusing_url();
     let error = Client::open(&with_token(&url, "t"), app(PICS)).unwrap_err();
     assert!(matches!(error, Error::Unreachable { .. }), "{error:?}");
     let message = error.to_string();
@@ -1015,12 +1010,7 @@ fn the_app_command_line_works_against_a_server() {
         "{}",
         run.stderr
     );
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dead = format!("http://127.0.0.1:{port}");
+    let dead = common::refusing_url();
     let run = pics(&["status"], &[("EASEML_SERVER", &dead)], dir.path(), "");
     assert_eq!(run.code, 1);
     assert!(
