@@ -429,22 +429,38 @@ impl Store {
         migrations::current_version(&self.connection)
     }
 
-    /// Runs `PRAGMA integrity_check`; `Ok(())` when SQLite answers `ok`, else its findings
-    /// (PostgreSQL checks its own pages: a store there answers `Ok(())` once it answers at all).
+    /// Checks the store: SQLite's `PRAGMA integrity_check` (PostgreSQL checks its own pages), and
+    /// that every example belongs to an app (on PostgreSQL no foreign key keeps that: migration
+    /// 15). `Ok(())` when both hold, else the findings in words.
     pub fn integrity_check(&self) -> Result<std::result::Result<(), Vec<String>>> {
-        let check = match self.dialect() {
-            crate::db::Dialect::Sqlite => "PRAGMA integrity_check",
-            crate::db::Dialect::Postgres => "SELECT 'ok'",
+        let mut findings: Vec<String> = match self.dialect() {
+            crate::db::Dialect::Sqlite => self
+                .connection
+                .query_map("PRAGMA integrity_check", (), |row| row.get(0))
+                .map_err(db("running the integrity check"))?,
+            crate::db::Dialect::Postgres => vec!["ok".to_owned()],
         };
-        let findings: Vec<String> = self
-            .connection
-            .query_map(check, (), |row| row.get(0))
-            .map_err(db("running the integrity check"))?;
         if findings == ["ok"] {
-            Ok(Ok(()))
-        } else {
-            Ok(Err(findings))
+            findings.clear();
         }
+        let orphans: i64 = self
+            .connection
+            .query_row(
+                "SELECT COUNT(*) FROM examples WHERE NOT EXISTS (SELECT 1 FROM apps WHERE apps.id = examples.app)",
+                (),
+                |row| row.get(0),
+            )
+            .map_err(db("checking that every example has its app"))?;
+        if orphans > 0 {
+            findings.push(format!(
+                "{orphans} example(s) belong to no app (left by a removed app)"
+            ));
+        }
+        Ok(if findings.is_empty() {
+            Ok(())
+        } else {
+            Err(findings)
+        })
     }
 
     // ----- apps -----
@@ -513,14 +529,22 @@ impl Store {
     }
 
     /// Removes an app with all its examples, labels and runs (blob files stay until collected).
+    /// The examples are removed here, not by a foreign key's cascade (PostgreSQL's examples have
+    /// none: migration 15), after the app's row: its deletion waits for a feed that holds the
+    /// row and keeps later feeds out, so no example of the app is committed after this one.
     pub fn remove_app(&mut self, id: AppId) -> Result<()> {
-        let removed = self
-            .connection
+        let context = format!("removing app {}", id.0);
+        let transaction = self.connection.transaction().map_err(db(context.clone()))?;
+        let removed = transaction
             .execute("DELETE FROM apps WHERE id = ?1", [id.0])
-            .map_err(db(format!("removing app {}", id.0)))?;
+            .map_err(db(context.clone()))?;
         if removed == 0 {
             return Err(Error::NoSuchAppId(id.0));
         }
+        transaction
+            .execute("DELETE FROM examples WHERE app = ?1", [id.0])
+            .map_err(db(context.clone()))?;
+        transaction.commit().map_err(db(context))?;
         Ok(())
     }
 

@@ -1,33 +1,8 @@
-//! Examples: a feed's rows (many a statement, small inputs and outputs in the rows themselves), the
-//! paged and filtered listing, their bytes read by example ([`Store::example_bytes`]), the counts
+//! Examples: a feed's rows (one bulk insert a batch, `Db::insert_rows`; small inputs and outputs
+//! in the rows themselves), the paged and filtered listing, their bytes read by example ([`Store::example_bytes`]), the counts
 //! on the app's row, enabling and disabling one.
 
 use super::*;
-
-/// Rows one `INSERT` statement of a feed carries (8 parameters each for examples: far below
-/// SQLite's 32,766 and PostgreSQL's 65,535 parameters a statement).
-pub(super) const ROWS_PER_INSERT: usize = 500;
-
-/// `(?1, ?2), (?3, ?4), ...`: `rows` groups of `columns` numbered placeholders.
-pub(super) fn placeholder_rows(rows: usize, columns: usize) -> String {
-    (0..rows)
-        .map(|row| {
-            let cells: Vec<String> = (1..=columns)
-                .map(|column| format!("?{}", row * columns + column))
-                .collect();
-            format!("({})", cells.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Values as statement parameters.
-pub(super) fn value_params(values: &[crate::db::Value]) -> Vec<&dyn crate::db::ToValue> {
-    values
-        .iter()
-        .map(|value| value as &dyn crate::db::ToValue)
-        .collect()
-}
 
 /// Where a feed puts one of an example's blobs.
 pub(super) enum Placed<'a> {
@@ -63,8 +38,17 @@ pub(super) fn place_blob<'a>(blobs: &Blobs, blob: &'a Blob) -> Result<Placed<'a>
     }
 }
 
-/// The columns of one example row a feed inserts.
-const INSERT_COLUMNS: usize = 8;
+/// The columns of one example row a feed inserts, in the order of its values.
+const INSERT_COLUMNS: [&str; 8] = [
+    "app",
+    "input_sha256",
+    "input_bytes",
+    "output_sha256",
+    "output_bytes",
+    "label_index",
+    "data_version",
+    "created_ms",
+];
 
 /// The bytes of one example ([`Store::example_bytes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +122,7 @@ impl Store {
         let known_before = label_map.as_ref().map_or(0, |map| map.labels.len());
         let data_version = app.data_version + 1;
         let created = now_ms();
-        let mut rows = Vec::with_capacity(examples.len() * INSERT_COLUMNS);
+        let mut rows = Vec::with_capacity(examples.len() * INSERT_COLUMNS.len());
         for (example, (input, output)) in examples.iter().zip(&placed) {
             let label_index = match &example.output {
                 NewOutput::Blob(_) => None,
@@ -166,25 +150,12 @@ impl Store {
                 Value::Int(created),
             ]);
         }
-        let mut ids = Vec::with_capacity(examples.len());
-        for chunk in rows.chunks(ROWS_PER_INSERT * INSERT_COLUMNS) {
-            let mut chunk_ids: Vec<i64> = transaction
-                .query_map(
-                    &format!(
-                        "INSERT INTO examples (app, input_sha256, input_bytes, output_sha256, output_bytes, label_index, data_version, created_ms)
-                         VALUES {} RETURNING id",
-                        placeholder_rows(chunk.len() / INSERT_COLUMNS, INSERT_COLUMNS)
-                    ),
-                    value_params(chunk).as_slice(),
-                    |row| row.get(0),
-                )
-                .map_err(db(context.clone()))?;
-            // Ids are drawn in the order of the rows (a row id or an identity, one statement, the
-            // app's row locked): sorted, they are the rows' ids in feed order, whatever order
-            // RETURNING lists them in.
-            chunk_ids.sort_unstable();
-            ids.extend(chunk_ids.into_iter().map(ExampleId));
-        }
+        let ids: Vec<ExampleId> = transaction
+            .insert_rows("examples", &INSERT_COLUMNS, &rows)
+            .map_err(db(context.clone()))?
+            .into_iter()
+            .map(ExampleId)
+            .collect();
         let mut new_labels = Vec::new();
         if let Some(map) = &label_map {
             for (index, label) in map.labels.iter().enumerate().skip(known_before) {

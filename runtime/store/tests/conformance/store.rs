@@ -463,6 +463,51 @@ fn removing_an_app_removes_its_rows() {
 }
 
 #[test]
+fn an_app_removed_while_another_connection_feeds_it_leaves_no_example_behind() {
+    // The removal and a stream of feeds race on two connections: each feed is stored whole before
+    // the removal or refused after it, and no example outlives its app (on PostgreSQL no foreign
+    // key keeps that: the feed's app lock and the removal's order do).
+    let Some((fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("pets", Some(2), None)).unwrap();
+    let mut feeder = fixture.open();
+    let stored = std::sync::atomic::AtomicUsize::new(0);
+    let refusal = std::thread::scope(|scope| {
+        let feeding = scope.spawn(|| {
+            // Feeds until refused (a bound so that a removal that never lands cannot hang).
+            for batch in 0..100_000u32 {
+                let examples: Vec<NewExample> = (0..50u32)
+                    .map(|index| labelled((batch * 50 + index) as u8, "cat"))
+                    .collect();
+                match feeder.insert_examples(app.id, &examples) {
+                    Ok(_) => {
+                        stored.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    Err(error) => return Some(error.to_string()),
+                }
+            }
+            None
+        });
+        // Removed once some feeds are in, while the others go on.
+        while stored.load(std::sync::atomic::Ordering::SeqCst) < 3 && !feeding.is_finished() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        store.remove_app(app.id).unwrap();
+        feeding.join().unwrap()
+    });
+    let refusal = refusal.expect("a feed after the removal is refused");
+    assert!(refusal.contains(&app.id.0.to_string()), "{refusal}");
+    assert_eq!(store.integrity_check().unwrap(), Ok(()));
+    let left: i64 = fixture
+        .open()
+        .example_counts(app.id)
+        .map(|(all, _)| all as i64)
+        .unwrap_or(0);
+    assert_eq!(left, 0);
+}
+
+#[test]
 fn garbage_collection_keeps_referenced_and_young_blobs() {
     let Some((_fixture, mut store)) = open() else {
         return;
@@ -600,6 +645,78 @@ fn a_batch_of_many_statements_keeps_feed_order_and_ids() {
         }
     }
     assert_eq!(index, 1234);
+}
+
+#[test]
+fn feeds_on_two_connections_at_once_get_distinct_ids_in_each_feeds_order() {
+    // Two connections (two server threads, or two processes) feed two apps and one shared app
+    // at once, batches larger than one INSERT carries: every id is drawn once, each batch's ids
+    // rise in its rows' order, and each app lists its examples in the order they were fed.
+    let Some((fixture, mut first)) = open() else {
+        return;
+    };
+    let (shared, _) = first.register_app(&new_app("shared", Some(2), None)).unwrap();
+    let mut apps = Vec::new();
+    for name in ["left", "right"] {
+        apps.push(first.register_app(&new_app(name, Some(2), None)).unwrap().0.id);
+    }
+    let feed = |store: &mut Store, own: AppId, side: u32| {
+        let mut reports = Vec::new();
+        for batch in 0..4u32 {
+            for app in [own, shared.id] {
+                let examples: Vec<NewExample> = (0..700u32)
+                    .map(|index| NewExample {
+                        input: Blob::Bytes(format!("EMX1 {side} {batch} {index}").into_bytes()),
+                        output: NewOutput::Label("a".to_owned()),
+                    })
+                    .collect();
+                let report = store.insert_examples(app, &examples).unwrap();
+                reports.push((app, format!("EMX1 {side} {batch} "), report.ids));
+            }
+        }
+        reports
+    };
+    let mut second = fixture.open();
+    let (left, right) = std::thread::scope(|scope| {
+        let left = scope.spawn(|| feed(&mut first, apps[0], 0));
+        let right = scope.spawn(|| feed(&mut second, apps[1], 1));
+        (left.join().unwrap(), right.join().unwrap())
+    });
+    let store = fixture.open();
+    let mut every_id = std::collections::BTreeSet::new();
+    let mut fed: std::collections::HashMap<i64, (AppId, Vec<u8>)> = Default::default();
+    for (app, prefix, ids) in left.iter().chain(&right) {
+        assert_eq!(ids.len(), 700);
+        assert!(ids.windows(2).all(|pair| pair[0].0 < pair[1].0), "{ids:?}");
+        for (index, id) in ids.iter().enumerate() {
+            assert!(every_id.insert(id.0), "id {} drawn twice", id.0);
+            fed.insert(id.0, (*app, format!("{prefix}{index}").into_bytes()));
+        }
+    }
+    for app in [apps[0], apps[1], shared.id] {
+        let page = store
+            .examples(
+                app,
+                PageRequest {
+                    after: None,
+                    limit: 10_000,
+                },
+            )
+            .unwrap();
+        let records: Vec<_> = page.items.iter().collect();
+        let expected = if app == shared.id { 5600 } else { 2800 };
+        assert_eq!(records.len(), expected);
+        assert!(records.windows(2).all(|pair| pair[0].id.0 < pair[1].id.0));
+        for (record, bytes) in records.iter().zip(store.example_bytes(&records).unwrap()) {
+            let (fed_app, input) = &fed[&record.id.0];
+            assert_eq!(*fed_app, app);
+            assert_eq!(&bytes.input, input);
+        }
+        assert_eq!(
+            store.example_counts(app).unwrap(),
+            (expected as u64, expected as u64)
+        );
+    }
 }
 
 #[test]
