@@ -66,6 +66,11 @@ fn feed(store: &mut Store, app: AppId, n: usize) {
     store.insert_examples(app, &examples).expect("stored");
 }
 
+/// The lease time of the workers of the tests that kill one: a killed worker's lease must expire
+/// within the test, a live one's never (heartbeats every third of it, on a loaded machine whose
+/// store the test also polls every millisecond).
+const KILL_TEST_TTL: Duration = Duration::from_secs(2);
+
 fn worker_config(ttl: Duration) -> WorkerConfig {
     let mut config = WorkerConfig::for_device(Device::Cpu);
     config.threads = Some(1);
@@ -338,7 +343,7 @@ fn child_worker() {
     let stop = AtomicBool::new(false);
     run_worker(
         Path::new(&home),
-        worker_config(Duration::from_millis(600)),
+        worker_config(KILL_TEST_TTL),
         &stop,
         &mut |_| {},
     )
@@ -367,7 +372,7 @@ fn a_worker_killed_mid_sub_epoch_loses_its_unit_to_another() {
         .unwrap();
     let child_id = live_workers(home.path(), 1).remove(0);
     let stop = Arc::new(AtomicBool::new(false));
-    let survivor = worker_thread(home.path(), Duration::from_millis(600), &stop);
+    let survivor = worker_thread(home.path(), KILL_TEST_TTL, &stop);
     let ids = live_workers(home.path(), 2);
     assert_eq!(ids[0], child_id);
     // Both partitions are the child's: the other worker takes nothing until the child is gone.
@@ -726,7 +731,7 @@ fn a_gang_rank_killed_mid_epoch_breaks_the_gang_and_the_epoch_is_trained_again()
     // Enough rows that an epoch takes a while (thousands of steps, each a ring exchange).
     feed(&mut store, app, 10_000);
     let stop = Arc::new(AtomicBool::new(false));
-    let ttl = Duration::from_millis(600);
+    let ttl = KILL_TEST_TTL;
     let survivor = worker_thread(home.path(), ttl, &stop);
     let survivor_id = live_workers(home.path(), 1).remove(0);
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())

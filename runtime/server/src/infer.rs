@@ -62,6 +62,16 @@ struct Job {
     _slot: Slot,
 }
 
+impl Job {
+    /// Sends the answer, after giving the request's place back: a client that sends its next
+    /// request the moment it reads this answer finds the place free.
+    fn answer(self, result: Result<InferReport, ApiError>) {
+        let Job { reply, _slot, .. } = self;
+        drop(_slot);
+        let _ = reply.send(result);
+    }
+}
+
 /// A request's place among its app's [`MAX_REQUESTS_PER_APP`] and [`MAX_QUEUED_BYTES_PER_APP`].
 struct Slot {
     queued: Arc<Queued>,
@@ -294,7 +304,7 @@ fn take_turn(
         match step(home, clients, task) {
             Some(result) => {
                 if let Some(task) = tasks.remove(index) {
-                    let _ = task.job.reply.send(result);
+                    task.job.answer(result);
                 }
             }
             None if matches!(task.stage, Stage::Check { .. }) => break,
@@ -322,7 +332,7 @@ fn take_turn(
         match step(home, clients, &mut task) {
             None => tasks.push_front(task),
             Some(result) => {
-                let _ = task.job.reply.send(result);
+                task.job.answer(result);
             }
         }
     }
@@ -379,7 +389,7 @@ fn answer_together(
             .map(|((_, inference), &line)| (line, inference))
             .collect();
         let score = score_of(client, &mine, &mut inputs.expected);
-        let _ = task.job.reply.send(Ok(InferReport {
+        task.job.answer(Ok(InferReport {
             answers: mine,
             run: report.run,
             run_number: report.run_number,

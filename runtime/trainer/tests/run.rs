@@ -835,7 +835,9 @@ fn trimtuner_searches_settings_and_data_shares_then_trains_the_incumbent_on_all_
     let examples = synthetic::tabular_sign(600, 4, 41);
     let mut budget = budget(40);
     budget.tuning = easeml_trainer::Tuning::TrimTuner;
-    budget.max_seconds = 4.0;
+    // Enough for the initial design's four trials and a full-data one in a debug build on a
+    // loaded machine (the search takes 60% of it).
+    budget.max_seconds = 8.0;
     let run = train(&Candidate::parse("mlp_small").unwrap(), &examples, &budget).unwrap();
     let quality = run.quality().expect("a model");
     assert!(quality > 0.8, "{quality}: {:#?}", run.trials);
