@@ -41,7 +41,7 @@ mod watchdog;
 
 mod common;
 
-use common::{SHAPES, SIDES, shapes_lines, sides_lines, wait_until};
+use common::{SHAPES, SIDES, is_network, shapes_lines, sides_lines, wait_until};
 use slurm_cluster::SlurmCluster;
 
 const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
@@ -91,13 +91,14 @@ fn slurm_workers(store: &Store) -> Vec<WorkerRecord> {
     workers
 }
 
-/// A unit of the image app leased by `worker` (a network's: seconds long), once there is one.
+/// A network's unit of the image app leased by `worker` (seconds long), once there is one.
 fn unit_held_by(store: &Store, worker: &str) -> Option<easeml_runtime::store::UnitRecord> {
     let shapes = store.app_by_name("shapes").unwrap().unwrap().id;
     store.open_units().unwrap().into_iter().find(|unit| {
         unit.state == UnitState::Leased
             && unit.lease_owner.as_deref() == Some(worker)
             && unit.app == shapes
+            && is_network(&unit.candidate)
     })
 }
 

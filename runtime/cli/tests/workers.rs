@@ -19,7 +19,7 @@ const EASEML: &str = env!("CARGO_BIN_EXE_easeml");
 
 mod common;
 
-use common::{SIDES, feed_shapes, feed_sides, wait_until};
+use common::{SIDES, feed_shapes, feed_sides, is_network, wait_until};
 
 fn easeml(args: &[&str]) -> Command {
     let mut command = Command::new(EASEML);
@@ -603,9 +603,11 @@ fn killed_workers_and_coordinators_lose_nothing_and_run_nothing_twice() {
             .find(|worker| worker.pid == doomed.id())
             .map(|worker| worker.id)
     });
-    let unit = wait_until("a unit leased", Duration::from_secs(120), || {
+    let unit = wait_until("a network's unit leased", Duration::from_secs(120), || {
         store.open_units().unwrap().into_iter().find(|unit| {
-            unit.state == UnitState::Leased && unit.lease_owner.as_ref() == Some(&doomed_id)
+            unit.state == UnitState::Leased
+                && unit.lease_owner.as_ref() == Some(&doomed_id)
+                && is_network(&unit.candidate)
         })
     });
     doomed.kill().unwrap();

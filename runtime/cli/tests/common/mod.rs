@@ -6,6 +6,15 @@ use std::time::{Duration, Instant};
 
 use easeml_runtime::{AppSpec, Client, Connection};
 
+/// Whether a unit's candidate is a network (trained by steps, seconds long here), not a classic
+/// model that may finish within milliseconds of its lease: the tests that stop or kill a worker
+/// mid-unit wait for a network's unit.
+#[allow(dead_code)]
+pub fn is_network(candidate: &str) -> bool {
+    easeml_trainer::Candidate::parse(candidate)
+        .is_ok_and(|candidate| !easeml_trainer::classic::is_classic(candidate.model))
+}
+
 /// An image app whose runs take a few seconds on the CPU.
 pub const SHAPES: &str = "app shapes\nInput = [12, 12, 3]\nOutput = [2]\nlabels = [dark, bright]";
 
