@@ -7,6 +7,7 @@
 
 mod apps;
 mod export;
+mod openmp;
 mod serve;
 mod train;
 mod web_compiler;
@@ -61,8 +62,24 @@ const NO_LAB: &str = "this easeml was built without the `lab` feature, so it has
 
 /// Runs the command; an error is printed as `error: what: why` (its chain of causes, never a
 /// backtrace, even with `RUST_BACKTRACE` set) with exit status 1.
+/// Whether the command answers requests while training runs in the same process (`serve`, the
+/// service bench): those run with OpenMP's threads sleeping when idle ([`openmp`]).
+fn serves_requests(command: &Command) -> bool {
+    match command {
+        Command::Serve(_) => true,
+        #[cfg(feature = "lab")]
+        Command::Bench {
+            bench: easeml_bench::harness::BenchCommand::Service(_),
+        } => true,
+        _ => false,
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if serves_requests(&cli.command) {
+        openmp::passive_or_restart();
+    }
     let result = match cli.command {
         Command::Serve(args) => serve::run(&args),
         Command::Apps(args) => apps::run(&args),

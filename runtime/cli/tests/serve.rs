@@ -640,3 +640,40 @@ fn a_server_killed_during_a_training_run_reruns_it_after_a_restart() {
     assert!(terminated.success());
     assert!(child.wait().unwrap().success());
 }
+
+/// The server runs with OpenMP's idle threads asleep (`OMP_WAIT_POLICY=PASSIVE`, which libgomp
+/// reads only when it is loaded: the process executes itself again with it, keeping its process
+/// id and arguments), unless the operator set the variable: then the operator's value is kept.
+#[test]
+fn a_server_runs_with_sleeping_openmp_threads_unless_the_operator_chose() {
+    for (given, expected) in [(None, "PASSIVE"), (Some("ACTIVE"), "ACTIVE")] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut command = Command::new(EASEML);
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--no-train", "--data"])
+            .arg(dir.path().join("home"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        match given {
+            Some(value) => command.env("OMP_WAIT_POLICY", value),
+            None => command.env_remove("OMP_WAIT_POLICY"),
+        };
+        let mut child = command.spawn().unwrap();
+        // The first line is the serving process's (after the restart, if any).
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("http://"), "{line:?}");
+        let environment = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+        let policies: Vec<String> = environment
+            .split(|&byte| byte == 0)
+            .filter_map(|entry| entry.strip_prefix(b"OMP_WAIT_POLICY="))
+            .map(|value| String::from_utf8_lossy(value).into_owned())
+            .collect();
+        assert_eq!(policies, [expected], "{given:?}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
