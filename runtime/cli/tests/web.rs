@@ -945,12 +945,15 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
         assert!(pixels > MIN_LINE_PIXELS, "the operator's chart is blank ({pixels} pixels of the line)");
 
         // The served classifier's per-class view, from the status: a row per label (100% on the
-        // separable blobs), and a confusion matrix of its 40 validation answers (5 folds).
+        // separable blobs), and a confusion matrix of its 40 validation answers (5 folds). Waited
+        // for as a whole: a run cut by `--max-run` may be served first with fewer answers.
         until(
             &browser,
-            "the per-class view",
+            "the per-class view of a served model with all 40 validation answers right",
             "return !document.getElementById('class-section').classList.contains('hidden') \
-             && document.querySelectorAll('#confusion rect').length === 4;",
+             && document.querySelectorAll('#confusion rect').length === 4 \
+             && Array.from(document.querySelectorAll('#confusion rect')).map(r => Number(r.nextElementSibling.textContent)).reduce((a, b) => a + b, 0) === 40 \
+             && Array.from(document.querySelectorAll('#per-class tr')).every(r => r.textContent.endsWith('100%'));",
         )
         .await;
         let real = script(
