@@ -30,6 +30,16 @@ mod helpers {
 
 use helpers::{finished_run, labelled, new_app, total};
 
+/// A store at `home` as the builds before migration `version` left it (every earlier migration
+/// applied, none from `version` on).
+fn store_before(home: &std::path::Path, version: u32) -> Store {
+    let before = MIGRATIONS
+        .iter()
+        .position(|migration| migration.version == version)
+        .unwrap();
+    Store::open_migrated(home, &StoreOptions::default(), &MIGRATIONS[..before]).unwrap()
+}
+
 #[test]
 fn a_fresh_store_is_migrated_in_wal_mode_and_sound() {
     let (dir, store) = open();
@@ -104,12 +114,7 @@ fn small_blobs_of_a_store_from_before_blobs_in_rows_stay_readable_and_kept() {
     // A store of the builds between migrations 10 and 14: small inputs and outputs in the table
     // `blob_bytes`, keyed by their hash, the rows naming them (that build's columns).
     let dir = tempfile::tempdir().unwrap();
-    let before = MIGRATIONS
-        .iter()
-        .position(|migration| migration.name == "small example blobs in the example's row")
-        .unwrap();
-    let mut old =
-        Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..before]).unwrap();
+    let mut old = store_before(dir.path(), 14);
     let (app, _) = old.register_app(&new_app("old", None, None)).unwrap();
     drop(old);
     let (input, output) = (b"EMX1 small input".to_vec(), b"EMX1 small output".to_vec());
@@ -161,13 +166,8 @@ fn runs_of_a_store_from_before_run_validation_stay_readable() {
     let dir = tempfile::tempdir().unwrap();
     // A store of the build before migration 3 (no `protocol`, `quality_std`) with a finished run,
     // written with that build's columns.
-    let before = MIGRATIONS
-        .iter()
-        .position(|migration| migration.name == "run validation")
-        .unwrap();
-    let mut old =
-        Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..before]).unwrap();
-    assert_eq!(old.schema_version().unwrap(), before as u32);
+    let mut old = store_before(dir.path(), 3);
+    assert_eq!(old.schema_version().unwrap(), 2);
     let (app, _) = old.register_app(&new_app("old", Some(3), None)).unwrap();
     drop(old);
     let connection = rusqlite::Connection::open(dir.path().join("easeml.sqlite3")).unwrap();
@@ -314,12 +314,7 @@ fn units_of_a_store_from_before_sub_epochs_are_kept_and_leased_again() {
     let dir = tempfile::tempdir().unwrap();
     // A store of the build before migration 7 (units were whole runs only) with a unit whose
     // worker died holding it, written with that build's columns.
-    let before = MIGRATIONS
-        .iter()
-        .position(|migration| migration.version == 7)
-        .unwrap();
-    let mut old =
-        Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..before]).unwrap();
+    let mut old = store_before(dir.path(), 7);
     let (app, _) = old.register_app(&new_app("old", Some(3), None)).unwrap();
     drop(old);
     let connection = rusqlite::Connection::open(dir.path().join("easeml.sqlite3")).unwrap();
@@ -387,12 +382,7 @@ fn runs_of_a_store_from_before_run_numbers_are_numbered_within_their_app() {
     let dir = tempfile::tempdir().unwrap();
     // A store of the build before migration 13 (runs known by their store-wide id only), with
     // runs of two apps interleaved, written with that build's columns.
-    let before = MIGRATIONS
-        .iter()
-        .position(|migration| migration.version == 13)
-        .unwrap();
-    let mut old =
-        Store::open_migrated(dir.path(), &StoreOptions::default(), &MIGRATIONS[..before]).unwrap();
+    let mut old = store_before(dir.path(), 13);
     let (first, _) = old.register_app(&new_app("first", Some(3), None)).unwrap();
     let (second, _) = old.register_app(&new_app("second", Some(3), None)).unwrap();
     drop(old);
