@@ -36,6 +36,8 @@ use crate::wire::{
 };
 use crate::{AppSpec, Error, FeedReport, LoadedExample, Result, Status};
 
+mod resolver;
+
 /// The most bytes of examples one request carries (less when the server's body limit is lower).
 const REQUEST_BYTES: usize = 8 << 20;
 /// The largest answer read.
@@ -113,13 +115,17 @@ impl Remote {
     /// checks that the app registered there has this spec's type and labels.
     pub(crate) fn open(settings: &RemoteSettings<'_>, spec: &AppSpec) -> Result<Remote> {
         let url = normalize_url(settings.url)?;
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_global(Some(REQUEST_TIMEOUT))
             .user_agent(concat!("easeml-runtime/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+            .build();
+        let agent = ureq::Agent::with_parts(
+            config,
+            ureq::unversioned::transport::DefaultConnector::new(),
+            resolver::QuickResolver::default(),
+        );
         let mut remote = Remote {
             url,
             agent,
