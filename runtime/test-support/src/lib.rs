@@ -12,7 +12,26 @@
 //! Python package) build it in [`nested_build_target`], so that easeml's runtime and its
 //! dependencies are built once for all of them instead of once per folder.
 
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A loopback address where nobody listens, on a port outside the ephemeral range, for the tests
+/// of "nobody is there" (a remote server, a ring's peer). A port freed by dropping a listener is
+/// not one: a test running beside it may bind it again, or a connection's own ephemeral port may
+/// equal it and the connection meets itself (a TCP simultaneous open that succeeds). Panics,
+/// failing the test, when every port below 1024 answers.
+pub fn refusing_address() -> SocketAddr {
+    (1..1024)
+        .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+        .find(|address| {
+            matches!(
+                TcpStream::connect_timeout(address, Duration::from_millis(200)),
+                Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused
+            )
+        })
+        .expect("a port below 1024 that refuses connections")
+}
 
 /// The target dir of every nested cargo build of the tests, given the test's
 /// `CARGO_TARGET_TMPDIR` (`<target>/tmp`): trybuild's own, `<target>/tests/trybuild`, which

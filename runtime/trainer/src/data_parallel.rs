@@ -469,22 +469,6 @@ mod tests {
         (listener, address)
     }
 
-    /// A local address where nobody listens, outside the ephemeral port range. (A port freed by
-    /// dropping a listener is not: a test running beside this one may bind it again, or a
-    /// connection's own ephemeral port may equal it and the connection meets itself, a TCP
-    /// simultaneous open that succeeds.)
-    fn refusing_address() -> SocketAddr {
-        (1..1024)
-            .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
-            .find(|address| {
-                matches!(
-                    TcpStream::connect_timeout(address, Duration::from_millis(200)),
-                    Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused
-                )
-            })
-            .expect("a port below 1024 that refuses connections")
-    }
-
     /// `world` rings on threads, each running `work` with its rank; their results.
     fn with_rings<T: Send>(world: usize, work: impl Fn(&mut TcpRing) -> T + Sync) -> Vec<T> {
         let listeners: Vec<(TcpListener, SocketAddr)> = (0..world).map(|_| listener()).collect();
@@ -554,7 +538,7 @@ mod tests {
     fn a_stray_connection_is_ignored_and_a_missing_peer_is_a_timeout_not_a_hang() {
         let (listener, address) = listener();
         // Nobody listens at the right neighbour's address: connecting gives up at the deadline.
-        let gone_address = refusing_address();
+        let gone_address = easeml_test_support::refusing_address();
         let started = Instant::now();
         let error = TcpRing::connect(0, 2, &listener, gone_address, 1, Duration::from_millis(400))
             .unwrap_err()

@@ -125,18 +125,7 @@ pub fn status_json(response: Response) -> (u16, Value) {
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
-/// A loopback URL where nobody listens, on a port outside the ephemeral range. (A port freed by
-/// dropping a listener is not: a server that a test beside this one starts may bind it again, or a
-/// connection's own ephemeral port may equal it and the connection meets itself.)
+/// A loopback URL where nobody listens ([`easeml_test_support::refusing_address`]).
 pub fn refusing_url() -> String {
-    (1..1024)
-        .find(|&port| {
-            let address = SocketAddr::from(([127, 0, 0, 1], port));
-            matches!(
-                std::net::TcpStream::connect_timeout(&address, Duration::from_millis(200)),
-                Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused
-            )
-        })
-        .map(|port| format!("http://127.0.0.1:{port}"))
-        .expect("a port below 1024 that refuses connections")
+    format!("http://{}", easeml_test_support::refusing_address())
 }
