@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use easeml_trainer::device::{choose_device, device_name, parse_device};
 use indicatif::{ProgressBar, ProgressStyle};
-use measure::{BenchModel, MemoryReport, PythonSide, RunReport, StepConfig, Throughput};
+use measure::{BenchModel, MemoryReport, Peer, PythonSide, RunReport, StepConfig, Throughput};
 use serde_json::json;
 
 /// Arguments of `easeml bench trainer`.
@@ -35,9 +35,22 @@ pub struct TrainerBenchArgs {
     /// Images per batch (default: 32; --quick: 8).
     #[arg(long, value_name = "N")]
     batch: Option<i64>,
-    /// Images are [SIZE, SIZE, 3].
-    #[arg(long, default_value_t = 32, value_name = "SIZE")]
-    size: i64,
+    /// Images are [SIZE, SIZE, 3]; several sizes (`--size 32,224` or `--size 32 --size 224`) are
+    /// measured one after another.
+    #[arg(long, value_delimiter = ',', default_value = "32", value_name = "SIZE")]
+    size: Vec<i64>,
+    /// How the PyTorch side runs (several: `--peer eager,amp,compile`): `eager` (float32), `amp`
+    /// (bfloat16 autocast, channels-last), `compile` (torch.compile reduce-overhead; its compile
+    /// time reported apart); each with cuDNN's autotuner (CUDA) and fused Adam. The first is the
+    /// table's Python column.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "eager",
+        value_name = "PEER"
+    )]
+    peer: Vec<Peer>,
     /// Threads of both sides (default: available cores).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -87,9 +100,13 @@ pub struct TrainerBenchArgs {
 /// One row of the throughput table.
 struct Row {
     model: BenchModel,
+    size: i64,
     mixed_precision: bool,
     rust: Throughput,
+    /// The first peer's best (the table's Python column; with `--amp` on mixed-precision rows).
     python: Option<Throughput>,
+    /// Every peer's best, with the seconds of its untimed first steps (float32 rows only).
+    peers: Vec<(Peer, Throughput, f64)>,
 }
 
 /// Runs the benchmark.
@@ -130,6 +147,11 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         bail!("--mixed-precision needs a CUDA device (autocast only acts on CUDA)");
     }
     let config = step_config(args, device)?;
+    let sizes = distinct(&args.size);
+    let peers = distinct(&args.peer);
+    if sizes.iter().any(|&size| size < 1) {
+        bail!("--size must be positive");
+    }
     let rounds = args.rounds.unwrap_or(if quick { 1 } else { 3 }).max(1);
     let python =
         (!args.no_python).then(|| args.python.clone().unwrap_or_else(measure::default_python));
@@ -142,7 +164,10 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         .run_examples
         .unwrap_or(if quick { 500 } else { 10_000 });
 
-    let steps = rounds * precisions.len() * (models.len() + usize::from(python.is_some()))
+    let python_runs = python
+        .as_ref()
+        .map_or(0, |_| peers.len() + precisions.len() - 1);
+    let steps = sizes.len() * rounds * (precisions.len() * models.len() + python_runs)
         + usize::from(!args.no_memory)
         + if args.mixed_precision { 2 } else { 0 };
     let progress = ProgressBar::new(steps as u64);
@@ -153,14 +178,20 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
     );
     progress.set_prefix(format!("bench trainer on {}", device_name(device)));
 
-    let (rows, python_side) = measure_throughput(
-        &models,
-        &config,
-        &precisions,
-        (rounds, threads),
-        python.as_deref(),
-        &progress,
-    )?;
+    let mut rows = Vec::new();
+    let mut python_side = None;
+    for &size in &sizes {
+        let (mut measured, side) = measure_throughput(
+            &models,
+            &StepConfig { size, ..config },
+            (&precisions, &peers),
+            (rounds, threads),
+            python.as_deref(),
+            &progress,
+        )?;
+        rows.append(&mut measured);
+        python_side = side.or(python_side);
+    }
 
     let memory = if args.no_memory {
         None
@@ -199,7 +230,9 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         "device": device_name(device),
         "threads": threads,
         "batch": config.batch,
-        "size": config.size,
+        "size": sizes[0],
+        "sizes": sizes,
+        "peer_names": peers.iter().map(|peer| peer.name()).collect::<Vec<_>>(),
         "width": config.width,
         "warmup": config.warmup,
         "iterations": config.iterations,
@@ -215,11 +248,18 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         },
         "throughput": rows.iter().map(|row| json!({
             "model": row.model.name(),
+            "size": row.size,
             "mixed_precision": row.mixed_precision,
             "rust": row.rust,
             "python": row.python,
             "ratio": row.python.map(|python| row.rust.ratio(python)),
         })).collect::<Vec<_>>(),
+        "rust": by_model(&rows, sizes[0]),
+        "peers": by_peer(&rows, sizes[0]),
+        "by_size": sizes.iter().map(|&size| (size.to_string(), json!({
+            "rust": by_model(&rows, size),
+            "peers": by_peer(&rows, size),
+        }))).collect::<serde_json::Map<_, _>>(),
         "memory": memory,
         "training_runs": runs,
         "wall_seconds": started.elapsed().as_secs_f64(),
@@ -244,7 +284,7 @@ fn step_config(args: &TrainerBenchArgs, device: tch::Device) -> anyhow::Result<S
     let config = StepConfig {
         device,
         batch: args.batch.unwrap_or(if quick { 8 } else { 32 }),
-        size: args.size,
+        size: args.size.first().copied().unwrap_or(32),
         warmup: if quick { 1 } else { 3 },
         iterations: args.iterations.unwrap_or(match (quick, device.is_cuda()) {
             (true, _) => 2,
@@ -260,12 +300,13 @@ fn step_config(args: &TrainerBenchArgs, device: tch::Device) -> anyhow::Result<S
     Ok(config)
 }
 
-/// The best of `rounds` rounds of every model's training steps, in Rust and (with `python`) in
-/// PyTorch, at each precision; with the Python side's last report.
+/// The best of `rounds` rounds of every model's training steps at `config.size`, in Rust and
+/// (with `python`) in PyTorch as every peer, at each precision (mixed precision: the first peer
+/// with `--amp`); with the Python side's last report.
 fn measure_throughput(
     models: &[BenchModel],
     config: &StepConfig,
-    precisions: &[bool],
+    (precisions, peers): (&[bool], &[Peer]),
     (rounds, threads): (usize, usize),
     python: Option<&Path>,
     progress: &ProgressBar,
@@ -277,22 +318,42 @@ fn measure_throughput(
             mixed_precision,
             ..*config
         };
+        let peers = if mixed_precision { &peers[..1] } else { peers };
         let mut rust_best = vec![Throughput::default(); models.len()];
-        let mut python_best = vec![Throughput::default(); models.len()];
+        // Per peer, per model: the best throughput and the first steps' seconds.
+        let mut peer_best = vec![vec![(Throughput::default(), 0.0_f64); models.len()]; peers.len()];
         for round in 1..=rounds {
             for (index, &model) in models.iter().enumerate() {
-                progress.set_message(format!("round {round}: {} (Rust)", model.name()));
+                progress.set_message(format!(
+                    "[{size},{size},3] round {round}: {} (Rust)",
+                    model.name(),
+                    size = config.size
+                ));
                 rust_best[index] = rust_best[index].best(measure::measure_steps(model, &config)?);
                 progress.inc(1);
             }
-            if let Some(python) = python {
-                progress.set_message(format!("round {round}: Python"));
-                let side = measure::run_python(python, models, &config, threads)?;
+            let Some(python) = python else { continue };
+            for (best, &peer) in peer_best.iter_mut().zip(peers) {
+                progress.set_message(format!(
+                    "[{size},{size},3] round {round}: Python, {}",
+                    peer.name(),
+                    size = config.size
+                ));
+                let side = measure::run_python(python, models, &config, threads, peer)?;
                 for (index, model) in models.iter().enumerate() {
                     let measured = side.results.get(model.name()).copied().with_context(|| {
-                        format!("the Python side did not report {}", model.name())
+                        format!(
+                            "the Python side ({}) did not report {}",
+                            peer.name(),
+                            model.name()
+                        )
                     })?;
-                    python_best[index] = python_best[index].best(measured);
+                    let warmup = side
+                        .warmup_seconds
+                        .get(model.name())
+                        .copied()
+                        .unwrap_or(0.0);
+                    best[index] = (best[index].0.best(measured), best[index].1.max(warmup));
                 }
                 python_side = Some(side);
                 progress.inc(1);
@@ -301,13 +362,69 @@ fn measure_throughput(
         for (index, &model) in models.iter().enumerate() {
             rows.push(Row {
                 model,
+                size: config.size,
                 mixed_precision,
                 rust: rust_best[index],
-                python: python.as_ref().map(|_| python_best[index]),
+                python: python.map(|_| peer_best[0][index].0),
+                peers: if python.is_some() && !mixed_precision {
+                    peers
+                        .iter()
+                        .zip(&peer_best)
+                        .map(|(&peer, best)| (peer, best[index].0, best[index].1))
+                        .collect()
+                } else {
+                    Vec::new()
+                },
             });
         }
     }
     Ok((rows, python_side))
+}
+
+/// `values` without repeats, in their first order.
+fn distinct<T: PartialEq + Copy>(values: &[T]) -> Vec<T> {
+    let mut seen = Vec::new();
+    for &value in values {
+        if !seen.contains(&value) {
+            seen.push(value);
+        }
+    }
+    seen
+}
+
+/// `{model: {train, infer}}` of the Rust side's float32 rows at `size` (`summary.json`'s `rust`).
+fn by_model(rows: &[Row], size: i64) -> serde_json::Value {
+    rows.iter()
+        .filter(|row| row.size == size && !row.mixed_precision)
+        .map(|row| (row.model.name().to_owned(), json!(row.rust)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// `{peer: {model: {train, infer, warmup_seconds}}}` of the float32 rows at `size`
+/// (`summary.json`'s `peers`).
+fn by_peer(rows: &[Row], size: i64) -> serde_json::Value {
+    let mut peers = serde_json::Map::new();
+    for row in rows
+        .iter()
+        .filter(|row| row.size == size && !row.mixed_precision)
+    {
+        for (peer, throughput, warmup) in &row.peers {
+            if let serde_json::Value::Object(models) =
+                peers.entry(peer.name()).or_insert_with(|| json!({}))
+            {
+                models.insert(
+                    row.model.name().to_owned(),
+                    json!({
+                        "train": throughput.train,
+                        "infer": throughput.infer,
+                        "warmup_seconds": warmup,
+                    }),
+                );
+            }
+        }
+    }
+    peers.into()
 }
 
 /// Writes summary.json and throughput.svg to `out`.
@@ -358,6 +475,16 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
 }
 
+/// A row's name in the table and the plot: `resnet18 224` (`fp16` added for mixed precision).
+fn row_name(row: &Row) -> String {
+    format!(
+        "{} {}{}",
+        row.model.name(),
+        row.size,
+        if row.mixed_precision { " fp16" } else { "" }
+    )
+}
+
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
@@ -371,7 +498,7 @@ fn print_report(
     same_install: Option<bool>,
 ) {
     println!(
-        "{}, {} threads, batch {}, [{size},{size},3] images, {} timed steps x {} rounds, ResNet-18 width x{}{}",
+        "{}, {} threads, batch {}, images [{sizes},{sizes},3], {} timed steps x {} rounds, ResNet-18 width x{}{}",
         summary["device"].as_str().unwrap_or("?"),
         summary["threads"],
         summary["batch"],
@@ -382,7 +509,11 @@ fn print_report(
             Some(side) => format!(", Python torch {}", side.torch),
             None => String::new(),
         },
-        size = summary["size"],
+        sizes = summary["sizes"]
+            .as_array()
+            .map(|sizes| sizes.iter().map(ToString::to_string).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .join("|"),
     );
     if same_install == Some(false) {
         println!(
@@ -398,11 +529,7 @@ fn print_report(
     let cell = |value: Option<f64>| value.map_or("-".to_owned(), |value| format!("{value:.1}"));
     let ratio = |value: Option<f64>| value.map_or("-".to_owned(), |value| format!("{value:.3}"));
     for row in rows {
-        let name = format!(
-            "{}{}",
-            row.model.name(),
-            if row.mixed_precision { " amp" } else { "" }
-        );
+        let name = row_name(row);
         let ratios = row.python.map(|python| row.rust.ratio(python));
         println!(
             "{name:<16} {:>13} {:>13} {:>7} {:>13} {:>13} {:>7}",
@@ -413,6 +540,21 @@ fn print_report(
             cell(row.python.map(|python| python.infer)),
             ratio(ratios.map(|r| r.infer)),
         );
+    }
+    for row in rows.iter().filter(|row| row.peers.len() > 1) {
+        for (peer, throughput, warmup) in &row.peers {
+            let ratio = row.rust.ratio(*throughput);
+            println!(
+                "{:<16} peer {:<8} train {:>10.1} (ratio {:.3})  infer {:>10.1} (ratio {:.3})  first steps {:.2} s",
+                row_name(row),
+                peer.name(),
+                throughput.train,
+                ratio.train,
+                throughput.infer,
+                ratio.infer,
+                warmup
+            );
+        }
     }
     if let Some(memory) = memory {
         println!(
@@ -458,11 +600,7 @@ fn throughput_svg(rows: &[Row], summary: &serde_json::Value) -> String {
     let bars: Vec<(String, f64, &str)> = rows
         .iter()
         .flat_map(|row| {
-            let name = format!(
-                "{}{}",
-                row.model.name(),
-                if row.mixed_precision { " amp" } else { "" }
-            );
+            let name = row_name(row);
             let mut bars = vec![
                 (format!("{name} train rust"), row.rust.train, "#d95f02"),
                 (format!("{name} infer rust"), row.rust.infer, "#fdae6b"),

@@ -37,6 +37,8 @@ fn help_documents_the_interface() {
         "--out",
         "--quick",
         "--mixed-precision",
+        "--size",
+        "--peer",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
@@ -49,7 +51,7 @@ fn a_quick_cpu_run_reports_positive_throughputs_and_the_memory_check() {
     let out = dir.join("out");
     let output = easeml()
         .args(["bench", "trainer", "--quick", "--device", "cpu"])
-        .args(["--threads", "2"])
+        .args(["--threads", "2", "--size", "8,16", "--peer", "eager,amp"])
         .arg("--out")
         .arg(&out)
         .output()
@@ -71,7 +73,41 @@ fn a_quick_cpu_run_reports_positive_throughputs_and_the_memory_check() {
         .iter()
         .map(|row| row["model"].as_str().unwrap())
         .collect();
-    assert_eq!(models, ["resnet18", "small_cnn"]);
+    assert_eq!(models, ["resnet18", "small_cnn", "resnet18", "small_cnn"]);
+    let sizes: Vec<i64> = rows
+        .iter()
+        .map(|row| row["size"].as_i64().unwrap())
+        .collect();
+    assert_eq!(sizes, [8, 8, 16, 16]);
+    // The interface of record: `rust.<model>` and `peers.<peer>.<model>` (the first size), and
+    // every size under `by_size`.
+    assert_eq!(summary["sizes"], serde_json::json!([8, 16]));
+    for size in ["8", "16"] {
+        let at = &summary["by_size"][size];
+        for model in ["resnet18", "small_cnn"] {
+            for key in ["train", "infer"] {
+                let rust = at["rust"][model][key].as_f64().unwrap_or(f64::NAN);
+                assert!(rust > 0.0, "rust {model} {key} at {size}: {summary:#}");
+                for peer in ["eager", "amp"] {
+                    let value = at["peers"][peer][model][key].as_f64().unwrap_or(f64::NAN);
+                    assert!(value > 0.0, "{peer} {model} {key} at {size}: {summary:#}");
+                }
+            }
+            assert!(
+                at["peers"]["amp"][model]["warmup_seconds"]
+                    .as_f64()
+                    .unwrap()
+                    >= 0.0
+            );
+        }
+    }
+    assert_eq!(summary["rust"], summary["by_size"]["8"]["rust"]);
+    assert_eq!(summary["peers"], summary["by_size"]["8"]["peers"]);
+    // The table's Python column is the first peer's.
+    assert_eq!(
+        rows[0]["python"]["train"],
+        summary["peers"]["eager"]["resnet18"]["train"]
+    );
     for row in rows {
         for side in ["rust", "python"] {
             for key in ["train", "infer"] {
@@ -108,6 +144,29 @@ fn bad_models_and_devices_are_clear_errors() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("bad device `tpu`"));
+    let output = easeml()
+        .args([
+            "bench",
+            "trainer",
+            "--quick",
+            "--size",
+            "32,0",
+            "--no-python",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--size must be positive"));
+    let output = easeml()
+        .args(["bench", "trainer", "--quick", "--peer", "jax"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("jax") && stderr.contains("eager, amp, compile"),
+        "{stderr}"
+    );
 }
 
 /// The `easeml` binary finds libtorch without `LD_LIBRARY_PATH` (RUNPATH to torch-sys's lib dir) and

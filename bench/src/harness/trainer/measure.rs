@@ -234,6 +234,8 @@ pub struct PythonSide {
     pub lib_dir: String,
     /// Images/second per model name.
     pub results: BTreeMap<String, Throughput>,
+    /// Seconds of the untimed first steps per model name (a compiling peer's compile time).
+    pub warmup_seconds: BTreeMap<String, f64>,
 }
 
 #[derive(Deserialize)]
@@ -241,14 +243,40 @@ struct PythonOutput {
     torch: String,
     lib_dir: String,
     results: BTreeMap<String, (f64, f64)>,
+    #[serde(default)]
+    warmup_seconds: BTreeMap<String, f64>,
 }
 
-/// Runs [`PYTHON_SCRIPT`] with `python` once for `models` under `config` and `threads`.
+/// How the PyTorch side is set up ([`PYTHON_SCRIPT`]'s `--peer`): each with cuDNN's autotuner on
+/// (CUDA) and Adam's fused kernel, as a performance-minded user runs PyTorch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Peer {
+    /// Float32, eager.
+    Eager,
+    /// bfloat16 autocast and channels-last tensors.
+    Amp,
+    /// `torch.compile(mode="reduce-overhead")` (CUDA graphs on CUDA); its compile time apart.
+    Compile,
+}
+
+impl Peer {
+    /// The name on the command line and in `summary.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Eager => "eager",
+            Peer::Amp => "amp",
+            Peer::Compile => "compile",
+        }
+    }
+}
+
+/// Runs [`PYTHON_SCRIPT`] with `python` once for `models` under `config` and `threads`, as `peer`.
 pub fn run_python(
     python: &Path,
     models: &[BenchModel],
     config: &StepConfig,
     threads: usize,
+    peer: Peer,
 ) -> Result<PythonSide> {
     let names: Vec<&str> = models.iter().map(|model| model.name()).collect();
     let mut command = Command::new(python);
@@ -265,6 +293,7 @@ pub fn run_python(
         .args(["--warmup", &config.warmup.to_string()])
         .args(["--width", &config.width.to_string()])
         .args(["--models", &names.join(",")])
+        .args(["--peer", peer.name()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -309,6 +338,7 @@ pub fn run_python(
             .into_iter()
             .map(|(name, (train, infer))| (name, Throughput { train, infer }))
             .collect(),
+        warmup_seconds: parsed.warmup_seconds,
     })
 }
 
