@@ -131,18 +131,7 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         Some(value) => parse_device(value)?,
         None => choose_device()?,
     };
-    let models = args
-        .models
-        .iter()
-        .filter(|name| !name.trim().is_empty())
-        .map(|name| {
-            BenchModel::parse(name)
-                .with_context(|| format!("unknown model `{name}` (expected resnet18 or small_cnn)"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    if models.is_empty() {
-        bail!("--models needs at least one of resnet18, small_cnn");
-    }
+    let models = parse_models(&args.models)?;
     if args.mixed_precision && !device.is_cuda() {
         bail!("--mixed-precision needs a CUDA device (autocast only acts on CUDA)");
     }
@@ -170,13 +159,7 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
     let steps = sizes.len() * rounds * (precisions.len() * models.len() + python_runs)
         + usize::from(!args.no_memory)
         + if args.mixed_precision { 2 } else { 0 };
-    let progress = ProgressBar::new(steps as u64);
-    progress.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    progress.set_prefix(format!("bench trainer on {}", device_name(device)));
+    let progress = progress_bar(steps, device);
 
     let mut rows = Vec::new();
     let mut python_side = None;
@@ -276,6 +259,34 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         write_outputs(out, &summary, &rows)?;
     }
     Ok(())
+}
+
+/// The models of `--models`, checked (an unknown or empty list is an error).
+fn parse_models(names: &[String]) -> anyhow::Result<Vec<BenchModel>> {
+    let models = names
+        .iter()
+        .filter(|name| !name.trim().is_empty())
+        .map(|name| {
+            BenchModel::parse(name)
+                .with_context(|| format!("unknown model `{name}` (expected resnet18 or small_cnn)"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if models.is_empty() {
+        bail!("--models needs at least one of resnet18, small_cnn");
+    }
+    Ok(models)
+}
+
+/// The progress bar of a run of `steps` steps on `device`.
+fn progress_bar(steps: usize, device: tch::Device) -> ProgressBar {
+    let progress = ProgressBar::new(steps as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    progress.set_prefix(format!("bench trainer on {}", device_name(device)));
+    progress
 }
 
 /// The measured step's shape from the arguments (`--quick`'s smaller defaults), checked.
