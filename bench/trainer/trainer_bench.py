@@ -112,7 +112,9 @@ def autocast_for(device, amp, peer):
 def measure(model, device, batch, size, iterations, warmup, amp, peer):
     x = torch.rand(batch, size, size, 3, device=device)
     y = torch.randint(0, 10, (batch,), device=device)
-    if peer == "amp":
+    # The amp peer's channels-last layout: the weights here, the input in the model's forward.
+    model.channels_last = peer == "amp"
+    if model.channels_last:
         model = model.to(memory_format=torch.channels_last)
     optimizer = adam(model)
     autocast = autocast_for(device, amp, peer)
@@ -175,7 +177,6 @@ def main():
         else:
             raise SystemExit(f"unknown model {name}")
         model = model.to(device)
-        model.channels_last = args.peer == "amp"
         train, infer, warmup = measure(
             model, device, args.batch, args.size, args.iterations, args.warmup, args.amp, args.peer
         )

@@ -130,39 +130,23 @@ fn a_quick_cpu_run_reports_positive_throughputs_and_the_memory_check() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The stderr of `easeml bench trainer --quick ARGS`, which must fail.
+fn refused(args: &[&str]) -> String {
+    let output = easeml()
+        .args(["bench", "trainer", "--quick"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{args:?} succeeded");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 #[test]
 fn bad_models_and_devices_are_clear_errors() {
-    let output = easeml()
-        .args(["bench", "trainer", "--quick", "--models", "vgg"])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown model `vgg`"));
-    let output = easeml()
-        .args(["bench", "trainer", "--quick", "--device", "tpu"])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("bad device `tpu`"));
-    let output = easeml()
-        .args([
-            "bench",
-            "trainer",
-            "--quick",
-            "--size",
-            "32,0",
-            "--no-python",
-        ])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--size must be positive"));
-    let output = easeml()
-        .args(["bench", "trainer", "--quick", "--peer", "jax"])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(refused(&["--models", "vgg"]).contains("unknown model `vgg`"));
+    assert!(refused(&["--device", "tpu"]).contains("bad device `tpu`"));
+    assert!(refused(&["--size", "32,0", "--no-python"]).contains("--size must be positive"));
+    let stderr = refused(&["--peer", "jax"]);
     assert!(
         stderr.contains("jax") && stderr.contains("eager, amp, compile"),
         "{stderr}"
