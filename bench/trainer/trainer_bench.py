@@ -10,7 +10,8 @@ three peers (`--peer`):
 - `amp`: plus bfloat16 autocast and channels-last tensors (the model's weights and its input);
 - `compile`: plus `torch.compile(mode="reduce-overhead")` (CUDA graphs on CUDA; on the CPU
   Inductor's kernels). Its compile time (the untimed first steps) is reported apart.
-`--amp` (the mixed-precision rows) is float16 autocast, as easeml's own mixed precision, on CUDA.
+`--amp DTYPE` (the mixed-precision rows) is autocast to DTYPE (`bfloat16` or `float16`), the type
+easeml's own mixed precision uses on the device.
 Prints one JSON line: the torch version and lib dir, images/second for training and inference per
 model, and the seconds of the untimed first steps per model (`warmup_seconds`: compile time and all).
 """
@@ -101,9 +102,9 @@ def adam(model):
 
 
 def autocast_for(device, amp, peer):
-    """The autocast context of a step: float16 for `--amp` (CUDA), bfloat16 for the `amp` peer."""
-    if amp and device.type == "cuda":
-        return lambda: torch.autocast(device_type="cuda", dtype=torch.float16)
+    """The autocast context of a step: `--amp`'s type, else bfloat16 for the `amp` peer."""
+    if amp:
+        return lambda: torch.autocast(device_type=device.type, dtype=getattr(torch, amp))
     if peer == "amp":
         return lambda: torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return lambda: torch.autocast(device_type=device.type, enabled=False)
@@ -160,7 +161,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--width", type=float, default=1.0)
     parser.add_argument("--models", default="resnet18,small_cnn")
-    parser.add_argument("--amp", action="store_true")
+    parser.add_argument("--amp", choices=["bfloat16", "float16"], default=None)
     parser.add_argument("--peer", choices=["eager", "amp", "compile"], default="eager")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

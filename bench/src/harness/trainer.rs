@@ -14,6 +14,8 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::Args;
 use easeml_trainer::device::{choose_device, device_name, parse_device};
+use easeml_trainer::models::ModelConfig;
+use easeml_trainer::precision::Precision;
 use indicatif::{ProgressBar, ProgressStyle};
 use measure::{BenchModel, MemoryReport, Peer, PythonSide, RunReport, StepConfig, Throughput};
 use serde_json::json;
@@ -60,7 +62,8 @@ pub struct TrainerBenchArgs {
     /// Timed steps per measurement, after 3 untimed ones (default: 20, or 100 on CUDA; --quick: 2).
     #[arg(long, value_name = "N")]
     iterations: Option<usize>,
-    /// ResNet-18's width multiplier, both sides (default: 1 = the published widths; --quick: 0.25).
+    /// ResNet-18's width multiplier, both sides (default: the trainer's on the device, 1 = the
+    /// published widths on CUDA and 1/4 on the CPU; --quick: 0.25).
     #[arg(long, value_name = "F")]
     width: Option<f64>,
     /// The Python with torch (default: $VIRTUAL_ENV/bin/python, else the easeml torch venv, else
@@ -76,8 +79,9 @@ pub struct TrainerBenchArgs {
     /// Skip the memory check.
     #[arg(long)]
     no_memory: bool,
-    /// CUDA only: also measure autocast (float16) steps on both sides, and whole training runs of
-    /// ResNet-18 with and without `Budget::mixed_precision`.
+    /// Also measure mixed-precision steps on both sides (autocast to the trainer's type for the
+    /// device: bfloat16 where it has it, float16 on older GPUs; CUDA, or a CPU with bfloat16), and
+    /// whole training runs of ResNet-18 with and without `Budget::mixed_precision`.
     #[arg(long)]
     mixed_precision: bool,
     /// Examples of the mixed-precision training runs (default: 10000; --quick: 500).
@@ -132,8 +136,12 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         None => choose_device()?,
     };
     let models = parse_models(&args.models)?;
-    if args.mixed_precision && !device.is_cuda() {
-        bail!("--mixed-precision needs a CUDA device (autocast only acts on CUDA)");
+    if args.mixed_precision && Precision::on(device, true) == Precision::Float32 {
+        bail!(
+            "--mixed-precision needs a device with reduced-precision arithmetic: a CUDA GPU, or a \
+             CPU with bfloat16 (avx512_bf16 or amx_bf16), which this one lacks; drop \
+             --mixed-precision or pass --device cuda"
+        );
     }
     let config = step_config(args, device)?;
     let sizes = distinct(&args.size);
@@ -149,10 +157,6 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
     } else {
         vec![false]
     };
-    let run_examples = args
-        .run_examples
-        .unwrap_or(if quick { 500 } else { 10_000 });
-
     let python_runs = python
         .as_ref()
         .map_or(0, |_| peers.len() + precisions.len() - 1);
@@ -185,23 +189,11 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         Some(report)
     };
 
-    let mut runs = Vec::new();
-    if args.mixed_precision {
-        for mixed_precision in [false, true] {
-            progress.set_message(format!(
-                "training run, mixed precision {}",
-                if mixed_precision { "on" } else { "off" }
-            ));
-            runs.push(measure::training_run(
-                "resnet18",
-                device,
-                run_examples,
-                args.run_epochs,
-                mixed_precision,
-            )?);
-            progress.inc(1);
-        }
-    }
+    let run_config = StepConfig {
+        size: sizes[0],
+        ..config
+    };
+    let runs = training_runs(args, &run_config, &progress)?;
     progress.finish_and_clear();
 
     let rust_lib_dir = measure::loaded_libtorch_dir();
@@ -217,6 +209,9 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         "sizes": sizes,
         "peer_names": peers.iter().map(|peer| peer.name()).collect::<Vec<_>>(),
         "width": config.width,
+        "mixed_precision_type": args
+            .mixed_precision
+            .then(|| Precision::on(device, true).name()),
         "warmup": config.warmup,
         "iterations": config.iterations,
         "rounds": rounds,
@@ -302,7 +297,11 @@ fn step_config(args: &TrainerBenchArgs, device: tch::Device) -> anyhow::Result<S
             (false, true) => 100,
             (false, false) => 20,
         }),
-        width: args.width.unwrap_or(if quick { 0.25 } else { 1.0 }),
+        width: args.width.unwrap_or(if quick {
+            0.25
+        } else {
+            ModelConfig::for_device(device).width
+        }),
         mixed_precision: false,
     };
     if config.batch < 1 || config.size < 1 || config.width.is_nan() || config.width <= 0.0 {
@@ -486,13 +485,47 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
 }
 
-/// A row's name in the table and the plot: `resnet18 224` (`fp16` added for mixed precision).
+/// With `--mixed-precision`, whole ResNet-18 training runs at `config`'s size, batch and width,
+/// mixed precision off then on (`--run-examples`, `--run-epochs`); none without it.
+fn training_runs(
+    args: &TrainerBenchArgs,
+    config: &StepConfig,
+    progress: &ProgressBar,
+) -> anyhow::Result<Vec<RunReport>> {
+    let mut runs = Vec::new();
+    if !args.mixed_precision {
+        return Ok(runs);
+    }
+    let examples = args
+        .run_examples
+        .unwrap_or(if args.quick { 500 } else { 10_000 });
+    let epochs = args.run_epochs;
+    for mixed_precision in [false, true] {
+        progress.set_message(format!(
+            "training run, mixed precision {}",
+            if mixed_precision { "on" } else { "off" }
+        ));
+        runs.push(measure::training_run(
+            "resnet18",
+            config.device,
+            (config.size, config.batch, config.width),
+            examples,
+            epochs,
+            mixed_precision,
+        )?);
+        progress.inc(1);
+    }
+    Ok(runs)
+}
+
+/// A row's name in the table and the plot: `resnet18 224` (`mixed` added for mixed precision,
+/// whose type `summary.json`'s `mixed_precision_type` names).
 fn row_name(row: &Row) -> String {
     format!(
         "{} {}{}",
         row.model.name(),
         row.size,
-        if row.mixed_precision { " fp16" } else { "" }
+        if row.mixed_precision { " mixed" } else { "" }
     )
 }
 

@@ -186,3 +186,51 @@ fn the_binary_has_an_rpath_to_libtorch_and_keeps_libtorch_cuda() {
         );
     }
 }
+
+#[test]
+fn mixed_precision_on_the_cpu_follows_its_bfloat16_arithmetic() {
+    let dir = scratch_dir("mixed");
+    let out = dir.join("out");
+    let output = easeml()
+        .args([
+            "bench",
+            "trainer",
+            "--quick",
+            "--device",
+            "cpu",
+            "--threads",
+            "2",
+        ])
+        .args(["--size", "8", "--mixed-precision", "--no-memory"])
+        .args(["--run-examples", "40", "--run-epochs", "1"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !easeml_trainer::precision::cpu_native_bf16() {
+        assert!(!output.status.success());
+        assert!(stderr.contains("avx512_bf16"), "{stderr}");
+        assert!(stderr.contains("drop --mixed-precision"), "{stderr}");
+        return;
+    }
+    assert!(output.status.success(), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["mixed_precision_type"], "bfloat16");
+    let rows = summary["throughput"].as_array().unwrap();
+    let mixed: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|row| row["mixed_precision"] == true)
+        .collect();
+    assert_eq!(mixed.len(), 2, "{summary:#}");
+    for row in mixed {
+        // The Python side autocasts to the same type (`--amp bfloat16`).
+        assert!(row["python"]["train"].as_f64().unwrap() > 0.0, "{row:#}");
+    }
+    let runs = summary["training_runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[1]["mixed_precision"], true);
+    assert!(runs[1]["images_per_second"].as_f64().unwrap() > 0.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,13 +1,16 @@
 // The libtorch operators the trainer needs and tch does not bind (its generator skips every
-// `_foreach` / `_fused` operator and every `Generator` argument): PyTorch's fused Adam step, and
-// random generators owned by one run. Every function catches C++ exceptions and returns the
+// `_foreach` / `_fused` operator and every `Generator` argument): PyTorch's fused Adam step,
+// random generators owned by one run, and autocast per device type with its reduced float type
+// (tch's `autocast` turns on CUDA's, in float16, only). Every function catches C++ exceptions and returns the
 // message as a malloc'd C string (null on success), freed with `easeml_ops_free_error`.
 //
 // A `tensor` is tch's handle, a heap-allocated `at::Tensor` (libtch's `typedef torch::Tensor
 // *tensor`); tensors returned here are `new at::Tensor`, freed by tch's `at_free`.
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/ops/_fused_adam.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/scalar_tensor.h>
@@ -91,6 +94,43 @@ char *easeml_ops_dropout(tensor input, double p, void *generator, tensor *out) {
     }
     *out = new at::Tensor(input->mul(mask));
   });
+}
+
+// Turns autocast on for `device_type` (c10's numbering: 0 CPU, 1 CUDA) in `dtype` (c10's
+// ScalarType numbering: 5 Half, 15 BFloat16) on the calling thread, as `torch.autocast` enters;
+// the state it replaced goes to `was_enabled` / `was_dtype` for `easeml_ops_autocast_exit`.
+char *easeml_ops_autocast_enter(int device_type, int dtype, int *was_enabled, int *was_dtype) {
+  return catching([&] {
+    auto type = static_cast<c10::DeviceType>(device_type);
+    *was_enabled = at::autocast::is_autocast_enabled(type) ? 1 : 0;
+    *was_dtype = static_cast<int>(at::autocast::get_autocast_dtype(type));
+    at::autocast::set_autocast_dtype(type, static_cast<at::ScalarType>(dtype));
+    at::autocast::set_autocast_enabled(type, true);
+    at::autocast::increment_nesting();
+  });
+}
+
+// Leaves the autocast region `easeml_ops_autocast_enter` began: the cast weights are dropped
+// when it was the outermost one, and the state before it comes back.
+char *easeml_ops_autocast_exit(int device_type, int was_enabled, int was_dtype) {
+  return catching([&] {
+    auto type = static_cast<c10::DeviceType>(device_type);
+    if (at::autocast::decrement_nesting() == 0) {
+      at::autocast::clear_cache();
+    }
+    at::autocast::set_autocast_enabled(type, was_enabled != 0);
+    at::autocast::set_autocast_dtype(type, static_cast<at::ScalarType>(was_dtype));
+  });
+}
+
+// Whether the current CUDA device computes bfloat16 natively (compute capability 8.0 or more,
+// with cuDNN: what `torch.cuda.is_bf16_supported()` reads); 0 in a build without CUDA.
+int easeml_ops_cuda_native_bf16() {
+  try {
+    return at::detail::getCUDAHooks().supportsBFloat16ConvolutionWithCuDNNv8() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
 }
 
 } // extern "C"

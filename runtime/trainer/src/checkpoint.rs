@@ -61,10 +61,15 @@ impl Drop for TempFile {
     }
 }
 
-/// Serializes named tensors to safetensors bytes.
+/// Serializes named tensors to safetensors bytes (contiguous: the channels-last weights of the
+/// convolutions, `crate::models::channels_last`, are written in their logical order).
 pub(crate) fn safetensors_bytes(named: &[(String, Tensor)]) -> Result<Vec<u8>> {
     let file = TempFile::new(".safetensors");
-    Tensor::write_safetensors(named, &file.0)?;
+    let contiguous: Vec<(&str, Tensor)> = named
+        .iter()
+        .map(|(name, tensor)| (name.as_str(), tensor.contiguous()))
+        .collect();
+    Tensor::write_safetensors(&contiguous, &file.0)?;
     Ok(std::fs::read(&file.0)?)
 }
 

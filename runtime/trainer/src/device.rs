@@ -1,5 +1,6 @@
 //! Device choice: CUDA when available, else CPU; the `EASEML_DEVICE` environment variable
-//! (`cpu`, `cuda`, `cuda:N`) overrides.
+//! (`cpu`, `cuda`, `cuda:N`) overrides. And the device's set-up before training or inference
+//! ([`prepare`]).
 
 use tch::{Cuda, Device};
 
@@ -48,6 +49,18 @@ pub fn parse_device(value: &str) -> Result<Device> {
         return Err(bad(&format!("only {count} CUDA device(s)")));
     }
     Ok(device)
+}
+
+/// Readies `device` for training and inference (process-wide, idempotent): on CUDA, cuDNN's
+/// autotuner (benchmark mode: the first convolution of each shape tries cuDNN's algorithms and
+/// every later one of that shape runs the fastest; a run's batch shape is fixed, so every step
+/// after a shape's first gains; issue 47, item 1). Nothing on the CPU. On CUDA the engine's cost
+/// prior is counted FLOPs, not a timing (`crate::cost`), so the autotuner's first steps do not
+/// enter it; they do enter a trial's first epoch, as libtorch's own first-call set-up always did.
+pub fn prepare(device: Device) {
+    if device.is_cuda() {
+        Cuda::cudnn_set_benchmark(true);
+    }
 }
 
 /// A short name for reports: `cpu` or `cuda:N`.

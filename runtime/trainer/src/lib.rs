@@ -39,6 +39,8 @@ pub mod native;
 pub mod normalize;
 pub mod oof;
 pub mod optim;
+pub mod precision;
+mod prefetch;
 pub mod synthetic;
 pub mod task;
 pub mod train;

@@ -9,6 +9,9 @@
 //!   do not depend on what other runs in the same process draw from libtorch's process-wide
 //!   generator meanwhile. [`RunRandomness`] makes one the current thread's generator; the models'
 //!   dropout ([`dropout`]) draws from it;
+//! - [`Autocast`]: libtorch's autocast on one device type in a given reduced float type (tch's
+//!   `autocast` is CUDA's in float16 only), and [`cuda_native_bf16`], whether the GPU has
+//!   bfloat16 arithmetic (`crate::precision` decides with them);
 //! - [`save_script_module`]: a TorchScript module compiled from source by libtorch's own compiler,
 //!   with given tensors as its parameters, saved for `torch.jit.load` (the export of networks that
 //!   tracing cannot record, `crate::export`).
@@ -25,7 +28,7 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::path::Path;
 use std::ptr::NonNull;
 
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
 use torch_sys::C_tensor;
 
 use crate::error::{Error, Result};
@@ -64,6 +67,14 @@ unsafe extern "C" {
         generator: *mut c_void,
         out: *mut *mut C_tensor,
     ) -> *mut c_char;
+    fn easeml_ops_autocast_enter(
+        device_type: i32,
+        dtype: i32,
+        was_enabled: *mut i32,
+        was_dtype: *mut i32,
+    ) -> *mut c_char;
+    fn easeml_ops_autocast_exit(device_type: i32, was_enabled: i32, was_dtype: i32) -> *mut c_char;
+    fn easeml_ops_cuda_native_bf16() -> i32;
 }
 
 /// A libtorch error with `message` (the trainer's one variant for them).
@@ -308,10 +319,86 @@ impl RunDropout for Tensor {
     }
 }
 
+/// While alive, this thread's libtorch operators on one device type run under autocast in one
+/// reduced float type (as inside `with torch.autocast(device_type, dtype)`); on drop the state
+/// before it is back and, when it was the outermost region, the cast weights it kept are dropped.
+#[derive(Debug)]
+#[must_use = "autocast is on only while this guard lives"]
+pub struct Autocast {
+    device_type: i32,
+    was_enabled: i32,
+    was_dtype: i32,
+}
+
+impl Autocast {
+    /// Autocast on `device`'s type in `kind` (`Kind::BFloat16` or `Kind::Half`).
+    pub fn enter(device: Device, kind: Kind) -> Result<Self> {
+        let (device_type, _) = c10_device(device)?;
+        let dtype = match kind {
+            Kind::Half => 5,
+            Kind::BFloat16 => 15,
+            other => {
+                return Err(libtorch_error(format!(
+                    "autocast reduces to Half or BFloat16, not {other:?}"
+                )));
+            }
+        };
+        let (mut was_enabled, mut was_dtype) = (0, 0);
+        // SAFETY: the two outputs are written on success only; no tensor crosses.
+        let error = unsafe {
+            easeml_ops_autocast_enter(device_type, dtype, &mut was_enabled, &mut was_dtype)
+        };
+        checked(error, "libtorch could not turn autocast on")?;
+        Ok(Self {
+            device_type,
+            was_enabled,
+            was_dtype,
+        })
+    }
+}
+
+impl Drop for Autocast {
+    fn drop(&mut self) {
+        // SAFETY: restores the state `enter` read on this thread; no tensor crosses. It cannot
+        // fail for a device type `enter` accepted; an error is dropped (a drop cannot return it).
+        let error =
+            unsafe { easeml_ops_autocast_exit(self.device_type, self.was_enabled, self.was_dtype) };
+        let _ = checked(error, "libtorch could not turn autocast off");
+    }
+}
+
+/// Whether the current CUDA device has bfloat16 arithmetic (compute capability 8.0 or more);
+/// false without CUDA.
+pub fn cuda_native_bf16() -> bool {
+    // SAFETY: no arguments; the C++ side catches everything and answers 0 or 1.
+    unsafe { easeml_ops_cuda_native_bf16() != 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tch::Kind;
+
+    #[test]
+    fn autocast_reduces_a_matmul_while_its_guard_lives() {
+        let a = Tensor::ones([4, 4], (Kind::Float, Device::Cpu));
+        {
+            let _outer = Autocast::enter(Device::Cpu, Kind::BFloat16).unwrap();
+            assert_eq!(a.matmul(&a).kind(), Kind::BFloat16);
+            {
+                let _inner = Autocast::enter(Device::Cpu, Kind::Half).unwrap();
+                assert_eq!(a.matmul(&a).kind(), Kind::Half);
+            }
+            assert_eq!(
+                a.matmul(&a).kind(),
+                Kind::BFloat16,
+                "the outer type is back"
+            );
+        }
+        assert_eq!(a.matmul(&a).kind(), Kind::Float, "off after the guard");
+        assert!(Autocast::enter(Device::Cpu, Kind::Float).is_err());
+        assert!(!cuda_native_bf16() || tch::Cuda::is_available());
+    }
 
     #[test]
     fn a_generator_draws_the_same_masks_from_the_same_seed_whatever_the_global_one_does() {

@@ -26,11 +26,9 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use tch::{Device, Kind, Tensor, nn};
+use tch::{Device, Tensor, nn};
 
-use crate::batch::{
-    Confusion, QualityAccumulator, TargetBatch, dense_input_shape, example_batch, loss,
-};
+use crate::batch::{Confusion, QualityAccumulator, TargetBatch, dense_input_shape, loss};
 use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::{Checkpoint, CheckpointMeta, safetensors_bytes};
 use crate::data::{Examples, Inputs, Targets, k_folds, mix64, split_by_id};
@@ -40,6 +38,8 @@ use crate::models::{self, BatchInput, Model, ModelConfig};
 use crate::native::RunRandomness;
 use crate::oof::OutOfFold;
 use crate::optim::Adam;
+use crate::precision::Precision;
+use crate::prefetch::BatchMaker;
 use crate::task::Task;
 
 mod k_fold;
@@ -82,8 +82,9 @@ pub struct Budget {
     pub model: ModelConfig,
     /// The device.
     pub device: Device,
-    /// Autocast (float16) forward passes on CUDA; ignored on the CPU. Off by default: without a
-    /// gradient scaler small gradients can underflow, so it is an explicit choice.
+    /// Mixed-precision forward passes ([`crate::precision`]: bfloat16 where the device has it,
+    /// float16 on older GPUs). On by default on a CUDA device with bfloat16
+    /// ([`Precision::mixed_by_default`]), off elsewhere.
     pub mixed_precision: bool,
     /// How a network's run under the split chooses its settings: the learning-rate grid, or a
     /// TrimTuner search ([`crate::tune`]).
@@ -108,7 +109,7 @@ impl Budget {
             seed: 0,
             model: ModelConfig::for_device(device),
             device,
-            mixed_precision: false,
+            mixed_precision: Precision::mixed_by_default(device),
             tuning: crate::tune::Tuning::Grid,
         }
     }
@@ -414,6 +415,7 @@ pub fn min_epochs_per_rate(budget: &Budget) -> usize {
 /// Trains `candidate` on `examples` within `budget`.
 pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Result<TrainedRun> {
     let started = Instant::now();
+    crate::device::prepare(budget.device);
     let task = Task::of(examples)?;
     candidate.check_fits(&task)?;
     let validation = Validation::choose(examples, budget);

@@ -478,7 +478,12 @@ fn checkpoints_from_before_warm_batches_still_load() {
             std::process::id(),
             named.len()
         ));
-        Tensor::write_safetensors(named, &path).unwrap();
+        // Contiguous, as the trainer writes its checkpoints (convolutions are channels-last).
+        let contiguous: Vec<(&str, Tensor)> = named
+            .iter()
+            .map(|(name, tensor)| (name.as_str(), tensor.contiguous()))
+            .collect();
+        Tensor::write_safetensors(&contiguous, &path).unwrap();
         let weights = std::fs::read(&path).unwrap();
         let _ = std::fs::remove_file(&path);
         easeml_trainer::Checkpoint {

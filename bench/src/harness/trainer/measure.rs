@@ -22,6 +22,7 @@ use tch::nn::Module;
 use tch::{Cuda, Device, Kind, Tensor, nn};
 
 use easeml_trainer::models::{self, BatchInput, Model, ModelConfig};
+use easeml_trainer::precision::Precision;
 use easeml_trainer::{Budget, Candidate, Error, Result, Targets, Task, synthetic, train};
 
 /// The PyTorch side (`benches/trainer_bench.py`), run as `python - --device ... --threads ...`.
@@ -73,7 +74,8 @@ pub struct StepConfig {
     pub iterations: usize,
     /// ResNet-18's width multiplier (1 = the published widths; the small CNN has fixed widths).
     pub width: f64,
-    /// Autocast (float16) forward passes, as `Budget::mixed_precision` does; CUDA only.
+    /// Mixed-precision forward passes, as `Budget::mixed_precision` does (in the trainer's type for
+    /// the device: `easeml_trainer::precision::Precision::on`).
     pub mixed_precision: bool,
 }
 
@@ -119,19 +121,30 @@ impl SmallCnn {
             ..Default::default()
         };
         Self {
-            conv1: nn::conv2d(path / "conv1", 3, 32, 3, config),
-            conv2: nn::conv2d(path / "conv2", 32, 64, 3, config),
+            conv1: channels_last_conv(nn::conv2d(path / "conv1", 3, 32, 3, config)),
+            conv2: channels_last_conv(nn::conv2d(path / "conv2", 32, 64, 3, config)),
             fc: nn::linear(path / "fc", 64, 10, Default::default()),
         }
     }
 
+    /// The `[B,H,W,C]` images permuted, not copied: channels-last, as the trainer's models run.
     fn forward(&self, xs: &Tensor) -> Tensor {
-        let xs = xs.permute([0, 3, 1, 2]).contiguous();
+        let xs = xs.permute([0, 3, 1, 2]);
         let xs = xs.apply(&self.conv1).relu().max_pool2d_default(2);
         let xs = xs.apply(&self.conv2).relu().max_pool2d_default(2);
         self.fc
             .forward(&xs.adaptive_avg_pool2d([1, 1]).flatten(1, -1))
     }
+}
+
+/// `conv` with its weights channels-last, as the trainer's convolutions
+/// (`easeml_trainer::models::channels_last`).
+fn channels_last_conv(mut conv: nn::Conv2D) -> nn::Conv2D {
+    tch::no_grad(|| {
+        let weights = models::channels_last(&conv.ws);
+        conv.ws.set_data(&weights);
+    });
+    conv
 }
 
 enum Net {
@@ -140,16 +153,11 @@ enum Net {
 }
 
 impl Net {
-    fn forward(&self, xs: &Tensor, train: bool, mixed_precision: bool) -> Tensor {
-        let run = || match self {
+    fn forward(&self, xs: &Tensor, train: bool, precision: Precision) -> Tensor {
+        precision.forward(xs.device(), || match self {
             Net::Easeml(model) => model.forward(&BatchInput::Dense(xs.shallow_clone()), train),
             Net::Small(cnn) => cnn.forward(xs),
-        };
-        if mixed_precision {
-            tch::autocast(true, run).to_kind(Kind::Float)
-        } else {
-            run()
-        }
+        })
     }
 }
 
@@ -164,7 +172,8 @@ fn synchronize(device: Device) {
 /// images with 10 classes, made once on the device.
 pub fn measure_steps(model: BenchModel, config: &StepConfig) -> Result<Throughput> {
     let device = config.device;
-    let mixed_precision = config.mixed_precision && device.is_cuda();
+    easeml_trainer::device::prepare(device);
+    let precision = Precision::on(device, config.mixed_precision);
     tch::manual_seed(0);
     let store = nn::VarStore::new(device);
     let net = match model {
@@ -205,7 +214,7 @@ pub fn measure_steps(model: BenchModel, config: &StepConfig) -> Result<Throughpu
             started = Instant::now();
         }
         let loss = net
-            .forward(&xs, true, mixed_precision)
+            .forward(&xs, true, precision)
             .cross_entropy_for_logits(&ys);
         optimizer.backward_step(&loss)?;
     }
@@ -218,7 +227,7 @@ pub fn measure_steps(model: BenchModel, config: &StepConfig) -> Result<Throughpu
             synchronize(device);
             started = Instant::now();
         }
-        let _ = net.forward(&xs, false, mixed_precision);
+        let _ = net.forward(&xs, false, precision);
     }
     synchronize(device);
     let infer = images / started.elapsed().as_secs_f64();
@@ -297,8 +306,14 @@ pub fn run_python(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if config.mixed_precision && config.device.is_cuda() {
-        command.arg("--amp");
+    if let Some(kind) = Precision::on(config.device, config.mixed_precision).autocast_kind() {
+        // The PyTorch side autocasts to the type the trainer does.
+        let dtype = if kind == Kind::Half {
+            "float16"
+        } else {
+            "bfloat16"
+        };
+        command.args(["--amp", dtype]);
     }
     let cannot_run = |error: std::io::Error| {
         std::io::Error::new(
@@ -474,7 +489,7 @@ pub fn memory_check(examples: usize) -> Result<MemoryReport> {
 pub struct RunReport {
     /// The candidate.
     pub candidate: String,
-    /// Whether `Budget::mixed_precision` was on (it only acts on CUDA).
+    /// Whether `Budget::mixed_precision` was on.
     pub mixed_precision: bool,
     /// The model width.
     pub width: f64,
@@ -492,17 +507,20 @@ pub struct RunReport {
     pub images_per_second: f64,
 }
 
-/// One [`train()`] run of `candidate` on `examples` synthetic `[32,32,3]` images (4 classes, a fifth
-/// of the labels replaced by random ones so that the quality stays below 1 and every one of the
-/// `epochs` epochs runs), one learning rate (0.001), at the device's default width.
+/// One [`train()`] run of `candidate` on `examples` synthetic `[size,size,3]` images (4 classes, a
+/// fifth of the labels replaced by random ones so that the quality stays below 1 and every one of
+/// the `epochs` epochs runs), one learning rate (0.001), batches of `batch`, ResNet-style widths
+/// times `width`: data loading, validation and all, to set beside the step throughput of the same
+/// size, batch and width (issue 47, item 4).
 pub fn training_run(
     candidate: &str,
     device: Device,
+    (size, batch, width): (i64, i64, f64),
     examples: usize,
     epochs: usize,
     mixed_precision: bool,
 ) -> Result<RunReport> {
-    let mut data = synthetic::quadrant_images(examples.max(20), [32, 32, 3], 3);
+    let mut data = synthetic::quadrant_images(examples.max(20), [size.max(1), size.max(1), 3], 3);
     if let Targets::Classes { n_classes, labels } = &mut data.targets {
         let mut rng = synthetic::Rng::new(4);
         for label in labels.iter_mut() {
@@ -517,6 +535,8 @@ pub fn training_run(
     budget.max_epochs = epochs.max(1);
     budget.patience = budget.max_epochs;
     budget.mixed_precision = mixed_precision;
+    budget.batch_size = batch.max(1) as usize;
+    budget.model.width = width;
     let run = train(&candidate, &data, &budget)?;
     let epochs = run.trials.iter().map(|trial| trial.epochs).sum::<usize>();
     let failure = match &run.outcome {

@@ -113,9 +113,11 @@ impl Network for TreeRnn {
         let mut hidden = Tensor::zeros([rows, self.hidden], (Kind::Float, device));
         let mut child_sums = Tensor::zeros([rows, self.hidden], (Kind::Float, device));
         for (nodes, parents) in &trees.levels {
+            // The sums stay float32 under mixed precision (`index_add` takes one type).
             let h = (projected.index_select(0, nodes)
                 + self.children.forward(&child_sums.index_select(0, nodes)))
-            .tanh();
+            .tanh()
+            .to_kind(Kind::Float);
             hidden = hidden.index_add(0, nodes, &h);
             child_sums = child_sums.index_add(0, parents, &h);
         }

@@ -268,6 +268,28 @@ fn train_epoch(
     epoch: usize,
     evaluation_seconds: Option<f64>,
 ) -> std::result::Result<EpochPass, String> {
+    let batch_size = context.budget.batch_size.max(1);
+    batch_maker(context).prefetched(order.chunks(batch_size), |batches| {
+        train_batches(
+            context,
+            (model, optimizer, adversary),
+            batches,
+            order.len(),
+            epoch,
+            evaluation_seconds,
+        )
+    })
+}
+
+/// The steps of [`train_epoch`], over its batches as they come.
+fn train_batches(
+    context: &mut TrialContext<'_>,
+    (model, optimizer, adversary): (&Model, &mut Adam, &mut Option<Adversary>),
+    batches: &mut dyn Iterator<Item = (&'_ [usize], BatchInput, TargetBatch)>,
+    rows_in_epoch: usize,
+    epoch: usize,
+    evaluation_seconds: Option<f64>,
+) -> std::result::Result<EpochPass, String> {
     let budget = context.budget;
     let batch_size = budget.batch_size.max(1);
     let mut pass = EpochPass {
@@ -275,9 +297,12 @@ fn train_epoch(
         batches: 0,
         deadline_reached: false,
     };
-    for rows in order.chunks(batch_size) {
+    loop {
+        // Waiting for a batch counts as the batch's time, as its gathering did before.
         let batch_started = context.started.elapsed().as_secs_f64();
-        let (input, targets) = batches(context, rows);
+        let Some((rows, input, targets)) = batches.next() else {
+            break;
+        };
         let outputs = forward(model, &input, true, budget);
         let mut batch_loss = loss(&outputs, &targets);
         if let (Some(adversary), TargetBatch::Dense(real), BatchInput::Dense(inputs)) =
@@ -323,7 +348,7 @@ fn train_epoch(
         });
         if now + batch_seconds + evaluation > context.deadline {
             pass.deadline_reached = true;
-            context.cut_short = pass.batches * batch_size < order.len();
+            context.cut_short = pass.batches * batch_size < rows_in_epoch;
             break;
         }
     }
@@ -373,22 +398,21 @@ fn adversarial_step(
     Ok(reconstruction_loss + 0.01 * fooled)
 }
 
-pub(super) fn batches(context: &TrialContext<'_>, rows: &[usize]) -> (BatchInput, TargetBatch) {
-    example_batch(
-        context.examples,
-        context.task,
-        &context.budget.model,
-        rows,
-        context.budget.device,
-    )
+/// What builds a trial's batches (ahead of their use: [`crate::prefetch`]).
+fn batch_maker<'a>(context: &TrialContext<'a>) -> BatchMaker<'a> {
+    let budget: &'a Budget = context.budget;
+    BatchMaker {
+        examples: context.examples,
+        task: context.task,
+        config: &budget.model,
+        device: budget.device,
+    }
 }
 
+/// A forward pass in the budget's precision ([`Precision::on`]).
 pub(super) fn forward(model: &Model, input: &BatchInput, train: bool, budget: &Budget) -> Tensor {
-    if budget.mixed_precision && budget.device.is_cuda() {
-        tch::autocast(true, || model.forward(input, train)).to_kind(Kind::Float)
-    } else {
-        model.forward(input, train)
-    }
+    Precision::on(budget.device, budget.mixed_precision)
+        .forward(budget.device, || model.forward(input, train))
 }
 
 /// The validation quality and loss, with how the answers fell for classification and the answers
@@ -405,17 +429,18 @@ fn evaluate(
         Targets::Classes { .. } | Targets::Dense { .. }
     );
     let mut answers = OutOfFold::default();
-    for rows in context
+    let chunks = context
         .validation_rows
-        .chunks(context.budget.batch_size.max(1) * 4)
-    {
-        let (input, targets) = batches(context, rows);
-        let outputs = forward(model, &input, false, context.budget);
-        accumulator.add(&outputs, &targets);
-        if keep {
-            answers.push_outputs(rows, &outputs, classification);
+        .chunks(context.budget.batch_size.max(1) * 4);
+    batch_maker(context).prefetched(chunks, |batches| {
+        for (rows, input, targets) in batches {
+            let outputs = forward(model, &input, false, context.budget);
+            accumulator.add(&outputs, &targets);
+            if keep {
+                answers.push_outputs(rows, &outputs, classification);
+            }
         }
-    }
+    });
     let evaluation = accumulator.finite_evaluation(classification)?;
     let answers = (keep && answers.rows.len() == context.validation_rows.len()).then_some(answers);
     Some((evaluation, accumulator.confusion(), answers))
