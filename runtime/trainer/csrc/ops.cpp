@@ -12,11 +12,15 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/ops/_fused_adam.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 typedef at::Tensor *tensor;
@@ -120,6 +124,28 @@ char *easeml_ops_autocast_exit(int device_type, int was_enabled, int was_dtype) 
     }
     at::autocast::set_autocast_enabled(type, was_enabled != 0);
     at::autocast::set_autocast_dtype(type, static_cast<at::ScalarType>(was_dtype));
+  });
+}
+
+// The rows `rows[0..n_rows]` of the row-major `values` (rows of `row_len` floats; the caller has
+// checked every row lies inside) copied into a new float tensor `[n_rows, row_len]`, in
+// page-locked host memory when `pinned` (for a non-blocking copy to a GPU), by libtorch's worker
+// threads: one copy where gathering into a vector and copying that into a tensor made two.
+char *easeml_ops_gather_rows(const float *values, int64_t row_len, const int64_t *rows,
+                             int64_t n_rows, int pinned, tensor *out) {
+  return catching([&] {
+    auto options = at::TensorOptions().dtype(at::kFloat).pinned_memory(pinned != 0);
+    at::Tensor batch = at::empty({n_rows, row_len}, options);
+    float *target = batch.data_ptr<float>();
+    size_t bytes = static_cast<size_t>(row_len) * sizeof(float);
+    // About 64 KB per task at least, so small batches stay on one thread.
+    int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_len));
+    at::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        std::memcpy(target + i * row_len, values + rows[i] * row_len, bytes);
+      }
+    });
+    *out = new at::Tensor(std::move(batch));
   });
 }
 

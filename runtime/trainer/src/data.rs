@@ -339,7 +339,10 @@ fn tree_values_have(tree: &Tree, node: i64) -> bool {
             .all(|child| tree_values_have(child, node))
 }
 
-/// Gathers rows of a dense buffer (`row_len` values each) into one tensor `[B, shape...]`.
+/// Gathers rows of a dense buffer (`row_len` values each) into one tensor `[B, shape...]` on
+/// `device`, in one copy (`native::gather_rows`); for a GPU into page-locked host memory, copied
+/// without blocking the host (the copy runs in stream order before any kernel that reads it).
+/// Panics, as tch's own operators do, if libtorch fails or an index lies outside `values`.
 pub(crate) fn dense_batch(
     values: &[f32],
     shape: &[i64],
@@ -347,15 +350,16 @@ pub(crate) fn dense_batch(
     device: Device,
 ) -> Tensor {
     let row_len = numel(shape);
-    let mut buffer = Vec::with_capacity(indices.len() * row_len);
-    for &index in indices {
-        buffer.extend_from_slice(&values[index * row_len..(index + 1) * row_len]);
-    }
     let mut dims = vec![indices.len() as i64];
     dims.extend_from_slice(shape);
-    Tensor::from_slice(&buffer)
-        .view(dims.as_slice())
-        .to_device(device)
+    let batch = crate::native::gather_rows(values, row_len, indices, device.is_cuda())
+        .unwrap_or_else(|error| panic!("{error}"))
+        .view(dims.as_slice());
+    if device.is_cuda() {
+        batch.to_device_(device, Kind::Float, true, false)
+    } else {
+        batch.to_device(device)
+    }
 }
 
 /// Class labels of a batch as an int64 tensor.

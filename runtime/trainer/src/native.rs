@@ -12,6 +12,7 @@
 //! - [`Autocast`]: libtorch's autocast on one device type in a given reduced float type (tch's
 //!   `autocast` is CUDA's in float16 only), and [`cuda_native_bf16`], whether the GPU has
 //!   bfloat16 arithmetic (`crate::precision` decides with them);
+//! - [`gather_rows`]: a batch's rows copied once into a tensor (pinned for a GPU);
 //! - [`save_script_module`]: a TorchScript module compiled from source by libtorch's own compiler,
 //!   with given tensors as its parameters, saved for `torch.jit.load` (the export of networks that
 //!   tracing cannot record, `crate::export`).
@@ -75,6 +76,14 @@ unsafe extern "C" {
     ) -> *mut c_char;
     fn easeml_ops_autocast_exit(device_type: i32, was_enabled: i32, was_dtype: i32) -> *mut c_char;
     fn easeml_ops_cuda_native_bf16() -> i32;
+    fn easeml_ops_gather_rows(
+        values: *const f32,
+        row_len: i64,
+        rows: *const i64,
+        n_rows: i64,
+        pinned: i32,
+        out: *mut *mut C_tensor,
+    ) -> *mut c_char;
 }
 
 /// A libtorch error with `message` (the trainer's one variant for them).
@@ -367,6 +376,49 @@ impl Drop for Autocast {
     }
 }
 
+/// The rows `rows` of `values` (row-major, `row_len` floats a row) as a new `[rows, row_len]`
+/// float tensor on the CPU, in page-locked memory when `pinned` (to be copied to a GPU without
+/// blocking): one copy, on libtorch's threads. A row outside `values` is an error.
+pub fn gather_rows(values: &[f32], row_len: usize, rows: &[usize], pinned: bool) -> Result<Tensor> {
+    let outside = rows.iter().find(|&&row| {
+        row.checked_add(1)
+            .and_then(|end| end.checked_mul(row_len))
+            .is_none_or(|end| end > values.len())
+    });
+    if let Some(row) = outside {
+        return Err(libtorch_error(format!(
+            "row {row} of {row_len} values lies outside the {} values",
+            values.len()
+        )));
+    }
+    let to_i64 = |value: usize| {
+        i64::try_from(value).map_err(|_| libtorch_error(format!("{value} is too large a size")))
+    };
+    let rows64 = rows
+        .iter()
+        .map(|&row| to_i64(row))
+        .collect::<Result<Vec<i64>>>()?;
+    let mut out = std::ptr::null_mut();
+    // SAFETY: every row lies inside `values` (checked above), `rows64` has `n_rows` entries, both
+    // live for the call; `out` is a new tensor on success.
+    let error = unsafe {
+        easeml_ops_gather_rows(
+            values.as_ptr(),
+            to_i64(row_len)?,
+            rows64.as_ptr(),
+            to_i64(rows64.len())?,
+            i32::from(pinned),
+            &mut out,
+        )
+    };
+    checked(error, "libtorch could not gather a batch")?;
+    if out.is_null() {
+        return Err(libtorch_error("libtorch returned no batch".to_owned()));
+    }
+    // SAFETY: `out` is a `new at::Tensor` the caller owns; tch frees it on drop.
+    Ok(unsafe { Tensor::from_ptr(out) })
+}
+
 /// Whether the current CUDA device has bfloat16 arithmetic (compute capability 8.0 or more);
 /// false without CUDA.
 pub fn cuda_native_bf16() -> bool {
@@ -378,6 +430,31 @@ pub fn cuda_native_bf16() -> bool {
 mod tests {
     use super::*;
     use tch::Kind;
+
+    #[test]
+    fn rows_are_gathered_in_order_and_rows_outside_are_refused() {
+        let values: Vec<f32> = (0..12).map(|value| value as f32).collect();
+        let batch = gather_rows(&values, 3, &[2, 0, 2], false).unwrap();
+        assert_eq!(batch.size(), vec![3, 3]);
+        let gathered: Vec<f32> = Vec::try_from(batch.flatten(0, -1)).unwrap();
+        assert_eq!(gathered, [6., 7., 8., 0., 1., 2., 6., 7., 8.]);
+        let empty = gather_rows(&values, 3, &[], false).unwrap();
+        assert_eq!(empty.size(), vec![0, 3]);
+        let error = gather_rows(&values, 3, &[4], false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("row 4 of 3 values lies outside the 12 values"),
+            "{error}"
+        );
+        assert!(gather_rows(&values, 3, &[usize::MAX], false).is_err());
+        // Many rows: libtorch's threads share the copy.
+        let many: Vec<f32> = (0..100_000).map(|value| value as f32).collect();
+        let order: Vec<usize> = (0..1000).rev().collect();
+        let batch = gather_rows(&many, 100, &order, false).unwrap();
+        assert_eq!(batch.double_value(&[0, 0]), 99_900.0);
+        assert_eq!(batch.double_value(&[999, 99]), 99.0);
+    }
 
     #[test]
     fn autocast_reduces_a_matmul_while_its_guard_lives() {

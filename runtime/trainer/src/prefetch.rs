@@ -3,10 +3,12 @@
 //! current one, so gathering (a copy of every value of the batch, 77 MB for 128 images of
 //! 224x224x3) is off the training step's path.
 //!
-//! On the CPU the thread builds each batch where the step uses it. On CUDA it builds it in host
-//! memory, page-locked ("pinned"), and the step's thread moves it with a non-blocking copy, which
-//! the GPU runs in order with the step's kernels while the host goes on (the host allocator keeps
-//! a pinned buffer until the copies from it are done, so dropping the host batch early is safe).
+//! The thread gathers each batch's values once into page-locked ("pinned") host memory and issues
+//! its copy to the GPU without blocking (`data::dense_batch`): the GPU runs the copy in stream
+//! order before the step that reads it, while the host goes on (the host allocator keeps a pinned
+//! buffer until the copies from it are done, so dropping the host tensor early is safe). That is
+//! for CUDA ([`ahead_on`]); on the CPU the batches are built one by one on the step's thread
+//! (measured: a thread there slows a run).
 //!
 //! Invariants: the batches come in the order of `chunks`, each exactly what
 //! [`crate::batch::example_batch`] builds for its rows (the producer draws nothing at random, so a
@@ -17,11 +19,10 @@
 
 use std::sync::mpsc;
 
-use tch::{Device, Tensor};
+use tch::Device;
 
 use crate::batch::{TargetBatch, example_batch};
 use crate::data::Examples;
-use crate::models::tree::FlatTrees;
 use crate::models::{BatchInput, ModelConfig};
 use crate::task::Task;
 
@@ -35,133 +36,51 @@ pub(crate) struct BatchMaker<'a> {
     pub(crate) task: &'a Task,
     pub(crate) config: &'a ModelConfig,
     pub(crate) device: Device,
+    /// Whether a thread builds the batches ahead ([`ahead_on`]); else each is built when asked.
+    pub(crate) ahead: bool,
+}
+
+/// Whether batches for `device` are built ahead on a thread: on CUDA, where the step runs on the
+/// GPU and the host waits. Not on the CPU, where libtorch's threads already use every core for
+/// the step: a producer thread there gets an OpenMP team of its own, whose threads compete with
+/// the step's (a whole ResNet-18 run at 32x32 on 2 cores ran at 1,450 images/s with it, 4,700-5,300
+/// without).
+pub(crate) fn ahead_on(device: Device) -> bool {
+    device.is_cuda()
 }
 
 impl BatchMaker<'_> {
     /// Runs `body` with an iterator over the batches of `chunks` (each chunk a batch's rows, in
-    /// order), built `AHEAD` of its use by a thread of their own.
+    /// order), built `AHEAD` of their use by a thread of their own when `ahead`, else one by one.
     pub(crate) fn prefetched<'c, R>(
         self,
         chunks: impl Iterator<Item = &'c [usize]> + Send,
         body: impl FnOnce(&mut dyn Iterator<Item = (&'c [usize], BatchInput, TargetBatch)>) -> R,
     ) -> R {
-        let staging = staging_device(self.device);
+        if !self.ahead {
+            let mut batches = chunks.map(|rows| {
+                let (input, targets) =
+                    example_batch(self.examples, self.task, self.config, rows, self.device);
+                (rows, input, targets)
+            });
+            return body(&mut batches);
+        }
         std::thread::scope(|scope| {
             let (sender, receiver) = mpsc::sync_channel(AHEAD);
             scope.spawn(move || {
                 for rows in chunks {
                     let (input, targets) =
-                        example_batch(self.examples, self.task, self.config, rows, staging);
-                    let staged = (
-                        rows,
-                        pinned_input(input, self.device),
-                        pinned_targets(targets, self.device),
-                    );
-                    if sender.send(staged).is_err() {
+                        example_batch(self.examples, self.task, self.config, rows, self.device);
+                    if sender.send((rows, input, targets)).is_err() {
                         // The consumer stopped early.
                         return;
                     }
                 }
             });
-            let device = self.device;
-            let mut batches = receiver.into_iter().map(move |(rows, input, targets)| {
-                (rows, input_to(input, device), targets_to(targets, device))
-            });
+            let mut batches = receiver.into_iter();
             body(&mut batches)
         })
     }
-}
-
-/// Where the producer builds a batch: in host memory for a CUDA step (pinned, then copied without
-/// blocking), else on the step's device.
-fn staging_device(device: Device) -> Device {
-    if device.is_cuda() {
-        Device::Cpu
-    } else {
-        device
-    }
-}
-
-/// A host tensor in pinned memory when it is bound for `device` (CUDA); as it is otherwise.
-fn pinned(tensor: Tensor, device: Device) -> Tensor {
-    if device.is_cuda() && tensor.device() == Device::Cpu {
-        tensor.pin_memory(device)
-    } else {
-        tensor
-    }
-}
-
-/// `tensor` on `device`, copied without blocking the host (from pinned memory) when it is not there.
-fn moved(tensor: Tensor, device: Device) -> Tensor {
-    if tensor.device() == device {
-        tensor
-    } else {
-        tensor.to_device_(device, tensor.kind(), true, false)
-    }
-}
-
-/// Applies `each` to every tensor of a batch's input.
-fn map_input(input: BatchInput, each: &dyn Fn(Tensor) -> Tensor) -> BatchInput {
-    match input {
-        BatchInput::Dense(values) => BatchInput::Dense(each(values)),
-        BatchInput::Sequences {
-            values,
-            lengths,
-            output_steps,
-        } => BatchInput::Sequences {
-            values: each(values),
-            lengths,
-            output_steps,
-        },
-        BatchInput::Trees(trees) => BatchInput::Trees(FlatTrees {
-            values: each(trees.values),
-            levels: trees
-                .levels
-                .into_iter()
-                .map(|(nodes, parents)| (each(nodes), each(parents)))
-                .collect(),
-            roots: each(trees.roots),
-            n_nodes: trees.n_nodes,
-        }),
-        BatchInput::PaddedSequences { values, lengths } => BatchInput::PaddedSequences {
-            values: each(values),
-            lengths: each(lengths),
-        },
-    }
-}
-
-/// Applies `each` to every tensor of a batch's targets.
-fn map_targets(targets: TargetBatch, each: &dyn Fn(Tensor) -> Tensor) -> TargetBatch {
-    match targets {
-        TargetBatch::Classes(classes) => TargetBatch::Classes(each(classes)),
-        TargetBatch::Dense(values) => TargetBatch::Dense(each(values)),
-        TargetBatch::Bits(bits) => TargetBatch::Bits(each(bits)),
-        TargetBatch::Sequences {
-            values,
-            mask,
-            continues,
-        } => TargetBatch::Sequences {
-            values: each(values),
-            mask: each(mask),
-            continues: each(continues),
-        },
-    }
-}
-
-fn pinned_input(input: BatchInput, device: Device) -> BatchInput {
-    map_input(input, &|tensor| pinned(tensor, device))
-}
-
-fn pinned_targets(targets: TargetBatch, device: Device) -> TargetBatch {
-    map_targets(targets, &|tensor| pinned(tensor, device))
-}
-
-fn input_to(input: BatchInput, device: Device) -> BatchInput {
-    map_input(input, &|tensor| moved(tensor, device))
-}
-
-fn targets_to(targets: TargetBatch, device: Device) -> TargetBatch {
-    map_targets(targets, &|tensor| moved(tensor, device))
 }
 
 #[cfg(test)]
@@ -184,7 +103,13 @@ mod tests {
     }
 
     #[test]
-    fn batches_come_in_order_and_equal_the_direct_ones() {
+    fn batches_come_in_order_and_equal_the_direct_ones_with_and_without_the_thread() {
+        for ahead in [true, false] {
+            batches_in_order(ahead);
+        }
+    }
+
+    fn batches_in_order(ahead: bool) {
         let examples = examples(10);
         let task = Task::of(&examples).unwrap();
         let config = ModelConfig::for_device(Device::Cpu);
@@ -193,6 +118,7 @@ mod tests {
             task: &task,
             config: &config,
             device: Device::Cpu,
+            ahead,
         };
         let order: Vec<usize> = vec![9, 3, 4, 0, 1, 8, 2, 7, 6, 5];
         let seen = maker.prefetched(order.chunks(3), |batches| {
@@ -228,6 +154,7 @@ mod tests {
             task: &task,
             config: &config,
             device: Device::Cpu,
+            ahead: true,
         };
         let order: Vec<usize> = (0..1000).collect();
         // Returns (the scope joined the producer) after two of 1000 batches.

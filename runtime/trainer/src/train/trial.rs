@@ -406,6 +406,7 @@ fn batch_maker<'a>(context: &TrialContext<'a>) -> BatchMaker<'a> {
         task: context.task,
         config: &budget.model,
         device: budget.device,
+        ahead: crate::prefetch::ahead_on(budget.device),
     }
 }
 
