@@ -408,8 +408,8 @@ pub(crate) fn conv_with(
 /// channels of one position side by side), as `tensor.contiguous(memory_format=channels_last)`.
 ///
 /// Every 2-D convolution of the trainer runs channels-last: its weights are stored so from
-/// construction ([`conv_with`]; loading and copying keep a variable's layout) and images enter as
-/// the `[B,H,W,C]` batch they are, permuted, not copied ([`to_nchw`]); libtorch then chooses its
+/// construction (`conv_with`; loading and copying keep a variable's layout) and images enter as
+/// the `[B,H,W,C]` batch they are, permuted, not copied (`to_nchw`); libtorch then chooses its
 /// channels-last kernels (cuDNN's on CUDA, oneDNN's on the CPU) and keeps the layout from layer
 /// to layer. Measured against the same models in NCHW (PyTorch 2.13, this CPU, 2 threads, batch
 /// 32, `bench/results/trainer/channels-last/`): the small CNN 1.3x training / 2.0x inference,
