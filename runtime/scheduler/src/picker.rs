@@ -427,12 +427,16 @@ impl UserPicker for HybridPicker {
 /// with a round-robin floor. The floor counts time, not decisions: each decision advances the
 /// picker's clock by the picked user's [`UserSummary::next_cost`] (the expected cost of the run it
 /// gets), and a user that has waited longer than `starvation_rounds` rounds, a round being every
-/// shown user's next run (the sum of their `next_cost`), is served next (the longest-waiting first,
-/// then the earliest registered), whatever Greedy's estimate says; otherwise the decision is
-/// Hybrid's. With equal costs (the cost-oblivious mode's 1) this is `starvation_rounds` x (number
-/// of users) decisions; with unequal ones a user's expensive runs (networks of a minute beside
-/// other users' runs of seconds) no longer buy it several rounds' worth of the workers' time before
-/// the others are served. The floor bounds how long Greedy may starve a user whose regret the GP
+/// shown user's next run (the sum of their `next_cost`), or longer than `starvation_rounds` x
+/// (number of users) of its own next runs, whichever is shorter, is served next (the
+/// longest-waiting first, then the earliest registered), whatever Greedy's estimate says;
+/// otherwise the decision is Hybrid's. With equal costs (the cost-oblivious mode's 1) both limits
+/// are `starvation_rounds` x (number of users) decisions; with unequal ones a user's expensive runs
+/// (networks of a minute beside other users' runs of seconds) no longer buy it several rounds'
+/// worth of the workers' time before the others are served, and the second limit is a share of
+/// time: every user gets at least about `1 / (starvation_rounds x users + 1)` of the clock, so a
+/// user whose runs take milliseconds is not held for rounds of minute-long runs (its runs cost the
+/// others next to nothing). The floor bounds how long Greedy may starve a user whose regret the GP
 /// underestimates (with EI per cost inside each user, the user's next run is often its cheapest
 /// candidate, and a user the posterior believes done may still have loss left). A user in its
 /// first round (no observation yet) is Hybrid's to serve, and so is one whose best quality reaches
@@ -467,13 +471,16 @@ impl DefaultPicker {
         self
     }
 
-    /// The user the floor forces (waited longer than the limit), if any.
+    /// The user the floor forces (waited longer than its limit), if any.
     fn starved(&self, users: &[UserSummary]) -> Option<usize> {
         if self.starvation_rounds == 0 {
             return None;
         }
         let round: f64 = users.iter().map(run_cost).sum();
-        let limit = self.starvation_rounds as f64 * round;
+        let limit = |user: &UserSummary| {
+            let own_share = users.len() as f64 * run_cost(user);
+            self.starvation_rounds as f64 * round.min(own_share)
+        };
         let waited = |user: &UserSummary| {
             let last = self
                 .last_served
@@ -488,7 +495,7 @@ impl DefaultPicker {
             .filter(|(_, user)| {
                 user.n_observations > 0
                     && user.n_in_flight == 0
-                    && waited(user) > limit
+                    && waited(user) > limit(user)
                     && !user.at_quality_ceiling
             })
             .max_by(|(_, a), (_, b)| {
@@ -684,10 +691,10 @@ mod tests {
     #[test]
     fn default_picker_floor_counts_the_time_of_the_runs_not_their_number() {
         // User 1 is Greedy's only choice (the only gap above the mean) and its runs cost ten times
-        // the others'. A round (every user's next run) costs 1.2: once user 1 has taken two runs
-        // (2.0 of the clock), users 0 and 2 have waited more than a round and are served, the
-        // longest-waiting (then the earliest registered) first. Counting decisions, they would
-        // wait for four of user 1's runs (more than 3 users x 1 round).
+        // the others'. A round (every user's next run) costs 1.2, but users 0 and 2 wait at most
+        // 3 users x their own run (0.3 of the clock): after each of user 1's runs (1.0) both are
+        // served, the longest-waiting (then the earliest registered) first. Counting decisions,
+        // they would wait for four of user 1's runs (more than 3 users x 1 round).
         let mut users = vec![
             user(0, 1, 0.9, 0.95, 0.01),
             user(1, 1, 0.5, 0.9, 0.4),
@@ -701,7 +708,18 @@ mod tests {
         let picks: Vec<usize> = (0..8)
             .map(|_| picker.pick_user(&users, &mut rng).unwrap())
             .collect();
-        assert_eq!(picks, vec![1, 1, 0, 2, 1, 1, 0, 2]);
+        assert_eq!(picks, vec![1, 0, 2, 1, 0, 2, 1, 0]);
+        // Costs closer together: users 0 and 2 cost 0.5 and a round 2.0; their own limit is 1.5
+        // of the clock, so they wait two of user 1's runs (2.0 > 1.5) where the round alone would
+        // hold them for three (more than 2.0).
+        for (user, cost) in users.iter_mut().zip([0.5, 1.0, 0.5]) {
+            user.next_cost = cost;
+        }
+        let mut picker = DefaultPicker::new(100, 1);
+        let picks: Vec<usize> = (0..6)
+            .map(|_| picker.pick_user(&users, &mut rng).unwrap())
+            .collect();
+        assert_eq!(picks, vec![1, 1, 0, 2, 1, 1]);
         // With equal costs the same floor counts decisions: a user is served once it has waited
         // more than 3 users x 1 round.
         for user in &mut users {
