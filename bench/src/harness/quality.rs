@@ -11,7 +11,9 @@
 //! evenly across tasks). Every method is scored by `knn::score` (accuracy, or R^2 for apps whose
 //! output is not a class). Writes `summary.json`, `summary.md` (the table, also printed),
 //! `scores.svg` / `scores.png` and `quality.svg` / `quality.png` (every app's best validation
-//! quality over the first repeat's session) to `--out`. `--no-ensembles` and `--no-set-aside` turn
+//! quality over the first repeat's session) to `--out`. Beside each test score, what the app's
+//! `status` reported for its served model (`served.rs`): its validation quality, its 95% interval,
+//! and whether the test accuracy fell inside it. `--no-ensembles` and `--no-set-aside` turn
 //! off the engine's ensembles and its budget rule, for before/after comparisons in one binary.
 //!
 //! `--repeat N` runs the whole comparison N times (a fresh store and another engine seed each time;
@@ -23,6 +25,7 @@
 
 mod flaml;
 mod knn;
+mod served;
 mod task;
 
 use std::collections::BTreeMap;
@@ -40,6 +43,7 @@ use serde_json::{Value, json};
 
 use crate::harness::plot::{BarPlot, QualityCurve, write_bar_plots, write_quality_plots};
 use knn::{Flattener, knn1, score};
+use served::{IntervalCount, ensemble_label, within_interval};
 use task::{Example, Target, TaskFiles, class_name, is_classification};
 
 /// The shortest time limit a run gets, however small the budget's share per task.
@@ -143,6 +147,10 @@ struct Outcome {
     easeml: Option<f64>,
     easeml_model: Option<String>,
     easeml_note: Option<String>,
+    /// The served model's validation quality as `status` reports it (the ensemble's when one is
+    /// served), and for accuracy its 95% interval: what the app told its user to expect.
+    easeml_validation: Option<f64>,
+    easeml_interval: Option<[f64; 2]>,
     peers: BTreeMap<&'static str, f64>,
     /// Why a peer has no score for this task.
     peer_errors: BTreeMap<&'static str, String>,
@@ -298,6 +306,7 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
     .context("cannot write summary.json")?;
     let mut table = table_markdown(&tasks, &outcomes, &peers, budget);
     table.push_str(&ranking.markdown(args.repeat));
+    table.push_str(&IntervalCount::of(&runs).markdown());
     std::fs::write(args.out.join("summary.md"), &table).context("cannot write summary.md")?;
     let plot = BarPlot {
         title: format!(
@@ -350,6 +359,17 @@ fn answer_test_set(task: &Task, connection: &Connection) -> anyhow::Result<Outco
             let truth: Vec<Target> = task.test.iter().map(|e| e.target.clone()).collect();
             outcome.easeml = score(&answers, &truth);
             outcome.easeml_model = Some(report.candidate.clone());
+            let best = client.status().ok().and_then(|status| status.best);
+            if let Some(best) = best {
+                (outcome.easeml_validation, outcome.easeml_interval) = match &best.ensemble {
+                    Some(ensemble) => {
+                        // `infer` names the best single run; the ensemble answered.
+                        outcome.easeml_model = Some(ensemble_label(&ensemble.members));
+                        (Some(ensemble.quality), ensemble.interval)
+                    }
+                    None => (best.quality, best.interval),
+                };
+            }
         }
         Err(easeml_runtime::Error::NoModel { .. }) => {
             outcome.easeml_note = Some("no model finished within the budget".to_owned());
@@ -551,6 +571,8 @@ fn mean_outcomes(runs: &[Vec<Outcome>]) -> Vec<Outcome> {
                 easeml: mean_and_std(&easeml).0,
                 easeml_model: of_task[0].easeml_model.clone(),
                 easeml_note: of_task[0].easeml_note.clone(),
+                easeml_validation: of_task[0].easeml_validation,
+                easeml_interval: of_task[0].easeml_interval,
                 peers: BTreeMap::new(),
                 peer_errors: of_task[0].peer_errors.clone(),
                 flaml_model: of_task[0].flaml_model.clone(),
@@ -681,6 +703,9 @@ fn summary_json(
             "test_examples": task.test.len(),
             "easeml": outcome.easeml,
             "easeml_model": outcome.easeml_model,
+            "easeml_validation": outcome.easeml_validation,
+            "easeml_interval": outcome.easeml_interval,
+            "easeml_within_interval": within_interval(outcome),
         });
         if let Some(note) = &outcome.easeml_note {
             entry["easeml_note"] = json!(note);
@@ -725,6 +750,7 @@ fn summary_json(
         "tasks": entries,
         "mean_rank": ranking.json(&ranking.mean),
         "mean_rank_std": ranking.json(&ranking.std),
+        "within_interval": IntervalCount::of(runs).json(),
     })
 }
 
