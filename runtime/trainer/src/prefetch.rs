@@ -109,56 +109,59 @@ mod tests {
         }
     }
 
-    fn batches_in_order(ahead: bool) {
-        let examples = examples(10);
+    /// Runs `body` with a CPU batch maker over `rows` examples of [`examples`].
+    fn with_maker<R>(rows: usize, ahead: bool, body: impl FnOnce(BatchMaker<'_>) -> R) -> R {
+        let examples = examples(rows);
         let task = Task::of(&examples).unwrap();
         let config = ModelConfig::for_device(Device::Cpu);
-        let maker = BatchMaker {
+        body(BatchMaker {
             examples: &examples,
             task: &task,
             config: &config,
             device: Device::Cpu,
             ahead,
-        };
+        })
+    }
+
+    fn batches_in_order(ahead: bool) {
         let order: Vec<usize> = vec![9, 3, 4, 0, 1, 8, 2, 7, 6, 5];
-        let seen = maker.prefetched(order.chunks(3), |batches| {
-            batches
-                .map(|(rows, input, targets)| {
-                    let (direct_input, direct_targets) =
-                        example_batch(&examples, &task, &config, rows, Device::Cpu);
-                    let (BatchInput::Dense(a), BatchInput::Dense(b)) = (&input, &direct_input)
-                    else {
-                        panic!("dense examples give dense batches");
-                    };
-                    assert!(a.equal(b));
-                    let (TargetBatch::Classes(a), TargetBatch::Classes(b)) =
-                        (&targets, &direct_targets)
-                    else {
-                        panic!("labels give classes");
-                    };
-                    assert!(a.equal(b));
-                    rows.to_vec()
-                })
-                .collect::<Vec<_>>()
+        let seen = with_maker(10, ahead, |maker| {
+            maker.prefetched(order.chunks(3), |batches| {
+                batches
+                    .map(|(rows, input, targets)| {
+                        let (direct_input, direct_targets) = example_batch(
+                            maker.examples,
+                            maker.task,
+                            maker.config,
+                            rows,
+                            Device::Cpu,
+                        );
+                        let (BatchInput::Dense(a), BatchInput::Dense(b)) = (&input, &direct_input)
+                        else {
+                            panic!("dense examples give dense batches");
+                        };
+                        assert!(a.equal(b));
+                        let (TargetBatch::Classes(a), TargetBatch::Classes(b)) =
+                            (&targets, &direct_targets)
+                        else {
+                            panic!("labels give classes");
+                        };
+                        assert!(a.equal(b));
+                        rows.to_vec()
+                    })
+                    .collect::<Vec<_>>()
+            })
         });
         assert_eq!(seen.concat(), order);
     }
 
     #[test]
     fn a_consumer_that_stops_early_ends_the_producer() {
-        let examples = examples(1000);
-        let task = Task::of(&examples).unwrap();
-        let config = ModelConfig::for_device(Device::Cpu);
-        let maker = BatchMaker {
-            examples: &examples,
-            task: &task,
-            config: &config,
-            device: Device::Cpu,
-            ahead: true,
-        };
         let order: Vec<usize> = (0..1000).collect();
         // Returns (the scope joined the producer) after two of 1000 batches.
-        let taken = maker.prefetched(order.chunks(1), |batches| batches.take(2).count());
+        let taken = with_maker(1000, true, |maker| {
+            maker.prefetched(order.chunks(1), |batches| batches.take(2).count())
+        });
         assert_eq!(taken, 2);
     }
 }
