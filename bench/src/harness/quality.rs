@@ -148,8 +148,11 @@ struct Outcome {
     easeml_model: Option<String>,
     easeml_note: Option<String>,
     /// The served model's validation quality as `status` reports it (the ensemble's when one is
-    /// served), and for accuracy its 95% interval: what the app told its user to expect.
+    /// served); its expected quality on new examples (`best.expected`, its choice among the runs
+    /// accounted for); and the 95% interval of the expected quality, or where the engine gave
+    /// none, for accuracy the validation quality's: what the app told its user to expect.
     easeml_validation: Option<f64>,
+    easeml_expected: Option<f64>,
     easeml_interval: Option<[f64; 2]>,
     peers: BTreeMap<&'static str, f64>,
     /// Why a peer has no score for this task.
@@ -359,7 +362,17 @@ fn answer_test_set(task: &Task, connection: &Connection) -> anyhow::Result<Outco
             let truth: Vec<Target> = task.test.iter().map(|e| e.target.clone()).collect();
             outcome.easeml = score(&answers, &truth);
             outcome.easeml_model = Some(report.candidate.clone());
-            let best = client.status().ok().and_then(|status| status.best);
+            let best = match client.status() {
+                Ok(status) => status.best,
+                Err(error) => {
+                    eprintln!(
+                        "warning: task `{}`: reading the status for the served model's quality: {}",
+                        task.files.dir.display(),
+                        easeml_runtime::error_chain(&error)
+                    );
+                    None
+                }
+            };
             if let Some(best) = best {
                 (outcome.easeml_validation, outcome.easeml_interval) = match &best.ensemble {
                     Some(ensemble) => {
@@ -369,6 +382,12 @@ fn answer_test_set(task: &Task, connection: &Connection) -> anyhow::Result<Outco
                     }
                     None => (best.quality, best.interval),
                 };
+                // The interval the served model is expected within, its choice accounted for,
+                // replaces the validation quality's own when the engine estimated it.
+                if let Some(expected) = &best.expected {
+                    outcome.easeml_expected = Some(expected.quality);
+                    outcome.easeml_interval = Some(expected.interval);
+                }
             }
         }
         Err(easeml_runtime::Error::NoModel { .. }) => {
@@ -572,6 +591,7 @@ fn mean_outcomes(runs: &[Vec<Outcome>]) -> Vec<Outcome> {
                 easeml_model: of_task[0].easeml_model.clone(),
                 easeml_note: of_task[0].easeml_note.clone(),
                 easeml_validation: of_task[0].easeml_validation,
+                easeml_expected: of_task[0].easeml_expected,
                 easeml_interval: of_task[0].easeml_interval,
                 peers: BTreeMap::new(),
                 peer_errors: of_task[0].peer_errors.clone(),
@@ -704,8 +724,11 @@ fn summary_json(
             "easeml": outcome.easeml,
             "easeml_model": outcome.easeml_model,
             "easeml_validation": outcome.easeml_validation,
+            "easeml_expected": outcome.easeml_expected,
             "easeml_interval": outcome.easeml_interval,
-            "easeml_within_interval": within_interval(outcome),
+            // One repeat's test score against its own interval (the mean over repeats belongs to
+            // no single interval): the first's.
+            "easeml_within_interval": runs.first().and_then(|run| run.get(index)).and_then(within_interval),
         });
         if let Some(note) = &outcome.easeml_note {
             entry["easeml_note"] = json!(note);

@@ -832,6 +832,15 @@ fn the_web_console_compiles_registers_downloads_and_shows_training_in_a_real_bro
                  : /on \\d+ examples\\.$/.test(measured));",
         )
         .await;
+        // And what it is expected to score on new examples, with its interval (the engine's
+        // estimate after the run).
+        until(
+            &browser,
+            "the served model's expected quality on new examples",
+            "return /^Expected on new examples: [01]\\.\\d{3} \\(95% interval [01]\\.\\d{3}-[01]\\.\\d{3}\\), its choice among the runs accounted for \\(bootstrap bias-corrected cross-validation, \\d+ resamples\\)\\.$/ \
+             .test(document.getElementById('best-expected').textContent);",
+        )
+        .await;
         let pixels = chart_pixels(&browser, "app-chart", &screenshots.join("web-app-dashboard.png")).await;
         eprintln!("the app's chart: {pixels} pixels of the line");
         assert!(pixels > MIN_LINE_PIXELS, "the app's chart is blank ({pixels} pixels of the line)");

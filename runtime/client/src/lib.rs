@@ -56,7 +56,7 @@ pub use feed::{
 };
 pub use remote::TokenOrigin;
 pub use status::{
-    BestModel, EnsembleMemberReport, EnsembleReport, HopProgress, Phase, RunReport, Status,
-    TrialReport, TunedTrialReport,
+    BestModel, EXPECTED_METHOD, EnsembleMemberReport, EnsembleReport, ExpectedQuality, HopProgress,
+    Phase, RunReport, Status, TrialReport, TunedTrialReport,
 };
 pub use tensor::{ShapeError, Tensor, UnknownLabel};

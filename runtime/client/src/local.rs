@@ -139,6 +139,7 @@ impl Backend for Local {
             &self.store.ensembles(self.app.id)?,
             &constraint_limits(schema),
         );
+        status.add_estimate(&self.store.estimates(self.app.id)?);
         for report in &mut status.runs {
             if matches!(report.state, RunState::Queued | RunState::Running) {
                 report.hops = HopProgress::of(&self.store.sub_epochs(report.id)?);

@@ -22,7 +22,9 @@ use easeml_store::{
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 mod ensemble;
+mod expected;
 pub use ensemble::{EnsembleMemberReport, EnsembleReport};
+pub use expected::{EXPECTED_METHOD, ExpectedQuality};
 
 /// An app's status (the JSON of `GET /api/v1/apps/{name}/status`, both ways).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -98,6 +100,11 @@ pub struct BestModel {
     /// (`easeml_store::served`): its members with weights and its quality; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ensemble: Option<EnsembleReport>,
+    /// What the served model (this run, or the ensemble) is expected to score on new examples,
+    /// its choice among the candidates accounted for, with a 95% interval; absent until the
+    /// engine has estimated it ([`ExpectedQuality`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<ExpectedQuality>,
 }
 
 /// A confusion matrix as people read it: rows are the true labels, columns the answers.
@@ -217,6 +224,7 @@ impl BestModel {
                 .unwrap_or_default(),
             confusion,
             ensemble: None,
+            expected: None,
         }
     }
 }
@@ -590,6 +598,9 @@ impl fmt::Display for Status {
                     ensemble.validated_examples,
                     ensemble.single_quality
                 )?;
+            }
+            if let Some(expected) = &best.expected {
+                writeln!(f, "expected on new examples: {}", expected.text())?;
             }
             if let Some(matrix) = &best.confusion {
                 writeln!(f, "per class, on its validation answers:")?;

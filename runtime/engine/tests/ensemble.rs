@@ -2,8 +2,9 @@
 //! stratified cross-validation): every finished run keeps its validation answers in the store, the
 //! engine recomputes the ensemble after each run, `infer` answers with the members' probabilities
 //! averaged by weight when an ensemble is served (and exported: its members' folders), `status`
-//! shows `best.ensemble` exactly then, and
-//! after a refine the served model (ensemble or run) follows the new data.
+//! shows `best.ensemble` exactly then, and `best.expected` (the engine's estimate of the served
+//! model's quality on new examples) exactly when the recorded estimate is of the model served;
+//! after a refine the served model (ensemble or run) and its estimate follow the new data.
 
 use std::path::Path;
 
@@ -155,6 +156,41 @@ fn check_status(client: &Client, ensemble: Option<&EnsembleRecord>) {
     }
 }
 
+/// The engine recorded the served model's expected quality (one run's or the ensemble's, as
+/// served) for the served data version, and `status` reports it as `best.expected`; `None` for
+/// `served_kind` says the recorded one describes another model than the served, and `status`
+/// leaves it out.
+fn check_expected(store: &Store, client: &Client, version: u64, served_kind: Option<bool>) {
+    let app = store.app_by_name("app").unwrap().unwrap();
+    let estimates = store.estimates(app.id).unwrap();
+    let estimate = estimates
+        .iter()
+        .find(|estimate| estimate.data_version == version)
+        .expect("an estimate of the served data version");
+    assert!(estimate.low <= estimate.quality && estimate.quality <= estimate.high);
+    assert!(estimate.resamples >= easeml_engine::ensemble::estimate::MIN_RESAMPLES as u64);
+    let status = status_json(client);
+    let expected = &status["best"]["expected"];
+    match served_kind {
+        Some(ensemble) => {
+            assert_eq!(estimate.ensemble, ensemble, "{estimate:?}");
+            assert_eq!(expected["quality"].as_f64(), Some(estimate.quality));
+            assert_eq!(
+                expected["interval"],
+                json!([estimate.low, estimate.high]),
+                "{status:#}"
+            );
+            assert_eq!(
+                expected["method"].as_str(),
+                Some(easeml_client::EXPECTED_METHOD)
+            );
+            let text = client.status().unwrap().to_string();
+            assert!(text.contains("expected on new examples: "), "{text}");
+        }
+        None => assert!(expected.is_null(), "{status:#}"),
+    }
+}
+
 fn served_ensemble(store: &Store) -> (u64, Option<EnsembleRecord>) {
     let app = store.app_by_name("app").unwrap().unwrap();
     let runs = store.runs(app.id).unwrap();
@@ -205,6 +241,7 @@ fn runs_keep_their_answers_and_a_served_ensemble_averages_its_members_and_follow
     let inputs: Vec<Vec<f32>> = later.iter().take(8).map(|(x, _)| x.clone()).collect();
     let (version, natural) = served_ensemble(&store);
     check_status(&client, natural.as_ref());
+    check_expected(&store, &client, version, Some(natural.is_some()));
     println!("the engine's ensemble on wine: {natural:?}");
     let ensemble = match natural {
         Some(ensemble) => ensemble,
@@ -235,6 +272,8 @@ fn runs_keep_their_answers_and_a_served_ensemble_averages_its_members_and_follow
                 created_ms: 0,
             };
             store.put_ensemble(&record).unwrap();
+            // The engine's estimate is of the single run it served: not of this ensemble.
+            check_expected(&store, &client, version, None);
             record
         }
     };
@@ -271,6 +310,7 @@ fn runs_keep_their_answers_and_a_served_ensemble_averages_its_members_and_follow
         "{status:#}"
     );
     check_status(&client, ensemble.as_ref());
+    check_expected(&store, &client, current, Some(ensemble.is_some()));
     if let Some(ensemble) = ensemble {
         assert_eq!(ensemble.data_version, current);
         for member in &ensemble.members {

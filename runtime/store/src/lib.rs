@@ -3,7 +3,7 @@
 //!
 //! Layout of a store's home directory (`$EASEML_HOME`, default [`default_home`]):
 //! ```text
-//! easeml.sqlite3 (+ -wal, -shm)   apps, examples, label_maps, runs, ensembles, units, workers, schema_migrations
+//! easeml.sqlite3 (+ -wal, -shm)   apps, examples, label_maps, runs, ensembles, estimates, units, workers, schema_migrations
 //! blobs/ab/abcdef...              one file per distinct blob, named by the sha256 of its bytes
 //! blobs/tmp/                      blobs being written (renamed into place when complete)
 //! ```
@@ -15,6 +15,7 @@ mod best;
 mod blobs;
 pub mod db;
 mod ensembles;
+mod estimates;
 mod labels;
 mod migrations;
 mod store;
@@ -28,6 +29,7 @@ pub use best::{
 };
 pub use blobs::{BLOBS_URL_FILE, BlobHash, is_s3_url};
 pub use ensembles::{EnsembleMember, EnsembleRecord};
+pub use estimates::EstimateRecord;
 pub use labels::{LabelError, LabelMap};
 pub use migrations::{MIGRATIONS, Migration};
 pub use store::{

@@ -304,6 +304,25 @@ ALTER TABLE examples ADD COLUMN output_bytes BYTEA;
         sql: "-- nothing on SQLite",
         postgres_sql: Some("ALTER TABLE examples DROP CONSTRAINT IF EXISTS examples_app_fkey;"),
     },
+    Migration {
+        version: 16,
+        name: "the served model's expected quality",
+        sql: r#"
+CREATE TABLE estimates (
+    app            INTEGER NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+    data_version   INTEGER NOT NULL,           -- the data version of the runs it looked at
+    ensemble       INTEGER NOT NULL CHECK (ensemble IN (0, 1)), -- 1: it estimates an ensemble's quality, 0: one run's
+    quality        REAL NOT NULL,              -- the expected quality on new examples (mean over the resamples)
+    low            REAL NOT NULL,              -- the 95% interval: the resamples' 2.5th percentile
+    high           REAL NOT NULL,              -- and 97.5th
+    resamples      INTEGER NOT NULL,           -- how many resamples measured it
+    runs_seen      INTEGER NOT NULL,           -- the highest run id it looked at
+    created_ms     INTEGER NOT NULL,
+    PRIMARY KEY (app, data_version)
+);
+"#,
+        postgres_sql: None,
+    },
 ];
 
 /// The schema of `sql` (written for SQLite) in PostgreSQL's types: integers are `BIGINT`, an

@@ -620,10 +620,14 @@ impl Engine {
         let reported = match (record.state, record.quality) {
             (RunState::Done, Some(quality)) => {
                 // The ensemble of the runs so far, recomputed from their stored answers (no
-                // training: DECISIONS.md); one that cannot be computed is not served.
-                if self.config.ensembles {
-                    let _ = crate::ensemble::refresh(&mut self.store, record.app, &limits);
-                }
+                // training: DECISIONS.md), and the served model's expected quality; one that
+                // cannot be computed is not served or reported.
+                let _ = crate::ensemble::refresh(
+                    &mut self.store,
+                    record.app,
+                    &limits,
+                    self.config.ensembles,
+                );
                 let runs = self.store.runs(record.app)?;
                 let best = best_run(&runs, &limits).is_some_and(|best| best.id == run);
                 let broken: Vec<String> = broken_constraints(&record, &limits)

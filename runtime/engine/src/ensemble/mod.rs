@@ -13,11 +13,12 @@
 //! run is served), and the weights are selected on the held-out rows every run shares.
 
 pub mod answers;
+pub mod estimate;
 pub mod select;
 
 use easeml_store::{
-    AppId, ConstraintLimits, EnsembleMember, EnsembleRecord, RunId, RunRecord, RunState, Store,
-    best_run, broken_constraints,
+    AppId, ConstraintLimits, EnsembleMember, EnsembleRecord, EstimateRecord, RunId, RunRecord,
+    RunState, Served, Store, best_run, broken_constraints,
 };
 
 use crate::error::Result;
@@ -31,11 +32,14 @@ pub const MAX_CANDIDATES: usize = 32;
 /// Recomputes the ensemble of `app`'s current served data version (the best run's) from its
 /// eligible runs' answers and records it, or removes the recorded one when no ensemble of two or
 /// more runs beats the best single run (a higher quality, or the same and a lower cross-entropy);
-/// returns the recorded ensemble.
+/// then records the served model's expected quality (`record_estimate`: [`estimate::estimate`]); returns the recorded
+/// ensemble. Without `ensembles` (the engine's `--no-ensembles`) only the expected quality is
+/// recomputed.
 pub fn refresh(
     store: &mut Store,
     app: AppId,
     limits: &ConstraintLimits,
+    ensembles: bool,
 ) -> Result<Option<EnsembleRecord>> {
     let runs = store.runs(app)?;
     let Some(best) = best_run(&runs, limits) else {
@@ -79,14 +83,74 @@ pub fn refresh(
             loaded.push((run, answers));
         }
     }
-    let ensemble = choose(app, version, &loaded);
-    match &ensemble {
-        Some(ensemble) => store.put_ensemble(ensemble)?,
+    let ensemble = if ensembles {
+        let ensemble = choose(app, version, &loaded);
+        match &ensemble {
+            Some(ensemble) => store.put_ensemble(ensemble)?,
+            None => {
+                store.remove_ensemble(app, version)?;
+            }
+        }
+        ensemble
+    } else {
+        None
+    };
+    record_estimate(store, app, version, (&runs, limits), &loaded)?;
+    Ok(ensemble)
+}
+
+/// Records the expected quality of what the store now serves for `app` ([`estimate::estimate`]
+/// over `loaded`, the candidates' answers of data version `version`), or removes the recorded one
+/// when the served model's answers are not all among them (a run recorded before answers were
+/// kept, or past [`MAX_CANDIDATES`]) or the answers give no estimate.
+fn record_estimate(
+    store: &mut Store,
+    app: AppId,
+    version: u64,
+    (runs, limits): (&[RunRecord], &ConstraintLimits),
+    loaded: &[(&RunRecord, Answers)],
+) -> Result<()> {
+    let ensembles = store.ensembles(app)?;
+    let loaded_run = |run: RunId| loaded.iter().any(|(candidate, _)| candidate.id == run);
+    let kind = match easeml_store::served(runs, &ensembles, limits) {
+        Some(Served::Run(run)) if run.data_version == version && loaded_run(run.id) => {
+            Some(estimate::Kind::Single)
+        }
+        Some(Served::Ensemble { ensemble, .. })
+            if ensemble.data_version == version
+                && ensemble.members.iter().all(|member| loaded_run(member.run)) =>
+        {
+            Some(estimate::Kind::Ensemble)
+        }
+        _ => None,
+    };
+    let runs_seen = RunId(loaded.iter().map(|(run, _)| run.id.0).max().unwrap_or(0));
+    let measured = kind.zip(loaded.first()).and_then(|(kind, (_, first))| {
+        let slices: Vec<&[f32]> = loaded
+            .iter()
+            .map(|(_, answers)| answers.values.as_slice())
+            .collect();
+        // The same runs give the same estimate: the seed is the app and the last run seen.
+        let seed = (app.0 as u64) << 32 ^ runs_seen.0 as u64;
+        estimate::estimate(&slices, &first.truth, first.width, kind, seed).map(|e| (kind, e))
+    });
+    match measured {
+        Some((kind, measured)) => store.put_estimate(&EstimateRecord {
+            app,
+            data_version: version,
+            ensemble: kind == estimate::Kind::Ensemble,
+            quality: measured.quality,
+            low: measured.low,
+            high: measured.high,
+            resamples: measured.resamples as u64,
+            runs_seen,
+            created_ms: 0,
+        })?,
         None => {
-            store.remove_ensemble(app, version)?;
+            store.remove_estimate(app, version)?;
         }
     }
-    Ok(ensemble)
+    Ok(())
 }
 
 /// The ensemble of `loaded` (runs of one data version with answers on the same rows), when it

@@ -73,26 +73,30 @@ impl Score {
     }
 }
 
-/// The score of `sum / count` (the average of `count` answers summed in `sum`).
-fn score(sum: &[f64], count: usize, truth: &Truth) -> Score {
+/// The score of `(sum + addition) / count` (the average of `count` answers summed in `sum`, and
+/// one more in `addition` when given), without a copy of the sum.
+fn score(sum: &[f64], addition: Option<&[f32]>, count: usize, truth: &Truth) -> Score {
     let scale = 1.0 / count.max(1) as f64;
+    let value = |index: usize| sum[index] + addition.map_or(0.0, |a| f64::from(a[index]));
     match truth {
         Truth::Classes(labels) => {
             let width = sum.len() / labels.len().max(1);
             let (mut correct, mut loss) = (0usize, 0.0);
             for (row, &label) in labels.iter().enumerate() {
-                let answer = &sum[row * width..(row + 1) * width];
+                let start = row * width;
                 let mut best = 0;
-                for (class, &value) in answer.iter().enumerate() {
-                    if value > answer[best] {
-                        best = class;
+                let mut best_value = value(start);
+                for class in 1..width {
+                    let candidate = value(start + class);
+                    if candidate > best_value {
+                        (best, best_value) = (class, candidate);
                     }
                 }
                 correct += usize::from(best as i64 == label);
                 let p = usize::try_from(label)
                     .ok()
-                    .and_then(|label| answer.get(label))
-                    .map_or(0.0, |p| p * scale);
+                    .filter(|&label| label < width)
+                    .map_or(0.0, |label| value(start + label) * scale);
                 loss -= p.max(1e-12).ln();
             }
             Score {
@@ -101,23 +105,23 @@ fn score(sum: &[f64], count: usize, truth: &Truth) -> Score {
             }
         }
         Truth::Values(values) => Score {
-            quality: r_squared(sum, scale, values),
+            quality: r_squared(value, scale, values),
             neg_loss: 0.0,
         },
     }
 }
 
 /// `clamp(1 - SSE / SST, 0, 1)` over every value, as the trainer's quality accumulator computes it.
-fn r_squared(sum: &[f64], scale: f64, truth: &[f32]) -> f64 {
+fn r_squared(sum: impl Fn(usize) -> f64, scale: f64, truth: &[f32]) -> f64 {
     let n = truth.len() as f64;
     if n == 0.0 {
         return 0.0;
     }
     let mean = truth.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
     let (mut sse, mut sst) = (0.0, 0.0);
-    for (&predicted, &actual) in sum.iter().zip(truth) {
+    for (index, &actual) in truth.iter().enumerate() {
         let actual = f64::from(actual);
-        sse += (predicted * scale - actual).powi(2);
+        sse += (sum(index) * scale - actual).powi(2);
         sst += (actual - mean).powi(2);
     }
     if sst <= 1e-12 {
@@ -126,9 +130,26 @@ fn r_squared(sum: &[f64], scale: f64, truth: &[f32]) -> f64 {
     (1.0 - sse / sst).clamp(0.0, 1.0)
 }
 
-/// Selects an ensemble over `answers` (one slice per run, each of the truth's layout) in
-/// [`ROUNDS`] rounds; `None` when there are no answers or one's length does not fit the truth.
-pub fn select(answers: &[&[f32]], truth: &Truth) -> Option<Selection> {
+/// The run whose answers, added to the `count - 1` summed in `sum`, score best (the earliest on
+/// ties), with that score; `None` when there are no answers.
+fn best_addition(
+    sum: &[f64],
+    answers: &[&[f32]],
+    count: usize,
+    truth: &Truth,
+) -> Option<(Score, usize)> {
+    let mut pick: Option<(Score, usize)> = None;
+    for (index, answer) in answers.iter().enumerate() {
+        let trial = score(sum, Some(answer), count, truth);
+        if pick.is_none_or(|(best, _)| trial.better_than(&best)) {
+            pick = Some((trial, index));
+        }
+    }
+    pick
+}
+
+/// Whether `answers` (one slice per run) all fit `truth`'s layout, and their common length.
+fn fitting_len(answers: &[&[f32]], truth: &Truth) -> Option<usize> {
     let len = match truth {
         Truth::Classes(labels) => answers.first()?.len().max(labels.len()),
         Truth::Values(values) => values.len(),
@@ -141,24 +162,43 @@ pub fn select(answers: &[&[f32]], truth: &Truth) -> Option<Selection> {
     {
         return None;
     }
+    Some(len)
+}
+
+/// The index of the best single run of `answers` (the selection's first round); `None` when the
+/// answers do not fit the truth.
+pub fn best_single(answers: &[&[f32]], truth: &Truth) -> Option<usize> {
+    let len = fitting_len(answers, truth)?;
+    best_addition(&vec![0.0; len], answers, 1, truth).map(|(_, index)| index)
+}
+
+/// The quality of `answers` averaged with `counts` (how many times each run is in the average, as
+/// [`Selection::counts`]); `None` when the answers do not fit the truth or no count is positive.
+pub fn quality_of(answers: &[&[f32]], counts: &[usize], truth: &Truth) -> Option<f64> {
+    let len = fitting_len(answers, truth)?;
+    let total: usize = counts.iter().sum();
+    if counts.len() != answers.len() || total == 0 {
+        return None;
+    }
+    let mut sum = vec![0.0f64; len];
+    for (answer, &count) in answers.iter().zip(counts).filter(|&(_, &count)| count > 0) {
+        for (s, &a) in sum.iter_mut().zip(answer.iter()) {
+            *s += count as f64 * f64::from(a);
+        }
+    }
+    Some(score(&sum, None, total, truth).quality)
+}
+
+/// Selects an ensemble over `answers` (one slice per run, each of the truth's layout) in
+/// [`ROUNDS`] rounds; `None` when there are no answers or one's length does not fit the truth.
+pub fn select(answers: &[&[f32]], truth: &Truth) -> Option<Selection> {
+    let len = fitting_len(answers, truth)?;
     let mut sum = vec![0.0f64; len];
     let mut counts = vec![0usize; answers.len()];
     let mut kept: Option<(Score, Vec<usize>)> = None;
     let mut single = None;
     for round in 0..ROUNDS {
-        let mut pick: Option<(Score, usize)> = None;
-        for (index, answer) in answers.iter().enumerate() {
-            let trial: Vec<f64> = sum
-                .iter()
-                .zip(answer.iter())
-                .map(|(s, &a)| s + f64::from(a))
-                .collect();
-            let trial_score = score(&trial, round + 1, truth);
-            if pick.is_none_or(|(best, _)| trial_score.better_than(&best)) {
-                pick = Some((trial_score, index));
-            }
-        }
-        let (round_score, index) = pick?;
+        let (round_score, index) = best_addition(&sum, answers, round + 1, truth)?;
         if round == 0 {
             single = Some((round_score, index));
         }

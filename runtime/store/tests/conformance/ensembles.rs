@@ -109,3 +109,50 @@ fn runs_keep_their_validation_answers_and_an_ensemble_of_them_is_served_when_it_
     let (again, _) = store.register_app(&new_app("ens", Some(2), None)).unwrap();
     assert!(store.ensembles(again.id).unwrap().is_empty());
 }
+
+#[test]
+fn an_estimate_of_the_served_model_is_kept_per_data_version_and_replaced_by_a_recomputation() {
+    let Some((_fixture, mut store)) = open() else {
+        return;
+    };
+    let (app, _) = store.register_app(&new_app("est", Some(2), None)).unwrap();
+    let estimate = |quality: f64, low: f64, high: f64| easeml_store::EstimateRecord {
+        app: app.id,
+        data_version: 1,
+        ensemble: true,
+        quality,
+        low,
+        high,
+        resamples: 200,
+        runs_seen: RunId(4),
+        created_ms: 0,
+    };
+    assert!(store.estimates(app.id).unwrap().is_empty());
+    // A quality outside its interval is refused in words, nothing stored.
+    let error = store.put_estimate(&estimate(0.7, 0.8, 0.9)).unwrap_err();
+    assert!(error.to_string().contains("outside its interval"), "{error}");
+    assert!(store.estimates(app.id).unwrap().is_empty());
+
+    store.put_estimate(&estimate(0.85, 0.8, 0.9)).unwrap();
+    let mut replaced = estimate(0.875, 0.75, 0.95);
+    replaced.ensemble = false;
+    store.put_estimate(&replaced).unwrap();
+    let stored = store.estimates(app.id).unwrap();
+    assert_eq!(stored.len(), 1);
+    assert!(stored[0].created_ms > 0);
+    assert_eq!(
+        easeml_store::EstimateRecord {
+            created_ms: 0,
+            ..stored[0].clone()
+        },
+        replaced
+    );
+    assert!(store.remove_estimate(app.id, 1).unwrap());
+    assert!(!store.remove_estimate(app.id, 1).unwrap());
+
+    // Removing the app removes its estimates.
+    store.put_estimate(&replaced).unwrap();
+    store.remove_app(app.id).unwrap();
+    let (again, _) = store.register_app(&new_app("est", Some(2), None)).unwrap();
+    assert!(store.estimates(again.id).unwrap().is_empty());
+}
