@@ -272,13 +272,18 @@ fn two_tiny_tasks_are_trained_answered_and_compared_with_knn1() {
                 .is_some_and(|m| !m.is_empty())
         );
         assert!(entry.get("flaml").is_none(), "flaml was not asked for");
-        // What the app reported beside the test score: its validation accuracy, the 95% interval
-        // around it, and whether the test accuracy fell inside.
+        // What the app reported beside the test score: its validation accuracy, the accuracy it
+        // expects on new examples with the 95% interval around it, and whether the test accuracy
+        // fell inside.
         let validation = entry["easeml_validation"]
             .as_f64()
             .expect("a validation quality");
+        assert!((0.0..=1.0).contains(&validation), "{entry}");
+        let expected = entry["easeml_expected"]
+            .as_f64()
+            .expect("an expected quality");
         let [low, high] = [0, 1].map(|end| entry["easeml_interval"][end].as_f64().unwrap());
-        assert!(low <= validation && validation <= high, "{entry}");
+        assert!(low <= expected && expected <= high, "{entry}");
         assert_eq!(
             entry["easeml_within_interval"].as_bool(),
             Some(low <= easeml && easeml <= high),
@@ -295,7 +300,7 @@ fn two_tiny_tasks_are_trained_answered_and_compared_with_knn1() {
     );
     assert!(
         stdout.contains(&format!(
-            "Test accuracy within the served model's reported 95% interval: {within} of 2"
+            "Test score within the served model's reported 95% interval: {within} of 2"
         )),
         "{stdout}"
     );
@@ -660,10 +665,17 @@ fn a_regression_task_is_scored_by_r2() {
     assert_eq!(entry["metric"], "r2");
     let easeml = entry["easeml"].as_f64().expect("easeml's R^2");
     assert!(easeml.is_finite() && easeml <= 1.0, "{entry}");
-    // R^2 has a validation quality but no binomial interval to hold it to.
+    // R^2 has a validation quality and an expected one with its interval (the resamples'
+    // percentiles; no binomial interval), held to the test score like an accuracy.
     assert!(entry["easeml_validation"].is_f64(), "{entry}");
-    assert!(entry["easeml_interval"].is_null(), "{entry}");
-    assert!(entry["easeml_within_interval"].is_null(), "{entry}");
+    let expected = entry["easeml_expected"].as_f64().expect("an expected R^2");
+    let [low, high] = [0, 1].map(|end| entry["easeml_interval"][end].as_f64().unwrap());
+    assert!(low <= expected && expected <= high, "{entry}");
+    assert_eq!(
+        entry["easeml_within_interval"].as_bool(),
+        Some(low <= easeml && easeml <= high),
+        "{entry}"
+    );
     let predicted: Vec<f64> = test_x
         .iter()
         .map(|query| {

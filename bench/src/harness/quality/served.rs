@@ -1,6 +1,6 @@
-//! What the served model told its user, held against its test score: the validation quality and
-//! 95% interval `status` reports for the served model (the ensemble's, when one answers), whether
-//! the test accuracy fell inside that interval, counted over tasks and repeats (issue 48's target:
+//! What the served model told its user, held against its test score: the validation quality,
+//! expected quality and 95% interval `status` reports for the served model (the ensemble's, when
+//! one answers), whether the test score fell inside that interval, counted over tasks and repeats (issue 48's target:
 //! 90% or more), and a served ensemble's name in the table.
 
 use easeml_runtime::EnsembleMemberReport;
@@ -57,7 +57,7 @@ impl IntervalCount {
             return String::new();
         }
         format!(
-            "\nTest accuracy within the served model's reported 95% interval: {} of {} ({:.0}%)\n",
+            "\nTest score within the served model's reported 95% interval: {} of {} ({:.0}%)\n",
             self.within,
             self.with_interval,
             100.0 * self.within as f64 / self.with_interval as f64
@@ -88,7 +88,8 @@ mod tests {
             within_interval(&outcome(Some(0.8), Some([0.85, 0.95]))),
             Some(false)
         );
-        // R^2 has no interval; a task without a model has no score.
+        // A task without an interval (R^2 before the engine estimated it) or without a model is
+        // not judged.
         assert_eq!(within_interval(&outcome(Some(0.8), None)), None);
         assert_eq!(within_interval(&outcome(None, Some([0.85, 0.95]))), None);
         // Counted over every task of every repeat that has both.
@@ -113,7 +114,7 @@ mod tests {
         assert_eq!(count.json(), json!({"within": 1, "with_interval": 2}));
         assert_eq!(
             count.markdown(),
-            "\nTest accuracy within the served model's reported 95% interval: 1 of 2 (50%)\n"
+            "\nTest score within the served model's reported 95% interval: 1 of 2 (50%)\n"
         );
         assert_eq!(IntervalCount::of(&[]).markdown(), "");
     }
