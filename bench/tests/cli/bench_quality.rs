@@ -578,23 +578,69 @@ fn bad_options_are_clear_errors() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// FLAML end to end, only where its venv is there (`bench/peers/.venv` or `$EASEML_PEER_PYTHON`
-/// with flaml); elsewhere the FLAML files are covered by the unit tests of `bench/src/harness/quality/flaml.rs`.
-#[test]
-fn flaml_answers_the_test_set_where_its_venv_is_there() {
-    let python = std::env::var_os("EASEML_PEER_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/peers/.venv/bin/python")
-        });
-    let has_flaml = Command::new(&python)
-        .args(["-c", "import flaml"])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !has_flaml {
-        eprintln!("skipping: no Python with FLAML at {}", python.display());
-        return;
+/// FLAML without its GPU libraries (`flaml[automl]` pulls xgboost with CUDA's NCCL, 800 MB; the
+/// CPU build of xgboost is the same module): what the test's own venv installs.
+const FLAML_PACKAGES: &[&str] = &[
+    "flaml==2.8.0",
+    "lightgbm==4.7.0",
+    "xgboost-cpu==3.2.0",
+    "scikit-learn==1.9.1",
+    "pandas==3.1.1",
+    "cloudpickle==3.1.3",
+];
+
+/// A Python with FLAML: `$EASEML_PEER_PYTHON`, else `bench/peers/.venv` where it has flaml, else a
+/// venv of the test's own under the target dir ([`FLAML_PACKAGES`] from PyPI, made once); `None`
+/// (after `missing_part`, which fails the test under `cargo xtask test`) when none can be had.
+fn flaml_python() -> Option<PathBuf> {
+    if let Some(python) = std::env::var_os("EASEML_PEER_PYTHON") {
+        return Some(PathBuf::from(python));
     }
+    let has_flaml = |python: &Path| {
+        Command::new(python)
+            .args(["-c", "import flaml.automl"])
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    let peers =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/peers/.venv/bin/python");
+    if has_flaml(&peers) {
+        return Some(peers);
+    }
+    let made = easeml_test_support::pypi_venv(
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "flaml-venv",
+        FLAML_PACKAGES,
+    )
+    .map(|venv| venv.join("bin/python"))
+    .and_then(|python| {
+        if has_flaml(&python) {
+            Ok(python)
+        } else {
+            Err(format!("{} cannot import flaml.automl", python.display()))
+        }
+    });
+    match made {
+        Ok(python) => Some(python),
+        Err(why) => {
+            easeml_test_support::missing_part(
+                "the FLAML peer's test",
+                "a Python with FLAML",
+                &why,
+                "It installs FLAML from PyPI into a venv under the target dir (python3 with venv: `cargo xtask setup`), or set EASEML_PEER_PYTHON",
+            );
+            None
+        }
+    }
+}
+
+/// FLAML end to end: `--peers flaml` answers the test set through a real FLAML run (the FLAML
+/// files' parsing is also covered by the unit tests of `bench/src/harness/quality/flaml.rs`).
+#[test]
+fn flaml_answers_the_test_set_through_a_real_flaml_run() {
+    let Some(python) = flaml_python() else {
+        return;
+    };
     let dir = scratch_dir("flaml");
     let mut rng = Lcg(11);
     let (train, _, _) = blobs(&mut rng, 40);

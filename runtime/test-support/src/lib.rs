@@ -11,6 +11,9 @@
 //! workspace (trybuild's projects, the golden crates, a user's crate, the Slurm test's apps, the
 //! Python package) build it in [`nested_build_target`], so that easeml's runtime and its
 //! dependencies are built once for all of them instead of once per folder.
+//!
+//! **One way to a Python part from PyPI.** A test that needs Python packages (moto's S3 server,
+//! the FLAML peer) gets them in a venv of its own under its target dir ([`pypi_venv`]), made once.
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -53,6 +56,54 @@ pub fn use_the_workspace_lock(crate_folder: &Path) {
     if let Err(error) = std::fs::copy(&lock, &to) {
         panic!("{} -> {}: {error}", lock.display(), to.display());
     }
+}
+
+/// A venv with `packages` from PyPI, made once as `<target_tmpdir>/<name>` (the test's
+/// `CARGO_TARGET_TMPDIR`) and reused while its marker file is there; a lock file keeps concurrent
+/// test processes from making it twice. `Err` says why it could not be made (no `python3` with
+/// venv, no PyPI): the caller hands that to [`missing_part`].
+pub fn pypi_venv(target_tmpdir: &Path, name: &str, packages: &[&str]) -> Result<PathBuf, String> {
+    use std::process::{Command, Stdio};
+    let venv = target_tmpdir.join(name);
+    let ready = venv.join(".easeml-ready");
+    if ready.exists() {
+        return Ok(venv);
+    }
+    std::fs::create_dir_all(target_tmpdir).map_err(|error| error.to_string())?;
+    let lock = std::fs::File::create(target_tmpdir.join(format!("{name}.lock")))
+        .map_err(|error| error.to_string())?;
+    lock.lock().map_err(|error| error.to_string())?;
+    if ready.exists() {
+        return Ok(venv);
+    }
+    let _ = std::fs::remove_dir_all(&venv);
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .stdout(Stdio::null())
+        .output()
+        .map_err(|error| format!("python3 cannot run: {error}"))?;
+    if !made.status.success() {
+        return Err(format!(
+            "python3 -m venv failed: {}",
+            String::from_utf8_lossy(&made.stderr)
+        ));
+    }
+    let installed = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(packages)
+        .stdout(Stdio::null())
+        .output()
+        .map_err(|error| format!("pip cannot run: {error}"))?;
+    if !installed.status.success() {
+        return Err(format!(
+            "pip install {} failed: {}",
+            packages.join(" "),
+            String::from_utf8_lossy(&installed.stderr)
+        ));
+    }
+    std::fs::write(&ready, "").map_err(|error| error.to_string())?;
+    Ok(venv)
 }
 
 /// The variable that lets a test whose outside part is missing skip instead of failing.

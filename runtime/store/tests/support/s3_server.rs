@@ -10,7 +10,6 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -113,49 +112,9 @@ fn banner(why: &str) {
     );
 }
 
-/// The venv with moto, made once per target dir (a lock file keeps concurrent test processes
-/// from making it twice).
+/// The venv with moto, made once per target dir.
 fn venv() -> Result<PathBuf, String> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("moto-venv");
-    let ready = venv.join(".easeml-ready");
-    if ready.exists() {
-        return Ok(venv);
-    }
-    std::fs::create_dir_all(env!("CARGO_TARGET_TMPDIR")).map_err(|error| error.to_string())?;
-    let lock = std::fs::File::create(Path::new(env!("CARGO_TARGET_TMPDIR")).join("moto-venv.lock"))
-        .map_err(|error| error.to_string())?;
-    lock.lock().map_err(|error| error.to_string())?;
-    if ready.exists() {
-        return Ok(venv);
-    }
-    let _ = std::fs::remove_dir_all(&venv);
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .stdout(Stdio::null())
-        .output()
-        .map_err(|error| format!("python3 cannot run: {error}"))?;
-    if !made.status.success() {
-        return Err(format!(
-            "python3 -m venv failed: {}",
-            String::from_utf8_lossy(&made.stderr)
-        ));
-    }
-    let installed = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check"])
-        .args(MOTO)
-        .stdout(Stdio::null())
-        .output()
-        .map_err(|error| format!("pip cannot run: {error}"))?;
-    if !installed.status.success() {
-        return Err(format!(
-            "pip install {} failed: {}",
-            MOTO.join(" "),
-            String::from_utf8_lossy(&installed.stderr)
-        ));
-    }
-    std::fs::write(&ready, "").map_err(|error| error.to_string())?;
-    Ok(venv)
+    easeml_test_support::pypi_venv(Path::new(env!("CARGO_TARGET_TMPDIR")), "moto-venv", MOTO)
 }
 
 fn start() -> Option<Server> {
