@@ -20,14 +20,19 @@
 //! choice less lucky than the replay's), and each out-of-bag score rests on a third of the rows,
 //! so the interval is wide rather than narrow: BBC-CV's authors report it conservative.
 //!
-//! **Cost**: a resample of the single-run choice scores every candidate once on the rows drawn;
-//! one of the ensemble's runs the selection's [`super::select::ROUNDS`] rounds. The resamples are
-//! [`RESAMPLES`], fewer (not below [`MIN_RESAMPLES`]) when the selection's work would pass
-//! [`MAX_WORK`] answer values, so a recomputation after a run stays well under a second.
+//! **Cost**: the choice of the best single run is replayed on per-row scores (each candidate's
+//! rows reduced once to right-or-wrong and cross-entropy, or squared error), `rows x runs` a
+//! resample and no copy of the answers. Caruana's selection is replayed as such (the rows drawn
+//! copied, [`super::select::ROUNDS`] rounds over every run) where [`MAX_WORK`] answer values allow
+//! [`MIN_RESAMPLES`] of them; past that (a large app: up to 32 runs of 2^20 values) the served
+//! ensemble's weights are held fixed and its averaged answers compete with the single runs on each
+//! resample (on that many answers the weights hardly overfit). Resamples are [`RESAMPLES`], fewer
+//! (not below [`MIN_RESAMPLES`]) past [`MAX_WORK`], so a recomputation after a run stays well
+//! under a second and its memory within the answers' own.
 
 use easeml_trainer::synthetic::Rng;
 
-use super::select::{Truth, best_single, quality_of, select};
+use super::select::{Truth, quality_of, select};
 
 /// The resamples of an estimate when the work allows.
 pub const RESAMPLES: usize = 200;
@@ -40,12 +45,14 @@ pub const MIN_RESAMPLES: usize = 50;
 pub const MAX_WORK: usize = 150_000_000;
 
 /// Which choice an estimate replays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind<'a> {
     /// The best single run on the rows drawn.
     Single,
-    /// Caruana's selection on the rows drawn, served when it beats the best single run there.
-    Ensemble,
+    /// An ensemble, these its weights over the answers given (the served one's): Caruana's
+    /// selection on the rows drawn, served when it beats the best single run there; past
+    /// [`MAX_WORK`] these weights instead, held fixed, against the best single run.
+    Ensemble(&'a [f64]),
 }
 
 /// An expected quality with its 95% interval.
@@ -81,21 +88,127 @@ fn gather(
     (gathered, truth)
 }
 
-/// The counts of the model `kind` chooses on these answers (one run, or the selected ensemble
-/// when it beats the best single run).
-fn choose(answers: &[&[f32]], truth: &Truth, kind: Kind) -> Option<Vec<usize>> {
-    let mut counts = vec![0; answers.len()];
-    match kind {
-        Kind::Single => counts[best_single(answers, truth)?] = 1,
-        Kind::Ensemble => {
-            let selection = select(answers, truth)?;
-            if selection.beats_single_run() {
-                return Some(selection.counts);
-            }
-            counts[selection.single] = 1;
-        }
+/// One candidate's answers reduced to what a resample's score needs, per row: for classes
+/// whether the row was answered right (1 or 0) and its cross-entropy; for values the row's squared
+/// error (summed over its values) and 0.
+struct RowScores {
+    hit: Vec<f32>,
+    loss: Vec<f32>,
+}
+
+/// The truth's per-row sums of values and of their squares (values only: the subset's R^2 needs
+/// its own mean).
+struct ValueSums {
+    sum: Vec<f64>,
+    squares: Vec<f64>,
+    width: usize,
+}
+
+impl ValueSums {
+    /// The sums of `truth`'s rows of `width` values; `None` for classes.
+    fn of(truth: &Truth, width: usize) -> Option<ValueSums> {
+        let Truth::Values(values) = truth else {
+            return None;
+        };
+        let rows = |f: fn(f32) -> f64| -> Vec<f64> {
+            values
+                .chunks(width)
+                .map(|row| row.iter().map(|&v| f(v)).sum())
+                .collect()
+        };
+        Some(ValueSums {
+            sum: rows(f64::from),
+            squares: rows(|v| f64::from(v).powi(2)),
+            width,
+        })
     }
+}
+
+impl RowScores {
+    /// `answer`'s rows against `truth`, scored as the selection scores them (the most likely
+    /// class, the first on ties; the label's probability floored at 1e-12).
+    fn of(answer: &[f32], truth: &Truth, width: usize) -> RowScores {
+        let rows = answer.len() / width;
+        let (mut hit, mut loss) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+        for row in 0..rows {
+            let values = &answer[row * width..(row + 1) * width];
+            match truth {
+                Truth::Classes(labels) => {
+                    let as_f64: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+                    let label = labels[row];
+                    hit.push(f32::from(u8::from(super::argmax(&as_f64) as i64 == label)));
+                    let p = usize::try_from(label)
+                        .ok()
+                        .and_then(|label| as_f64.get(label))
+                        .copied()
+                        .unwrap_or(0.0);
+                    loss.push(-p.max(1e-12).ln() as f32);
+                }
+                Truth::Values(truth) => {
+                    let error: f64 = values
+                        .iter()
+                        .zip(&truth[row * width..(row + 1) * width])
+                        .map(|(&a, &t)| (f64::from(a) - f64::from(t)).powi(2))
+                        .sum();
+                    hit.push(error as f32);
+                    loss.push(0.0);
+                }
+            }
+        }
+        RowScores { hit, loss }
+    }
+
+    /// The quality and cross-entropy on the rows weighted by `weight(row)` (a row drawn twice
+    /// counts twice): accuracy, or R^2 clipped to `[0, 1]` over every value as the selection
+    /// computes it.
+    fn score(&self, sums: Option<&ValueSums>, weight: impl Fn(usize) -> f64) -> (f64, f64) {
+        let (mut total, mut hit, mut loss) = (0.0, 0.0, 0.0);
+        let (mut sum, mut squares) = (0.0, 0.0);
+        for row in 0..self.hit.len() {
+            let w = weight(row);
+            if w == 0.0 {
+                continue;
+            }
+            total += w;
+            hit += w * f64::from(self.hit[row]);
+            loss += w * f64::from(self.loss[row]);
+            if let Some(sums) = sums {
+                sum += w * sums.sum[row];
+                squares += w * sums.squares[row];
+            }
+        }
+        let Some(sums) = sums else {
+            return (hit / total.max(1.0), loss / total.max(1.0));
+        };
+        let values = total * sums.width as f64;
+        let spread = squares - sum * sum / values.max(1.0);
+        let r_squared = if spread <= 1e-12 {
+            if hit <= 1e-9 { 1.0 } else { 0.0 }
+        } else {
+            (1.0 - hit / spread).clamp(0.0, 1.0)
+        };
+        (r_squared, 0.0)
+    }
+}
+
+/// The counts of the model the engine serves of an ensemble's candidates: the selected ensemble
+/// when it beats the best single run, else that run.
+fn choose_ensemble(answers: &[&[f32]], truth: &Truth) -> Option<Vec<usize>> {
+    let selection = select(answers, truth)?;
+    if selection.beats_single_run() {
+        return Some(selection.counts);
+    }
+    let mut counts = vec![0; answers.len()];
+    counts[selection.single] = 1;
     Some(counts)
+}
+
+/// A resample: how many times each row was drawn.
+fn draw(rng: &mut Rng, rows: usize, bag: &mut [u32]) {
+    bag.fill(0);
+    for _ in 0..rows {
+        bag[rng.below(rows as u64) as usize] += 1;
+    }
 }
 
 /// The estimate of `kind`'s choice among `answers` (one slice per candidate run, `width` values
@@ -106,7 +219,7 @@ pub fn estimate(
     answers: &[&[f32]],
     truth: &Truth,
     width: usize,
-    kind: Kind,
+    kind: Kind<'_>,
     seed: u64,
 ) -> Option<Estimate> {
     let len = answers.first()?.len();
@@ -121,32 +234,108 @@ pub fn estimate(
     if rows < 2 || rows * width != len {
         return None;
     }
-    let resamples = match kind {
-        Kind::Single => RESAMPLES,
-        Kind::Ensemble => {
-            let work = super::select::ROUNDS * answers.len() * len;
-            (MAX_WORK / work.max(1)).clamp(MIN_RESAMPLES, RESAMPLES)
-        }
-    };
     let mut rng = Rng::new(seed);
+    let selection_work = super::select::ROUNDS * answers.len() * len;
+    match kind {
+        Kind::Ensemble(_) if selection_work * MIN_RESAMPLES <= MAX_WORK => {
+            let resamples = (MAX_WORK / selection_work.max(1)).clamp(MIN_RESAMPLES, RESAMPLES);
+            replay_selection(answers, truth, width, resamples, &mut rng)
+        }
+        Kind::Ensemble(weights) => {
+            let averaged = average(answers, weights)?;
+            replay_choice(answers, Some(&averaged), truth, width, &mut rng)
+        }
+        Kind::Single => replay_choice(answers, None, truth, width, &mut rng),
+    }
+}
+
+/// The answers averaged with `weights` (one per answer, summing to 1 or not: they are
+/// normalized); `None` when they do not fit.
+fn average(answers: &[&[f32]], weights: &[f64]) -> Option<Vec<f32>> {
+    let total: f64 = weights.iter().sum();
+    if weights.len() != answers.len() || total <= 0.0 {
+        return None;
+    }
+    let mut sum = vec![0.0f64; answers.first()?.len()];
+    for (answer, &weight) in answers.iter().zip(weights).filter(|(_, w)| **w > 0.0) {
+        for (s, &a) in sum.iter_mut().zip(answer.iter()) {
+            *s += weight / total * f64::from(a);
+        }
+    }
+    Some(sum.into_iter().map(|v| v as f32).collect())
+}
+
+/// The choice of the best single run (or, with `ensemble`, of those fixed answers when they beat
+/// it) replayed on resamples, from per-row scores: no copy of the answers, `rows x runs` a
+/// resample.
+fn replay_choice(
+    answers: &[&[f32]],
+    ensemble: Option<&[f32]>,
+    truth: &Truth,
+    width: usize,
+    rng: &mut Rng,
+) -> Option<Estimate> {
+    let runs: Vec<RowScores> = answers
+        .iter()
+        .map(|answer| RowScores::of(answer, truth, width))
+        .collect();
+    let ensemble = ensemble.map(|answer| RowScores::of(answer, truth, width));
+    let sums = ValueSums::of(truth, width);
+    let rows = runs.first()?.hit.len();
+    let work = (runs.len() + 1) * rows;
+    let resamples = (MAX_WORK / work.max(1)).clamp(MIN_RESAMPLES, RESAMPLES);
+    let better = |a: (f64, f64), b: (f64, f64)| a.0 > b.0 || (a.0 == b.0 && a.1 < b.1);
+    let mut bag = vec![0u32; rows];
     let mut qualities = Vec::with_capacity(resamples);
-    let mut drawn = vec![false; rows];
     for _ in 0..resamples {
-        drawn.fill(false);
+        draw(rng, rows, &mut bag);
+        if bag.iter().all(|&count| count > 0) {
+            continue;
+        }
+        let in_bag = |row: usize| f64::from(bag[row]);
+        let mut chosen: Option<(&RowScores, (f64, f64))> = None;
+        for run in &runs {
+            let score = run.score(sums.as_ref(), in_bag);
+            if chosen.is_none_or(|(_, best)| better(score, best)) {
+                chosen = Some((run, score));
+            }
+        }
+        let (mut model, best) = chosen?;
+        if let Some(ensemble) = &ensemble
+            && better(ensemble.score(sums.as_ref(), in_bag), best)
+        {
+            model = ensemble;
+        }
+        let out_of_bag = |row: usize| f64::from(u8::from(bag[row] == 0));
+        qualities.push(model.score(sums.as_ref(), out_of_bag).0);
+    }
+    summarize(qualities)
+}
+
+/// Caruana's selection replayed on resamples (the answers of the rows drawn copied for each; only
+/// where [`MAX_WORK`] allows [`MIN_RESAMPLES`] of them).
+fn replay_selection(
+    answers: &[&[f32]],
+    truth: &Truth,
+    width: usize,
+    resamples: usize,
+    rng: &mut Rng,
+) -> Option<Estimate> {
+    let rows = answers.first()?.len() / width;
+    let mut qualities = Vec::with_capacity(resamples);
+    let mut bag = vec![0u32; rows];
+    for _ in 0..resamples {
+        draw(rng, rows, &mut bag);
         let in_bag: Vec<usize> = (0..rows)
-            .map(|_| {
-                let row = rng.below(rows as u64) as usize;
-                drawn[row] = true;
-                row
-            })
+            .flat_map(|row| std::iter::repeat_n(row, bag[row] as usize))
             .collect();
-        let out_of_bag: Vec<usize> = (0..rows).filter(|&row| !drawn[row]).collect();
+        let out_of_bag: Vec<usize> = (0..rows).filter(|&row| bag[row] == 0).collect();
         if out_of_bag.is_empty() {
             continue;
         }
         let (bag_answers, bag_truth) = gather(answers, truth, width, &in_bag);
         let bag_slices: Vec<&[f32]> = bag_answers.iter().map(Vec::as_slice).collect();
-        let counts = choose(&bag_slices, &bag_truth, kind)?;
+        let counts = choose_ensemble(&bag_slices, &bag_truth)?;
         let (out_answers, out_truth) = gather(answers, truth, width, &out_of_bag);
         let out_slices: Vec<&[f32]> = out_answers.iter().map(Vec::as_slice).collect();
         qualities.push(quality_of(&out_slices, &counts, &out_truth)?);
@@ -299,9 +488,83 @@ mod tests {
         let slices: Vec<&[f32]> = runs.iter().map(Vec::as_slice).collect();
         let truth = Truth::Classes(labels);
         let single = super::estimate(&slices, &truth, 2, Kind::Single, 3).unwrap();
-        let ensemble = super::estimate(&slices, &truth, 2, Kind::Ensemble, 3).unwrap();
+        let thirds = [1.0 / 3.0; 3];
+        let ensemble = super::estimate(&slices, &truth, 2, Kind::Ensemble(&thirds), 3).unwrap();
         assert!(single.quality < 0.7, "{single:?}");
         assert!(ensemble.quality > 0.98, "{ensemble:?}");
+    }
+
+    /// The three runs above over `rows` rows.
+    fn thirds_right(rows: usize) -> (Vec<Vec<f32>>, Truth) {
+        let labels: Vec<i64> = (0..rows as i64).map(|row| row % 2).collect();
+        let runs = (0..3)
+            .map(|run| {
+                labels
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(row, &label)| {
+                        let p = if row % 3 == run { 0.4 } else { 0.95 };
+                        if label == 0 {
+                            [p, 1.0 - p]
+                        } else {
+                            [1.0 - p, p]
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        (runs, Truth::Classes(labels))
+    }
+
+    #[test]
+    fn past_the_work_bound_the_served_weights_are_held_fixed_against_the_single_runs() {
+        // 3 runs x 60,000 values: a replayed selection would pass MAX_WORK at MIN_RESAMPLES.
+        let (runs, truth) = thirds_right(30_000);
+        let slices: Vec<&[f32]> = runs.iter().map(Vec::as_slice).collect();
+        const { assert!(super::super::select::ROUNDS * 3 * 60_000 * MIN_RESAMPLES > MAX_WORK) };
+        let thirds = [1.0 / 3.0; 3];
+        let ensemble = super::estimate(&slices, &truth, 2, Kind::Ensemble(&thirds), 4).unwrap();
+        assert_eq!(
+            (ensemble.low, ensemble.quality, ensemble.high),
+            (1.0, 1.0, 1.0)
+        );
+        // Weights that favour one run make an average no better than it: the single run's 2/3.
+        let lopsided = [0.9, 0.05, 0.05];
+        let favoured = super::estimate(&slices, &truth, 2, Kind::Ensemble(&lopsided), 4).unwrap();
+        assert!((favoured.quality - 2.0 / 3.0).abs() < 0.01, "{favoured:?}");
+        // Weights that do not fit the answers estimate nothing.
+        assert_eq!(
+            super::estimate(&slices, &truth, 2, Kind::Ensemble(&[1.0]), 4),
+            None
+        );
+    }
+
+    #[test]
+    fn per_row_scores_weigh_rows_as_copies_of_them_would() {
+        // Classes and values: the score of rows weighted by a draw equals the selection's score
+        // of the rows copied that many times.
+        let mut rng = Rng::new(5);
+        let labels: Vec<i64> = (0..30).map(|_| rng.below(3) as i64).collect();
+        let probabilities: Vec<f32> = (0..90).map(|_| rng.uniform()).collect();
+        let values: Vec<f32> = (0..60).map(|_| rng.uniform() * 4.0).collect();
+        let truth_values: Vec<f32> = values.iter().map(|v| v + rng.uniform() - 0.5).collect();
+        let mut bag = vec![0u32; 30];
+        draw(&mut rng, 30, &mut bag);
+        let rows: Vec<usize> = (0..30)
+            .flat_map(|row| std::iter::repeat_n(row, bag[row] as usize))
+            .collect();
+        for (answer, truth, width) in [
+            (&probabilities, Truth::Classes(labels.clone()), 3),
+            (&values, Truth::Values(truth_values.clone()), 2),
+        ] {
+            let sums = ValueSums::of(&truth, width);
+            let fast = RowScores::of(answer, &truth, width)
+                .score(sums.as_ref(), |row| f64::from(bag[row]))
+                .0;
+            let (copied, copied_truth) = gather(&[answer], &truth, width, &rows);
+            let slow = quality_of(&[&copied[0]], &[1], &copied_truth).unwrap();
+            assert!((fast - slow).abs() < 1e-9, "{fast} against {slow}");
+        }
     }
 
     #[test]

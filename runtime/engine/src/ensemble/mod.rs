@@ -112,6 +112,8 @@ fn record_estimate(
 ) -> Result<()> {
     let ensembles = store.ensembles(app)?;
     let loaded_run = |run: RunId| loaded.iter().any(|(candidate, _)| candidate.id == run);
+    // The served model's kind, with an ensemble's weights over `loaded`.
+    let weights: Option<Vec<f64>>;
     let kind = match easeml_store::served(runs, &ensembles, limits) {
         Some(Served::Run(run)) if run.data_version == version && loaded_run(run.id) => {
             Some(estimate::Kind::Single)
@@ -120,7 +122,20 @@ fn record_estimate(
             if ensemble.data_version == version
                 && ensemble.members.iter().all(|member| loaded_run(member.run)) =>
         {
-            Some(estimate::Kind::Ensemble)
+            weights = Some(
+                loaded
+                    .iter()
+                    .map(|(run, _)| {
+                        ensemble
+                            .members
+                            .iter()
+                            .filter(|member| member.run == run.id)
+                            .map(|member| member.weight)
+                            .sum()
+                    })
+                    .collect(),
+            );
+            weights.as_deref().map(estimate::Kind::Ensemble)
         }
         _ => None,
     };
@@ -138,7 +153,7 @@ fn record_estimate(
         Some((kind, measured)) => store.put_estimate(&EstimateRecord {
             app,
             data_version: version,
-            ensemble: kind == estimate::Kind::Ensemble,
+            ensemble: matches!(kind, estimate::Kind::Ensemble(_)),
             quality: measured.quality,
             low: measured.low,
             high: measured.high,
