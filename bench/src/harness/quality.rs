@@ -43,7 +43,7 @@ use serde_json::{Value, json};
 
 use crate::harness::plot::{BarPlot, QualityCurve, write_bar_plots, write_quality_plots};
 use knn::{Flattener, knn1, score};
-use served::{IntervalCount, ensemble_label, within_interval};
+use served::{IntervalCount, ensemble_label, expected_cell, within_interval};
 use task::{Example, Target, TaskFiles, class_name, is_classification};
 
 /// The shortest time limit a run gets, however small the budget's share per task.
@@ -778,7 +778,15 @@ fn summary_json(
 }
 
 fn table_markdown(tasks: &[Task], outcomes: &[Outcome], peers: &[Peer], budget: f64) -> String {
-    let mut header = vec!["task", "metric", "train", "test", "easeml", "easeml model"];
+    let mut header = vec![
+        "task",
+        "metric",
+        "train",
+        "test",
+        "easeml",
+        "expected [95%]",
+        "easeml model",
+    ];
     header.extend(peers.iter().map(|peer| peer.name()));
     if peers.contains(&Peer::Flaml) {
         header.push("flaml model");
@@ -801,6 +809,7 @@ fn table_markdown(tasks: &[Task], outcomes: &[Outcome], peers: &[Peer], budget: 
             task.train.len().to_string(),
             task.test.len().to_string(),
             format_score(outcome.easeml),
+            expected_cell(outcome),
             // Why there is no model is in summary.json (`easeml_note`), too long for a cell.
             outcome
                 .easeml_model

@@ -229,7 +229,9 @@ fn two_tiny_tasks_are_trained_answered_and_compared_with_knn1() {
     // Progress on stderr, the table on stdout.
     assert!(log.contains("==> blobs: fed 40 examples"), "{log}");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("| task | metric | train | test | easeml | easeml model | knn1 |"));
+    assert!(stdout.contains(
+        "| task | metric | train | test | easeml | expected [95%] | easeml model | knn1 |"
+    ));
     for file in [
         "summary.json",
         "summary.md",

@@ -31,6 +31,21 @@ pub(super) fn within_interval(outcome: &Outcome) -> Option<bool> {
     Some(low <= score && score <= high)
 }
 
+/// The table's cell of what the served model was expected to score: `0.986 [0.959, 1.000]` (the
+/// engine's expected quality and its interval), `[0.961, 0.999]` (an interval without an
+/// estimate: the validation quality's), or `-`.
+pub(super) fn expected_cell(outcome: &Outcome) -> String {
+    let interval = outcome
+        .easeml_interval
+        .map(|[low, high]| format!("[{low:.3}, {high:.3}]"));
+    match (outcome.easeml_expected, interval) {
+        (Some(expected), Some(interval)) => format!("{expected:.3} {interval}"),
+        (None, Some(interval)) => interval,
+        (Some(expected), None) => format!("{expected:.3}"),
+        (None, None) => "-".to_owned(),
+    }
+}
+
 /// How often the served model's test score fell within its reported interval, over every task and
 /// repeat that has both (issue 48's honesty target: 90% or more).
 #[derive(Debug, PartialEq)]
@@ -117,6 +132,25 @@ mod tests {
             "\nTest score within the served model's reported 95% interval: 1 of 2 (50%)\n"
         );
         assert_eq!(IntervalCount::of(&[]).markdown(), "");
+    }
+
+    #[test]
+    fn the_expected_quality_reads_with_its_interval() {
+        let outcome = |expected: Option<f64>, interval: Option<[f64; 2]>| Outcome {
+            easeml_expected: expected,
+            easeml_interval: interval,
+            ..Outcome::default()
+        };
+        assert_eq!(
+            expected_cell(&outcome(Some(0.98634), Some([0.95918, 1.0]))),
+            "0.986 [0.959, 1.000]"
+        );
+        assert_eq!(
+            expected_cell(&outcome(None, Some([0.9611, 0.9987]))),
+            "[0.961, 0.999]"
+        );
+        assert_eq!(expected_cell(&outcome(Some(0.5), None)), "0.500");
+        assert_eq!(expected_cell(&outcome(None, None)), "-");
     }
 
     #[test]

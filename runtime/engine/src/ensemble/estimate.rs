@@ -27,8 +27,8 @@
 //! [`MIN_RESAMPLES`] of them; past that (a large app: up to 32 runs of 2^20 values) the served
 //! ensemble's weights are held fixed and its averaged answers compete with the single runs on each
 //! resample (on that many answers the weights hardly overfit). Resamples are [`RESAMPLES`], fewer
-//! (not below [`MIN_RESAMPLES`]) past [`MAX_WORK`], so a recomputation after a run stays well
-//! under a second and its memory within the answers' own.
+//! (not below [`MIN_RESAMPLES`]) past [`MAX_WORK`], so a recomputation after a run stays under a
+//! second (0.66 s at the bound, release build) and its memory within the answers' own.
 
 use easeml_trainer::synthetic::Rng;
 
@@ -40,8 +40,9 @@ pub const RESAMPLES: usize = 200;
 /// The fewest resamples of an estimate (its percentiles are the 2nd and 49th of 50 then).
 pub const MIN_RESAMPLES: usize = 50;
 
-/// The most answer values the resamples of an ensemble's estimate may add up (rounds x runs x
-/// values a resample), above which there are fewer resamples.
+/// The most work the resamples of an estimate may add up (a resample's: rounds x runs x answer
+/// values for a replayed selection, runs x rows for per-row scores), above which there are fewer
+/// resamples (and past which at [`MIN_RESAMPLES`] an ensemble's selection is not replayed).
 pub const MAX_WORK: usize = 150_000_000;
 
 /// Which choice an estimate replays.
