@@ -714,7 +714,7 @@ mod tests {
     }
 
     /// A done run on `data_version` with quality 0.875 ± 0.05 under 5-fold on 60 examples.
-    fn record(id: i64, data_version: u64, quality: f64, state: RunState) -> RunRecord {
+    pub(super) fn record(id: i64, data_version: u64, quality: f64, state: RunState) -> RunRecord {
         RunRecord {
             id: RunId(id),
             number: id as u64,

@@ -64,37 +64,11 @@ impl ExpectedQuality {
 
 #[cfg(test)]
 mod tests {
-    use easeml_store::{AppId, ConstraintLimits, RunId, RunRecord, RunState, RunValidation};
+    use easeml_store::{AppId, ConstraintLimits, RunId, RunRecord, RunState};
 
     use super::*;
     use crate::status::QualityMetric;
-
-    fn run(id: i64, data_version: u64) -> RunRecord {
-        RunRecord {
-            id: RunId(id),
-            number: id as u64,
-            app: AppId(1),
-            candidate: "logistic".to_owned(),
-            state: RunState::Done,
-            data_version,
-            quality: Some(0.95),
-            cost_seconds: Some(1.0),
-            checkpoint: None,
-            queued_ms: 1_700_000_000_000,
-            started_ms: None,
-            finished_ms: None,
-            error: None,
-            validation: RunValidation {
-                protocol: Some("5-fold stratified".to_owned()),
-                quality_std: Some(0.02),
-                validated_examples: Some(80),
-                confusion: None,
-                oof: None,
-            },
-            infer_latency_seconds: None,
-            trials: None,
-        }
-    }
+    use crate::status::tests::record;
 
     fn estimate(data_version: u64, ensemble: bool) -> EstimateRecord {
         EstimateRecord {
@@ -124,7 +98,10 @@ mod tests {
 
     #[test]
     fn the_estimate_is_reported_only_for_the_model_served() {
-        let runs = [run(1, 1), run(2, 2)];
+        let runs = [
+            record(1, 1, 0.95, RunState::Done),
+            record(2, 2, 0.95, RunState::Done),
+        ];
         // Of the served version and kind (one run): reported, in the text too.
         let mut report = status(&runs);
         report.add_estimate(&[estimate(1, false), estimate(2, false)]);

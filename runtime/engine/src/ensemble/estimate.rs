@@ -468,26 +468,8 @@ mod tests {
     fn an_ensemble_of_runs_wrong_on_different_rows_is_estimated_above_its_members() {
         // Three runs, each confidently right on two thirds of the rows and mildly wrong on the
         // rest, wrong on different rows: their average is right everywhere.
-        let labels: Vec<i64> = (0..60).map(|row| row % 2).collect();
-        let runs: Vec<Vec<f32>> = (0..3)
-            .map(|run| {
-                labels
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(row, &label)| {
-                        let wrong = row % 3 == run;
-                        let p = if wrong { 0.4 } else { 0.95 };
-                        if label == 0 {
-                            [p, 1.0 - p]
-                        } else {
-                            [1.0 - p, p]
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
+        let (runs, truth) = thirds_right(60);
         let slices: Vec<&[f32]> = runs.iter().map(Vec::as_slice).collect();
-        let truth = Truth::Classes(labels);
         let single = super::estimate(&slices, &truth, 2, Kind::Single, 3).unwrap();
         let thirds = [1.0 / 3.0; 3];
         let ensemble = super::estimate(&slices, &truth, 2, Kind::Ensemble(&thirds), 3).unwrap();
