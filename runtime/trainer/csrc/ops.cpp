@@ -1,5 +1,6 @@
 // The libtorch operators the trainer needs and tch does not bind (its generator skips every
-// `_foreach` / `_fused` operator and every `Generator` argument): PyTorch's fused Adam step,
+// `_foreach` / `_fused` operator and every `Generator` argument): PyTorch's fused Adam step, the
+// loss scaler's check-and-unscale of the gradients (`_amp_foreach_non_finite_check_and_unscale_`),
 // random generators owned by one run, and autocast per device type with its reduced float type
 // (tch's `autocast` turns on CUDA's, in float16, only). Every function catches C++ exceptions and returns the
 // message as a malloc'd C string (null on success), freed with `easeml_ops_free_error`.
@@ -11,7 +12,10 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_fused_adam.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -66,6 +70,28 @@ char *easeml_ops_fused_adam(tensor *params, tensor *grads, tensor *exp_avgs, ten
     }
     at::_fused_adam_(ps, gs, ms, vs, {}, steps, lr, beta1, beta2, /*weight_decay=*/0.0, eps,
                      /*amsgrad=*/false, /*maximize=*/false);
+  });
+}
+
+// Multiplies the `n` gradients (one device, floating) by `inv_scale` in place and sets `*found` to
+// 1 when any of their values is infinite or NaN, else 0 (PyTorch's GradScaler's unscale: one fused
+// kernel per dtype on CUDA). The one synchronization is reading the flag.
+char *easeml_ops_unscale_gradients(tensor *grads, int64_t n, double inv_scale, int *found) {
+  return catching([&] {
+    *found = 0;
+    if (n == 0) {
+      return;
+    }
+    std::vector<at::Tensor> gs;
+    gs.reserve(n);
+    for (int64_t i = 0; i < n; ++i) {
+      gs.push_back(*grads[i]);
+    }
+    at::TensorOptions options = gs[0].options().dtype(at::kFloat).requires_grad(false);
+    at::Tensor found_inf = at::zeros({1}, options);
+    at::Tensor inv = at::full({1}, inv_scale, options);
+    at::_amp_foreach_non_finite_check_and_unscale_(gs, found_inf, inv);
+    *found = found_inf.item<float>() != 0.0f ? 1 : 0;
   });
 }
 

@@ -52,6 +52,10 @@ pub enum Error {
         /// What is supported, in words.
         supported: &'static str,
     },
+    /// float16 training whose gradients are not finite at any loss scale
+    /// ([`crate::loss_scale`]).
+    #[error("mixed precision: {0}")]
+    MixedPrecision(String),
     /// libtorch reported an error.
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),

@@ -33,6 +33,7 @@ pub mod export;
 pub mod hop;
 pub mod infer;
 pub mod latency;
+pub mod loss_scale;
 pub mod models;
 pub mod mop;
 pub mod native;

@@ -5,6 +5,8 @@
 //! - [`fused_adam`]: PyTorch's fused Adam step (`torch._fused_adam_`, what `Adam(fused=True)`
 //!   runs): a handful of kernels for all variables of one device, dtype and step count, where a
 //!   step with per-variable tensor ops launches seven per variable (the gap to PyTorch on CUDA);
+//! - [`unscale_gradients`]: the float16 loss scaler's check-and-unscale of the gradients
+//!   (`torch._amp_foreach_non_finite_check_and_unscale_`, `crate::loss_scale`);
 //! - [`Generator`] and [`dropout`]: a random generator owned by one run, so the run's dropout masks
 //!   do not depend on what other runs in the same process draw from libtorch's process-wide
 //!   generator meanwhile. [`RunRandomness`] makes one the current thread's generator; the models'
@@ -47,6 +49,12 @@ unsafe extern "C" {
         beta1: f64,
         beta2: f64,
         eps: f64,
+    ) -> *mut c_char;
+    fn easeml_ops_unscale_gradients(
+        grads: *const *mut C_tensor,
+        n: i64,
+        inv_scale: f64,
+        found: *mut i32,
     ) -> *mut c_char;
     fn easeml_ops_generator_new(
         device_type: i32,
@@ -202,6 +210,25 @@ pub fn fused_adam(
         )
     };
     checked(error, "libtorch's fused Adam step failed")
+}
+
+/// Multiplies `grads` (one device) by `inv_scale` in place and says whether any of their values is
+/// infinite or NaN (PyTorch's `_amp_foreach_non_finite_check_and_unscale_`, the loss scaler's
+/// check: [`crate::loss_scale`]).
+pub fn unscale_gradients(grads: &[&Tensor], inv_scale: f64) -> Result<bool> {
+    let handles: Vec<*mut C_tensor> = grads.iter().map(|grad| raw(grad)).collect();
+    let mut found = 0i32;
+    // SAFETY: an array of `n` live tensor handles (borrowed for the call) and an out flag.
+    let error = unsafe {
+        easeml_ops_unscale_gradients(
+            handles.as_ptr(),
+            handles.len() as i64,
+            inv_scale,
+            &mut found,
+        )
+    };
+    checked(error, "libtorch could not unscale the gradients")?;
+    Ok(found != 0)
 }
 
 /// c10's device type number and index for `device`.

@@ -32,7 +32,8 @@ use serde::{Deserialize, Serialize};
 use tch::{COptimizer, Device, Kind, Tensor, nn};
 
 use crate::error::{Error, Result};
-use crate::native::{FusedAdamStep, fused_adam};
+use crate::loss_scale::LossScaler;
+use crate::native::{FusedAdamStep, fused_adam, unscale_gradients};
 
 /// Adam's hyper-parameters (the learning rate is separate: [`Adam::set_lr`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -93,6 +94,8 @@ pub struct Adam {
     /// A stateless libtorch optimizer over the same variables, used only for its `zero_grad`
     /// (which sets gradients to none; tch's `Tensor::zero_grad` fills zeros instead).
     grad_clearer: COptimizer,
+    /// The loss scale of float16 training ([`Adam::set_loss_scaler`]), none otherwise.
+    loss_scaler: Option<LossScaler>,
 }
 
 impl Adam {
@@ -122,6 +125,7 @@ impl Adam {
             learning_rate,
             params,
             grad_clearer,
+            loss_scaler: None,
         })
     }
 
@@ -150,11 +154,56 @@ impl Adam {
         Ok(self.grad_clearer.zero_grad()?)
     }
 
-    /// `zero_grad`, the backward pass of `loss`, then [`Adam::step`].
+    /// Scales the loss of every [`Adam::backward_step`] with `scaler` (float16 training:
+    /// [`LossScaler::for_precision`]); `None` turns scaling off.
+    pub fn set_loss_scaler(&mut self, scaler: Option<LossScaler>) {
+        self.loss_scaler = scaler;
+    }
+
+    /// The loss scaler, when the loss is scaled.
+    pub fn loss_scaler(&self) -> Option<&LossScaler> {
+        self.loss_scaler.as_ref()
+    }
+
+    /// `zero_grad`, the backward pass of `loss`, then [`Adam::step`]. With a loss scaler
+    /// ([`crate::loss_scale`]): the backward pass of the scaled loss, the gradients unscaled, and
+    /// the step skipped (no variable or state changed, the gradients cleared) when any of them is
+    /// not finite; an error when none is finite at any scale.
     pub fn backward_step(&mut self, loss: &Tensor) -> Result<()> {
         self.zero_grad()?;
-        loss.f_backward()?;
-        self.step()
+        let Some(scaler) = &self.loss_scaler else {
+            loss.f_backward()?;
+            return self.step();
+        };
+        scaler.scaled(loss).f_backward()?;
+        let inv_scale = 1.0 / scaler.scale();
+        let grads: Vec<Tensor> = self
+            .params
+            .iter()
+            .map(|param| param.tensor.grad())
+            .filter(Tensor::defined)
+            .collect();
+        // One check per device (the operator's tensors share one).
+        let mut devices: Vec<Device> = Vec::new();
+        for grad in &grads {
+            if !devices.contains(&grad.device()) {
+                devices.push(grad.device());
+            }
+        }
+        let mut finite = true;
+        for device in devices {
+            let on_device: Vec<&Tensor> = grads.iter().filter(|g| g.device() == device).collect();
+            finite &= !unscale_gradients(&on_device, inv_scale)?;
+        }
+        if finite {
+            self.step()?;
+        } else {
+            self.zero_grad()?;
+        }
+        if let Some(scaler) = &mut self.loss_scaler {
+            scaler.update(finite).map_err(Error::MixedPrecision)?;
+        }
+        Ok(())
     }
 
     /// One update of every variable that has a gradient (see the module docs): libtorch's fused

@@ -7,7 +7,8 @@
 //! - bfloat16 on a CUDA device with bfloat16 arithmetic (compute capability 8.0 or more: A100,
 //!   H100, H200) and on a CPU with it (`avx512_bf16` or `amx_bf16`): float32's exponent range, so
 //!   small gradients do not underflow and no loss scaling is needed;
-//! - float16 on an older CUDA device, as before (no gradient scaler: an explicit choice there);
+//! - float16 on an older CUDA device, with dynamic loss scaling (`crate::loss_scale`, PyTorch's
+//!   `GradScaler` rule: small gradients would otherwise flush to zero in float16);
 //! - float32 on a CPU without bfloat16 arithmetic (autocast would only add casts).
 //!
 //! `Budget::new` turns it on by default where it is bfloat16 on CUDA (`DECISIONS.md`, "Mixed

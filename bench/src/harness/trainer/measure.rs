@@ -205,6 +205,10 @@ pub fn measure_steps(model: BenchModel, config: &StepConfig) -> Result<Throughpu
     let ys = Tensor::randint(10, [config.batch], (Kind::Int64, device));
     // The trainer's optimizer (one fused kernel per step), not tch's per-variable C++ Adam.
     let mut optimizer = easeml_trainer::optim::Adam::with_defaults(&store, 1e-3)?;
+    // float16 scales the loss, as the trainer's runs do (`easeml_trainer::loss_scale`).
+    optimizer.set_loss_scaler(easeml_trainer::loss_scale::LossScaler::for_precision(
+        precision,
+    ));
     let images = (config.batch as usize * config.iterations.max(1)) as f64;
 
     let mut started = Instant::now();

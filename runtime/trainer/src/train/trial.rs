@@ -3,6 +3,7 @@
 //! weights and record. The seeded initialization every model of the trainer goes through.
 
 use super::*;
+use crate::loss_scale::LossScaler;
 
 pub(crate) struct TrialContext<'a> {
     pub(crate) candidate: &'a Candidate,
@@ -136,6 +137,11 @@ pub(crate) fn run_trial(
     let _randomness = RunRandomness::enter(device, dropout_seed(seed))?;
     // Adam with explicit state (`crate::optim`): libtorch's Adam, its moments readable.
     let mut optimizer = Adam::with_defaults(&store, learning_rate)?;
+    // Forward passes in float16 (an older GPU) scale the loss (`crate::loss_scale`).
+    optimizer.set_loss_scaler(LossScaler::for_precision(Precision::on(
+        context.budget.device,
+        context.budget.mixed_precision,
+    )));
     let mut adversary = new_adversary(context, seed, learning_rate)?;
     let mut best_weights = None;
     let mut best_epoch = 0;
