@@ -136,7 +136,9 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         None => choose_device()?,
     };
     let models = parse_models(&args.models)?;
-    if args.mixed_precision && Precision::on(device, true) == Precision::Float32 {
+    // The reduced precision `--mixed-precision` measures on this device.
+    let mixed = args.mixed_precision.then(|| Precision::on(device, true));
+    if mixed == Some(Precision::Float32) {
         bail!(
             "--mixed-precision needs a device with reduced-precision arithmetic: a CUDA GPU, or a \
              CPU with bfloat16 (avx512_bf16 or amx_bf16), which this one lacks; drop \
@@ -146,9 +148,6 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
     let config = step_config(args, device)?;
     let sizes = distinct(&args.size);
     let peers = distinct(&args.peer);
-    if sizes.iter().any(|&size| size < 1) {
-        bail!("--size must be positive");
-    }
     let rounds = args.rounds.unwrap_or(if quick { 1 } else { 3 }).max(1);
     let python =
         (!args.no_python).then(|| args.python.clone().unwrap_or_else(measure::default_python));
@@ -209,9 +208,7 @@ pub fn run(args: &TrainerBenchArgs) -> anyhow::Result<()> {
         "sizes": sizes,
         "peer_names": peers.iter().map(|peer| peer.name()).collect::<Vec<_>>(),
         "width": config.width,
-        "mixed_precision_type": args
-            .mixed_precision
-            .then(|| Precision::on(device, true).name()),
+        "mixed_precision_type": mixed.map(Precision::name),
         "warmup": config.warmup,
         "iterations": config.iterations,
         "rounds": rounds,
@@ -304,8 +301,14 @@ fn step_config(args: &TrainerBenchArgs, device: tch::Device) -> anyhow::Result<S
         }),
         mixed_precision: false,
     };
-    if config.batch < 1 || config.size < 1 || config.width.is_nan() || config.width <= 0.0 {
-        bail!("--batch, --size and --width must be positive");
+    if config.batch < 1 {
+        bail!("--batch must be positive (got {})", config.batch);
+    }
+    if let Some(size) = args.size.iter().find(|&&size| size < 1) {
+        bail!("--size must be positive (got {size})");
+    }
+    if config.width.is_nan() || config.width <= 0.0 {
+        bail!("--width must be positive (got {})", config.width);
     }
     Ok(config)
 }

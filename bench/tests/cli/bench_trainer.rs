@@ -145,7 +145,11 @@ fn refused(args: &[&str]) -> String {
 fn bad_models_and_devices_are_clear_errors() {
     assert!(refused(&["--models", "vgg"]).contains("unknown model `vgg`"));
     assert!(refused(&["--device", "tpu"]).contains("bad device `tpu`"));
-    assert!(refused(&["--size", "32,0", "--no-python"]).contains("--size must be positive"));
+    assert!(
+        refused(&["--size", "32,0", "--no-python"]).contains("--size must be positive (got 0)")
+    );
+    assert!(refused(&["--batch", "0", "--no-python"]).contains("--batch must be positive (got 0)"));
+    assert!(refused(&["--width", "0", "--no-python"]).contains("--width must be positive (got 0)"));
     let stderr = refused(&["--peer", "jax"]);
     assert!(
         stderr.contains("jax") && stderr.contains("eager, amp, compile"),

@@ -112,34 +112,38 @@ fn record_estimate(
 ) -> Result<()> {
     let ensembles = store.ensembles(app)?;
     let loaded_run = |run: RunId| loaded.iter().any(|(candidate, _)| candidate.id == run);
-    // The served model's kind, with an ensemble's weights over `loaded`.
-    let weights: Option<Vec<f64>>;
-    let kind = match easeml_store::served(runs, &ensembles, limits) {
-        Some(Served::Run(run)) if run.data_version == version && loaded_run(run.id) => {
-            Some(estimate::Kind::Single)
-        }
-        Some(Served::Ensemble { ensemble, .. })
-            if ensemble.data_version == version
-                && ensemble.members.iter().all(|member| loaded_run(member.run)) =>
-        {
-            weights = Some(
-                loaded
-                    .iter()
-                    .map(|(run, _)| {
-                        ensemble
-                            .members
-                            .iter()
-                            .filter(|member| member.run == run.id)
-                            .map(|member| member.weight)
-                            .sum()
-                    })
-                    .collect(),
-            );
-            weights.as_deref().map(estimate::Kind::Ensemble)
-        }
-        _ => None,
-    };
-    let runs_seen = RunId(loaded.iter().map(|(run, _)| run.id.0).max().unwrap_or(0));
+    // What is served, when every part of it is among `loaded`: `Some(None)` a single run,
+    // `Some(Some(weights))` an ensemble with its weights over `loaded`.
+    let served_weights: Option<Option<Vec<f64>>> =
+        match easeml_store::served(runs, &ensembles, limits) {
+            Some(Served::Run(run)) if run.data_version == version && loaded_run(run.id) => {
+                Some(None)
+            }
+            Some(Served::Ensemble { ensemble, .. })
+                if ensemble.data_version == version
+                    && ensemble.members.iter().all(|member| loaded_run(member.run)) =>
+            {
+                Some(Some(
+                    loaded
+                        .iter()
+                        .map(|(run, _)| {
+                            ensemble
+                                .members
+                                .iter()
+                                .filter(|member| member.run == run.id)
+                                .map(|member| member.weight)
+                                .sum()
+                        })
+                        .collect(),
+                ))
+            }
+            _ => None,
+        };
+    let kind = served_weights.as_ref().map(|weights| match weights {
+        None => estimate::Kind::Single,
+        Some(weights) => estimate::Kind::Ensemble(weights),
+    });
+    let runs_seen = runs_seen(loaded);
     let measured = kind.zip(loaded.first()).and_then(|(kind, (_, first))| {
         let slices: Vec<&[f32]> = loaded
             .iter()
@@ -203,9 +207,15 @@ fn choose(app: AppId, version: u64, loaded: &[(&RunRecord, Answers)]) -> Option<
         single_loss: selection.single_loss,
         validated_examples: first.ids.len() as u64,
         confusion,
-        runs_seen: RunId(loaded.iter().map(|(run, _)| run.id.0).max().unwrap_or(0)),
+        runs_seen: runs_seen(loaded),
         created_ms: 0,
     })
+}
+
+/// The newest run whose answers `loaded` holds: what an ensemble or an estimate was computed
+/// from (recorded with it, and the estimate's seed).
+fn runs_seen(loaded: &[(&RunRecord, Answers)]) -> RunId {
+    RunId(loaded.iter().map(|(run, _)| run.id.0).max().unwrap_or(0))
 }
 
 /// How the ensemble's averaged answers fell, by (true class, predicted class), in the JSON form
