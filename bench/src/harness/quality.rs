@@ -13,7 +13,9 @@
 //! `scores.svg` / `scores.png` and `quality.svg` / `quality.png` (every app's best validation
 //! quality over the first repeat's session) to `--out`. Beside each test score, what the app's
 //! `status` reported for its served model (`served.rs`): its validation quality, its 95% interval,
-//! and whether the test accuracy fell inside it. `--no-ensembles` and `--no-set-aside` turn
+//! and whether the test accuracy fell inside it; and every model family's own test score
+//! (`families.rs`: the run the choice rule would serve within each family, asked test.txt), with
+//! the served model's distance below the best of them. `--no-ensembles` and `--no-set-aside` turn
 //! off the engine's ensembles and its budget rule, for before/after comparisons in one binary.
 //!
 //! `--repeat N` runs the whole comparison N times (a fresh store and another engine seed each time;
@@ -23,6 +25,7 @@
 //! method without a score ranks last), averaged over the repeats with its spread: one number that
 //! says who wins across tasks, without averaging accuracies of unlike tasks.
 
+mod families;
 mod flaml;
 mod knn;
 mod served;
@@ -42,6 +45,10 @@ use easeml_runtime::{AppSpec, Client, Connection, Inference, Schema};
 use serde_json::{Value, json};
 
 use crate::harness::plot::{BarPlot, QualityCurve, write_bar_plots, write_quality_plots};
+use families::{
+    FamilyCount, FamilyScore, below_best_family, best_family, best_family_cell, families_json,
+    family_scores,
+};
 use knn::{Flattener, knn1, score};
 use served::{IntervalCount, ensemble_label, expected_cell, within_interval};
 use task::{Example, Target, TaskFiles, class_name, is_classification};
@@ -154,6 +161,9 @@ struct Outcome {
     easeml_validation: Option<f64>,
     easeml_expected: Option<f64>,
     easeml_interval: Option<[f64; 2]>,
+    /// Every model family's own test score (`families.rs`): the served model held against the
+    /// best of them.
+    families: Vec<FamilyScore>,
     peers: BTreeMap<&'static str, f64>,
     /// Why a peer has no score for this task.
     peer_errors: BTreeMap<&'static str, String>,
@@ -310,6 +320,7 @@ pub fn run(args: &QualityBenchArgs) -> anyhow::Result<()> {
     let mut table = table_markdown(&tasks, &outcomes, &peers, budget);
     table.push_str(&ranking.markdown(args.repeat));
     table.push_str(&IntervalCount::of(&runs).markdown());
+    table.push_str(&FamilyCount::of(&apps(&tasks), &runs).markdown());
     std::fs::write(args.out.join("summary.md"), &table).context("cannot write summary.md")?;
     let plot = BarPlot {
         title: format!(
@@ -509,6 +520,7 @@ fn run_once(
             .with_context(|| format!("cannot remove the old store `{}`", home.display()))?;
     }
     let connection = Connection::Embedded { home: home.clone() };
+    let mut families: Vec<Vec<FamilyScore>> = Vec::with_capacity(tasks.len());
     for task in tasks {
         let mut client = Client::open(&connection, task.spec.clone())
             .with_context(|| format!("task `{}`: registering the app", task.files.dir.display()))?;
@@ -546,6 +558,21 @@ fn run_once(
         let mut engine = Engine::open(&home, config)
             .with_context(|| format!("opening the store at {}", home.display()))?;
         train_with_progress(&mut engine, Some(args.budget))?;
+        for task in tasks {
+            let scores = family_scores(engine.store(), task, device).with_context(|| {
+                format!("task `{}`: scoring every family", task.files.dir.display())
+            })?;
+            let cells: Vec<String> = scores
+                .iter()
+                .map(|family| format!("{} {}", family.family, format_score(family.score)))
+                .collect();
+            say(format!(
+                "{}: every family on test.txt: {}",
+                task.app,
+                cells.join(", ")
+            ));
+            families.push(scores);
+        }
         // Every app's best validation quality over the session: the first repeat's.
         if repeat == 0 {
             let curves: Vec<QualityCurve> = quality_curves(engine.store())?
@@ -560,8 +587,9 @@ fn run_once(
 
     easeml_runtime::install_engine();
     let mut outcomes: Vec<Outcome> = Vec::new();
-    for task in tasks {
-        let outcome = answer_test_set(task, &connection)?;
+    for (task, families) in tasks.iter().zip(families) {
+        let mut outcome = answer_test_set(task, &connection)?;
+        outcome.families = families;
         outcomes.push(outcome);
     }
 
@@ -593,6 +621,7 @@ fn mean_outcomes(runs: &[Vec<Outcome>]) -> Vec<Outcome> {
                 easeml_validation: of_task[0].easeml_validation,
                 easeml_expected: of_task[0].easeml_expected,
                 easeml_interval: of_task[0].easeml_interval,
+                families: of_task[0].families.clone(),
                 peers: BTreeMap::new(),
                 peer_errors: of_task[0].peer_errors.clone(),
                 flaml_model: of_task[0].flaml_model.clone(),
@@ -729,6 +758,11 @@ fn summary_json(
             // One repeat's test score against its own interval (the mean over repeats belongs to
             // no single interval): the first's.
             "easeml_within_interval": runs.first().and_then(|run| run.get(index)).and_then(within_interval),
+            // Every family's own model on the test set (the first repeat's), the best of them and
+            // how far the served model fell below it.
+            "easeml_families": families_json(&outcome.families),
+            "easeml_best_family": best_family(&outcome.families).map(|family| family.family.clone()),
+            "easeml_below_best_family": runs.first().and_then(|run| run.get(index)).and_then(below_best_family),
         });
         if let Some(note) = &outcome.easeml_note {
             entry["easeml_note"] = json!(note);
@@ -774,6 +808,7 @@ fn summary_json(
         "mean_rank": ranking.json(&ranking.mean),
         "mean_rank_std": ranking.json(&ranking.std),
         "within_interval": IntervalCount::of(runs).json(),
+        "best_family": FamilyCount::of(&apps(tasks), runs).json(),
     })
 }
 
@@ -786,6 +821,7 @@ fn table_markdown(tasks: &[Task], outcomes: &[Outcome], peers: &[Peer], budget: 
         "easeml",
         "expected [95%]",
         "easeml model",
+        "best family",
     ];
     header.extend(peers.iter().map(|peer| peer.name()));
     if peers.contains(&Peer::Flaml) {
@@ -815,6 +851,7 @@ fn table_markdown(tasks: &[Task], outcomes: &[Outcome], peers: &[Peer], budget: 
                 .easeml_model
                 .clone()
                 .unwrap_or_else(|| "none (see easeml_note)".to_owned()),
+            best_family_cell(outcome),
         ];
         row.extend(
             peers
@@ -827,6 +864,11 @@ fn table_markdown(tasks: &[Task], outcomes: &[Outcome], peers: &[Peer], budget: 
         table.push_str(&format!("| {} |\n", row.join(" | ")));
     }
     table
+}
+
+/// The tasks' app names, in order.
+fn apps(tasks: &[Task]) -> Vec<&str> {
+    tasks.iter().map(|task| task.app.as_str()).collect()
 }
 
 fn format_score(value: Option<f64>) -> String {

@@ -230,7 +230,7 @@ fn two_tiny_tasks_are_trained_answered_and_compared_with_knn1() {
     assert!(log.contains("==> blobs: fed 40 examples"), "{log}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains(
-        "| task | metric | train | test | easeml | expected [95%] | easeml model | knn1 |"
+        "| task | metric | train | test | easeml | expected [95%] | easeml model | best family | knn1 |"
     ));
     for file in [
         "summary.json",
@@ -292,6 +292,49 @@ fn two_tiny_tasks_are_trained_answered_and_compared_with_knn1() {
             "{entry}"
         );
     }
+    // Every family's own model on the test set: the served model held against the best.
+    let mut judged = 0;
+    for entry in tasks.values() {
+        let families = entry["easeml_families"].as_object().expect("families");
+        assert!(families.len() >= 2, "{entry}");
+        let mut best: Option<(&String, f64)> = None;
+        for (family, scored) in families {
+            assert!(!family.contains('+'), "a family, not a variant: {family}");
+            assert!(
+                scored["candidate"]
+                    .as_str()
+                    .is_some_and(|candidate| candidate.split('+').next() == Some(family)),
+                "{entry}"
+            );
+            assert!(
+                scored["run"].as_u64().is_some_and(|run| run >= 1),
+                "{entry}"
+            );
+            let score = scored["score"].as_f64().expect("every family answers");
+            assert!((0.0..=1.0).contains(&score), "{entry}");
+            if best.is_none_or(|(_, top)| score > top) {
+                best = Some((family, score));
+            }
+            // The served single run, loaded by itself, scores what the served model scored.
+            if scored["candidate"] == entry["easeml_model"] {
+                assert_eq!(scored["score"], entry["easeml"], "{entry}");
+            }
+        }
+        let (family, top) = best.unwrap();
+        assert_eq!(entry["easeml_best_family"], family.as_str(), "{entry}");
+        let gap = entry["easeml_below_best_family"].as_f64().expect("a gap");
+        assert!(
+            (gap - (top - entry["easeml"].as_f64().unwrap())).abs() < 1e-12,
+            "{entry}"
+        );
+        judged += 1;
+    }
+    assert_eq!(summary["best_family"]["judged"], judged);
+    assert_eq!(summary["best_family"]["margin"], 0.03);
+    assert!(
+        stdout.contains("Served model within 0.03 of the best single family's test score: "),
+        "{stdout}"
+    );
     let within = tasks
         .values()
         .filter(|entry| entry["easeml_within_interval"] == true)

@@ -5,7 +5,7 @@
 //! of the average) or values.
 
 use easeml_object::Object;
-use easeml_store::{AppId, EnsembleRecord, RunRecord, Store, served};
+use easeml_store::{AppId, EnsembleRecord, RunId, RunRecord, Store, served};
 use easeml_trainer::{Prediction, Predictor};
 use tch::Device;
 
@@ -31,6 +31,14 @@ fn load_predictor(store: &Store, run: &RunRecord, device: Device) -> Result<Pred
     })?;
     let checkpoint = checkpoint_blob::decode(&store.blob(&hash)?)?;
     Ok(Predictor::new(&checkpoint, device)?)
+}
+
+/// The app's label names in class order (empty for an app whose outputs are not labels).
+fn labels_of(store: &Store, app: AppId) -> Result<Vec<String>> {
+    Ok(store
+        .label_map(app)?
+        .map(|map| map.labels)
+        .unwrap_or_default())
 }
 
 impl ServedModel {
@@ -59,17 +67,36 @@ impl ServedModel {
                 predictors
             }
         };
-        let labels = match store.label_map(app)? {
-            Some(map) => map.labels,
-            None => Vec::new(),
-        };
         Ok(Some(ServedModel {
             app: model,
-            labels,
+            labels: labels_of(store, app)?,
             run,
             ensemble,
             predictors,
         }))
+    }
+
+    /// Loads one run's model of the app on `device`, whether served or not (what it would answer
+    /// were it chosen: `easeml bench quality` scores every model family's own choice this way).
+    /// The run must be a run of the app that finished with a checkpoint.
+    pub fn of_run(store: &Store, app: AppId, run: RunId, device: Device) -> Result<ServedModel> {
+        let stored = store.app(app)?;
+        let model = AppModel::from_manifest(&stored.name, &stored.manifest)?;
+        let run = store.run(run)?;
+        if run.app != app {
+            return Err(Error::Checkpoint(format!(
+                "run {} is not a run of `{}`",
+                run.id.0, stored.name
+            )));
+        }
+        let predictor = load_predictor(store, &run, device)?;
+        Ok(ServedModel {
+            app: model,
+            labels: labels_of(store, app)?,
+            run,
+            ensemble: None,
+            predictors: vec![(predictor, 1.0)],
+        })
     }
 
     /// The run whose model this is (for an ensemble: the best single run, reported beside it).

@@ -245,6 +245,40 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
         );
     }
 
+    // Any one run's model loads by itself, served or not, and answers as itself; a run of
+    // another app or one without a checkpoint is refused in words.
+    let best = served.run().id;
+    for run in engine.store().runs(sides).unwrap() {
+        match ServedModel::of_run(engine.store(), sides, run.id, Device::Cpu) {
+            Ok(model) => {
+                assert_eq!(run.state, RunState::Done, "{run:#?}");
+                assert_eq!(model.run().id, run.id);
+                assert!(model.ensemble().is_none());
+                let answers = model.predict(&inputs).unwrap();
+                assert_eq!(answers.len(), inputs.len());
+                if run.id == best {
+                    let served = served.predict(&inputs).unwrap();
+                    let outputs = |answers: &[easeml_engine::Inference]| {
+                        answers.iter().map(|a| a.output.clone()).collect::<Vec<_>>()
+                    };
+                    assert_eq!(outputs(&answers), outputs(&served));
+                }
+            }
+            Err(error) => {
+                assert!(run.checkpoint.is_none(), "{error}: {run:#?}");
+                assert!(
+                    error.to_string().contains("without a checkpoint"),
+                    "{error}"
+                );
+            }
+        }
+    }
+    let error = ServedModel::of_run(engine.store(), level, best, Device::Cpu).unwrap_err();
+    assert!(
+        error.to_string().contains("is not a run of `level`"),
+        "{error}"
+    );
+
     let served = ServedModel::load(engine.store(), level, Device::Cpu)
         .unwrap()
         .expect("a best model");

@@ -73,7 +73,7 @@ pub const FAMILY_CORRELATION: f64 = 0.8;
 pub const KIN_CORRELATION: f64 = 0.5;
 
 /// The model an id is a variant of: the id up to its first `+`.
-pub(crate) fn family(model_id: &str) -> &str {
+pub fn family(model_id: &str) -> &str {
     model_id.split('+').next().unwrap_or(model_id)
 }
 

@@ -18,7 +18,7 @@ pub mod scheduler;
 pub use error::{Result, SchedulerError};
 pub use kernel::{
     HistoryCovariance, HyperparameterChoice, KernelHyperparameters, KernelKind, KernelModel,
-    QualityHistory, QualityScale, choose_quality_scale,
+    QualityHistory, QualityScale, choose_quality_scale, family,
 };
 pub use picker::{Line8Rule, UserPicker, UserPickerKind, UserSummary};
 pub use scheduler::{
