@@ -135,14 +135,12 @@ impl RowScores {
             let values = &answer[row * width..(row + 1) * width];
             match truth {
                 Truth::Classes(labels) => {
-                    let as_f64: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
                     let label = labels[row];
-                    hit.push(f32::from(u8::from(super::argmax(&as_f64) as i64 == label)));
+                    hit.push(f32::from(u8::from(super::argmax(values) as i64 == label)));
                     let p = usize::try_from(label)
                         .ok()
-                        .and_then(|label| as_f64.get(label))
-                        .copied()
-                        .unwrap_or(0.0);
+                        .and_then(|label| values.get(label))
+                        .map_or(0.0, |&p| f64::from(p));
                     loss.push(-p.max(1e-12).ln() as f32);
                 }
                 Truth::Values(truth) => {

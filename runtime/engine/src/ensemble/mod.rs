@@ -245,10 +245,10 @@ fn confusion_json(
 }
 
 /// The index of the largest value, the first on ties (as inference answers).
-pub fn argmax(values: &[f64]) -> usize {
+pub fn argmax<T: PartialOrd>(values: &[T]) -> usize {
     let mut best = 0;
-    for (index, &value) in values.iter().enumerate() {
-        if value > values[best] {
+    for (index, value) in values.iter().enumerate() {
+        if *value > values[best] {
             best = index;
         }
     }
