@@ -4,6 +4,7 @@
 #   device tool: run(command="bash gpu-check/run.sh", carry=["gpu-check"], timeout_s=540)
 # It finds the machine's libtorch (PyTorch 2.11 in python3), then runs, each step under a time cap:
 #   1. the trainer's tests on CUDA (EASEML_DEVICE=cuda: every model learns there; seq2seq included),
+#      (their float16_with_loss_scaling_learns trains networks in float16 with loss scaling on the GPU),
 #      the learning tests again in float32 (EASEML_MIXED_PRECISION=off) to set every model's quality
 #      beside the default's, then the seq2seq test's run printed under six seeds (a diagnosis);
 #   2. `easeml bench trainer` on the GPU against PyTorch on the same GPU and torch install, tuned as

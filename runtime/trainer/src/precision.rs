@@ -13,6 +13,8 @@
 //!
 //! `Budget::new` turns it on by default where it is bfloat16 on CUDA (`DECISIONS.md`, "Mixed
 //! precision"); on the CPU it stays off by default and is turned on by asking.
+//! `EASEML_MIXED_PRECISION=float16` forces float16 (with loss scaling) on CUDA and the CPU alike:
+//! the test of the older GPUs' path where bfloat16 exists.
 
 use std::sync::OnceLock;
 
@@ -37,6 +39,11 @@ impl Precision {
         if !mixed {
             return Precision::Float32;
         }
+        if mixed_precision_env() == Some(Asked::Float16)
+            && (device.is_cuda() || device == Device::Cpu)
+        {
+            return Precision::Float16;
+        }
         match device {
             Device::Cuda(_) if cuda_native_bf16() => Precision::BFloat16,
             Device::Cuda(_) => Precision::Float16,
@@ -46,10 +53,11 @@ impl Precision {
     }
 
     /// Whether mixed precision is on by default on `device`: as [`MIXED_PRECISION_ENV`] says
-    /// when it is `on` or `off`, else where it is bfloat16 on CUDA.
+    /// when it is set, else where it is bfloat16 on CUDA.
     pub fn mixed_by_default(device: Device) -> bool {
         match mixed_precision_env() {
-            Some(asked) => asked,
+            Some(Asked::Off) => false,
+            Some(Asked::On | Asked::Float16) => true,
             None => device.is_cuda() && Precision::on(device, true) == Precision::BFloat16,
         }
     }
@@ -86,33 +94,48 @@ impl Precision {
 }
 
 /// The environment variable that sets the default of `Budget::mixed_precision` for every
-/// device: `on` or `off` (the trainer's tests measure quality both ways with it); unset, the
-/// default is bfloat16 on CUDA devices that have it.
+/// device: `on` or `off` (the trainer's tests measure quality both ways with it), or `float16`:
+/// on, in float16 with loss scaling on any CUDA device or CPU, whatever bfloat16 they have (how
+/// the float16 path of older GPUs is tested on a newer one, or on the CPU). Unset, the default
+/// is bfloat16 on CUDA devices that have it. Read once per process.
 pub const MIXED_PRECISION_ENV: &str = "EASEML_MIXED_PRECISION";
 
-/// [`MIXED_PRECISION_ENV`]'s answer: `Some(true)` for `on`, `Some(false)` for `off`, `None`
-/// when unset; another value is said once on stderr and counts as unset.
-fn mixed_precision_env() -> Option<bool> {
-    let value = std::env::var(MIXED_PRECISION_ENV).ok()?;
-    match parse_switch(&value) {
-        Ok(asked) => asked,
-        Err(message) => {
-            static SAID: OnceLock<()> = OnceLock::new();
-            SAID.get_or_init(|| eprintln!("easeml: {message}"));
-            None
-        }
-    }
+/// What [`MIXED_PRECISION_ENV`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asked {
+    Off,
+    On,
+    Float16,
 }
 
-/// `on` / `off` (any case, surrounding blanks ignored; empty is unset), or what is wrong.
-fn parse_switch(value: &str) -> Result<Option<bool>, String> {
+/// [`MIXED_PRECISION_ENV`]'s answer, `None` when unset; another value is said once on stderr
+/// and counts as unset. Read once (every forward pass asks).
+fn mixed_precision_env() -> Option<Asked> {
+    static ASKED: OnceLock<Option<Asked>> = OnceLock::new();
+    *ASKED.get_or_init(|| {
+        let value = std::env::var(MIXED_PRECISION_ENV).ok()?;
+        match parse_switch(&value) {
+            Ok(asked) => asked,
+            Err(message) => {
+                eprintln!("easeml: {message}");
+                None
+            }
+        }
+    })
+}
+
+/// `on` / `off` / `float16` (any case, surrounding blanks ignored; empty is unset), or what is
+/// wrong.
+fn parse_switch(value: &str) -> Result<Option<Asked>, String> {
     match value.trim().to_ascii_lowercase().as_str() {
         "" => Ok(None),
-        "on" => Ok(Some(true)),
-        "off" => Ok(Some(false)),
+        "on" => Ok(Some(Asked::On)),
+        "off" => Ok(Some(Asked::Off)),
+        "float16" => Ok(Some(Asked::Float16)),
         _ => Err(format!(
-            "{MIXED_PRECISION_ENV}={value:?} is neither `on` nor `off`; the default (bfloat16 \
-             on CUDA devices that have it) applies. Set it to `on` or `off`, or unset it."
+            "{MIXED_PRECISION_ENV}={value:?} is none of `on`, `off` and `float16`; the default \
+             (bfloat16 on CUDA devices that have it) applies. Set it to `on`, `off` or `float16`, \
+             or unset it."
         )),
     }
 }
@@ -154,15 +177,16 @@ mod tests {
 
     #[test]
     fn the_switch_is_on_or_off_and_says_what_else_is_wrong() {
-        assert_eq!(parse_switch(" ON "), Ok(Some(true)));
-        assert_eq!(parse_switch("off"), Ok(Some(false)));
+        assert_eq!(parse_switch(" ON "), Ok(Some(Asked::On)));
+        assert_eq!(parse_switch("off"), Ok(Some(Asked::Off)));
+        assert_eq!(parse_switch("Float16"), Ok(Some(Asked::Float16)));
         assert_eq!(parse_switch(""), Ok(None));
         let message = parse_switch("bf16").unwrap_err();
         assert!(
             message.contains("EASEML_MIXED_PRECISION=\"bf16\""),
             "{message}"
         );
-        assert!(message.contains("`on` or `off`"), "{message}");
+        assert!(message.contains("`on`, `off` or `float16`"), "{message}");
     }
 
     #[test]
@@ -185,9 +209,17 @@ mod tests {
         let full = Precision::Float32.forward(Device::Cpu, || a.matmul(&a));
         let reduced = Precision::BFloat16.forward(Device::Cpu, || a.matmul(&a));
         assert_eq!(reduced.kind(), Kind::Float);
-        let difference = (full - &reduced).abs().max().double_value(&[]);
+        let difference = (&full - &reduced).abs().max().double_value(&[]);
         // 8 * (1/3)^2 = 0.888..; bfloat16 keeps 8 bits of it.
         assert!(difference > 0.0 && difference < 0.01, "{difference}");
+        // float16 (11 bits) autocasts on the CPU too (`EASEML_MIXED_PRECISION=float16`).
+        let half = Precision::Float16.forward(Device::Cpu, || a.matmul(&a));
+        assert_eq!(half.kind(), Kind::Float);
+        let half_difference = (full - &half).abs().max().double_value(&[]);
+        assert!(
+            half_difference > 0.0 && half_difference < difference,
+            "{half_difference} vs bfloat16's {difference}"
+        );
         assert_eq!(
             a.matmul(&a).kind(),
             Kind::Float,

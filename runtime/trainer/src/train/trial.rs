@@ -309,7 +309,17 @@ fn train_batches(
         let Some((rows, input, targets)) = batches.next() else {
             break;
         };
-        let outputs = forward(model, &input, true, budget);
+        // tch unwraps some of libtorch's errors (oneDNN has no float16 LSTM on the CPU, say): a
+        // panic in the forward pass fails the trial, not the process.
+        let outputs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            forward(model, &input, true, budget)
+        }))
+        .map_err(|payload| {
+            format!(
+                "libtorch failed in the forward pass at epoch {epoch}: {}",
+                panic_message(payload.as_ref())
+            )
+        })?;
         let mut batch_loss = loss(&outputs, &targets);
         if let (Some(adversary), TargetBatch::Dense(real), BatchInput::Dense(inputs)) =
             (adversary.as_mut(), &targets, &input)
@@ -339,9 +349,10 @@ fn train_batches(
                     "libtorch failed in the optimizer step at epoch {epoch}: {error}"
                 ));
             }
-            Err(_) => {
+            Err(payload) => {
                 return Err(format!(
-                    "libtorch failed in the optimizer step at epoch {epoch}"
+                    "libtorch failed in the optimizer step at epoch {epoch}: {}",
+                    panic_message(payload.as_ref())
                 ));
             }
         }
@@ -414,6 +425,15 @@ fn batch_maker<'a>(context: &TrialContext<'a>) -> BatchMaker<'a> {
         device: budget.device,
         ahead: crate::prefetch::ahead_on(budget.device),
     }
+}
+
+/// What a caught panic said (its `&str` or `String` payload), or that it said nothing readable.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|message| (*message).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// A forward pass in the budget's precision ([`Precision::on`]).
