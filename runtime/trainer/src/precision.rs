@@ -192,7 +192,9 @@ mod tests {
     #[test]
     fn float32_unless_asked_and_the_cpu_follows_its_flags() {
         assert_eq!(Precision::on(Device::Cpu, false), Precision::Float32);
-        let expected = if cpu_native_bf16() {
+        let expected = if mixed_precision_env() == Some(Asked::Float16) {
+            Precision::Float16
+        } else if cpu_native_bf16() {
             Precision::BFloat16
         } else {
             Precision::Float32
