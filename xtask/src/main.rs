@@ -242,6 +242,10 @@ fn test() -> Result<()> {
     packages::ensure(&packages::SLURM);
     packages::ensure(&packages::POSTGRES);
     packages::ensure(&packages::PYTHON_VENV);
+    // Every package of Cargo.lock for every platform into cargo's cache: a build fetches only the
+    // host's, and the generated crates' test resolves them all offline (`cargo metadata
+    // --offline`, runtime/cli/tests/web.rs), as a user's download beside a checkout does.
+    run_step("cargo fetch", cargo(&["fetch", "--locked"]))?;
     run_step("rustfmt", cargo(&["fmt", "--all", "--check"]))?;
     // Every step builds with the optional features on (S3 blobs), so that their code is linted and
     // their tests run; the store is linted once without them too (its S3-less error path), and the

@@ -329,7 +329,8 @@ fn the_compile_routes_answer_as_easemlc_and_refuse_bad_requests() {
         .unwrap();
     assert!(
         metadata.status.success(),
-        "the download does not resolve beside a checkout: {}",
+        "the download does not resolve beside a checkout (offline, from cargo's cache: `cargo \
+         fetch` in the workspace fills it for every platform, as `cargo xtask test` does): {}",
         String::from_utf8_lossy(&metadata.stderr)
     );
     // A server given a repository: its downloads take the runtime from there, versioned, with no
