@@ -146,6 +146,18 @@ impl Task {
     fn schema(&self) -> &Schema {
         self.spec.schema()
     }
+
+    /// The test score of `answers`, one per line of test.txt in order (accuracy or R^2 against
+    /// the test examples' targets; `None` when the counts differ): the one rule every model asked
+    /// the test set is scored by.
+    fn score_answers<'a>(&self, answers: impl IntoIterator<Item = &'a Inference>) -> Option<f64> {
+        let answers: Vec<Target> = answers
+            .into_iter()
+            .map(|answer| answer_target(self.schema(), answer))
+            .collect();
+        let truth: Vec<Target> = self.test.iter().map(|e| e.target.clone()).collect();
+        score(&answers, &truth)
+    }
 }
 
 /// One task's results.
@@ -365,13 +377,7 @@ fn answer_test_set(task: &Task, connection: &Connection) -> anyhow::Result<Outco
     let file = std::fs::File::open(&task.files.test)?;
     match client.infer_lines(BufReader::new(file), &task.files.feed_options()) {
         Ok(report) => {
-            let answers: Vec<Target> = report
-                .answers
-                .iter()
-                .map(|(_, answer)| answer_target(task.schema(), answer))
-                .collect();
-            let truth: Vec<Target> = task.test.iter().map(|e| e.target.clone()).collect();
-            outcome.easeml = score(&answers, &truth);
+            outcome.easeml = task.score_answers(report.answers.iter().map(|(_, answer)| answer));
             outcome.easeml_model = Some(report.candidate.clone());
             let best = match client.status() {
                 Ok(status) => status.best,

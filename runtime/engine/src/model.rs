@@ -41,11 +41,17 @@ fn labels_of(store: &Store, app: AppId) -> Result<Vec<String>> {
         .unwrap_or_default())
 }
 
+/// The app as stored (its name) and its model, built from the stored manifest.
+fn stored_app(store: &Store, app: AppId) -> Result<(easeml_store::App, AppModel)> {
+    let stored = store.app(app)?;
+    let model = AppModel::from_manifest(&stored.name, &stored.manifest)?;
+    Ok((stored, model))
+}
+
 impl ServedModel {
     /// Loads the served model of the app on `device`; `Ok(None)` when no run has finished yet.
     pub fn load(store: &Store, app: AppId, device: Device) -> Result<Option<ServedModel>> {
-        let stored = store.app(app)?;
-        let model = AppModel::from_manifest(&stored.name, &stored.manifest)?;
+        let (_, model) = stored_app(store, app)?;
         let runs = store.runs(app)?;
         let ensembles = store.ensembles(app)?;
         let Some(chosen) = served(&runs, &ensembles, &model.constraint_limits()) else {
@@ -80,8 +86,7 @@ impl ServedModel {
     /// were it chosen: `easeml bench quality` scores every model family's own choice this way).
     /// The run must be a run of the app that finished with a checkpoint.
     pub fn of_run(store: &Store, app: AppId, run: RunId, device: Device) -> Result<ServedModel> {
-        let stored = store.app(app)?;
-        let model = AppModel::from_manifest(&stored.name, &stored.manifest)?;
+        let (stored, model) = stored_app(store, app)?;
         let run = store.run(run)?;
         if run.app != app {
             return Err(Error::Checkpoint(format!(

@@ -16,9 +16,7 @@ use easeml_runtime::store::{RunRecord, Store};
 use easeml_scheduler::family;
 use serde_json::{Value, json};
 
-use super::knn::score;
-use super::task::Target;
-use super::{Outcome, Task, answer_target};
+use super::{Outcome, Task};
 
 /// How far below the best single family's test score the served model may fall (the 0.03).
 pub(super) const FAMILY_MARGIN: f64 = 0.03;
@@ -59,7 +57,6 @@ pub(super) fn family_scores(
         .iter()
         .map(|example| example.input.clone())
         .collect();
-    let truth: Vec<Target> = task.test.iter().map(|e| e.target.clone()).collect();
     let mut scores = Vec::new();
     for (name, runs) in &by_family {
         let Some(chosen) = best_run(runs, &limits) else {
@@ -68,13 +65,7 @@ pub(super) fn family_scores(
         let answered = ServedModel::of_run(store, app.id, chosen.id, device)
             .and_then(|model| model.predict(&inputs));
         let score = match answered {
-            Ok(answers) => {
-                let answers: Vec<Target> = answers
-                    .iter()
-                    .map(|answer| answer_target(task.schema(), answer))
-                    .collect();
-                score(&answers, &truth)
-            }
+            Ok(answers) => task.score_answers(&answers),
             Err(error) => {
                 eprintln!(
                     "warning: task `{}`: family {name} (run {}) cannot answer test.txt: {}",
