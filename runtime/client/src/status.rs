@@ -157,9 +157,15 @@ pub enum Phase {
 
 /// A protocol as the trainer records it, in words: `5-fold stratified` -> `5-fold stratified
 /// cross-validation`, `5-fold stratified, 2 folds trained` -> `5-fold stratified
-/// cross-validation (2 folds trained in the time limit)`, `split 20%` -> `a held-out 20% split`.
+/// cross-validation (2 folds trained in the time limit)`, `5-fold stratified x3` -> `5-fold
+/// stratified cross-validation, repeated 3 times`, `split 20%` -> `a held-out 20% split`.
 fn protocol_words(protocol: &str) -> String {
-    if let Some((folds, trained)) = protocol.split_once(", ")
+    if let Some((folds, repeats)) = protocol.rsplit_once(" x")
+        && folds.contains("-fold")
+        && repeats.parse::<u32>().is_ok()
+    {
+        format!("{folds} cross-validation, repeated {repeats} times")
+    } else if let Some((folds, trained)) = protocol.split_once(", ")
         && folds.contains("-fold")
     {
         format!("{folds} cross-validation ({trained} in the time limit)")
@@ -708,6 +714,10 @@ mod tests {
         assert_eq!(
             protocol_words("5-fold stratified, 2 folds trained"),
             "5-fold stratified cross-validation (2 folds trained in the time limit)"
+        );
+        assert_eq!(
+            protocol_words("5-fold stratified x3"),
+            "5-fold stratified cross-validation, repeated 3 times"
         );
         assert_eq!(protocol_words("split 20%"), "a held-out 20% split");
         assert_eq!(protocol_words("something else"), "something else");

@@ -139,7 +139,9 @@ fn quality_of(run: &RunRecord) -> f64 {
 }
 
 /// The fold count of a k-fold protocol as the trainer describes it (`5-fold stratified`,
-/// `5-fold`), or `None` for another protocol. When the time limit cut the folds (`5-fold
+/// `5-fold`, repeated: `5-fold stratified x3`), or `None` for another protocol. A repeated
+/// k-fold counts its folds once: its fold qualities' mean varies less than k independent folds'
+/// would, but its repeats reuse the same examples, so `std / sqrt(k)` stays the cautious error. When the time limit cut the folds (`5-fold
 /// stratified, 2 folds trained`), the folds trained: the mean is theirs.
 pub(crate) fn folds_of(protocol: &str) -> Option<u32> {
     if let Some((_, trained)) = protocol.split_once(", ") {
@@ -301,6 +303,8 @@ mod tests {
     #[test]
     fn the_fold_count_is_read_from_the_protocol() {
         assert_eq!(folds_of("5-fold stratified"), Some(5));
+        assert_eq!(folds_of("5-fold stratified x3"), Some(5));
+        assert_eq!(folds_of("4-fold x2"), Some(4));
         assert_eq!(folds_of("10-fold"), Some(10));
         assert_eq!(folds_of("split 20%"), None);
         assert_eq!(folds_of("1-fold"), None);

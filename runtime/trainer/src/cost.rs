@@ -72,7 +72,7 @@ pub fn estimate_cost(
 ) -> Result<CostEstimate> {
     let task = Task::of(examples)?;
     candidate.check_fits(&task)?;
-    let validation = Validation::choose(examples, budget);
+    let validation = Validation::for_candidate(candidate, examples, budget);
     let sets = validation.sets(examples);
     let scaled = budget.for_run(examples, &sets);
     let budget = &scaled;

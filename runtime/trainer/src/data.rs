@@ -411,14 +411,24 @@ pub fn split_by_id(ids: &[u64], validation_fraction: f64) -> (Vec<usize>, Vec<us
 /// dealt class by class, the dealing carrying on from one class to the next, so every fold holds
 /// each class in proportion (within one example) and the folds' sizes differ by at most one. The
 /// fold count is at most the number of examples; each returned fold is non-empty.
-pub fn k_folds(ids: &[u64], folds: usize, class_of: Option<&[i64]>) -> Vec<Vec<usize>> {
+///
+/// `repeat` picks the partition of a repeated k-fold: 0 hashes the ids themselves (the partition
+/// of a k-fold run that is not repeated), each other value the ids salted by it, another
+/// partition with the same properties.
+pub fn k_folds(
+    ids: &[u64],
+    folds: usize,
+    class_of: Option<&[i64]>,
+    repeat: u64,
+) -> Vec<Vec<usize>> {
     let folds = folds.min(ids.len()).max(1);
+    let salt = if repeat == 0 { 0 } else { mix64(repeat) };
     let mut order: Vec<usize> = (0..ids.len()).collect();
-    // By class first (when stratified), then by the hash of the id; the id breaks hash ties.
+    // By class first (when stratified), then by the hash of the (salted) id; the id breaks ties.
     order.sort_by_key(|&index| {
         (
             class_of.map_or(0, |classes| classes[index]),
-            mix64(ids[index]),
+            mix64(ids[index] ^ salt),
             ids[index],
         )
     });
@@ -519,7 +529,7 @@ mod tests {
                 }
             })
             .collect();
-        let folds = k_folds(&ids, 5, Some(&classes));
+        let folds = k_folds(&ids, 5, Some(&classes), 0);
         assert_eq!(folds.len(), 5);
         let mut seen: Vec<usize> = folds.iter().flatten().copied().collect();
         seen.sort_unstable();
@@ -532,7 +542,7 @@ mod tests {
         // The same ids in another order give the same folds (as sets of ids).
         let reversed_ids: Vec<u64> = ids.iter().rev().copied().collect();
         let reversed_classes: Vec<i64> = classes.iter().rev().copied().collect();
-        let again = k_folds(&reversed_ids, 5, Some(&reversed_classes));
+        let again = k_folds(&reversed_ids, 5, Some(&reversed_classes), 0);
         let as_ids = |folds: &[Vec<usize>], ids: &[u64]| -> Vec<Vec<u64>> {
             let mut sets: Vec<Vec<u64>> = folds
                 .iter()
@@ -546,8 +556,29 @@ mod tests {
             sets
         };
         assert_eq!(as_ids(&folds, &ids), as_ids(&again, &reversed_ids));
+        // Another repeat: another partition, as stratified, as complete, as deterministic.
+        for repeat in [1, 2] {
+            let other = k_folds(&ids, 5, Some(&classes), repeat);
+            assert_ne!(
+                as_ids(&other, &ids),
+                as_ids(&folds, &ids),
+                "repeat {repeat}"
+            );
+            assert_eq!(other, k_folds(&ids, 5, Some(&classes), repeat));
+            let mut seen: Vec<usize> = other.iter().flatten().copied().collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..50).collect::<Vec<_>>());
+            for fold in &other {
+                let count = |class: i64| fold.iter().filter(|&&row| classes[row] == class).count();
+                assert_eq!((count(0), count(1), count(2)), (6, 3, 1));
+            }
+        }
+        assert_ne!(
+            as_ids(&k_folds(&ids, 5, Some(&classes), 1), &ids),
+            as_ids(&k_folds(&ids, 5, Some(&classes), 2), &ids)
+        );
         // Unstratified: by id alone; never more folds than examples.
-        let plain = k_folds(&ids[..3], 5, None);
+        let plain = k_folds(&ids[..3], 5, None, 0);
         assert_eq!(plain.len(), 3);
         assert!(plain.iter().all(|fold| fold.len() == 1));
     }

@@ -59,7 +59,7 @@ pub use latency::{LatencyProtocol, measure_latency, probe_latency};
 pub use oof::OutOfFold;
 pub use task::Task;
 pub use train::{
-    Budget, CurvePoint, EarlyStopping, Evaluation, LearningRateTrial, Refit, RunOutcome,
-    TrainedRun, Validation, train,
+    Budget, CLASSIC_REPEATS, CurvePoint, EarlyStopping, Evaluation, LearningRateTrial, Refit,
+    RunOutcome, TrainedRun, Validation, train,
 };
 pub use tune::Tuning;

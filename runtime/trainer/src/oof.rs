@@ -60,6 +60,44 @@ impl OutOfFold {
         }
     }
 
+    /// One answer per row: the mean of a row's answers where it was answered more than once (a
+    /// repeated k-fold answers every example once per repeat), rows in the order first answered.
+    /// Answers of rows answered once are kept as they are.
+    pub fn averaged_by_row(self) -> OutOfFold {
+        let mut first: std::collections::HashMap<usize, usize> = Default::default();
+        let mut counts: Vec<u32> = Vec::new();
+        let mut averaged = OutOfFold {
+            width: self.width,
+            ..OutOfFold::default()
+        };
+        for (index, &row) in self.rows.iter().enumerate() {
+            let values = self.row(index);
+            match first.get(&row) {
+                Some(&slot) => {
+                    counts[slot] += 1;
+                    let sums = &mut averaged.values[slot * self.width..(slot + 1) * self.width];
+                    for (sum, value) in sums.iter_mut().zip(values) {
+                        *sum += value;
+                    }
+                }
+                None => {
+                    first.insert(row, averaged.rows.len());
+                    counts.push(1);
+                    averaged.rows.push(row);
+                    averaged.values.extend_from_slice(values);
+                }
+            }
+        }
+        for (slot, &count) in counts.iter().enumerate() {
+            if count > 1 {
+                for value in &mut averaged.values[slot * self.width..(slot + 1) * self.width] {
+                    *value /= count as f32;
+                }
+            }
+        }
+        averaged
+    }
+
     /// Whether nothing was answered.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
@@ -85,6 +123,27 @@ mod tests {
         first.merge(&second);
         assert_eq!(first.rows, vec![3, 1]);
         assert_eq!(first.row(1), &[1.0, 0.0]);
+    }
+
+    #[test]
+    fn repeated_answers_are_averaged_per_row_in_first_answered_order() {
+        let mut answers = OutOfFold::default();
+        answers.push(4, &[1.0, 0.0]);
+        answers.push(2, &[0.5, 0.5]);
+        answers.push(2, &[0.0, 1.0]);
+        answers.push(4, &[0.0, 1.0]);
+        answers.push(4, &[0.5, 0.5]);
+        let averaged = answers.averaged_by_row();
+        assert_eq!(averaged.rows, vec![4, 2]);
+        assert_eq!(averaged.width, 2);
+        assert_eq!(averaged.row(0), &[0.5, 0.5]);
+        assert_eq!(averaged.row(1), &[0.25, 0.75]);
+        // Rows answered once stay bit for bit; nothing answered stays empty.
+        let mut once = OutOfFold::default();
+        once.push(1, &[0.1, 0.9]);
+        once.push(0, &[0.3, 0.7]);
+        assert_eq!(once.clone().averaged_by_row(), once);
+        assert!(OutOfFold::default().averaged_by_row().is_empty());
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! - **k-fold cross-validation** (fewer examples): each learning rate trains one model per fold
 //!   (stratified by class for classification, [`crate::data::k_folds`]), each with early stopping on
 //!   its fold; the rate with the best mean fold quality wins, and the run reports that mean and the
-//!   folds' standard deviation. The checkpoint is a model refit on every example with that rate
+//!   folds' standard deviation. A classic model's k-fold is repeated [`Budget::classic_repeats`]
+//!   times over other partitions ([`Validation::for_candidate`]): its fits are cheap, and the
+//!   repeats' mean depends less on one partition's luck. The checkpoint is a model refit on every example with that rate
 //!   for the upper median of the fold models' best epochs ([`Refit`]); when the time limit leaves
 //!   no room for the refit, or it diverges, the best fold model is served instead (recorded).
 //!   When not even one more epoch fits, the folds not yet started are not trained and the quality
@@ -76,6 +78,10 @@ pub struct Budget {
     pub k_fold_below: usize,
     /// The number of folds of k-fold cross-validation (at most one per example).
     pub folds: usize,
+    /// How many times a classic model's k-fold cross-validation is repeated, each time with
+    /// another partition ([`Validation::for_candidate`]; 1: once). Networks are cross-validated
+    /// once: their fits cost too much to repeat.
+    pub classic_repeats: usize,
     /// The base seed; trial `i` uses a seed derived from it and records it.
     pub seed: u64,
     /// Widths of the models.
@@ -106,6 +112,7 @@ impl Budget {
             validation_fraction: 0.2,
             k_fold_below: K_FOLD_BELOW,
             folds: FOLDS,
+            classic_repeats: CLASSIC_REPEATS,
             seed: 0,
             model: ModelConfig::for_device(device),
             device,
@@ -160,6 +167,12 @@ pub const K_FOLD_BELOW: usize = 200;
 /// under the split, and the run trains five of them plus the refit per learning rate.
 pub const FOLDS: usize = 5;
 
+/// The default [`Budget::classic_repeats`]: a classic model's k-fold cross-validation runs three
+/// times over three partitions, so that the choice among a dozen candidates measured on a few dozen
+/// examples depends less on which examples one partition happened to put together (issue 48: the
+/// winner's curse of "highest CV mean wins"). Their fits take milliseconds to seconds on such data.
+pub const CLASSIC_REPEATS: usize = 3;
+
 /// A classification trial stops at a perfect validation accuracy only when it was measured on at
 /// least this many examples (then the error rate is below 3% with 95% confidence, the rule of
 /// three); on fewer, a perfect score is luck as often as not, and patience decides.
@@ -179,7 +192,15 @@ pub enum Validation {
         folds: usize,
         /// Whether the folds are stratified by class (classification).
         stratified: bool,
+        /// How many times it runs, each time over another partition ([`k_folds`]' `repeat`):
+        /// every example is validated once per repeat.
+        #[serde(default = "one_repeat")]
+        repeats: usize,
     },
+}
+
+fn one_repeat() -> usize {
+    1
 }
 
 impl Validation {
@@ -192,6 +213,7 @@ impl Validation {
             Validation::KFold {
                 folds,
                 stratified: matches!(examples.targets, Targets::Classes { .. }),
+                repeats: 1,
             }
         } else {
             Validation::Split {
@@ -200,18 +222,50 @@ impl Validation {
         }
     }
 
+    /// The protocol of `candidate`'s run on `examples`: [`Validation::choose`], and for a classic
+    /// model under k-fold, [`Budget::classic_repeats`] repeats. The one rule training and the cost
+    /// estimate both follow.
+    pub fn for_candidate(
+        candidate: &Candidate,
+        examples: &Examples,
+        budget: &Budget,
+    ) -> Validation {
+        match Validation::choose(examples, budget) {
+            Validation::KFold {
+                folds, stratified, ..
+            } if crate::classic::is_classic(candidate.model) => Validation::KFold {
+                folds,
+                stratified,
+                repeats: budget.classic_repeats.max(1),
+            },
+            validation => validation,
+        }
+    }
+
+    /// How many times every example is validated: the k-fold repeats, 1 for the split.
+    pub fn repeats(&self) -> usize {
+        match *self {
+            Validation::Split { .. } => 1,
+            Validation::KFold { repeats, .. } => repeats.max(1),
+        }
+    }
+
     /// The `(training rows, validation rows)` of each model the protocol measures: one pair for
-    /// the split, one per fold for k-fold.
+    /// the split, one per fold for k-fold (the first repeat's folds first, then the next's).
     pub fn sets(&self, examples: &Examples) -> Vec<(Vec<usize>, Vec<usize>)> {
         match *self {
             Validation::Split { fraction } => vec![split_by_id(&examples.ids, fraction)],
-            Validation::KFold { folds, stratified } => {
+            Validation::KFold {
+                folds,
+                stratified,
+                repeats,
+            } => {
                 let classes = match &examples.targets {
                     Targets::Classes { labels, .. } if stratified => Some(labels.as_slice()),
                     _ => None,
                 };
-                k_folds(&examples.ids, folds, classes)
-                    .into_iter()
+                (0..repeats.max(1) as u64)
+                    .flat_map(|repeat| k_folds(&examples.ids, folds, classes, repeat))
                     .map(|validation| {
                         let mut held_out = vec![false; examples.len()];
                         for &row in &validation {
@@ -234,18 +288,25 @@ impl Validation {
         }
     }
 
-    /// The protocol in reports: `split 20%`, `5-fold stratified`, `5-fold`.
+    /// The protocol in reports: `split 20%`, `5-fold stratified`, `5-fold`, and for a repeated
+    /// k-fold the repeats after an `x`: `5-fold stratified x3` (the store reads the fold count
+    /// before `-fold`, the status words the repeats).
     pub fn describe(&self) -> String {
         match *self {
             Validation::Split { fraction } => format!("split {:.0}%", fraction * 100.0),
             Validation::KFold {
                 folds,
-                stratified: true,
-            } => format!("{folds}-fold stratified"),
-            Validation::KFold {
-                folds,
-                stratified: false,
-            } => format!("{folds}-fold"),
+                stratified,
+                repeats,
+            } => {
+                let stratified = if stratified { " stratified" } else { "" };
+                let repeats = if repeats > 1 {
+                    format!(" x{repeats}")
+                } else {
+                    String::new()
+                };
+                format!("{folds}-fold{stratified}{repeats}")
+            }
         }
     }
 }
@@ -418,7 +479,7 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
     crate::device::prepare(budget.device);
     let task = Task::of(examples)?;
     candidate.check_fits(&task)?;
-    let validation = Validation::choose(examples, budget);
+    let validation = Validation::for_candidate(candidate, examples, budget);
     let sets = validation.sets(examples);
     let scaled = budget.for_run(examples, &sets);
     let budget = &scaled;

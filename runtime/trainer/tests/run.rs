@@ -666,7 +666,8 @@ fn small_data_is_cross_validated_by_stratified_folds_and_refit() {
         run.validation,
         Validation::KFold {
             folds: 5,
-            stratified: true
+            stratified: true,
+            repeats: 1,
         }
     );
     assert_eq!(run.validation.describe(), "5-fold stratified");
@@ -735,6 +736,94 @@ fn small_data_is_cross_validated_by_stratified_folds_and_refit() {
     assert!(run.quality_std.is_some());
 }
 
+/// A classic model's k-fold runs `classic_repeats` times over other partitions: its quality and
+/// spread are over every fold of every repeat, its confusion counts the first repeat (every
+/// example once), its out-of-fold answers are each example's mean over the repeats, and the
+/// protocol says so. A network's k-fold on the same data runs once.
+#[test]
+fn small_data_repeats_a_classic_models_folds() {
+    let _serial = serial();
+    let examples = synthetic::tabular_sign(60, 4, 31);
+    let budget = budget(6);
+    assert_eq!(budget.classic_repeats, easeml_trainer::CLASSIC_REPEATS);
+    let candidate = Candidate::parse("knn").unwrap();
+    let run = train(&candidate, &examples, &budget).unwrap();
+    let repeats = easeml_trainer::CLASSIC_REPEATS;
+    assert!(repeats > 1);
+    assert_eq!(
+        run.validation,
+        Validation::KFold {
+            folds: 5,
+            stratified: true,
+            repeats,
+        }
+    );
+    assert_eq!(run.protocol(), format!("5-fold stratified x{repeats}"));
+    assert_eq!(
+        run.validation.sets(&examples).len(),
+        5 * repeats,
+        "one set per fold per repeat"
+    );
+    // Per setting, one record per fold of every repeat, numbered on.
+    let chosen = run.checkpoint().unwrap().meta.learning_rate;
+    let folds: Vec<usize> = run
+        .trials
+        .iter()
+        .filter(|trial| trial.learning_rate == chosen)
+        .map(|trial| trial.fold.unwrap())
+        .collect();
+    assert_eq!(folds, (0..5 * repeats).collect::<Vec<_>>());
+    let qualities: Vec<f64> = run
+        .trials
+        .iter()
+        .filter(|trial| trial.learning_rate == chosen)
+        .map(|trial| trial.best_quality.unwrap())
+        .collect();
+    let mean = qualities.iter().sum::<f64>() / qualities.len() as f64;
+    assert!((run.quality().unwrap() - mean).abs() < 1e-12);
+    assert!(run.quality_std.is_some());
+    // Every example once in the confusion and in the out-of-fold answers.
+    let counted: u64 = run
+        .confusion
+        .as_ref()
+        .unwrap()
+        .cells()
+        .map(|(_, _, count)| count)
+        .sum();
+    assert_eq!(counted, 60);
+    let oof = run.oof.as_ref().unwrap();
+    let mut rows = oof.rows.clone();
+    rows.sort_unstable();
+    assert_eq!(rows, (0..60).collect::<Vec<_>>());
+    for index in 0..oof.rows.len() {
+        let sum: f32 = oof.row(index).iter().sum();
+        assert!(
+            (sum - 1.0).abs() < 1e-4,
+            "probabilities: {:?}",
+            oof.row(index)
+        );
+    }
+    // Once, as before: the same run's first partition and the trials of one repeat.
+    let mut once = budget.clone();
+    once.classic_repeats = 1;
+    let single = train(&candidate, &examples, &once).unwrap();
+    assert_eq!(single.protocol(), "5-fold stratified");
+    assert_eq!(
+        single.trials.len() * repeats,
+        run.trials.len(),
+        "{:?}",
+        single.trials
+    );
+    // A network's folds are not repeated.
+    let network =
+        Validation::for_candidate(&Candidate::parse("mlp_small").unwrap(), &examples, &budget);
+    assert_eq!(network.repeats(), 1);
+    // The cost estimate counts the repeats' fits.
+    let repeated_cost = estimate_cost(&candidate, &examples, &budget).unwrap();
+    let single_cost = estimate_cost(&candidate, &examples, &once).unwrap();
+    assert!(repeated_cost.total_flops > single_cost.total_flops);
+}
+
 #[test]
 fn a_perfect_score_on_a_small_fold_does_not_stop_its_epochs() {
     let _serial = serial();
@@ -787,6 +876,7 @@ fn the_time_limit_cuts_the_folds_it_has_no_room_for() {
     let fold_size = Validation::KFold {
         folds: 5,
         stratified: true,
+        repeats: 1,
     }
     .sets(&examples)[0]
         .1

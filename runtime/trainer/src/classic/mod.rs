@@ -527,6 +527,9 @@ struct Search {
     /// Whether the sets are k-fold's (a record per fold) and the run's seed.
     k_fold: bool,
     seed: u64,
+    /// The sets of one repeat of a repeated k-fold (all of them otherwise): the confusion counts
+    /// the first repeat's answers, each example once.
+    sets_per_repeat: usize,
     trials: Vec<LearningRateTrial>,
     curve: Vec<CurvePoint>,
     /// (mean quality, sample std, setting, the model of the best fold, the folds' answers)
@@ -562,7 +565,9 @@ impl Search {
                 .and_then(|model| Ok((quality(&model, examples, validation_rows, clock)?, model)));
             let (quality, model) = match fitted {
                 Ok((Some((quality, answers, fold_oof)), model)) => {
-                    if let Some(answers) = answers {
+                    if let Some(answers) = answers
+                        && fold < self.sets_per_repeat
+                    {
                         confusion.merge(&answers);
                     }
                     if let Some(fold_oof) = fold_oof {
@@ -624,6 +629,8 @@ impl Search {
             .as_ref()
             .is_none_or(|(best_mean, ..)| mean > *best_mean)
         {
+            // A repeated k-fold answered every example once per repeat: one answer each, the mean.
+            let oof = oof.averaged_by_row();
             self.best = Some((mean, std, setting, model, (confusion, oof)));
         }
     }
@@ -687,9 +694,11 @@ pub(crate) fn train_run(
     }
     let mut learner = learner(candidate.model, examples, task, sets, budget.seed)?;
     let k_fold = matches!(validation, Validation::KFold { .. });
+    let sets_per_repeat = sets.len() / validation.repeats();
     let mut search = Search {
         k_fold,
         seed: budget.seed,
+        sets_per_repeat,
         ..Search::default()
     };
     for (trial_index, setting) in learner.settings().into_iter().enumerate() {
@@ -718,7 +727,10 @@ pub(crate) fn train_run(
     let mut refit = None;
     let mut validation_confusion = None;
     let mut validation_answers = None;
-    let validated_rows: usize = sets.iter().map(|(_, rows)| rows.len()).sum();
+    let validated_rows: usize = sets[..sets_per_repeat]
+        .iter()
+        .map(|(_, rows)| rows.len())
+        .sum();
     let outcome = match best {
         Some((quality, std, setting, model, (confusion, oof))) => {
             validation_confusion = (!confusion.is_empty()).then_some(confusion);
