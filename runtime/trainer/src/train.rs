@@ -82,6 +82,10 @@ pub struct Budget {
     /// another partition ([`Validation::for_candidate`]; 1: once). Networks are cross-validated
     /// once: their fits cost too much to repeat.
     pub classic_repeats: usize,
+    /// Those repeats are kept only while every setting's every repeat, predicted from the first
+    /// setting's first repeat, takes at most this many seconds and half of `max_seconds`
+    /// ([`CLASSIC_REPEATS_MAX_SECONDS`] by default); otherwise the run keeps one.
+    pub classic_repeats_max_seconds: f64,
     /// The base seed; trial `i` uses a seed derived from it and records it.
     pub seed: u64,
     /// Widths of the models.
@@ -113,6 +117,7 @@ impl Budget {
             k_fold_below: K_FOLD_BELOW,
             folds: FOLDS,
             classic_repeats: CLASSIC_REPEATS,
+            classic_repeats_max_seconds: CLASSIC_REPEATS_MAX_SECONDS,
             seed: 0,
             model: ModelConfig::for_device(device),
             device,
@@ -173,6 +178,14 @@ pub const FOLDS: usize = 5;
 /// winner's curse of "highest CV mean wins"). Their fits take milliseconds to seconds on such data.
 pub const CLASSIC_REPEATS: usize = 3;
 
+/// The default [`Budget::classic_repeats_max_seconds`]: a classic model's k-fold keeps its repeats
+/// only when its first setting's first repeat shows that every setting's every repeat would take at
+/// most this many seconds (and half the run's time limit). On a hundred series of 1,460 steps in a
+/// release build, MiniRocket (one setting, about 6 s a repeat) keeps them; DTW 1-NN (its windows on
+/// three repeats, about 67 s) does not. The apps of one engine share its time: a repeat that costs
+/// a minute takes it from another app's models.
+pub const CLASSIC_REPEATS_MAX_SECONDS: f64 = 30.0;
+
 /// A classification trial stops at a perfect validation accuracy only when it was measured on at
 /// least this many examples (then the error rate is below 3% with 95% confidence, the rule of
 /// three); on fewer, a perfect score is luck as often as not, and patience decides.
@@ -223,8 +236,9 @@ impl Validation {
     }
 
     /// The protocol of `candidate`'s run on `examples`: [`Validation::choose`], and for a classic
-    /// model under k-fold, [`Budget::classic_repeats`] repeats. The one rule training and the cost
-    /// estimate both follow.
+    /// model under k-fold, [`Budget::classic_repeats`] repeats (the first repeat's fits may show
+    /// that the others would cost too much: then the run keeps one, `classic::train_run`). The
+    /// one rule training and the cost estimate both follow.
     pub fn for_candidate(
         candidate: &Candidate,
         examples: &Examples,

@@ -814,6 +814,20 @@ fn small_data_repeats_a_classic_models_folds() {
         "{:?}",
         single.trials
     );
+    // Repeats predicted to cost more than the bound (here any time at all) are cut after the
+    // first setting's first repeat: the run keeps one, says so, and scores what it ran.
+    let mut bounded = budget.clone();
+    bounded.classic_repeats_max_seconds = 0.0;
+    let cut = train(&candidate, &examples, &bounded).unwrap();
+    assert_eq!(cut.protocol(), "5-fold stratified");
+    assert_eq!(cut.validation.repeats(), 1);
+    assert_eq!(cut.trials.len(), single.trials.len(), "{:?}", cut.trials);
+    assert!(cut.trials.iter().all(|trial| trial.fold.unwrap() < 5));
+    assert_eq!(
+        cut.quality(),
+        single.quality(),
+        "the first repeat is the one run"
+    );
     // A network's folds are not repeated.
     let network =
         Validation::for_candidate(&Candidate::parse("mlp_small").unwrap(), &examples, &budget);

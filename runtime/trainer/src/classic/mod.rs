@@ -530,6 +530,13 @@ struct Search {
     /// The sets of one repeat of a repeated k-fold (all of them otherwise): the confusion counts
     /// the first repeat's answers, each example once.
     sets_per_repeat: usize,
+    /// The repeats still planned: all of the protocol's, until the first setting's first repeat
+    /// shows that they would cost too much ([`keeps_repeats`]); then one.
+    repeats: usize,
+    /// How many settings the learner tries (for that prediction).
+    settings: usize,
+    /// [`Budget::classic_repeats_max_seconds`].
+    repeats_max_seconds: f64,
     trials: Vec<LearningRateTrial>,
     curve: Vec<CurvePoint>,
     /// (mean quality, sample std, setting, the model of the best fold, the folds' answers)
@@ -557,7 +564,22 @@ impl Search {
         let mut confusion = Confusion::default();
         let mut oof = OutOfFold::default();
         let mut best_fold: Option<(f64, ClassicModel)> = None;
+        let setting_started = clock.elapsed();
+        let mut sets = &sets[..(self.sets_per_repeat * self.repeats).min(sets.len())];
         for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
+            if fold == self.sets_per_repeat
+                && trial_index == 0
+                && !keeps_repeats(
+                    clock.elapsed() - setting_started,
+                    self.settings,
+                    self.repeats,
+                    self.repeats_max_seconds.min(clock.limit / 2.0),
+                )
+            {
+                self.repeats = 1;
+                sets = &sets[..self.sets_per_repeat];
+                break;
+            }
             let fit_started = clock.elapsed();
             let fitted = learner.fit(train_rows, setting, clock);
             self.longest_fit = self.longest_fit.max(clock.elapsed() - fit_started);
@@ -636,6 +658,20 @@ impl Search {
     }
 }
 
+/// Whether a repeated k-fold keeps its `repeats` after its first setting's first repeat took
+/// `first_repeat_seconds`: every one of the learner's `settings` on every repeat, predicted at that
+/// cost, must take at most `max_seconds` (the run's: [`Budget::classic_repeats_max_seconds`] and
+/// half its time limit).
+pub(crate) fn keeps_repeats(
+    first_repeat_seconds: f64,
+    settings: usize,
+    repeats: usize,
+    max_seconds: f64,
+) -> bool {
+    let predicted = first_repeat_seconds * settings.max(1) as f64 * repeats as f64;
+    predicted <= max_seconds
+}
+
 /// The model served and the refit's record: `setting` refit on every example when `refit_fits`
 /// (under k-fold always; under the split when it fits in the time left: the validation part is a
 /// fifth of the data, and k-NN or DTW gain from every stored example). Should the refit fail, or
@@ -695,13 +731,17 @@ pub(crate) fn train_run(
     let mut learner = learner(candidate.model, examples, task, sets, budget.seed)?;
     let k_fold = matches!(validation, Validation::KFold { .. });
     let sets_per_repeat = sets.len() / validation.repeats();
+    let settings = learner.settings();
     let mut search = Search {
         k_fold,
         seed: budget.seed,
         sets_per_repeat,
+        repeats: validation.repeats(),
+        settings: settings.len(),
+        repeats_max_seconds: budget.classic_repeats_max_seconds,
         ..Search::default()
     };
-    for (trial_index, setting) in learner.settings().into_iter().enumerate() {
+    for (trial_index, setting) in settings.into_iter().enumerate() {
         // A later setting starts only with time left; the first always runs.
         if trial_index > 0 && clock.expired() {
             break;
@@ -721,8 +761,20 @@ pub(crate) fn train_run(
         failure,
         out_of_time,
         longest_fit,
+        repeats,
         ..
     } = search;
+    // The protocol the run kept: its repeats cut to one when they would have cost too much.
+    let validation = match validation {
+        Validation::KFold {
+            folds, stratified, ..
+        } => Validation::KFold {
+            folds,
+            stratified,
+            repeats,
+        },
+        split => split,
+    };
     let mut quality_std = None;
     let mut refit = None;
     let mut validation_confusion = None;
@@ -794,4 +846,20 @@ pub(crate) fn train_run(
         confusion: validation_confusion,
         oof: validation_answers,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeats_are_kept_while_every_setting_of_every_repeat_fits_the_bound() {
+        // Three repeats of two settings at 4 s a repeat: 24 s, inside 30 s.
+        assert!(keeps_repeats(4.0, 2, 3, 30.0));
+        // At 6 s a repeat, 36 s: over it.
+        assert!(!keeps_repeats(6.0, 2, 3, 30.0));
+        // No settings count as one.
+        assert!(keeps_repeats(9.0, 0, 3, 30.0));
+        assert!(!keeps_repeats(11.0, 0, 3, 30.0));
+    }
 }
