@@ -157,8 +157,10 @@ pub enum Phase {
 
 /// A protocol as the trainer records it, in words: `5-fold stratified` -> `5-fold stratified
 /// cross-validation`, `5-fold stratified, 2 folds trained` -> `5-fold stratified
-/// cross-validation (2 folds trained in the time limit)`, `5-fold stratified x3` -> `5-fold
-/// stratified cross-validation, repeated 3 times`, `split 20%` -> `a held-out 20% split`.
+/// cross-validation (2 folds trained in the time limit)`, `..., 2 folds trained, raced` ->
+/// `... (2 folds trained, then stopped below the app's best run)` (`easeml_trainer::race`),
+/// `5-fold stratified x3` -> `5-fold stratified cross-validation, repeated 3 times`, `split 20%` ->
+/// `a held-out 20% split`.
 fn protocol_words(protocol: &str) -> String {
     if let Some((folds, repeats)) = protocol.rsplit_once(" x")
         && folds.contains("-fold")
@@ -168,7 +170,14 @@ fn protocol_words(protocol: &str) -> String {
     } else if let Some((folds, trained)) = protocol.split_once(", ")
         && folds.contains("-fold")
     {
-        format!("{folds} cross-validation ({trained} in the time limit)")
+        match trained.strip_suffix(", raced") {
+            Some(trained) => {
+                format!(
+                    "{folds} cross-validation ({trained}, then stopped below the app's best run)"
+                )
+            }
+            None => format!("{folds} cross-validation ({trained} in the time limit)"),
+        }
     } else if protocol.contains("-fold") {
         format!("{protocol} cross-validation")
     } else if let Some(share) = protocol.strip_prefix("split ") {
@@ -714,6 +723,11 @@ mod tests {
         assert_eq!(
             protocol_words("5-fold stratified, 2 folds trained"),
             "5-fold stratified cross-validation (2 folds trained in the time limit)"
+        );
+        assert_eq!(
+            protocol_words("5-fold stratified, 1 fold trained, raced"),
+            "5-fold stratified cross-validation (1 fold trained, then stopped below the app's best \
+             run)"
         );
         assert_eq!(
             protocol_words("5-fold stratified x3"),

@@ -58,6 +58,11 @@ pub struct UnitSpec {
     pub seed: u64,
     /// `grid` or `trimtuner` ([`Tuning::name`]).
     pub tuning: String,
+    /// The floor a network's k-fold races ([`Budget::race_floor`]: the highest lower bound of the
+    /// accuracy of the app's runs on this data version when the unit was queued); absent in the
+    /// specs written before the race.
+    #[serde(default)]
+    pub race_floor: Option<f64>,
 }
 
 impl UnitSpec {
@@ -85,6 +90,7 @@ impl UnitSpec {
         budget.min_steps = self.min_steps;
         budget.seed = self.seed;
         budget.tuning = Tuning::from_name(&self.tuning).unwrap_or_default();
+        budget.race_floor = self.race_floor.filter(|floor| floor.is_finite());
         let mut seconds = self.max_seconds;
         if let Some(deadline) = self.deadline_ms.filter(|&deadline| deadline > now_ms) {
             seconds = seconds.min((deadline - now_ms) as f64 / 1000.0);
@@ -466,6 +472,7 @@ mod tests {
             min_steps: 0,
             seed: 0,
             tuning: "grid".to_owned(),
+            race_floor: None,
         }
     }
 

@@ -28,6 +28,7 @@ fn spec() -> String {
         min_steps: config.min_steps,
         seed: config.seed,
         tuning: config.tuning.name().to_owned(),
+        race_floor: None,
     }
     .to_json()
 }
@@ -162,12 +163,18 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
             } else {
                 protocol.to_owned()
             };
-            assert_eq!(
-                run.validation.protocol.as_deref(),
-                Some(protocol.as_str()),
+            // A network's folds may have stopped below the app's best run (the race).
+            let recorded = run.validation.protocol.as_deref().unwrap_or_default();
+            let raced = recorded.ends_with(", raced");
+            if raced {
+                assert!(app == sides && recorded.starts_with(&format!("{protocol}, ")));
+            } else {
+                assert_eq!(recorded, protocol, "{run:#?}");
+            }
+            assert!(
+                run.validation.quality_std.is_some() || recorded.contains(" 1 fold trained"),
                 "{run:#?}"
             );
-            assert!(run.validation.quality_std.is_some(), "{run:#?}");
             // A classifier's run keeps how its validation answers fell: every example once
             // (k-fold), the right ones on the diagonal making up the quality.
             match (app == sides, run.validation.confusion.as_deref()) {
@@ -191,6 +198,29 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
                 }
                 (true, None) => panic!("a classifier's run without confusion counts: {run:#?}"),
                 (false, confusion) => assert_eq!(confusion, None, "{run:#?}"),
+            }
+        }
+    }
+    // Every unit after the classifier's first carries the floor a network's k-fold races: the
+    // highest lower bound of an earlier run's accuracy (`easeml_trainer::race`); the regression's
+    // carry none.
+    for app in [sides, level] {
+        let runs = engine.store().runs(app).unwrap();
+        let floors: Vec<f64> = runs
+            .iter()
+            .filter(|run| run.state == RunState::Done)
+            .map(|run| {
+                let answers = run.validation.validated_examples.unwrap() as usize;
+                easeml_trainer::race::floor(run.quality.unwrap(), answers)
+            })
+            .collect();
+        for (index, run) in runs.iter().enumerate() {
+            let unit = engine.store().unit_of_run(run.id).unwrap().unwrap();
+            let spec = UnitSpec::from_json(&unit.spec).unwrap();
+            match (app == sides && index > 0, spec.race_floor) {
+                (true, Some(floor)) => assert!(floors.contains(&floor), "{floor} {floors:?}"),
+                (false, None) => {}
+                (_, floor) => panic!("run {index} of {app:?}: race floor {floor:?}"),
             }
         }
     }

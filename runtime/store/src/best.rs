@@ -142,7 +142,8 @@ fn quality_of(run: &RunRecord) -> f64 {
 /// `5-fold`, repeated: `5-fold stratified x3`), or `None` for another protocol. A repeated
 /// k-fold counts its folds once: its fold qualities' mean varies less than k independent folds'
 /// would, but its repeats reuse the same examples, so `std / sqrt(k)` stays the cautious error. When the time limit cut the folds (`5-fold
-/// stratified, 2 folds trained`), the folds trained: the mean is theirs.
+/// stratified, 2 folds trained`; or the race stopped them, `..., 2 folds trained, raced`), the
+/// folds trained: the mean is theirs.
 pub(crate) fn folds_of(protocol: &str) -> Option<u32> {
     if let Some((_, trained)) = protocol.split_once(", ") {
         let (count, _) = trained.split_once(' ')?;
@@ -311,6 +312,10 @@ mod tests {
         // The trainer's words when the time limit cut the folds (`TrainedRun::protocol`).
         assert_eq!(folds_of("5-fold stratified, 2 folds trained"), Some(2));
         assert_eq!(folds_of("5-fold, 1 fold trained"), Some(1));
+        assert_eq!(
+            folds_of("5-fold stratified, 2 folds trained, raced"),
+            Some(2)
+        );
         assert_eq!(folds_of("5-fold, some folds trained"), None);
     }
 

@@ -42,6 +42,7 @@ pub mod oof;
 pub mod optim;
 pub mod precision;
 mod prefetch;
+pub mod race;
 pub mod synthetic;
 pub mod task;
 pub mod train;

@@ -17,7 +17,8 @@
 //!   no room for the refit, or it diverges, the best fold model is served instead (recorded).
 //!   When not even one more epoch fits, the folds not yet started are not trained and the quality
 //!   is the mean of those that were ([`TrainedRun::folds_trained`], the fold cut of
-//!   `train_k_fold`).
+//!   `train_k_fold`). A network's folds also stop when they can no longer reach the app's best run
+//!   ([`Budget::race_floor`], [`crate::race`]; [`TrainedRun::raced`]).
 //!
 //! A trial whose loss or outputs become NaN or infinite fails; when every trial fails the run is
 //! [`RunOutcome::Failed`], never a panic. A model that is not a network and has no fitted model
@@ -86,6 +87,10 @@ pub struct Budget {
     /// setting's first repeat, takes at most this many seconds and half of `max_seconds`
     /// ([`CLASSIC_REPEATS_MAX_SECONDS`] by default); otherwise the run keeps one.
     pub classic_repeats_max_seconds: f64,
+    /// The highest lower bound of the accuracy of the app's runs so far ([`crate::race::floor`]),
+    /// which a network's k-fold races: a learning rate whose folds put even its upper bound below
+    /// it stops ([`crate::race`]). `None` (the default): no race.
+    pub race_floor: Option<f64>,
     /// The base seed; trial `i` uses a seed derived from it and records it.
     pub seed: u64,
     /// Widths of the models.
@@ -118,6 +123,7 @@ impl Budget {
             folds: FOLDS,
             classic_repeats: CLASSIC_REPEATS,
             classic_repeats_max_seconds: CLASSIC_REPEATS_MAX_SECONDS,
+            race_floor: None,
             seed: 0,
             model: ModelConfig::for_device(device),
             device,
@@ -432,6 +438,9 @@ pub struct TrainedRun {
     /// room for the others (the fold cut of `train_k_fold`): the quality is the mean of those
     /// folds. `None` when every fold trained, and under the split.
     pub folds_trained: Option<usize>,
+    /// Under k-fold, whether the chosen learning rate's folds stopped because they could no longer
+    /// reach [`Budget::race_floor`] ([`crate::race`]; `folds_trained` says after how many).
+    pub raced: bool,
     /// The refit on every example (k-fold, when some learning rate trained on every fold; and for
     /// the models that are not networks under the split too, `crate::classic`).
     pub refit: Option<Refit>,
@@ -456,13 +465,15 @@ impl TrainedRun {
 
     /// How the quality was measured, as the store records it: [`Validation::describe`], and for
     /// a k-fold run whose folds the time limit cut, `5-fold stratified, 2 folds trained` (the
-    /// store reads the fold count back to weigh the mean's spread).
+    /// store reads the fold count back to weigh the mean's spread), `..., 2 folds trained, raced`
+    /// when they stopped below the race's floor ([`TrainedRun::raced`]).
     pub fn protocol(&self) -> String {
         match self.folds_trained {
             Some(trained) => format!(
-                "{}, {trained} {} trained",
+                "{}, {trained} {} trained{}",
                 self.validation.describe(),
-                if trained == 1 { "fold" } else { "folds" }
+                if trained == 1 { "fold" } else { "folds" },
+                if self.raced { ", raced" } else { "" }
             ),
             None => self.validation.describe(),
         }
@@ -515,6 +526,7 @@ pub fn train(candidate: &Candidate, examples: &Examples, budget: &Budget) -> Res
         validation,
         quality_std: None,
         folds_trained: None,
+        raced: false,
         refit: None,
         confusion: None,
         oof: None,

@@ -902,6 +902,70 @@ fn the_time_limit_cuts_the_folds_it_has_no_room_for() {
     assert!(run.checkpoint().is_some());
 }
 
+/// The race (`easeml_trainer::race`): a network's k-fold on a classification task stops a rate's
+/// folds once even their upper bound is below `Budget::race_floor`; the run keeps the folds it
+/// trained, says so, and serves the best fold model without a refit. No floor, a floor no run can
+/// fall below, and a regression task leave every fold trained.
+#[test]
+fn a_network_k_fold_stops_the_folds_that_cannot_reach_the_race_floor() {
+    let _serial = serial();
+    let examples = synthetic::tabular_sign(20, 2, 29);
+    let mut budget = budget(4);
+    budget.learning_rates = vec![0.01, 0.1];
+    let candidate = Candidate::parse("mlp_small").unwrap();
+    let free = train(&candidate, &examples, &budget).unwrap();
+    assert_eq!(free.trials.len(), 10);
+    assert!(!free.raced);
+    // A floor above any accuracy's upper bound: each rate stops after its first fold (4 answers,
+    // a margin of 0.68), and the later rate still runs.
+    budget.race_floor = Some(5.0);
+    let raced = train(&candidate, &examples, &budget).unwrap();
+    let folds: Vec<_> = raced
+        .trials
+        .iter()
+        .map(|trial| (trial.learning_rate, trial.fold))
+        .collect();
+    assert_eq!(folds, vec![(0.01, Some(0)), (0.1, Some(0))]);
+    assert!(raced.raced);
+    assert_eq!(raced.folds_trained, Some(1));
+    assert_eq!(raced.protocol(), "5-fold stratified, 1 fold trained, raced");
+    let best_fold = raced
+        .trials
+        .iter()
+        .filter_map(|trial| trial.best_quality)
+        .fold(f64::MIN, f64::max);
+    assert_eq!(raced.quality(), Some(best_fold));
+    let refit = raced.refit.as_ref().unwrap();
+    assert_eq!(refit.epochs, 0);
+    let fallback = refit.fallback.as_deref().unwrap();
+    assert!(
+        fallback.starts_with("no refit: its folds stopped after 1 of 5"),
+        "{fallback}"
+    );
+    assert!(raced.checkpoint().is_some());
+    // The same folds, rate for rate, as without the race.
+    assert_eq!(raced.trials[0], free.trials[0]);
+    // A floor nothing falls below: the run as without one.
+    budget.race_floor = Some(-1.0);
+    let unraced = train(&candidate, &examples, &budget).unwrap();
+    assert_eq!(unraced.trials, free.trials);
+    assert_eq!(
+        (unraced.raced, unraced.protocol()),
+        (false, free.protocol())
+    );
+    // R^2 is no mean of bounded scores: a regression is never raced.
+    budget.race_floor = Some(5.0);
+    let regression = synthetic::tabular_linear(30, 3, 28);
+    let run = train(
+        &Candidate::parse("mlp_small").unwrap(),
+        &regression,
+        &budget,
+    )
+    .unwrap();
+    assert!(!run.raced);
+    assert_eq!(run.trials.len(), 10);
+}
+
 /// `min_steps` raises the epochs and the patience on small data only, and never lowers them.
 #[test]
 fn min_steps_raise_epochs_and_patience_on_small_data_only() {

@@ -47,7 +47,7 @@ use easeml_store::{
     UnitState, best_run, broken_constraints, now_ms,
 };
 use easeml_trainer::{
-    Budget, Candidate, Examples, ModelKind, Task, Tuning, Validation, estimate_cost,
+    Budget, Candidate, Examples, ModelKind, Task, Tuning, Validation, estimate_cost, race,
 };
 use tch::Device;
 
@@ -500,7 +500,32 @@ impl Engine {
             min_steps: self.config.min_steps,
             seed: self.config.seed,
             tuning: self.config.tuning.name().to_owned(),
+            race_floor: self.race_floor(state),
         }
+    }
+
+    /// The floor a network's k-fold on the app's current data races ([`easeml_trainer::race`]):
+    /// the highest lower bound of the accuracy of its runs on that data that break no constraint;
+    /// `None` for a workload that is not a classification, before the first such run, and when the
+    /// runs cannot be read (then nothing is raced).
+    fn race_floor(&self, state: &AppState) -> Option<f64> {
+        if !state.model.workload.is_classification() {
+            return None;
+        }
+        let limits = state.model.constraint_limits();
+        let runs = self.store.runs(state.id).ok()?;
+        runs.iter()
+            .filter(|run| {
+                run.state == RunState::Done
+                    && run.data_version == state.data_version
+                    && broken_constraints(run, &limits).is_empty()
+            })
+            .filter_map(|run| {
+                let answers = usize::try_from(run.validation.validated_examples?).ok()?;
+                Some(race::floor(run.quality?, answers))
+            })
+            .filter(|floor| floor.is_finite())
+            .reduce(f64::max)
     }
 
     /// The budget of one run of the app (its unit's, on the engine's device).

@@ -842,6 +842,7 @@ pub(crate) fn train_run(
         validation,
         quality_std,
         folds_trained: None,
+        raced: false,
         refit,
         confusion: validation_confusion,
         oof: validation_answers,

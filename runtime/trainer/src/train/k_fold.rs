@@ -1,11 +1,13 @@
 //! k-fold cross-validation of a network (`train_k_fold`, called by [`super::train`] below
 //! `Budget::k_fold_below` examples): every learning rate trains one model per fold, the rate
-//! with the best mean fold quality is refit on every example ([`refit_epochs`]), and the time
-//! limit cuts the folds it has no room for (see `train_k_fold`).
+//! with the best mean fold quality is refit on every example ([`refit_epochs`]), the time
+//! limit cuts the folds it has no room for, and a rate that can no longer reach the app's best run
+//! stops (see `train_k_fold`).
 
 use crate::batch::Confusion;
 use crate::error::Result;
 use crate::oof::OutOfFold;
+use crate::race;
 
 use super::{
     Refit, RunOutcome, Shared, TrainedRun, Weights, failed_outcome, run_trial, skip_rates,
@@ -29,6 +31,13 @@ use super::{
 /// progress keeps the folds it trained (their mean is its quality, `folds_trained` says how many,
 /// and the store weighs the spread by that count), the later rates are not tried (recorded), and
 /// there is no time for a refit, so the best fold model is served.
+///
+/// **The race** ([`crate::race`]): with a `Budget::race_floor` on a classification task, after
+/// every fold of a rate but its last, when even the upper bound of its folds' mean so far is below
+/// the floor, the rate's folds stop. The rate keeps the folds it trained (as under the fold cut,
+/// and it loses to a rate that trained every fold); the later rates still run, each racing on its
+/// own. When the rate chosen was stopped so, the run is `raced`, and its best fold model is served
+/// without a refit: it is not the app's best, and the refit would only spend more time on it.
 pub(super) fn train_k_fold(
     shared: &Shared<'_>,
     sets: &[(Vec<usize>, Vec<usize>)],
@@ -60,6 +69,8 @@ pub(super) fn train_k_fold(
             oof: OutOfFold::default(),
             seconds: 0.0,
             epochs: 0,
+            answers: 0,
+            raced: false,
         };
         let mut cut = None;
         for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
@@ -107,6 +118,7 @@ pub(super) fn train_k_fold(
                     {
                         result.best_fold = Some((quality, weights));
                     }
+                    result.answers += validation_rows.len();
                     true
                 }
                 _ => false,
@@ -116,10 +128,18 @@ pub(super) fn train_k_fold(
             if !succeeded {
                 break;
             }
+            if let Some(floor) = budget.race_floor
+                && shared.task.is_classification()
+                && fold + 1 < sets.len()
+                && race::outrun(result.mean(), result.answers, floor)
+            {
+                result.raced = true;
+                break;
+            }
         }
         // Every fold trained, or the time limit cut the folds after some trained (a failed fold
         // leaves the rate without a mean: its loop stops before the time limit can cut it).
-        let complete = result.qualities.len() == sets.len() || out_of_time;
+        let complete = result.qualities.len() == sets.len() || out_of_time || result.raced;
         let tried = !result.qualities.is_empty();
         if complete
             && tried
@@ -167,6 +187,7 @@ fn serve_the_best_rate(
     let k = sets.len().max(2);
     let (quality, std) = (best.mean(), best.std());
     run.quality_std = (best.qualities.len() >= 2).then_some(std);
+    run.raced = best.raced;
     let trained = best.qualities.len();
     if trained < sets.len() {
         run.folds_trained = Some(trained);
@@ -208,6 +229,10 @@ struct RateResult {
     /// Seconds and epochs of its fold trainings, for the refit's time estimate.
     seconds: f64,
     epochs: usize,
+    /// The validation answers of its folds so far.
+    answers: usize,
+    /// Whether its folds stopped below the race's floor ([`crate::race`]).
+    raced: bool,
 }
 
 impl RateResult {
@@ -259,6 +284,14 @@ fn refit(shared: &Shared<'_>, best: &RateResult, k: usize) -> Result<(Refit, Opt
         epochs: 0,
         fallback: None,
     };
+    if best.raced {
+        record.fallback = Some(format!(
+            "no refit: its folds stopped after {} of {k}, below the app's best run; the best fold \
+             model is served",
+            best.qualities.len()
+        ));
+        return Ok((record, None));
+    }
     let now = shared.started.elapsed().as_secs_f64();
     let time_left = budget.max_seconds - now;
     let seconds_per_epoch = best.seconds / best.epochs.max(1) as f64 * k as f64 / (k - 1) as f64;
