@@ -805,7 +805,8 @@ impl Scheduler {
     }
 
     /// [`Scheduler::report`] for a run that something outside it stopped (its training session
-    /// ended): its cost says nothing of its model's, so the user's other candidates' expected
+    /// ended, or the engine's race against the user's best run): its cost says nothing of its
+    /// model's, so the user's other candidates' expected
     /// costs are not calibrated by it (a run cut after 2 s of its expected 60 would make every
     /// sibling ten times cheaper).
     pub fn report_cut(&mut self, decision: &Decision, quality: f64, cost: f64) -> Result<()> {

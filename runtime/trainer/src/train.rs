@@ -473,7 +473,7 @@ impl TrainedRun {
                 "{}, {trained} {} trained{}",
                 self.validation.describe(),
                 if trained == 1 { "fold" } else { "folds" },
-                if self.raced { ", raced" } else { "" }
+                if self.raced { crate::race::RACED } else { "" }
             ),
             None => self.validation.describe(),
         }

@@ -375,6 +375,9 @@ pub(super) enum RunEnd {
     OnItsOwn,
     /// Its session's end cut it short: its cost says nothing of its model's.
     CutBySessionEnd,
+    /// The race stopped its folds below the app's best run ([`race::is_raced`]): its cost is a
+    /// part of its model's, and calibrates nothing either.
+    Raced,
 }
 
 #[derive(Debug)]
@@ -590,9 +593,18 @@ impl Engine {
         Ok(record)
     }
 
-    /// How the run ended: [`RunEnd::CutBySessionEnd`] when it ran into its session's end
+    /// How the run ended: [`RunEnd::Raced`] when the race stopped its folds,
+    /// [`RunEnd::CutBySessionEnd`] when it ran into its session's end
     /// ([`UnitSpec::cut_by_deadline`] of its unit's spec), so that its cost is not its model's.
     fn how_the_run_ended(&self, record: &RunRecord) -> Result<RunEnd> {
+        if record
+            .validation
+            .protocol
+            .as_deref()
+            .is_some_and(race::is_raced)
+        {
+            return Ok(RunEnd::Raced);
+        }
         let (Some(started), Some(finished)) = (record.started_ms, record.finished_ms) else {
             return Ok(RunEnd::OnItsOwn);
         };
@@ -609,7 +621,8 @@ impl Engine {
     }
 
     /// Tells the scheduler a decision's quality and cost (seconds; a run cut by its session's end
-    /// calibrates nothing: [`Scheduler::report_cut`]), and announces the candidates that sets
+    /// or stopped by the race calibrates nothing: [`Scheduler::report_cut`]), and announces the
+    /// candidates that sets
     /// aside ([`Event::CandidatesSetAside`]).
     pub(super) fn report(
         &mut self,
@@ -621,7 +634,7 @@ impl Engine {
     ) -> Result<()> {
         let before = self.scheduler.set_aside(&decision.user_id)?;
         match ended {
-            RunEnd::CutBySessionEnd => {
+            RunEnd::CutBySessionEnd | RunEnd::Raced => {
                 self.scheduler
                     .report_cut(decision, quality, cost.max(1e-3))?;
             }
