@@ -12,12 +12,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use easeml_object::Confusion;
-
-use easeml_store::MIN_TRAINING_EXAMPLES;
-
 use easeml_serving::QualityMetric;
+use easeml_stats::protocol::Protocol;
 use easeml_store::{
-    ConstraintLimits, RunId, RunRecord, RunState, SubEpochRecord, format_seconds, format_utc,
+    ConstraintLimits, MIN_TRAINING_EXAMPLES, RunId, RunRecord, RunState, SubEpochRecord,
+    format_seconds, format_utc,
 };
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -155,35 +154,34 @@ pub enum Phase {
     Finished,
 }
 
-/// A protocol as the trainer records it, in words: `5-fold stratified` -> `5-fold stratified
-/// cross-validation`, `5-fold stratified, 2 folds trained` -> `5-fold stratified
-/// cross-validation (2 folds trained in the time limit)`, `..., 2 folds trained, raced` ->
-/// `... (2 folds trained, then stopped below the app's best run)` (`easeml_trainer::race`),
+/// A protocol as the trainer records it ([`Protocol`]), in words: `5-fold stratified` ->
+/// `5-fold stratified cross-validation`, `5-fold stratified, 2 folds trained` -> `5-fold stratified
+/// cross-validation (2 folds trained in the time limit)`, `..., 2 folds trained, raced` -> `...
+/// (2 folds trained, then stopped below the app's best run)` (`easeml_trainer::race`),
 /// `5-fold stratified x3` -> `5-fold stratified cross-validation, repeated 3 times`, `split 20%` ->
-/// `a held-out 20% split`.
+/// `a held-out 20% split`; a string of another grammar as it is.
 fn protocol_words(protocol: &str) -> String {
-    if let Some((folds, repeats)) = protocol.rsplit_once(" x")
-        && folds.contains("-fold")
-        && repeats.parse::<u32>().is_ok()
-    {
-        format!("{folds} cross-validation, repeated {repeats} times")
-    } else if let Some((folds, trained)) = protocol.split_once(", ")
-        && folds.contains("-fold")
-    {
-        match trained.strip_suffix(", raced") {
-            Some(trained) => {
-                format!(
-                    "{folds} cross-validation ({trained}, then stopped below the app's best run)"
-                )
+    match Protocol::parse(protocol) {
+        None => protocol.to_owned(),
+        Some(Protocol::Split { percent }) => format!("a held-out {percent}% split"),
+        Some(Protocol::KFold(k_fold)) => {
+            let stratified = if k_fold.stratified { " stratified" } else { "" };
+            let mut words = format!("{}-fold{stratified} cross-validation", k_fold.folds);
+            if k_fold.repeats > 1 {
+                words.push_str(&format!(", repeated {} times", k_fold.repeats));
             }
-            None => format!("{folds} cross-validation ({trained} in the time limit)"),
+            if let Some(trained) = k_fold.trained {
+                let noun = if trained == 1 { "fold" } else { "folds" };
+                let why = if k_fold.raced {
+                    "then stopped below the app's best run"
+                } else {
+                    "in the time limit"
+                };
+                let comma = if k_fold.raced { "," } else { "" };
+                words.push_str(&format!(" ({trained} {noun} trained{comma} {why})"));
+            }
+            words
         }
-    } else if protocol.contains("-fold") {
-        format!("{protocol} cross-validation")
-    } else if let Some(share) = protocol.strip_prefix("split ") {
-        format!("a held-out {share} split")
-    } else {
-        protocol.to_owned()
     }
 }
 
@@ -732,6 +730,10 @@ mod tests {
         assert_eq!(
             protocol_words("5-fold stratified x3"),
             "5-fold stratified cross-validation, repeated 3 times"
+        );
+        assert_eq!(
+            protocol_words("5-fold x3, 2 folds trained"),
+            "5-fold cross-validation, repeated 3 times (2 folds trained in the time limit)"
         );
         assert_eq!(protocol_words("split 20%"), "a held-out 20% split");
         assert_eq!(protocol_words("something else"), "something else");

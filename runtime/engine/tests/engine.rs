@@ -165,14 +165,18 @@ fn two_apps_are_trained_to_exhaustion_and_their_best_models_serve() {
             };
             // A network's folds may have stopped below the app's best run (the race).
             let recorded = run.validation.protocol.as_deref().unwrap_or_default();
-            let raced = recorded.ends_with(", raced");
+            let raced = easeml_stats::protocol::Protocol::parse(recorded)
+                .is_some_and(|protocol| protocol.is_raced());
             if raced {
                 assert!(app == sides && recorded.starts_with(&format!("{protocol}, ")));
             } else {
                 assert_eq!(recorded, protocol, "{run:#?}");
             }
             assert!(
-                run.validation.quality_std.is_some() || recorded.contains(" 1 fold trained"),
+                run.validation.quality_std.is_some()
+                    || easeml_stats::protocol::Protocol::parse(recorded)
+                        .and_then(|protocol| protocol.measured_folds())
+                        == Some(1),
                 "{run:#?}"
             );
             // A classifier's run keeps how its validation answers fell: every example once

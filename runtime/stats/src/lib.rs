@@ -3,7 +3,11 @@
 //! link the scheduler: the standard normal density and distribution function (one implementation
 //! for GP-EI, the expected regret and TrimTuner's entropy search) and the shapes of the stationary
 //! kernels (RBF, Matern 5/2); and the Wilson interval of a measured accuracy, for the client's
-//! status report. Pure Rust, no dependencies but serde.
+//! status report; and the validation protocol a run's quality was measured by ([`protocol`]), one
+//! grammar for the trainer that records it and the store, engine and client that read it. Pure
+//! Rust, no dependencies but serde.
+
+pub mod protocol;
 
 /// The shape of the stationary part of the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -36,6 +36,8 @@
 
 use std::fmt;
 
+use easeml_stats::protocol::Protocol;
+
 use crate::ensembles::EnsembleRecord;
 use crate::store::{RunRecord, RunState};
 use crate::time::format_seconds;
@@ -138,19 +140,11 @@ fn quality_of(run: &RunRecord) -> f64 {
     run.quality.unwrap_or(0.0)
 }
 
-/// The fold count of a k-fold protocol as the trainer describes it (`5-fold stratified`,
-/// `5-fold`, repeated: `5-fold stratified x3`), or `None` for another protocol. A repeated
-/// k-fold counts its folds once: its fold qualities' mean varies less than k independent folds'
-/// would, but its repeats reuse the same examples, so `std / sqrt(k)` stays the cautious error. When the time limit cut the folds (`5-fold
-/// stratified, 2 folds trained`; or the race stopped them, `..., 2 folds trained, raced`), the
-/// folds trained: the mean is theirs.
-pub(crate) fn folds_of(protocol: &str) -> Option<u32> {
-    if let Some((_, trained)) = protocol.split_once(", ") {
-        let (count, _) = trained.split_once(' ')?;
-        return count.parse().ok().filter(|&k| k >= 1);
-    }
-    let (count, _) = protocol.split_once("-fold")?;
-    count.trim().parse().ok().filter(|&k| k >= 2)
+/// The folds a k-fold run's mean is over, as its recorded protocol says
+/// ([`Protocol::measured_folds`]: a repeated k-fold counts its folds once, a cut one the folds
+/// trained), or `None` for another protocol.
+fn folds_of(protocol: &str) -> Option<u32> {
+    Protocol::parse(protocol)?.measured_folds()
 }
 
 /// The standard error of a k-fold run's mean quality, `std / sqrt(k)`; `None` for a run
@@ -299,24 +293,6 @@ mod tests {
             infer_latency_seconds: None,
             trials: None,
         }
-    }
-
-    #[test]
-    fn the_fold_count_is_read_from_the_protocol() {
-        assert_eq!(folds_of("5-fold stratified"), Some(5));
-        assert_eq!(folds_of("5-fold stratified x3"), Some(5));
-        assert_eq!(folds_of("4-fold x2"), Some(4));
-        assert_eq!(folds_of("10-fold"), Some(10));
-        assert_eq!(folds_of("split 20%"), None);
-        assert_eq!(folds_of("1-fold"), None);
-        // The trainer's words when the time limit cut the folds (`TrainedRun::protocol`).
-        assert_eq!(folds_of("5-fold stratified, 2 folds trained"), Some(2));
-        assert_eq!(folds_of("5-fold, 1 fold trained"), Some(1));
-        assert_eq!(
-            folds_of("5-fold stratified, 2 folds trained, raced"),
-            Some(2)
-        );
-        assert_eq!(folds_of("5-fold, some folds trained"), None);
     }
 
     /// A k-fold run the time limit cut to `folds` folds.

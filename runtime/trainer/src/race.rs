@@ -20,17 +20,8 @@
 //! Only accuracies (R² is not a mean of bounded per-answer scores), only a network's k-fold (a
 //! classic model's fold costs milliseconds to seconds; under the split a network's learning rates
 //! each train on the same rows, and the grid's later rates may win), and never a rate's last fold
-//! (nothing left to save). What a stopped rate leaves is `train_k_fold`'s.
-
-/// What ends the protocol of a run the race stopped (`5-fold stratified, 1 fold trained, raced`:
-/// `TrainedRun::protocol`); [`is_raced`] reads it back.
-pub const RACED: &str = ", raced";
-
-/// Whether a run's recorded `protocol` says the race stopped its folds: its cost is then a part of
-/// its model's, which the engine does not calibrate other candidates' costs by.
-pub fn is_raced(protocol: &str) -> bool {
-    protocol.ends_with(RACED)
-}
+//! (nothing left to save). What a stopped rate leaves is `train_k_fold`'s; the run records
+//! `..., 1 fold trained, raced` (`easeml_stats::protocol::KFold::raced`).
 
 /// The chance, per bound, that a true accuracy lies outside its Hoeffding interval.
 pub const DELTA: f64 = 0.05;
@@ -81,14 +72,5 @@ mod tests {
         // No answers: never out; no floor (a run of none): never out.
         assert!(!outrun(0.0, 0, floor));
         assert!(!outrun(0.0, 20, self::floor(1.0, 0)));
-    }
-
-    #[test]
-    fn a_raced_protocol_reads_back() {
-        assert!(is_raced(&format!(
-            "5-fold stratified, 1 fold trained{RACED}"
-        )));
-        assert!(!is_raced("5-fold stratified, 1 fold trained"));
-        assert!(!is_raced("5-fold stratified x3"));
     }
 }

@@ -28,6 +28,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use easeml_stats::protocol::{KFold, Protocol};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Tensor, nn};
 
@@ -308,26 +309,32 @@ impl Validation {
         }
     }
 
-    /// The protocol in reports: `split 20%`, `5-fold stratified`, `5-fold`, and for a repeated
-    /// k-fold the repeats after an `x`: `5-fold stratified x3` (the store reads the fold count
-    /// before `-fold`, the status words the repeats).
-    pub fn describe(&self) -> String {
+    /// The protocol as recorded ([`easeml_stats::protocol`]), every fold trained.
+    pub fn protocol(&self) -> Protocol {
         match *self {
-            Validation::Split { fraction } => format!("split {:.0}%", fraction * 100.0),
+            Validation::Split { fraction } => Protocol::Split {
+                // Clamped as `split_by_id` clamps it (a NaN casts to 0).
+                percent: (fraction.clamp(0.0, 1.0) * 100.0).round() as u32,
+            },
             Validation::KFold {
                 folds,
                 stratified,
                 repeats,
-            } => {
-                let stratified = if stratified { " stratified" } else { "" };
-                let repeats = if repeats > 1 {
-                    format!(" x{repeats}")
-                } else {
-                    String::new()
-                };
-                format!("{folds}-fold{stratified}{repeats}")
-            }
+            } => Protocol::KFold(KFold {
+                folds: u32::try_from(folds).unwrap_or(u32::MAX),
+                stratified,
+                repeats: u32::try_from(repeats.max(1)).unwrap_or(u32::MAX),
+                trained: None,
+                raced: false,
+            }),
         }
+    }
+
+    /// The protocol in reports: `split 20%`, `5-fold stratified`, `5-fold`, and for a repeated
+    /// k-fold the repeats after an `x`: `5-fold stratified x3` ([`Validation::protocol`] written
+    /// out).
+    pub fn describe(&self) -> String {
+        self.protocol().to_string()
     }
 }
 
@@ -463,20 +470,18 @@ impl TrainedRun {
         }
     }
 
-    /// How the quality was measured, as the store records it: [`Validation::describe`], and for
-    /// a k-fold run whose folds the time limit cut, `5-fold stratified, 2 folds trained` (the
-    /// store reads the fold count back to weigh the mean's spread), `..., 2 folds trained, raced`
-    /// when they stopped below the race's floor ([`TrainedRun::raced`]).
+    /// How the quality was measured, as the store records it ([`easeml_stats::protocol`]):
+    /// [`Validation::describe`], and for a k-fold run whose folds the time limit cut, `5-fold
+    /// stratified, 2 folds trained` (the store reads the fold count back to weigh the mean's
+    /// spread), `..., 2 folds trained, raced` when they stopped below the race's floor
+    /// ([`TrainedRun::raced`]).
     pub fn protocol(&self) -> String {
-        match self.folds_trained {
-            Some(trained) => format!(
-                "{}, {trained} {} trained{}",
-                self.validation.describe(),
-                if trained == 1 { "fold" } else { "folds" },
-                if self.raced { crate::race::RACED } else { "" }
-            ),
-            None => self.validation.describe(),
+        let mut protocol = self.validation.protocol();
+        if let (Protocol::KFold(k_fold), Some(trained)) = (&mut protocol, self.folds_trained) {
+            k_fold.trained = Some(u32::try_from(trained).unwrap_or(u32::MAX));
+            k_fold.raced = self.raced;
         }
+        protocol.to_string()
     }
 
     /// The checkpoint, or `None` for a failed run.

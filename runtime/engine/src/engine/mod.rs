@@ -42,6 +42,7 @@ use easeml_scheduler::{
     CandidateSpec, Decision, KernelHyperparameters, KernelKind, KernelModel, PriorObservation,
     Scheduler, SchedulerConfig, SetAside,
 };
+use easeml_stats::protocol::Protocol;
 use easeml_store::{
     AppId, Lease, PageRequest, RunId, RunRecord, RunState, Store, StoredOutput, UnitId, UnitKind,
     UnitState, best_run, broken_constraints, now_ms,
@@ -375,7 +376,7 @@ pub(super) enum RunEnd {
     OnItsOwn,
     /// Its session's end cut it short: its cost says nothing of its model's.
     CutBySessionEnd,
-    /// The race stopped its folds below the app's best run ([`race::is_raced`]): its cost is a
+    /// The race stopped its folds below the app's best run ([`Protocol::is_raced`]): its cost is a
     /// part of its model's, and calibrates nothing either.
     Raced,
 }
@@ -601,7 +602,8 @@ impl Engine {
             .validation
             .protocol
             .as_deref()
-            .is_some_and(race::is_raced)
+            .and_then(Protocol::parse)
+            .is_some_and(|protocol| protocol.is_raced())
         {
             return Ok(RunEnd::Raced);
         }

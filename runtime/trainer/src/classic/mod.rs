@@ -530,9 +530,12 @@ struct Search {
     /// The sets of one repeat of a repeated k-fold (all of them otherwise): the confusion counts
     /// the first repeat's answers, each example once.
     sets_per_repeat: usize,
-    /// The repeats still planned: all of the protocol's, until the first setting's first repeat
-    /// shows that they would cost too much ([`keeps_repeats`]); then one.
+    /// The repeats still planned: all of the protocol's, until the first repeat of the first
+    /// setting that completes one shows that they would cost too much ([`keeps_repeats`]); then
+    /// one.
     repeats: usize,
+    /// Whether that check was made (a setting whose first repeat failed leaves it to the next).
+    repeats_checked: bool,
     /// How many settings the learner tries (for that prediction).
     settings: usize,
     /// [`Budget::classic_repeats_max_seconds`].
@@ -568,7 +571,7 @@ impl Search {
         let mut sets = &sets[..(self.sets_per_repeat * self.repeats).min(sets.len())];
         for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
             if fold == self.sets_per_repeat
-                && trial_index == 0
+                && !std::mem::replace(&mut self.repeats_checked, true)
                 && !keeps_repeats(
                     clock.elapsed() - setting_started,
                     self.settings,
@@ -862,5 +865,78 @@ mod tests {
         // No settings count as one.
         assert!(keeps_repeats(9.0, 0, 3, 30.0));
         assert!(!keeps_repeats(11.0, 0, 3, 30.0));
+    }
+
+    /// A learner that fails its first setting and delegates the others to `inner`.
+    struct FailsFirstSetting<'a> {
+        inner: Box<dyn Learner + 'a>,
+        first: f64,
+    }
+
+    impl Learner for FailsFirstSetting<'_> {
+        fn settings(&self) -> Vec<f64> {
+            self.inner.settings()
+        }
+
+        fn fit(&mut self, rows: &[usize], setting: f64, clock: &Clock) -> Result<ClassicModel> {
+            if setting == self.first {
+                return Err(Error::BadExamples("the first setting fails".to_owned()));
+            }
+            self.inner.fit(rows, setting, clock)
+        }
+    }
+
+    #[test]
+    fn the_repeats_cost_check_falls_to_the_first_setting_that_completes_a_repeat() {
+        let examples = Examples {
+            ids: (0..60).collect(),
+            inputs: crate::data::Inputs::Dense {
+                shape: vec![2],
+                values: (0..120).map(|value| (value % 7) as f32).collect(),
+            },
+            targets: crate::data::Targets::Classes {
+                labels: (0..60).map(|row| row % 3).collect(),
+                n_classes: 3,
+            },
+        };
+        let task = Task::TabularClassification {
+            features: 2,
+            n_classes: 3,
+        };
+        let validation = Validation::KFold {
+            folds: 5,
+            stratified: true,
+            repeats: 3,
+        };
+        let sets = validation.sets(&examples);
+        let inner = learner(ModelKind::KernelRidge, &examples, &task, &sets, 7).unwrap();
+        let settings = inner.settings();
+        assert!(settings.len() >= 2, "{settings:?}");
+        let mut failing = FailsFirstSetting {
+            inner,
+            first: settings[0],
+        };
+        let mut search = Search {
+            k_fold: true,
+            sets_per_repeat: 5,
+            repeats: 3,
+            settings: settings.len(),
+            // No repeat fits a bound of nothing: the check, once made, keeps one.
+            repeats_max_seconds: 0.0,
+            ..Search::default()
+        };
+        let clock = Clock {
+            started: Instant::now(),
+            limit: 60.0,
+        };
+        search.try_setting(&mut failing, &examples, &sets, (0, settings[0]), &clock);
+        assert!(search.failure.is_some() && !search.repeats_checked);
+        assert_eq!(search.repeats, 3);
+        search.try_setting(&mut failing, &examples, &sets, (1, settings[1]), &clock);
+        assert!(search.repeats_checked);
+        assert_eq!(search.repeats, 1);
+        // The second setting trained one repeat's five folds and has a complete score.
+        assert_eq!(search.trials.len(), 5);
+        assert!(search.best.is_some());
     }
 }
