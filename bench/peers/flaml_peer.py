@@ -14,8 +14,16 @@ every method.
 """
 
 import json
+import os
 import sys
 import time
+import warnings
+
+# scikit-learn's warnings (one per tree fitted by some versions: "`sklearn.utils.parallel.delayed`
+# should be used with ...", and convergence warnings) flooded the bench's log with 35,000 lines a
+# run; they say nothing about the predictions. Off here and in joblib's worker processes.
+os.environ["PYTHONWARNINGS"] = "ignore"
+warnings.simplefilter("ignore")
 
 try:
     import numpy as np

@@ -209,6 +209,7 @@ impl Learner for GbdtLearner<'_> {
             min_weight: 1e-3,
             lambda: 1.0,
             features_per_split: usize::MAX,
+            random_cuts: false,
         };
         let max_rounds = if held.is_empty() {
             SMALL_ROUNDS

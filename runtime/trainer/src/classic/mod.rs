@@ -389,12 +389,18 @@ pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<
             let (features, outputs) = table_shape(examples);
             SCALAR_STEP * 2.0 * fits * 100.0 * outputs * features * 5.0 * 4.0
         }
-        // Per fitted row: 100 trees of ~log2(n) levels, sqrt(features) histograms per level;
-        // two leaf-size settings.
+        // Per fitted row: 100 trees of ~log2(n) levels, a histogram per feature examined at each
+        // level; the two settings examine sqrt(features) each (classification), or features / 3
+        // (the forest) and every feature (extra trees) for regression.
         ModelKind::RandomForest => {
             let (features, outputs) = table_shape(examples);
             let depth = (examples.len().max(2) as f64).log2();
-            SCALAR_STEP * 2.0 * fits * 100.0 * depth * features.sqrt().max(1.0) * (outputs + 2.0)
+            let examined = if matches!(examples.targets, Targets::Classes { .. }) {
+                2.0 * features.sqrt().max(1.0)
+            } else {
+                (features / 3.0).max(1.0) + features
+            };
+            SCALAR_STEP * fits * 100.0 * depth * examined * (outputs + 2.0)
         }
         // Each fit's leave-one-out (its rows against at most `MAX_LEAVE_ONE_OUT_QUERIES` of
         // them, standardized and raw), then the distances from every validation row to every

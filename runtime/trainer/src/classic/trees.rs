@@ -192,6 +192,13 @@ pub(crate) struct GrowParams {
     /// Features examined per split (fewer than all: a random subset per node, as in a random
     /// forest; more are examined when none of them splits).
     pub features_per_split: usize,
+    /// Extremely randomized splits (Geurts, Ernst and Wehenkel, "Extremely randomized trees",
+    /// Machine Learning 2006): each feature examined offers one cut, drawn uniformly among the bin
+    /// boundaries between the node's lowest and highest bin of that feature, instead of its best
+    /// one; the best of those cuts splits the node. The bins being the fit's quantiles, that is
+    /// the paper's uniform threshold between the node's minimum and maximum, in quantile space
+    /// (robust to a skewed feature's outliers).
+    pub random_cuts: bool,
 }
 
 /// One tree's growth over binned rows.
@@ -368,6 +375,20 @@ impl<'a> Grower<'a> {
                     *s += t;
                 }
             }
+            // Under random cuts, the one boundary this feature offers (none when the node's
+            // rows all fall in one bin).
+            let random_cut = if self.params.random_cuts {
+                let lowest = self.hist_count[..n_bins].iter().position(|&c| c > 0);
+                let highest = self.hist_count[..n_bins].iter().rposition(|&c| c > 0);
+                match (lowest, highest) {
+                    (Some(lowest), Some(highest)) if lowest < highest => {
+                        Some(lowest + rng.below((highest - lowest) as u64) as usize)
+                    }
+                    _ => continue,
+                }
+            } else {
+                None
+            };
             left_sum.fill(0.0);
             let (mut left_weight, mut left_count) = (0.0, 0usize);
             for bin in 0..n_bins - 1 {
@@ -379,7 +400,11 @@ impl<'a> Grower<'a> {
                 {
                     *s += h;
                 }
-                if self.hist_count[bin] == 0 && bin > 0 {
+                if let Some(cut) = random_cut {
+                    if bin != cut {
+                        continue;
+                    }
+                } else if self.hist_count[bin] == 0 && bin > 0 {
                     continue; // same partition as the bin before
                 }
                 let right_count = rows.len() - left_count;
@@ -437,6 +462,7 @@ mod tests {
         min_weight: 0.0,
         lambda: 0.0,
         features_per_split: usize::MAX,
+        random_cuts: false,
     };
 
     #[test]
@@ -463,6 +489,53 @@ mod tests {
         }
         // Not a number goes left, with the small values.
         assert_eq!(tree.leaf(&[0.0, f32::NAN]), &[1.0, 0.0]);
+    }
+
+    #[test]
+    fn random_cuts_still_separate_and_differ_from_the_best_cut() {
+        // One feature, classes split at 10 of 20 evenly spaced values: the best cut is at the
+        // boundary; a random cut lands anywhere, and the tree keeps cutting until it is pure.
+        let values: Vec<f32> = (0..20).map(|i| i as f32).collect();
+        let targets: Vec<f64> = (0..20)
+            .flat_map(|i| if i < 10 { [1.0, 0.0] } else { [0.0, 1.0] })
+            .collect();
+        let best = grow(&values, 1, &targets, DEEP);
+        assert_eq!(best.feature.len(), 3);
+        let random = GrowParams {
+            random_cuts: true,
+            max_depth: 32,
+            ..DEEP
+        };
+        let mut thresholds = Vec::new();
+        for seed in 0..8 {
+            let n = values.len();
+            let rows: Vec<usize> = (0..n).collect();
+            let binned = Binned::new(&values, 1, &rows);
+            let weights = vec![1.0; n];
+            let mut local: Vec<u32> = (0..n as u32).collect();
+            let tree = Grower::new(&binned, &targets, &weights, 2, random)
+                .grow(&mut local, &mut Rng::new(seed));
+            assert!(tree.is_valid(1, 2));
+            for (i, value) in values.iter().enumerate() {
+                let class = usize::from(i >= 10);
+                assert_eq!(
+                    tree.leaf(&[*value])[class],
+                    1.0,
+                    "seed {seed}, value {value}"
+                );
+            }
+            thresholds.push(tree.threshold[0]);
+        }
+        // The root's cut varies with the seed, and is not always the best one.
+        assert!(
+            thresholds.iter().any(|&t| (t - thresholds[0]).abs() > 1e-6),
+            "{thresholds:?}"
+        );
+        let best_cut = best.threshold[0];
+        assert!(
+            thresholds.iter().any(|&t| (t - best_cut).abs() > 1e-6),
+            "{thresholds:?}"
+        );
     }
 
     #[test]
