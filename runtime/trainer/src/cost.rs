@@ -133,10 +133,26 @@ pub fn estimate_cost(
         };
         (flops, seconds)
     };
-    let epochs = budget.max_epochs.max(1) as f64 * budget.learning_rates.len().max(1) as f64;
-    let run_work = |per_example: f64| {
+    let rates = budget.learning_rates.len().max(1) as f64;
+    let epochs = budget.max_epochs.max(1) as f64;
+    // One learning rate's folds (or split), and the grid's.
+    let rate_work = |per_example: f64| {
         epochs * (3.0 * per_example * trained as f64 + per_example * validated as f64)
-            + budget.max_epochs.max(1) as f64 * 3.0 * per_example * refit_rows as f64
+    };
+    // A k-fold network repeats its chosen rate's folds when they are cheap enough
+    // (`train_k_fold`'s repeats, the rule of `classic::keeps_repeats`): counted when this
+    // estimate of them is.
+    let repeats = budget.k_fold_repeats.max(1);
+    let bound = budget
+        .k_fold_repeats_max_seconds
+        .min(budget.max_seconds / 2.0);
+    let repeated = matches!(validation, Validation::KFold { .. })
+        && repeats > 1
+        && crate::classic::keeps_repeats(rate_work(forward_seconds), 1, repeats, bound);
+    let extra_rates = if repeated { (repeats - 1) as f64 } else { 0.0 };
+    let run_work = |per_example: f64| {
+        (rates + extra_rates) * rate_work(per_example)
+            + epochs * 3.0 * per_example * refit_rows as f64
     };
     let total_flops = run_work(forward);
     Ok(CostEstimate {

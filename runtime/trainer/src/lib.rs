@@ -60,7 +60,7 @@ pub use latency::{LatencyProtocol, measure_latency, probe_latency};
 pub use oof::OutOfFold;
 pub use task::Task;
 pub use train::{
-    Budget, CLASSIC_REPEATS, CurvePoint, EarlyStopping, Evaluation, LearningRateTrial, Refit,
+    Budget, CurvePoint, EarlyStopping, Evaluation, K_FOLD_REPEATS, LearningRateTrial, Refit,
     RunOutcome, TrainedRun, Validation, train,
 };
 pub use tune::Tuning;

@@ -10,7 +10,7 @@
 //! - **k-fold cross-validation** (fewer examples): each learning rate trains one model per fold
 //!   (stratified by class for classification, [`crate::data::k_folds`]), each with early stopping on
 //!   its fold; the rate with the best mean fold quality wins, and the run reports that mean and the
-//!   folds' standard deviation. A classic model's k-fold is repeated [`Budget::classic_repeats`]
+//!   folds' standard deviation. A classic model's k-fold is repeated [`Budget::k_fold_repeats`]
 //!   times over other partitions ([`Validation::for_candidate`]): its fits are cheap, and the
 //!   repeats' mean depends less on one partition's luck. The checkpoint is a model refit on every example with that rate
 //!   for the upper median of the fold models' best epochs ([`Refit`]); when the time limit leaves
@@ -80,14 +80,16 @@ pub struct Budget {
     pub k_fold_below: usize,
     /// The number of folds of k-fold cross-validation (at most one per example).
     pub folds: usize,
-    /// How many times a classic model's k-fold cross-validation is repeated, each time with
-    /// another partition ([`Validation::for_candidate`]; 1: once). Networks are cross-validated
-    /// once: their fits cost too much to repeat.
-    pub classic_repeats: usize,
-    /// Those repeats are kept only while every setting's every repeat, predicted from the first
-    /// setting's first repeat, takes at most this many seconds and half of `max_seconds`
-    /// ([`CLASSIC_REPEATS_MAX_SECONDS`] by default); otherwise the run keeps one.
-    pub classic_repeats_max_seconds: f64,
+    /// How many times a k-fold cross-validation is repeated, each time with another partition
+    /// (1: once): a classic model's from the start ([`Validation::for_candidate`]), a network's
+    /// for its chosen learning rate after the grid (`train_k_fold`), each while cheap enough
+    /// (`k_fold_repeats_max_seconds`).
+    pub k_fold_repeats: usize,
+    /// Those repeats are kept only while every repeat, predicted from the first (a classic
+    /// model's every setting, from its first setting's first repeat; a network's chosen rate,
+    /// from its folds), takes at most this many seconds and half of `max_seconds`
+    /// ([`K_FOLD_REPEATS_MAX_SECONDS`] by default); otherwise the run keeps one.
+    pub k_fold_repeats_max_seconds: f64,
     /// The highest lower bound of the accuracy of the app's runs so far ([`crate::race::floor`]),
     /// which a network's k-fold races: a learning rate whose folds put even its upper bound below
     /// it stops ([`crate::race`]). `None` (the default): no race.
@@ -122,8 +124,8 @@ impl Budget {
             validation_fraction: 0.2,
             k_fold_below: K_FOLD_BELOW,
             folds: FOLDS,
-            classic_repeats: CLASSIC_REPEATS,
-            classic_repeats_max_seconds: CLASSIC_REPEATS_MAX_SECONDS,
+            k_fold_repeats: K_FOLD_REPEATS,
+            k_fold_repeats_max_seconds: K_FOLD_REPEATS_MAX_SECONDS,
             race_floor: None,
             seed: 0,
             model: ModelConfig::for_device(device),
@@ -179,19 +181,20 @@ pub const K_FOLD_BELOW: usize = 200;
 /// under the split, and the run trains five of them plus the refit per learning rate.
 pub const FOLDS: usize = 5;
 
-/// The default [`Budget::classic_repeats`]: a classic model's k-fold cross-validation runs three
-/// times over three partitions, so that the choice among a dozen candidates measured on a few dozen
-/// examples depends less on which examples one partition happened to put together (issue 48: the
-/// winner's curse of "highest CV mean wins"). Their fits take milliseconds to seconds on such data.
-pub const CLASSIC_REPEATS: usize = 3;
+/// The default [`Budget::k_fold_repeats`]: a k-fold cross-validation runs three times over three
+/// partitions, so that the choice among a dozen candidates measured on a few dozen examples
+/// depends less on which examples one partition happened to put together (issue 48: the winner's
+/// curse of "highest CV mean wins"). A classic model's fits take milliseconds to seconds on such
+/// data; a small network's (an MLP on a table of 142 rows) a fraction of a second.
+pub const K_FOLD_REPEATS: usize = 3;
 
-/// The default [`Budget::classic_repeats_max_seconds`]: a classic model's k-fold keeps its repeats
-/// only when its first setting's first repeat shows that every setting's every repeat would take at
-/// most this many seconds (and half the run's time limit). On a hundred series of 1,460 steps in a
+/// The default [`Budget::k_fold_repeats_max_seconds`]: a k-fold keeps its repeats only when its
+/// first repeat shows that every repeat would take at most this many seconds (and half the run's
+/// time limit). On a hundred series of 1,460 steps in a
 /// release build, MiniRocket (one setting, about 6 s a repeat) keeps them; DTW 1-NN (its windows on
 /// three repeats, about 67 s) does not. The apps of one engine share its time: a repeat that costs
 /// a minute takes it from another app's models.
-pub const CLASSIC_REPEATS_MAX_SECONDS: f64 = 30.0;
+pub const K_FOLD_REPEATS_MAX_SECONDS: f64 = 30.0;
 
 /// A classification trial stops at a perfect validation accuracy only when it was measured on at
 /// least this many examples (then the error rate is below 3% with 95% confidence, the rule of
@@ -243,7 +246,7 @@ impl Validation {
     }
 
     /// The protocol of `candidate`'s run on `examples`: [`Validation::choose`], and for a classic
-    /// model under k-fold, [`Budget::classic_repeats`] repeats (the first repeat's fits may show
+    /// model under k-fold, [`Budget::k_fold_repeats`] repeats (the first repeat's fits may show
     /// that the others would cost too much: then the run keeps one, `classic::train_run`). The
     /// one rule training and the cost estimate both follow.
     pub fn for_candidate(
@@ -257,7 +260,7 @@ impl Validation {
             } if crate::classic::is_classic(candidate.model) => Validation::KFold {
                 folds,
                 stratified,
-                repeats: budget.classic_repeats.max(1),
+                repeats: budget.k_fold_repeats.max(1),
             },
             validation => validation,
         }

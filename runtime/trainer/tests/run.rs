@@ -440,7 +440,10 @@ fn a_run_is_reproducible_while_other_runs_train_in_the_same_process() {
     // (on the CPU; to float rounding on CUDA, below).
     let images = synthetic::quadrant_images(96, [12, 12, 3], 5);
     let table = synthetic::tabular_sign(160, 5, 6);
-    let budget = budget(3);
+    let mut budget = budget(3);
+    // One partition: whether a network repeats its folds depends on how long its first partition
+    // took (`Budget::k_fold_repeats_max_seconds`), which other runs training meanwhile change.
+    budget.k_fold_repeats = 1;
     let cases = [
         ("alexnet", &images),
         ("mlp_large", &table),
@@ -660,6 +663,8 @@ fn small_data_is_cross_validated_by_stratified_folds_and_refit() {
     let examples = synthetic::tabular_sign(60, 4, 27);
     let mut budget = budget(6);
     budget.learning_rates = vec![0.01, 0.1];
+    // One partition (the repeats of a cheap network: the next test).
+    budget.k_fold_repeats = 1;
     let candidate = Candidate::parse("mlp_small").unwrap();
     let run = train(&candidate, &examples, &budget).unwrap();
     assert_eq!(
@@ -736,7 +741,7 @@ fn small_data_is_cross_validated_by_stratified_folds_and_refit() {
     assert!(run.quality_std.is_some());
 }
 
-/// A classic model's k-fold runs `classic_repeats` times over other partitions: its quality and
+/// A classic model's k-fold runs `k_fold_repeats` times over other partitions: its quality and
 /// spread are over every fold of every repeat, its confusion counts the first repeat (every
 /// example once), its out-of-fold answers are each example's mean over the repeats, and the
 /// protocol says so. A network's k-fold on the same data runs once.
@@ -745,10 +750,10 @@ fn small_data_repeats_a_classic_models_folds() {
     let _serial = serial();
     let examples = synthetic::tabular_sign(60, 4, 31);
     let budget = budget(6);
-    assert_eq!(budget.classic_repeats, easeml_trainer::CLASSIC_REPEATS);
+    assert_eq!(budget.k_fold_repeats, easeml_trainer::K_FOLD_REPEATS);
     let candidate = Candidate::parse("knn").unwrap();
     let run = train(&candidate, &examples, &budget).unwrap();
-    let repeats = easeml_trainer::CLASSIC_REPEATS;
+    let repeats = easeml_trainer::K_FOLD_REPEATS;
     assert!(repeats > 1);
     assert_eq!(
         run.validation,
@@ -805,7 +810,7 @@ fn small_data_repeats_a_classic_models_folds() {
     }
     // Once, as before: the same run's first partition and the trials of one repeat.
     let mut once = budget.clone();
-    once.classic_repeats = 1;
+    once.k_fold_repeats = 1;
     let single = train(&candidate, &examples, &once).unwrap();
     assert_eq!(single.protocol(), "5-fold stratified");
     assert_eq!(
@@ -817,7 +822,7 @@ fn small_data_repeats_a_classic_models_folds() {
     // Repeats predicted to cost more than the bound (here any time at all) are cut after the
     // first setting's first repeat: the run keeps one, says so, and scores what it ran.
     let mut bounded = budget.clone();
-    bounded.classic_repeats_max_seconds = 0.0;
+    bounded.k_fold_repeats_max_seconds = 0.0;
     let cut = train(&candidate, &examples, &bounded).unwrap();
     assert_eq!(cut.protocol(), "5-fold stratified");
     assert_eq!(cut.validation.repeats(), 1);
@@ -828,7 +833,8 @@ fn small_data_repeats_a_classic_models_folds() {
         single.quality(),
         "the first repeat is the one run"
     );
-    // A network's folds are not repeated.
+    // A network's protocol starts with one partition (its chosen rate may repeat after the
+    // grid: the next test).
     let network =
         Validation::for_candidate(&Candidate::parse("mlp_small").unwrap(), &examples, &budget);
     assert_eq!(network.repeats(), 1);
@@ -836,6 +842,101 @@ fn small_data_repeats_a_classic_models_folds() {
     let repeated_cost = estimate_cost(&candidate, &examples, &budget).unwrap();
     let single_cost = estimate_cost(&candidate, &examples, &once).unwrap();
     assert!(repeated_cost.total_flops > single_cost.total_flops);
+}
+
+/// A cheap network's k-fold repeats its chosen rate over the other partitions (`train_k_fold`'s
+/// repeats): the grid's rates train the first partition's folds, the chosen one the others'
+/// (numbered on); its quality and spread are over every fold, its answers each example's mean,
+/// its refit's epochs the median over every fold, and the protocol says `x3`. Under a bound of
+/// nothing the run is the unrepeated one, trial for trial.
+#[test]
+fn a_cheap_network_repeats_its_chosen_rate_over_other_partitions() {
+    let _serial = serial();
+    let examples = synthetic::tabular_sign(60, 4, 27);
+    let mut budget = budget(6);
+    budget.learning_rates = vec![0.01, 0.1];
+    let repeats = easeml_trainer::K_FOLD_REPEATS;
+    assert_eq!(budget.k_fold_repeats, repeats);
+    let candidate = Candidate::parse("mlp_small").unwrap();
+    let run = train(&candidate, &examples, &budget).unwrap();
+    assert_eq!(
+        run.validation,
+        Validation::KFold {
+            folds: 5,
+            stratified: true,
+            repeats,
+        }
+    );
+    assert_eq!(run.protocol(), format!("5-fold stratified x{repeats}"));
+    let refit = run.refit.clone().expect("a refit");
+    assert_eq!(refit.fallback, None, "{refit:?}");
+    // The grid on the first partition, then the chosen rate's other partitions.
+    let trainings: Vec<(f64, Option<usize>)> = run
+        .trials
+        .iter()
+        .map(|trial| (trial.learning_rate, trial.fold))
+        .collect();
+    let mut expected: Vec<(f64, Option<usize>)> = [0.01, 0.1]
+        .into_iter()
+        .flat_map(|rate| (0..5).map(move |fold| (rate, Some(fold))))
+        .collect();
+    expected.extend((5..5 * repeats).map(|fold| (refit.learning_rate, Some(fold))));
+    assert_eq!(trainings, expected);
+    let chosen: Vec<_> = run
+        .trials
+        .iter()
+        .filter(|trial| trial.learning_rate == refit.learning_rate)
+        .collect();
+    assert_eq!(chosen.len(), 5 * repeats);
+    let qualities: Vec<f64> = chosen
+        .iter()
+        .map(|trial| trial.best_quality.unwrap())
+        .collect();
+    let mean = qualities.iter().sum::<f64>() / qualities.len() as f64;
+    assert!((run.quality().unwrap() - mean).abs() < 1e-12);
+    let n = qualities.len() as f64;
+    let std = (qualities.iter().map(|q| (q - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    assert!((run.quality_std.unwrap() - std).abs() < 1e-12);
+    let best_epochs: Vec<usize> = chosen
+        .iter()
+        .map(|trial| trial.best_epoch.unwrap())
+        .collect();
+    assert_eq!(
+        refit.planned_epochs,
+        easeml_trainer::train::refit_epochs(&best_epochs)
+    );
+    // Every example once in the answers (its mean over the partitions) and in the confusion
+    // (the first partition's).
+    let oof = run.oof.as_ref().expect("out-of-fold answers");
+    let mut rows = oof.rows.clone();
+    rows.sort_unstable();
+    assert_eq!(rows, (0..60).collect::<Vec<_>>());
+    let counted: u64 = run
+        .confusion
+        .as_ref()
+        .unwrap()
+        .cells()
+        .map(|(_, _, count)| count)
+        .sum();
+    assert_eq!(counted, 60);
+    // Deterministic.
+    let again = train(&candidate, &examples, &budget).unwrap();
+    assert_eq!(again.trials, run.trials);
+    // A bound of nothing: the first partition only, the unrepeated run trial for trial.
+    let mut bounded = budget.clone();
+    bounded.k_fold_repeats_max_seconds = 0.0;
+    let cut = train(&candidate, &examples, &bounded).unwrap();
+    let mut once = budget.clone();
+    once.k_fold_repeats = 1;
+    let single = train(&candidate, &examples, &once).unwrap();
+    assert_eq!(cut.protocol(), "5-fold stratified");
+    assert_eq!(cut.trials, single.trials);
+    assert_eq!(cut.trials[..], run.trials[..10]);
+    assert_eq!(cut.quality(), single.quality());
+    // The cost estimate counts the repeats it predicts.
+    let repeated_cost = estimate_cost(&candidate, &examples, &budget).unwrap();
+    let bounded_cost = estimate_cost(&candidate, &examples, &bounded).unwrap();
+    assert!(repeated_cost.total_flops > bounded_cost.total_flops);
 }
 
 #[test]
@@ -846,7 +947,7 @@ fn a_perfect_score_on_a_small_fold_does_not_stop_its_epochs() {
     let mut budget = budget(12);
     budget.learning_rates = vec![0.1];
     let run = train(&Candidate::parse("mlp_small").unwrap(), &examples, &budget).unwrap();
-    assert_eq!(run.trials.len(), 5);
+    assert_eq!(run.trials.len(), 5 * run.validation.repeats());
     for trial in &run.trials {
         let best_epoch = trial.best_epoch.unwrap();
         // Patience (3 epochs without a gain) or the epoch limit ends a fold, never a 1.0.
@@ -912,6 +1013,7 @@ fn a_network_k_fold_stops_the_folds_that_cannot_reach_the_race_floor() {
     let examples = synthetic::tabular_sign(20, 2, 29);
     let mut budget = budget(4);
     budget.learning_rates = vec![0.01, 0.1];
+    budget.k_fold_repeats = 1;
     let candidate = Candidate::parse("mlp_small").unwrap();
     let free = train(&candidate, &examples, &budget).unwrap();
     assert_eq!(free.trials.len(), 10);

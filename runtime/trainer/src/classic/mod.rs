@@ -544,7 +544,7 @@ struct Search {
     repeats_checked: bool,
     /// How many settings the learner tries (for that prediction).
     settings: usize,
-    /// [`Budget::classic_repeats_max_seconds`].
+    /// [`Budget::k_fold_repeats_max_seconds`].
     repeats_max_seconds: f64,
     trials: Vec<LearningRateTrial>,
     curve: Vec<CurvePoint>,
@@ -669,7 +669,7 @@ impl Search {
 
 /// Whether a repeated k-fold keeps its `repeats` after its first setting's first repeat took
 /// `first_repeat_seconds`: every one of the learner's `settings` on every repeat, predicted at that
-/// cost, must take at most `max_seconds` (the run's: [`Budget::classic_repeats_max_seconds`] and
+/// cost, must take at most `max_seconds` (the run's: [`Budget::k_fold_repeats_max_seconds`] and
 /// half its time limit).
 pub(crate) fn keeps_repeats(
     first_repeat_seconds: f64,
@@ -747,7 +747,7 @@ pub(crate) fn train_run(
         sets_per_repeat,
         repeats: validation.repeats(),
         settings: settings.len(),
-        repeats_max_seconds: budget.classic_repeats_max_seconds,
+        repeats_max_seconds: budget.k_fold_repeats_max_seconds,
         ..Search::default()
     };
     for (trial_index, setting) in settings.into_iter().enumerate() {

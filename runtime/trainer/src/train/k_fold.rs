@@ -1,8 +1,9 @@
 //! k-fold cross-validation of a network (`train_k_fold`, called by [`super::train`] below
 //! `Budget::k_fold_below` examples): every learning rate trains one model per fold, the rate
 //! with the best mean fold quality is refit on every example ([`refit_epochs`]), the time
-//! limit cuts the folds it has no room for, and a rate that can no longer reach the app's best run
-//! stops (see `train_k_fold`).
+//! limit cuts the folds it has no room for, a rate that can no longer reach the app's best run
+//! stops (see `train_k_fold`), and a cheap chosen rate repeats its folds over other partitions
+//! (`repeat_the_chosen_rate`).
 
 use crate::batch::Confusion;
 use crate::error::Result;
@@ -10,8 +11,8 @@ use crate::oof::OutOfFold;
 use crate::race;
 
 use super::{
-    Refit, RunOutcome, Shared, TrainedRun, Weights, failed_outcome, run_trial, skip_rates,
-    trial_seed,
+    Refit, RunOutcome, Shared, TrainedRun, Validation, Weights, failed_outcome, run_trial,
+    skip_rates, trial_seed,
 };
 
 /// k-fold cross-validation: every rate trains one model per fold; the rate with the best mean fold
@@ -166,6 +167,9 @@ pub(super) fn train_k_fold(
             break;
         }
     }
+    if let Some(best) = best.as_mut() {
+        repeat_the_chosen_rate(shared, sets, best, run)?;
+    }
     match best {
         Some(best) => serve_the_best_rate(shared, sets, best, run),
         None => {
@@ -173,6 +177,124 @@ pub(super) fn train_k_fold(
             Ok(())
         }
     }
+}
+
+/// **Repeats** (issue 48, item 1): the chosen rate's mean over one partition is the best of the
+/// grid's means on it, and a cheap network's folds on a small table cost a fraction of a second,
+/// so that mean can be made less lucky as a classic model's is: when the rate trained every fold
+/// (not cut, not raced) and its folds' seconds times `Budget::k_fold_repeats` fit the repeats'
+/// bound (`classic::keeps_repeats` with `Budget::k_fold_repeats_max_seconds` and half the limit)
+/// with the refit's time still left, the rate trains the folds of the other partitions too
+/// (`data::k_folds`' repeats, as a classic model's). Its quality and spread are then over every
+/// fold, its answers averaged per example, its confusion the first partition's, its refit's epochs
+/// the median over every fold, and the run's protocol `5-fold stratified x3`. A failed fold, or
+/// the time limit, drops the repeats: the run is then the unrepeated one. Only the chosen rate
+/// repeats (the grid's other rates lost on the first partition); the race does not apply (the
+/// rate is the run's best).
+fn repeat_the_chosen_rate(
+    shared: &Shared<'_>,
+    sets: &[(Vec<usize>, Vec<usize>)],
+    best: &mut RateResult,
+    run: &mut TrainedRun,
+) -> Result<()> {
+    let budget = shared.budget;
+    let repeats = budget.k_fold_repeats.max(1);
+    let Validation::KFold {
+        folds, stratified, ..
+    } = run.validation
+    else {
+        return Ok(());
+    };
+    let k = sets.len();
+    if repeats < 2 || best.raced || best.qualities.len() != k {
+        return Ok(());
+    }
+    let bound = budget
+        .k_fold_repeats_max_seconds
+        .min(budget.max_seconds / 2.0);
+    let now = shared.started.elapsed().as_secs_f64();
+    let more = best.seconds * (repeats - 1) as f64;
+    if !crate::classic::keeps_repeats(best.seconds, 1, repeats, bound)
+        || now + more + refit_estimate(best, k.max(2)) > budget.max_seconds
+    {
+        return Ok(());
+    }
+    let repeated = Validation::KFold {
+        folds,
+        stratified,
+        repeats,
+    };
+    let all_sets = repeated.sets(shared.examples);
+    let extra = all_sets.get(k..).unwrap_or_default();
+    // Each fold's share of the time the repeats may take (a quarter more than the first
+    // partition's folds took, and never the refit's).
+    let end = (now + 1.25 * more).min(budget.max_seconds - refit_estimate(best, k.max(2)));
+    let mut added = RepeatFolds::default();
+    for (index, (train_rows, validation_rows)) in extra.iter().enumerate() {
+        let deadline = now + (end - now) * (index + 1) as f64 / extra.len().max(1) as f64;
+        let mut context = shared.context(train_rows, validation_rows, deadline);
+        context.grid_end = end;
+        context.trainings_per_rate = extra.len();
+        let trial_started = shared.started.elapsed().as_secs_f64();
+        let (mut record, kept) =
+            run_trial(&mut context, best.learning_rate, best.seed, &mut run.curve)?;
+        record.fold = Some(k + index);
+        added.seconds += shared.started.elapsed().as_secs_f64() - trial_started;
+        added.epochs += record.epochs;
+        let outcome = record.best_quality.zip(kept);
+        let best_epoch = record.best_epoch.unwrap_or(record.epochs);
+        let oof = record.oof.clone();
+        run.trials.push(record);
+        // A failed fold, or one the deadline cut, leaves the run unrepeated.
+        let Some((quality, weights)) = outcome else {
+            return Ok(());
+        };
+        if context.cut_short {
+            return Ok(());
+        }
+        added.qualities.push(quality);
+        added.best_epochs.push(best_epoch);
+        if let Some(oof) = &oof {
+            added.oof.merge(oof);
+        }
+        if added.best_fold.as_ref().is_none_or(|(q, _)| quality > *q) {
+            added.best_fold = Some((quality, weights));
+        }
+        added.answers += validation_rows.len();
+    }
+    best.qualities.extend(added.qualities);
+    best.best_epochs.extend(added.best_epochs);
+    best.oof.merge(&added.oof);
+    best.oof = std::mem::take(&mut best.oof).averaged_by_row();
+    best.seconds += added.seconds;
+    best.epochs += added.epochs;
+    best.answers += added.answers;
+    if let Some((quality, weights)) = added.best_fold
+        && best.best_fold.as_ref().is_none_or(|(q, _)| quality > *q)
+    {
+        best.best_fold = Some((quality, weights));
+    }
+    run.validation = repeated;
+    Ok(())
+}
+
+/// What the repeats of the chosen rate add to its folds.
+#[derive(Default)]
+struct RepeatFolds {
+    qualities: Vec<f64>,
+    best_epochs: Vec<usize>,
+    best_fold: Option<(f64, Weights)>,
+    oof: OutOfFold,
+    seconds: f64,
+    epochs: usize,
+    answers: usize,
+}
+
+/// The refit's seconds, estimated from the chosen rate's folds: their seconds per epoch, scaled by
+/// the `k / (k - 1)` larger data, times [`refit_epochs`].
+fn refit_estimate(best: &RateResult, k: usize) -> f64 {
+    let seconds_per_epoch = best.seconds / best.epochs.max(1) as f64 * k as f64 / (k - 1) as f64;
+    seconds_per_epoch * refit_epochs(&best.best_epochs) as f64
 }
 
 /// The run's quality, spread and checkpoint from the chosen rate: its folds' mean and deviation,
@@ -294,8 +416,7 @@ fn refit(shared: &Shared<'_>, best: &RateResult, k: usize) -> Result<(Refit, Opt
     }
     let now = shared.started.elapsed().as_secs_f64();
     let time_left = budget.max_seconds - now;
-    let seconds_per_epoch = best.seconds / best.epochs.max(1) as f64 * k as f64 / (k - 1) as f64;
-    let estimate = seconds_per_epoch * planned as f64;
+    let estimate = refit_estimate(best, k);
     if estimate > time_left {
         record.fallback = Some(format!(
             "no time for the refit: {planned} epochs on every example take about {estimate:.1} s, \
