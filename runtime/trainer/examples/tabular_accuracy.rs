@@ -17,7 +17,8 @@ use easeml_trainer::device::choose_device;
 use easeml_trainer::infer::Prediction;
 use easeml_trainer::synthetic::Rng;
 use easeml_trainer::{
-    Budget, Candidate, Checkpoint, Examples, Inputs, Predictor, Targets, estimate_cost, train,
+    Budget, Candidate, Checkpoint, Examples, Inputs, Predictor, Targets, TrainedRun, estimate_cost,
+    train,
 };
 
 fn main() -> Result<()> {
@@ -130,31 +131,7 @@ fn main() -> Result<()> {
         std::fs::remove_dir_all(&dir).ok();
         let predictor = Predictor::new(&reloaded, device)?;
         let predictions = predictor.predict(&test_examples.inputs)?;
-        let score = match &test_examples.targets {
-            Targets::Classes { labels, .. } => {
-                let correct = predictions
-                    .iter()
-                    .zip(labels)
-                    .filter(|(prediction, label)| {
-                        matches!(prediction, Prediction::Class { index, .. } if index == *label)
-                    })
-                    .count();
-                correct as f64 / labels.len() as f64
-            }
-            Targets::Dense { values, .. } => {
-                let mean = values.iter().map(|&v| f64::from(v)).sum::<f64>() / values.len() as f64;
-                let (mut residual, mut total) = (0.0, 0.0);
-                for (prediction, &actual) in predictions.iter().zip(values) {
-                    let Prediction::Values { values: got, .. } = prediction else {
-                        bail!("{id} predicted no values");
-                    };
-                    residual += (f64::from(got[0]) - f64::from(actual)).powi(2);
-                    total += (f64::from(actual) - mean).powi(2);
-                }
-                1.0 - residual / total.max(f64::MIN_POSITIVE)
-            }
-            _ => bail!("unexpected targets"),
-        };
+        let score = test_score(&predictions, &test_examples.targets, &id)?;
         println!(
             "{id:>14}: test {score:.3}  validation {:.3}  fit {seconds:.2}s  (estimated {:.2}s)  \
              setting {}  {:?}  checkpoint {} KiB",
@@ -164,29 +141,63 @@ fn main() -> Result<()> {
             run.validation,
             size / 1024,
         );
-        // Each setting's mean validation quality over its folds (the choice the run made).
-        let mut settings: Vec<(f64, f64, usize)> = Vec::new();
-        for trial in &run.trials {
-            let Some(quality) = trial.best_quality else {
-                continue;
-            };
-            match settings
-                .iter_mut()
-                .find(|(setting, ..)| *setting == trial.learning_rate)
-            {
-                Some((_, sum, count)) => (*sum, *count) = (*sum + quality, *count + 1),
-                None => settings.push((trial.learning_rate, quality, 1)),
-            }
-        }
-        let means: Vec<String> = settings
-            .iter()
-            .map(|(setting, sum, count)| format!("{setting}: {:.4}", sum / *count as f64))
-            .collect();
         println!(
             "{:>14}  settings' validation means: {}",
             "",
-            means.join(", ")
+            setting_means(&run)
         );
     }
     Ok(())
+}
+
+/// Each setting's mean validation quality over its folds (the choice the run made), as
+/// `setting: mean` pairs.
+fn setting_means(run: &TrainedRun) -> String {
+    let mut settings: Vec<(f64, f64, usize)> = Vec::new();
+    for trial in &run.trials {
+        let Some(quality) = trial.best_quality else {
+            continue;
+        };
+        match settings
+            .iter_mut()
+            .find(|(setting, ..)| *setting == trial.learning_rate)
+        {
+            Some((_, sum, count)) => (*sum, *count) = (*sum + quality, *count + 1),
+            None => settings.push((trial.learning_rate, quality, 1)),
+        }
+    }
+    let means: Vec<String> = settings
+        .iter()
+        .map(|(setting, sum, count)| format!("{setting}: {:.4}", sum / *count as f64))
+        .collect();
+    means.join(", ")
+}
+
+/// The test accuracy (classes) or R^2 (values) of `predictions` against `targets`.
+fn test_score(predictions: &[Prediction], targets: &Targets, id: &str) -> Result<f64> {
+    Ok(match targets {
+        Targets::Classes { labels, .. } => {
+            let correct = predictions
+                .iter()
+                .zip(labels)
+                .filter(|(prediction, label)| {
+                    matches!(prediction, Prediction::Class { index, .. } if index == *label)
+                })
+                .count();
+            correct as f64 / labels.len() as f64
+        }
+        Targets::Dense { values, .. } => {
+            let mean = values.iter().map(|&v| f64::from(v)).sum::<f64>() / values.len() as f64;
+            let (mut residual, mut total) = (0.0, 0.0);
+            for (prediction, &actual) in predictions.iter().zip(values) {
+                let Prediction::Values { values: got, .. } = prediction else {
+                    bail!("{id} predicted no values");
+                };
+                residual += (f64::from(got[0]) - f64::from(actual)).powi(2);
+                total += (f64::from(actual) - mean).powi(2);
+            }
+            1.0 - residual / total.max(f64::MIN_POSITIVE)
+        }
+        _ => bail!("unexpected targets"),
+    })
 }
