@@ -172,12 +172,11 @@ fn protocol_words(protocol: &str) -> String {
             }
             if let Some(trained) = k_fold.trained {
                 let noun = if trained == 1 { "fold" } else { "folds" };
-                let why = if k_fold.raced {
-                    "then stopped below the app's best run"
+                let (comma, why) = if k_fold.raced {
+                    (",", "then stopped below the app's best run")
                 } else {
-                    "in the time limit"
+                    ("", "in the time limit")
                 };
-                let comma = if k_fold.raced { "," } else { "" };
                 words.push_str(&format!(" ({trained} {noun} trained{comma} {why})"));
             }
             words

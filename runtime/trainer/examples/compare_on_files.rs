@@ -99,13 +99,7 @@ fn main() {
         let accuracy = run.checkpoint().map(|checkpoint| {
             let predictor = Predictor::new(checkpoint, Device::Cpu).unwrap();
             let predictions = predictor.predict(&heldout).unwrap();
-            let correct = predictions
-                .iter()
-                .zip(&heldout_labels)
-                .filter(|(prediction, label)| {
-                    matches!(prediction, Prediction::Class { index, .. } if index == *label)
-                })
-                .count();
+            let correct = Prediction::count_correct(&predictions, heldout_labels.iter().copied());
             correct as f64 / heldout_labels.len() as f64
         });
         let refit = run.refit.as_ref().map_or(String::new(), |refit| {

@@ -177,13 +177,7 @@ fn setting_means(run: &TrainedRun) -> String {
 fn test_score(predictions: &[Prediction], targets: &Targets, id: &str) -> Result<f64> {
     Ok(match targets {
         Targets::Classes { labels, .. } => {
-            let correct = predictions
-                .iter()
-                .zip(labels)
-                .filter(|(prediction, label)| {
-                    matches!(prediction, Prediction::Class { index, .. } if index == *label)
-                })
-                .count();
+            let correct = Prediction::count_correct(predictions, labels.iter().copied());
             correct as f64 / labels.len() as f64
         }
         Targets::Dense { values, .. } => {

@@ -104,13 +104,7 @@ fn main() -> anyhow::Result<()> {
         let started = Instant::now();
         let predictions = Predictor::new(checkpoint, Device::Cpu)?.predict(&test_set.inputs)?;
         let predict_seconds = started.elapsed().as_secs_f64();
-        let correct = predictions
-            .iter()
-            .zip(labels)
-            .filter(|(prediction, label)| {
-                matches!(prediction, Prediction::Class { index, .. } if index == *label)
-            })
-            .count();
+        let correct = Prediction::count_correct(&predictions, labels.iter().copied());
         println!(
             "{model}: test accuracy {:.4} ({correct}/{}), validation quality {quality:.4} ({:?}), \
              train {train_seconds:.1}s, predict {predict_seconds:.1}s, state {state_bytes} bytes, \

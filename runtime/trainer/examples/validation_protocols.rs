@@ -20,13 +20,7 @@ fn held_out_accuracy(run: &TrainedRun, held_out: &Examples) -> Result<f64> {
     let Targets::Classes { labels, .. } = &held_out.targets else {
         anyhow::bail!("not classes")
     };
-    let correct = predictions
-        .iter()
-        .zip(labels)
-        .filter(|(prediction, label)| {
-            matches!(prediction, Prediction::Class { index, .. } if index == *label)
-        })
-        .count();
+    let correct = Prediction::count_correct(&predictions, labels.iter().copied());
     Ok(correct as f64 / labels.len() as f64)
 }
 

@@ -143,9 +143,7 @@ pub fn estimate_cost(
     // (`train_k_fold`'s repeats, the rule of `classic::keeps_repeats`): counted when this
     // estimate of them is.
     let repeats = budget.k_fold_repeats.max(1);
-    let bound = budget
-        .k_fold_repeats_max_seconds
-        .min(budget.max_seconds / 2.0);
+    let bound = budget.repeats_bound();
     let repeated = matches!(validation, Validation::KFold { .. })
         && repeats > 1
         && crate::classic::keeps_repeats(rate_work(forward_seconds), 1, repeats, bound);

@@ -36,6 +36,24 @@ pub enum Prediction {
     Bytes(Vec<u8>),
 }
 
+impl Prediction {
+    /// How many of `predictions` name their class in `labels` (paired in order; a prediction
+    /// that is not a class is wrong): the count behind every test accuracy of the examples and
+    /// the tests.
+    pub fn count_correct(
+        predictions: &[Prediction],
+        labels: impl IntoIterator<Item = i64>,
+    ) -> usize {
+        predictions
+            .iter()
+            .zip(labels)
+            .filter(|(prediction, label)| {
+                matches!(prediction, Prediction::Class { index, .. } if index == label)
+            })
+            .count()
+    }
+}
+
 /// A loaded model.
 #[derive(Debug)]
 pub(crate) enum Loaded {

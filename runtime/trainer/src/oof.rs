@@ -1,7 +1,8 @@
 //! A run's validation answers, kept for ensembles: for every validated example (under k-fold
 //! every example, answered by the model of the fold that did not train on it: out-of-fold; under
 //! the split the held-out rows), the class probabilities (classification) or the output values
-//! (regression) of the model behind the reported quality (the best epoch of the chosen setting).
+//! (regression) of the model behind the reported quality (the best epoch of the chosen setting
+//! under the split; under k-fold each fold's model at the epoch the folds were scored at).
 //! The engine stores them with the run, bounded, and selects ensembles over them.
 
 use tch::{Kind, Tensor};

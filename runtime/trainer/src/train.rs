@@ -9,11 +9,12 @@
 //!   loss); the best weights over all trials are kept and their quality reported;
 //! - **k-fold cross-validation** (fewer examples): each learning rate trains one model per fold
 //!   (stratified by class for classification, [`crate::data::k_folds`]), each with early stopping on
-//!   its fold; the rate with the best mean fold quality wins, and the run reports that mean and the
-//!   folds' standard deviation. A classic model's k-fold is repeated [`Budget::k_fold_repeats`]
+//!   its fold, and its folds are scored at the one epoch with the best mean over them (not each
+//!   fold at its own best: `k_fold.rs`); the rate with the best such mean wins, and the run
+//!   reports that mean and the folds' standard deviation there. A classic model's k-fold is repeated [`Budget::k_fold_repeats`]
 //!   times over other partitions ([`Validation::for_candidate`]): its fits are cheap, and the
 //!   repeats' mean depends less on one partition's luck. The checkpoint is a model refit on every example with that rate
-//!   for the upper median of the fold models' best epochs ([`Refit`]); when the time limit leaves
+//!   for that scored epoch's count ([`Refit`]); when the time limit leaves
 //!   no room for the refit, or it diverges, the best fold model is served instead (recorded).
 //!   When not even one more epoch fits, the folds not yet started are not trained and the quality
 //!   is the mean of those that were ([`TrainedRun::folds_trained`], the fold cut of
@@ -137,6 +138,14 @@ impl Budget {
 }
 
 impl Budget {
+    /// The most seconds a run's k-fold repeats may take, predicted from its first repeat:
+    /// [`Budget::k_fold_repeats_max_seconds`] and half of `max_seconds`, the one bound of both
+    /// kinds (a classic model's settings, a network's chosen rate) and of the cost estimate,
+    /// checked by `classic::keeps_repeats`.
+    pub fn repeats_bound(&self) -> f64 {
+        self.k_fold_repeats_max_seconds.min(self.max_seconds / 2.0)
+    }
+
     /// The budget of the fits of a run that trains on `rows` examples per fit: with `min_steps`,
     /// `max_epochs` is raised to `ceil(min_steps / steps per epoch)` and `patience` to
     /// `ceil(min_steps / 10 / steps per epoch)` where those are larger (never lowered). With 40
@@ -348,7 +357,8 @@ pub struct Refit {
     pub learning_rate: f64,
     /// The seed of its initialization and shuffles (that rate's, as in its folds).
     pub seed: u64,
-    /// The epochs the rule asks for: the upper median of the fold models' best epochs.
+    /// The epochs the rule asks for: the epoch the chosen rate's folds were scored at (where
+    /// none was kept, the upper median of the fold models' best epochs, [`refit_epochs`]).
     pub planned_epochs: usize,
     /// The epochs trained (0 when it was not started).
     pub epochs: usize,
@@ -455,7 +465,8 @@ pub struct TrainedRun {
     /// the models that are not networks under the split too, `crate::classic`).
     pub refit: Option<Refit>,
     /// For classification: how the validation answers behind the reported quality fell (the best
-    /// trial's best epoch under the split; every fold of the chosen setting under k-fold), `None`
+    /// trial's best epoch under the split; every fold of the chosen setting under k-fold, a
+    /// network's at its scored epoch), `None`
     /// for value outputs and failed runs.
     pub confusion: Option<Confusion>,
     /// The validation answers behind the reported quality (the same answers as `confusion`:
@@ -598,6 +609,7 @@ impl<'a> Shared<'a> {
             refit_epochs: None,
             takes_the_rest: None,
             cut_short: false,
+            epoch_scores: None,
         }
     }
 

@@ -464,13 +464,7 @@ fn the_bit_rnn_reads_long_inputs_in_few_steps_within_its_time_limit() {
     let Targets::Classes { labels, .. } = &fresh.targets else {
         panic!("classes")
     };
-    let right = predictions
-        .iter()
-        .zip(labels)
-        .filter(|(prediction, label)| {
-            matches!(prediction, Prediction::Class { index, .. } if *index == **label)
-        })
-        .count();
+    let right = Prediction::count_correct(&predictions, labels.iter().copied());
     assert!(right >= 32, "{right} of 40 right");
 }
 

@@ -221,13 +221,8 @@ mod tests {
             assert_eq!(fitted.trees.len(), TREES);
             assert!(fitted.is_valid());
             let predictions = model.predict(&examples.inputs, &test_rows).unwrap();
-            let right = predictions
-                .iter()
-                .zip(&test_rows)
-                .filter(|(prediction, row)| {
-                    matches!(prediction, Prediction::Class { index, .. } if *index == labels[**row])
-                })
-                .count();
+            let right =
+                Prediction::count_correct(&predictions, test_rows.iter().map(|&row| labels[row]));
             assert!(right >= 85, "setting {setting}: {right} of 100 right");
             answers.push(predictions);
         }

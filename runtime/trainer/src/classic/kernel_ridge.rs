@@ -359,13 +359,7 @@ mod tests {
         assert!(model.is_valid());
         let test: Vec<usize> = (60..80).collect();
         let predictions = model.predict_rows(&values, &test).unwrap();
-        let correct = predictions
-            .iter()
-            .zip(&test)
-            .filter(
-                |(p, row)| matches!(p, Prediction::Class { index, .. } if *index == labels[**row]),
-            )
-            .count();
+        let correct = Prediction::count_correct(&predictions, test.iter().map(|&row| labels[row]));
         assert_eq!(correct, 20);
         // The model survives its checkpoint form.
         let extra = ClassicModel::KernelRidge(model.clone()).to_extra().unwrap();

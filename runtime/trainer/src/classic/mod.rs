@@ -544,7 +544,7 @@ struct Search {
     repeats_checked: bool,
     /// How many settings the learner tries (for that prediction).
     settings: usize,
-    /// [`Budget::k_fold_repeats_max_seconds`].
+    /// [`Budget::repeats_bound`].
     repeats_max_seconds: f64,
     trials: Vec<LearningRateTrial>,
     curve: Vec<CurvePoint>,
@@ -582,7 +582,7 @@ impl Search {
                     clock.elapsed() - setting_started,
                     self.settings,
                     self.repeats,
-                    self.repeats_max_seconds.min(clock.limit / 2.0),
+                    self.repeats_max_seconds,
                 )
             {
                 self.repeats = 1;
@@ -669,8 +669,7 @@ impl Search {
 
 /// Whether a repeated k-fold keeps its `repeats` after its first setting's first repeat took
 /// `first_repeat_seconds`: every one of the learner's `settings` on every repeat, predicted at that
-/// cost, must take at most `max_seconds` (the run's: [`Budget::k_fold_repeats_max_seconds`] and
-/// half its time limit).
+/// cost, must take at most `max_seconds` (the run's [`Budget::repeats_bound`]).
 pub(crate) fn keeps_repeats(
     first_repeat_seconds: f64,
     settings: usize,
@@ -747,7 +746,7 @@ pub(crate) fn train_run(
         sets_per_repeat,
         repeats: validation.repeats(),
         settings: settings.len(),
-        repeats_max_seconds: budget.k_fold_repeats_max_seconds,
+        repeats_max_seconds: budget.repeats_bound(),
         ..Search::default()
     };
     for (trial_index, setting) in settings.into_iter().enumerate() {

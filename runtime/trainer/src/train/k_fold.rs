@@ -1,6 +1,7 @@
 //! k-fold cross-validation of a network (`train_k_fold`, called by [`super::train`] below
-//! `Budget::k_fold_below` examples): every learning rate trains one model per fold, the rate
-//! with the best mean fold quality is refit on every example ([`refit_epochs`]), the time
+//! `Budget::k_fold_below` examples): every learning rate trains one model per fold, scored at
+//! the one epoch with the best mean over its folds (`RateResult::score_at_one_epoch`), the rate
+//! with the best such mean is refit on every example for that many epochs, the time
 //! limit cuts the folds it has no room for, a rate that can no longer reach the app's best run
 //! stops (see `train_k_fold`), and a cheap chosen rate repeats its folds over other partitions
 //! (`repeat_the_chosen_rate`).
@@ -10,13 +11,15 @@ use crate::error::Result;
 use crate::oof::OutOfFold;
 use crate::race;
 
+use super::trial::EpochScore;
 use super::{
     Refit, RunOutcome, Shared, TrainedRun, Validation, Weights, failed_outcome, run_trial,
     skip_rates, trial_seed,
 };
 
-/// k-fold cross-validation: every rate trains one model per fold; the rate with the best mean fold
-/// quality is refit on every example (see the module documentation).
+/// k-fold cross-validation: every rate trains one model per fold, its folds scored at one epoch;
+/// the rate with the best mean fold quality there is refit on every example (see the module
+/// documentation).
 ///
 /// Time: the folds of every rate share `max_seconds * R k / (R k + k / (k - 1))` (R rates, k folds;
 /// the refit, on `k / (k - 1)` times a fold's data, is counted as that many fold trainings), each
@@ -60,19 +63,7 @@ pub(super) fn train_k_fold(
             grid_end * rate_index as f64 / n_rates as f64,
             grid_end * (rate_index + 1) as f64 / n_rates as f64,
         );
-        let mut result = RateResult {
-            learning_rate,
-            seed,
-            qualities: Vec::new(),
-            best_epochs: Vec::new(),
-            best_fold: None,
-            confusion: Confusion::default(),
-            oof: OutOfFold::default(),
-            seconds: 0.0,
-            epochs: 0,
-            answers: 0,
-            raced: false,
-        };
+        let mut result = RateResult::new(learning_rate, seed);
         let mut cut = None;
         for (fold, (train_rows, validation_rows)) in sets.iter().enumerate() {
             let trial_started = shared.started.elapsed().as_secs_f64();
@@ -89,6 +80,7 @@ pub(super) fn train_k_fold(
             }
             context.grid_end = grid_end;
             context.trainings_per_rate = k;
+            context.epoch_scores = Some(Vec::new());
             let (mut record, kept) = run_trial(&mut context, learning_rate, seed, &mut run.curve)?;
             record.fold = Some(fold);
             let seconds = shared.started.elapsed().as_secs_f64() - trial_started;
@@ -102,23 +94,7 @@ pub(super) fn train_k_fold(
             }
             let succeeded = match (record.best_quality, kept) {
                 (Some(quality), Some(weights)) => {
-                    result.qualities.push(quality);
-                    if let Some(confusion) = &record.confusion {
-                        result.confusion.merge(confusion);
-                    }
-                    if let Some(oof) = &record.oof {
-                        result.oof.merge(oof);
-                    }
-                    result
-                        .best_epochs
-                        .push(record.best_epoch.unwrap_or(record.epochs));
-                    if result
-                        .best_fold
-                        .as_ref()
-                        .is_none_or(|(best, _)| quality > *best)
-                    {
-                        result.best_fold = Some((quality, weights));
-                    }
+                    result.add_fold(&record, quality, weights, &mut context);
                     result.answers += validation_rows.len();
                     true
                 }
@@ -138,6 +114,7 @@ pub(super) fn train_k_fold(
                 break;
             }
         }
+        result.score_at_one_epoch(k);
         // Every fold trained, or the time limit cut the folds after some trained (a failed fold
         // leaves the rate without a mean: its loop stops before the time limit can cut it).
         let complete = result.qualities.len() == sets.len() || out_of_time || result.raced;
@@ -183,12 +160,14 @@ pub(super) fn train_k_fold(
 /// grid's means on it, and a cheap network's folds on a small table cost a fraction of a second,
 /// so that mean can be made less lucky as a classic model's is: when the rate trained every fold
 /// (not cut, not raced) and its folds' seconds times `Budget::k_fold_repeats` fit the repeats'
-/// bound (`classic::keeps_repeats` with `Budget::k_fold_repeats_max_seconds` and half the limit)
-/// with the refit's time still left, the rate trains the folds of the other partitions too
-/// (`data::k_folds`' repeats, as a classic model's). Its quality and spread are then over every
-/// fold, its answers averaged per example, its confusion the first partition's, its refit's epochs
-/// the median over every fold, and the run's protocol `5-fold stratified x3`. A failed fold, or
-/// the time limit, drops the repeats: the run is then the unrepeated one. Only the chosen rate
+/// bound ([`super::Budget::repeats_bound`], checked by `classic::keeps_repeats`) with the refit's
+/// time still left, the rate trains the folds of the other partitions too (`data::k_folds`'
+/// repeats, as a classic model's), each partition's folds by a deadline within that bound. Its
+/// folds are then scored again together at one epoch chosen over every fold
+/// (`RateResult::score_at_one_epoch`): quality and spread over every fold, answers averaged per
+/// example, confusion the first partition's, the refit's epochs that epoch; the run's protocol
+/// `5-fold stratified x3`. A failed fold, or one the deadline cut, drops the repeats: the run is
+/// then the unrepeated one. Only the chosen rate
 /// repeats (the grid's other rates lost on the first partition); the race does not apply (the
 /// rate is the run's best).
 fn repeat_the_chosen_rate(
@@ -209,13 +188,11 @@ fn repeat_the_chosen_rate(
     if repeats < 2 || best.raced || best.qualities.len() != k {
         return Ok(());
     }
-    let bound = budget
-        .k_fold_repeats_max_seconds
-        .min(budget.max_seconds / 2.0);
     let now = shared.started.elapsed().as_secs_f64();
     let more = best.seconds * (repeats - 1) as f64;
-    if !crate::classic::keeps_repeats(best.seconds, 1, repeats, bound)
-        || now + more + refit_estimate(best, k.max(2)) > budget.max_seconds
+    let refit = refit_estimate(best, k.max(2));
+    if !crate::classic::keeps_repeats(best.seconds, 1, repeats, budget.repeats_bound())
+        || now + more + refit > budget.max_seconds
     {
         return Ok(());
     }
@@ -226,75 +203,48 @@ fn repeat_the_chosen_rate(
     };
     let all_sets = repeated.sets(shared.examples);
     let extra = all_sets.get(k..).unwrap_or_default();
-    // Each fold's share of the time the repeats may take (a quarter more than the first
-    // partition's folds took, and never the refit's).
-    let end = (now + 1.25 * more).min(budget.max_seconds - refit_estimate(best, k.max(2)));
-    let mut added = RepeatFolds::default();
+    // Each fold's share of the time the repeats may take: what the bound leaves them (at
+    // least a quarter more than the first partition's folds took; an early-stopped fold's
+    // epochs vary), never the refit's.
+    let allowed = (1.25 * more).max(budget.repeats_bound() - best.seconds);
+    let end = (now + allowed).min(budget.max_seconds - refit);
+    let mut added = RateResult::new(best.learning_rate, best.seed);
     for (index, (train_rows, validation_rows)) in extra.iter().enumerate() {
         let deadline = now + (end - now) * (index + 1) as f64 / extra.len().max(1) as f64;
         let mut context = shared.context(train_rows, validation_rows, deadline);
         context.grid_end = end;
         context.trainings_per_rate = extra.len();
+        context.epoch_scores = Some(Vec::new());
         let trial_started = shared.started.elapsed().as_secs_f64();
         let (mut record, kept) =
             run_trial(&mut context, best.learning_rate, best.seed, &mut run.curve)?;
         record.fold = Some(k + index);
         added.seconds += shared.started.elapsed().as_secs_f64() - trial_started;
         added.epochs += record.epochs;
-        let outcome = record.best_quality.zip(kept);
-        let best_epoch = record.best_epoch.unwrap_or(record.epochs);
-        let oof = record.oof.clone();
-        run.trials.push(record);
         // A failed fold, or one the deadline cut, leaves the run unrepeated.
-        let Some((quality, weights)) = outcome else {
-            return Ok(());
-        };
-        if context.cut_short {
-            return Ok(());
+        match (record.best_quality, kept) {
+            (Some(quality), Some(weights)) if !context.cut_short => {
+                added.add_fold(&record, quality, weights, &mut context);
+                added.answers += validation_rows.len();
+                run.trials.push(record);
+            }
+            _ => {
+                run.trials.push(record);
+                return Ok(());
+            }
         }
-        added.qualities.push(quality);
-        added.best_epochs.push(best_epoch);
-        if let Some(oof) = &oof {
-            added.oof.merge(oof);
-        }
-        if added.best_fold.as_ref().is_none_or(|(q, _)| quality > *q) {
-            added.best_fold = Some((quality, weights));
-        }
-        added.answers += validation_rows.len();
     }
-    best.qualities.extend(added.qualities);
-    best.best_epochs.extend(added.best_epochs);
-    best.oof.merge(&added.oof);
-    best.oof = std::mem::take(&mut best.oof).averaged_by_row();
-    best.seconds += added.seconds;
-    best.epochs += added.epochs;
-    best.answers += added.answers;
-    if let Some((quality, weights)) = added.best_fold
-        && best.best_fold.as_ref().is_none_or(|(q, _)| quality > *q)
-    {
-        best.best_fold = Some((quality, weights));
-    }
+    best.absorb(added);
+    best.score_at_one_epoch(k);
     run.validation = repeated;
     Ok(())
 }
 
-/// What the repeats of the chosen rate add to its folds.
-#[derive(Default)]
-struct RepeatFolds {
-    qualities: Vec<f64>,
-    best_epochs: Vec<usize>,
-    best_fold: Option<(f64, Weights)>,
-    oof: OutOfFold,
-    seconds: f64,
-    epochs: usize,
-    answers: usize,
-}
-
 /// The refit's seconds, estimated from the chosen rate's folds: their seconds per epoch, scaled by
-/// the `k / (k - 1)` larger data, times [`refit_epochs`].
+/// the `k / (k - 1)` larger data, times the refit's epochs ([`RateResult::refit_epochs`]).
 fn refit_estimate(best: &RateResult, k: usize) -> f64 {
     let seconds_per_epoch = best.seconds / best.epochs.max(1) as f64 * k as f64 / (k - 1) as f64;
-    seconds_per_epoch * refit_epochs(&best.best_epochs) as f64
+    seconds_per_epoch * best.refit_epochs() as f64
 }
 
 /// The run's quality, spread and checkpoint from the chosen rate: its folds' mean and deviation,
@@ -338,10 +288,17 @@ fn serve_the_best_rate(
 struct RateResult {
     learning_rate: f64,
     seed: u64,
-    /// Each fold's best validation quality.
+    /// Each fold's validation quality: its best epoch's while the folds train (what the race
+    /// reads, the optimistic side), then its quality at the rate's one scored epoch
+    /// ([`RateResult::score_at_one_epoch`]).
     qualities: Vec<f64>,
     /// Each fold's best epoch.
     best_epochs: Vec<usize>,
+    /// Each fold's answers, epoch by epoch, and at its best epoch.
+    folds: Vec<FoldScores>,
+    /// The one epoch every fold is scored at, once scored (`None`: a fold kept no epochs, and
+    /// each fold is scored at its best).
+    scored_epoch: Option<usize>,
     /// The fold model with the best quality (served when the refit cannot be).
     best_fold: Option<(f64, Weights)>,
     /// How its folds' validation answers fell, summed (classification).
@@ -357,7 +314,151 @@ struct RateResult {
     raced: bool,
 }
 
+/// One fold of a rate: its trial's epoch scores ([`super::TrialContext::epoch_scores`]) and
+/// its best epoch's answers (which stand in where an epoch kept none).
+struct FoldScores {
+    epochs: Vec<EpochScore>,
+    best: EpochScore,
+}
+
 impl RateResult {
+    fn new(learning_rate: f64, seed: u64) -> RateResult {
+        RateResult {
+            learning_rate,
+            seed,
+            qualities: Vec::new(),
+            best_epochs: Vec::new(),
+            folds: Vec::new(),
+            scored_epoch: None,
+            best_fold: None,
+            confusion: Confusion::default(),
+            oof: OutOfFold::default(),
+            seconds: 0.0,
+            epochs: 0,
+            answers: 0,
+            raced: false,
+        }
+    }
+
+    /// Adds a fold that trained: its best quality and epoch, its epochs' scores (taken from
+    /// `context`), and its weights when they are the best fold's so far.
+    fn add_fold(
+        &mut self,
+        record: &super::LearningRateTrial,
+        quality: f64,
+        weights: Weights,
+        context: &mut super::TrialContext<'_>,
+    ) {
+        self.qualities.push(quality);
+        self.best_epochs
+            .push(record.best_epoch.unwrap_or(record.epochs));
+        self.folds.push(FoldScores {
+            epochs: context.epoch_scores.take().unwrap_or_default(),
+            best: EpochScore {
+                quality,
+                confusion: record.confusion.clone(),
+                oof: record.oof.clone(),
+            },
+        });
+        self.keep_best_fold(quality, weights);
+    }
+
+    /// Keeps `weights` as the best fold model when its `quality` beats the one kept.
+    fn keep_best_fold(&mut self, quality: f64, weights: Weights) {
+        if self
+            .best_fold
+            .as_ref()
+            .is_none_or(|(best, _)| quality > *best)
+        {
+            self.best_fold = Some((quality, weights));
+        }
+    }
+
+    /// Adds the folds of `other` (the same rate's repeats): they are scored again together.
+    fn absorb(&mut self, other: RateResult) {
+        self.qualities.extend(other.qualities);
+        self.best_epochs.extend(other.best_epochs);
+        self.folds.extend(other.folds);
+        self.seconds += other.seconds;
+        self.epochs += other.epochs;
+        self.answers += other.answers;
+        if let Some((quality, weights)) = other.best_fold {
+            self.keep_best_fold(quality, weights);
+        }
+    }
+
+    /// **One epoch for every fold** (issue 48): each fold's best epoch is the best of up to
+    /// `max_epochs` noisy scores on a few dozen examples, so a mean of fold bests is lucky where
+    /// a classic model's setting, chosen once for all its folds, is not (mlp_small on 120 iris
+    /// flowers: 0.975 over fold bests, 0.944 at its best single epoch). So the rate is scored
+    /// at the one epoch whose mean over its folds is highest (the earliest of equals), a
+    /// fold that stopped before it counting its last epoch (early stopping saw no progress
+    /// after it); each fold's quality, how its answers fell (the first `partition_folds`
+    /// folds: one partition, every example once) and its answers (each example's mean over
+    /// the partitions) are that epoch's, the refit trains that many epochs. Where a fold kept
+    /// no epochs (none evaluated), each fold counts its best, as before.
+    fn score_at_one_epoch(&mut self, partition_folds: usize) {
+        let longest = self.folds.iter().map(|fold| fold.epochs.len()).max();
+        let scored = match longest {
+            Some(longest) if self.folds.iter().all(|fold| !fold.epochs.is_empty()) => {
+                let at = |fold: &FoldScores, epoch: usize| {
+                    fold.epochs[epoch.min(fold.epochs.len() - 1)].quality
+                };
+                let mut chosen = (0, f64::NEG_INFINITY);
+                for epoch in 0..longest {
+                    let sum: f64 = self.folds.iter().map(|fold| at(fold, epoch)).sum();
+                    let mean = sum / self.folds.len() as f64;
+                    if mean > chosen.1 {
+                        chosen = (epoch, mean);
+                    }
+                }
+                Some(chosen.0)
+            }
+            _ => None,
+        };
+        self.scored_epoch = scored.map(|epoch| epoch + 1);
+        let score = |fold: &FoldScores| -> (f64, Option<Confusion>, Option<OutOfFold>) {
+            let Some(epoch) = scored else {
+                return (
+                    fold.best.quality,
+                    fold.best.confusion.clone(),
+                    fold.best.oof.clone(),
+                );
+            };
+            let at = &fold.epochs[epoch.min(fold.epochs.len() - 1)];
+            (
+                at.quality,
+                at.confusion.clone().or_else(|| fold.best.confusion.clone()),
+                at.oof.clone().or_else(|| fold.best.oof.clone()),
+            )
+        };
+        self.qualities.clear();
+        self.confusion = Confusion::default();
+        self.oof = OutOfFold::default();
+        for (index, fold) in self.folds.iter().enumerate() {
+            let (quality, confusion, oof) = score(fold);
+            self.qualities.push(quality);
+            if let Some(confusion) = confusion
+                && index < partition_folds
+            {
+                self.confusion.merge(&confusion);
+            }
+            if let Some(oof) = oof {
+                self.oof.merge(&oof);
+            }
+        }
+        if self.folds.len() > partition_folds {
+            self.oof = std::mem::take(&mut self.oof).averaged_by_row();
+        }
+    }
+
+    /// The refit's epochs: the scored epoch, or (no epochs kept) [`refit_epochs`] of the
+    /// folds' best epochs.
+    fn refit_epochs(&self) -> usize {
+        self.scored_epoch
+            .unwrap_or_else(|| refit_epochs(&self.best_epochs))
+    }
+
     /// Whether this rate is preferred to `other` (`folds` in the protocol): one that trained
     /// every fold beats one the time limit cut, whatever their means (a mean of fewer folds is
     /// the noisier one); else the higher mean.
@@ -386,19 +487,20 @@ impl RateResult {
     }
 }
 
-/// The refit rule's epoch count: the upper median of the fold models' best epochs, at least 1.
+/// The refit's epoch count where a rate's folds kept no epoch scores (so no one scored epoch):
+/// the upper median of the fold models' best epochs, at least 1.
 pub fn refit_epochs(best_epochs: &[usize]) -> usize {
     let mut sorted = best_epochs.to_vec();
     sorted.sort_unstable();
     sorted.get(sorted.len() / 2).copied().unwrap_or(1).max(1)
 }
 
-/// Trains the chosen rate on every example for [`refit_epochs`] epochs, when the time left allows
+/// Trains the chosen rate on every example for [`RateResult::refit_epochs`] epochs, when the time left allows
 /// (estimated from its folds' seconds per epoch, scaled by the `k / (k - 1)` larger data); returns
 /// the record and, when the refit completed, its weights.
 fn refit(shared: &Shared<'_>, best: &RateResult, k: usize) -> Result<(Refit, Option<Weights>)> {
     let budget = shared.budget;
-    let planned = refit_epochs(&best.best_epochs);
+    let planned = best.refit_epochs();
     let mut record = Refit {
         learning_rate: best.learning_rate,
         seed: best.seed,
@@ -446,4 +548,105 @@ fn refit(shared: &Shared<'_>, best: &RateResult, k: usize) -> Result<(Refit, Opt
         return Ok((record, None));
     }
     Ok((record, weights))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fold whose epochs scored `qualities`, each answering its one row `row` with the
+    /// quality as the answer (so the answers show which epoch they came from).
+    fn fold(row: usize, qualities: &[f64]) -> FoldScores {
+        let score = |quality: f64| {
+            let mut oof = OutOfFold::default();
+            oof.push(row, &[quality as f32]);
+            EpochScore {
+                quality,
+                confusion: None,
+                oof: Some(oof),
+            }
+        };
+        let best = qualities.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        FoldScores {
+            epochs: qualities.iter().map(|&quality| score(quality)).collect(),
+            best: score(best),
+        }
+    }
+
+    fn rate(folds: Vec<FoldScores>) -> RateResult {
+        let mut rate = RateResult::new(0.01, 7);
+        rate.folds = folds;
+        rate
+    }
+
+    #[test]
+    fn folds_are_scored_at_the_epoch_with_the_best_mean_a_stopped_fold_counting_its_last() {
+        // Fold 0 peaks at epoch 1, fold 1 at epoch 3; fold 2 stopped after epoch 2 (its last,
+        // 0.6, counts after it). Means: epoch 1 (0.9 + 0.5 + 0.7) / 3 = 0.7, epoch 2 0.7,
+        // epoch 3 (0.7 + 1.0 + 0.6) / 3 = 0.767: the bests' mean would be 0.867.
+        let mut rate = rate(vec![
+            fold(0, &[0.9, 0.8, 0.7]),
+            fold(1, &[0.5, 0.7, 1.0]),
+            fold(2, &[0.7, 0.6]),
+        ]);
+        rate.score_at_one_epoch(3);
+        assert_eq!(rate.scored_epoch, Some(3));
+        assert_eq!(rate.refit_epochs(), 3);
+        assert_eq!(rate.qualities, vec![0.7, 1.0, 0.6]);
+        assert!((rate.mean() - 2.3 / 3.0).abs() < 1e-12);
+        assert_eq!(rate.oof.rows, vec![0, 1, 2]);
+        assert_eq!(rate.oof.values, vec![0.7, 1.0, 0.6]);
+    }
+
+    #[test]
+    fn equal_means_score_the_earliest_epoch() {
+        let mut rate = rate(vec![fold(0, &[0.5, 1.0, 0.5]), fold(1, &[1.0, 0.5, 1.0])]);
+        rate.score_at_one_epoch(2);
+        assert_eq!(rate.scored_epoch, Some(1));
+        assert_eq!(rate.qualities, vec![0.5, 1.0]);
+    }
+
+    #[test]
+    fn an_epoch_without_answers_takes_its_folds_best_answers_and_no_epochs_the_bests() {
+        let mut with_gap = fold(0, &[0.4, 0.8]);
+        with_gap.epochs[1].oof = None;
+        let mut rate = rate(vec![with_gap, fold(1, &[0.6, 0.9])]);
+        rate.score_at_one_epoch(2);
+        assert_eq!(rate.scored_epoch, Some(2));
+        // Fold 0's best (0.8) stands in for its missing answers at epoch 2.
+        assert_eq!(rate.oof.values, vec![0.8, 0.9]);
+        // No epochs kept at all (an older trial, or none evaluated): each fold's best, and the
+        // refit the upper median of the best epochs.
+        let mut bare = rate_of_bests();
+        bare.score_at_one_epoch(2);
+        assert_eq!(bare.scored_epoch, None);
+        assert_eq!(bare.qualities, vec![0.9, 0.8]);
+        assert_eq!(bare.refit_epochs(), refit_epochs(&[4, 9]));
+    }
+
+    fn rate_of_bests() -> RateResult {
+        let mut folds = vec![fold(0, &[0.9]), fold(1, &[0.8])];
+        for fold in &mut folds {
+            fold.epochs.clear();
+        }
+        let mut rate = rate(folds);
+        rate.best_epochs = vec![4, 9];
+        rate
+    }
+
+    #[test]
+    fn repeated_partitions_are_scored_together_and_their_answers_averaged() {
+        // Two partitions of the same two rows: folds 0-1 and 2-3; the confusion would count
+        // the first partition only, the answers are each row's mean over both.
+        let mut first = rate(vec![fold(0, &[0.2, 0.6]), fold(1, &[0.4, 0.8])]);
+        first.score_at_one_epoch(2);
+        let second = rate(vec![fold(0, &[1.0, 0.2]), fold(1, &[1.0, 0.4])]);
+        first.absorb(second);
+        first.score_at_one_epoch(2);
+        // Means over four folds: epoch 1 0.65, epoch 2 0.5.
+        assert_eq!(first.scored_epoch, Some(1));
+        assert_eq!(first.qualities, vec![0.2, 0.4, 1.0, 1.0]);
+        assert_eq!(first.oof.rows, vec![0, 1]);
+        assert_eq!(first.oof.values, vec![0.6, 0.7]);
+    }
 }

@@ -29,7 +29,25 @@ pub(crate) struct TrialContext<'a> {
     pub(crate) takes_the_rest: Option<f64>,
     /// Set by the trial when the deadline stopped an epoch before its last batch.
     pub(crate) cut_short: bool,
+    /// When `Some`, the trial adds every evaluated epoch's score to it (a k-fold rate scores
+    /// its folds at one epoch: `k_fold::RateResult::score_at_one_epoch`).
+    pub(crate) epoch_scores: Option<Vec<EpochScore>>,
 }
+
+/// The validation answers of one epoch of a trial: its quality, and how its answers fell and
+/// the answers themselves (kept while a trial's kept answers stay within
+/// [`EPOCH_ANSWERS_MAX_VALUES`]; past it `None`, and the fold's best epoch's stand in).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EpochScore {
+    pub(crate) quality: f64,
+    pub(crate) confusion: Option<Confusion>,
+    pub(crate) oof: Option<OutOfFold>,
+}
+
+/// The most answer values (probabilities or output values) a trial keeps over its epochs'
+/// [`EpochScore`]s: 4 MiB of `f32`, the store's bound on a run's answers. A fold of 40 examples
+/// of 10 classes keeps 20 epochs in 8,000; a fold of images answered by images keeps none.
+pub(crate) const EPOCH_ANSWERS_MAX_VALUES: usize = 1 << 20;
 
 /// The adversary of GAN and pix2pix, in its own `VarStore` (not part of the checkpoint).
 struct Adversary {
@@ -192,6 +210,7 @@ pub(crate) fn run_trial(
             }
         };
         let quality = evaluation.quality;
+        keep_epoch_score(context, quality, &confusion, &oof);
         curve.push(CurvePoint {
             learning_rate,
             epoch,
@@ -224,6 +243,32 @@ pub(crate) fn run_trial(
     record.best_quality = best_weights.as_ref().map(|_| stopping.best_quality());
     record.best_epoch = best_weights.as_ref().map(|_| best_epoch);
     Ok((record, best_weights))
+}
+
+/// Adds an evaluated epoch's score to the trial's `epoch_scores` when it keeps them, its
+/// answers while the trial's kept answers stay within [`EPOCH_ANSWERS_MAX_VALUES`].
+fn keep_epoch_score(
+    context: &mut TrialContext<'_>,
+    quality: f64,
+    confusion: &Option<Confusion>,
+    oof: &Option<OutOfFold>,
+) {
+    let Some(scores) = context.epoch_scores.as_mut() else {
+        return;
+    };
+    let kept: usize = scores
+        .iter()
+        .filter_map(|score| score.oof.as_ref())
+        .map(|oof| oof.values.len())
+        .sum();
+    scores.push(EpochScore {
+        quality,
+        confusion: confusion.clone(),
+        oof: oof
+            .as_ref()
+            .filter(|oof| kept + oof.values.len() <= EPOCH_ANSWERS_MAX_VALUES)
+            .cloned(),
+    });
 }
 
 /// The adversary of a GAN or pix2pix trial (none for other models), from a stream of its own.
