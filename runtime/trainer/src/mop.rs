@@ -25,10 +25,10 @@
 use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
-use crate::batch::{Confusion, QualityAccumulator, dense_input_shape, example_batch, loss};
+use crate::batch::{Confusion, QualityAccumulator, example_batch, loss};
 use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::{Checkpoint, CheckpointMeta, safetensors_bytes};
-use crate::data::{Examples, Inputs, mix64};
+use crate::data::{Examples, mix64};
 use crate::error::{Error, Result};
 use crate::hop::{SubEpoch, TrainingState, begin_sub_epoch};
 use crate::models::{self, Model, ModelConfig};
@@ -139,7 +139,8 @@ pub(crate) fn restored(
 }
 
 /// The run's state before its first sub-epoch (see the module docs); `train_rows` fit the input
-/// normalizer, as a run of the trainer fits it on its training rows.
+/// normalizer and a regression's output scale, as a run of the trainer fits them on its training
+/// rows ([`Model::fit_transforms`]).
 pub fn initial_state(
     setup: &MopSetup,
     examples: &Examples,
@@ -147,11 +148,7 @@ pub fn initial_state(
     device: Device,
 ) -> Result<Vec<u8>> {
     let (store, mut model, adam) = build(setup, device, setup.seed)?;
-    if let (Some(normalizer), Inputs::Dense { shape, values }) =
-        (model.normalizer.as_mut(), &examples.inputs)
-    {
-        normalizer.fit(values, &dense_input_shape(&setup.task, shape), train_rows);
-    }
+    model.fit_transforms(&setup.task, examples, train_rows);
     TrainingState::capture(&store, &adam, setup.seed, None)?.to_bytes()
 }
 

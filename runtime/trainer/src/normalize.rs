@@ -3,7 +3,11 @@
 //!   then mapped by `f_k(x) = -x^(2k) + x^k`;
 //! - standardization (`(x - mean) / std`), which every tabular model without f_k gets, as a
 //!   scikit-learn pipeline would: feature rows mix scales (a wine's proline is ~1000, its hue ~1), and
-//!   MLPs and logistic regression train badly on raw scales.
+//!   MLPs and logistic regression train badly on raw scales;
+//!
+//! and one output transform, [`OutputScale`]: a tabular regression network's outputs are
+//! standardized values, mapped back to the targets' scale (`raw * std + mean`, fitted on the training rows'
+//! targets), so it starts at the targets' mean and learns in units of their spread.
 //!
 //! The fitted statistics are non-trainable variables of the model's `VarStore`, so a checkpoint
 //! carries them.
@@ -80,36 +84,7 @@ impl Normalizer {
 
     fn fit_moments(&mut self, values: &[f32], shape: &[i64], rows: &[usize]) {
         let channels = shape.last().copied().unwrap_or(1).max(1) as usize;
-        let row_len = numel(shape);
-        let mut sum = vec![0f64; channels];
-        let mut squares = vec![0f64; channels];
-        let mut count = vec![0f64; channels];
-        for &row in rows {
-            let start = row * row_len;
-            for (offset, &value) in values[start..start + row_len].iter().enumerate() {
-                if value.is_finite() {
-                    let channel = offset % channels;
-                    sum[channel] += f64::from(value);
-                    squares[channel] += f64::from(value) * f64::from(value);
-                    count[channel] += 1.0;
-                }
-            }
-        }
-        let mut mean = vec![0f32; channels];
-        let mut std = vec![1f32; channels];
-        for channel in 0..channels {
-            if count[channel] > 0.0 {
-                let m = sum[channel] / count[channel];
-                let variance = (squares[channel] / count[channel] - m * m).max(0.0);
-                mean[channel] = m as f32;
-                // A constant feature keeps scale 1 (it becomes 0 everywhere).
-                std[channel] = if variance > 1e-12 {
-                    variance.sqrt() as f32
-                } else {
-                    1.0
-                };
-            }
-        }
+        let (mean, std) = moments(values, numel(shape), channels, rows);
         tch::no_grad(|| {
             let device = self.minimum.device();
             self.minimum
@@ -131,6 +106,91 @@ impl Normalizer {
     }
 }
 
+/// The name under a model's path of the [`OutputScale`] variables (`output_scale.mean`,
+/// `output_scale.std`); checkpoints from before it lack them and load as the identity.
+pub(crate) const OUTPUT_SCALE_NAME: &str = "output_scale";
+
+/// A regression network's output transform (see the module documentation): per output value,
+/// `raw * std + mean` of the training rows' targets. With Adam (whose steps do not depend on the
+/// gradient's scale) the network then trains as on standardized targets, from their mean: on
+/// scikit-learn's diabetes data (targets 25-346, mean 152) a linear model's 20 epochs at rate 0.1
+/// had reached R^2 0 from an output of 0.
+#[derive(Debug)]
+pub struct OutputScale {
+    mean: Tensor,
+    std: Tensor,
+}
+
+impl OutputScale {
+    /// Creates the identity transform's variables for `outputs` values under `path`.
+    pub fn new(path: &nn::Path<'_>, outputs: i64) -> Self {
+        let path = path / OUTPUT_SCALE_NAME;
+        Self {
+            mean: path.zeros_no_train("mean", &[outputs]),
+            std: path.ones_no_train("std", &[outputs]),
+        }
+    }
+
+    /// Fits each output value's mean and standard deviation on the training `rows` of the
+    /// targets' dense buffer (`width` values a row; a constant output keeps scale 1).
+    pub fn fit(&mut self, values: &[f32], width: usize, rows: &[usize]) {
+        let (mean, std) = moments(values, width, width, rows);
+        tch::no_grad(|| {
+            let device = self.mean.device();
+            self.mean
+                .copy_(&Tensor::from_slice(&mean).to_device(device));
+            self.std.copy_(&Tensor::from_slice(&std).to_device(device));
+        });
+    }
+
+    /// The outputs on the targets' scale.
+    pub fn apply(&self, raw: &Tensor) -> Tensor {
+        raw * &self.std + &self.mean
+    }
+}
+
+/// Each channel's mean and standard deviation over the finite values of the `rows` of a dense
+/// buffer (`row_len` values a row, the channel cycling fastest): 0 and 1 for a channel without
+/// values, scale 1 for a constant one (it becomes 0 everywhere).
+fn moments(
+    values: &[f32],
+    row_len: usize,
+    channels: usize,
+    rows: &[usize],
+) -> (Vec<f32>, Vec<f32>) {
+    let channels = channels.max(1);
+    let mut sum = vec![0f64; channels];
+    let mut squares = vec![0f64; channels];
+    let mut count = vec![0f64; channels];
+    for &row in rows {
+        let start = row * row_len;
+        for (offset, &value) in values[start..start + row_len].iter().enumerate() {
+            if value.is_finite() {
+                let channel = offset % channels;
+                sum[channel] += f64::from(value);
+                squares[channel] += f64::from(value) * f64::from(value);
+                count[channel] += 1.0;
+            }
+        }
+    }
+    let mut mean = vec![0f32; channels];
+    let mut std = vec![1f32; channels];
+    for channel in 0..channels {
+        if count[channel] > 0.0 {
+            let m = sum[channel] / count[channel];
+            let variance = (squares[channel] / count[channel] - m * m).max(0.0);
+            mean[channel] = m as f32;
+            // A constant feature keeps scale 1 (it becomes 0 everywhere).
+            std[channel] = if variance > 1e-12 {
+                variance.sqrt() as f32
+            } else {
+                1.0
+            };
+        }
+    }
+    (mean, std)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +207,23 @@ mod tests {
         let out: Vec<f32> = Vec::try_from(out.flatten(0, -1)).unwrap();
         // x = 0.5 -> -0.25 + 0.5; x = 1 -> 0; x = 0 -> 0.
         assert_eq!(out, vec![0.25, 0.25, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn the_output_scale_maps_standard_values_to_the_targets_of_the_training_rows() {
+        let store = nn::VarStore::new(Device::Cpu);
+        let mut scale = OutputScale::new(&store.root(), 2);
+        // Identity before it is fitted (a checkpoint from before it loads so).
+        let raw = Tensor::from_slice(&[0.0f32, 1.0, -1.0, 2.0]).view([2, 2]);
+        let same: Vec<f32> = Vec::try_from(scale.apply(&raw).flatten(0, -1)).unwrap();
+        assert_eq!(same, vec![0.0, 1.0, -1.0, 2.0]);
+        // Two outputs a row; rows 0 and 1 train (output 0: 100 +- 10; output 1 constant 5),
+        // row 2 is not counted.
+        let targets = [90.0, 5.0, 110.0, 5.0, 1e6, 1e6];
+        scale.fit(&targets, 2, &[0, 1]);
+        let mapped: Vec<f32> = Vec::try_from(scale.apply(&raw).flatten(0, -1)).unwrap();
+        // 0 -> the mean; 1 and -1 standard deviations; a constant output keeps scale 1.
+        assert_eq!(mapped, vec![100.0, 6.0, 90.0, 7.0]);
     }
 
     #[test]

@@ -33,10 +33,10 @@ use easeml_stats::protocol::{KFold, Protocol};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Tensor, nn};
 
-use crate::batch::{Confusion, QualityAccumulator, TargetBatch, dense_input_shape, loss};
+use crate::batch::{Confusion, QualityAccumulator, TargetBatch, loss};
 use crate::candidate::{Candidate, ModelKind};
 use crate::checkpoint::{Checkpoint, CheckpointMeta, safetensors_bytes};
-use crate::data::{Examples, Inputs, Targets, k_folds, mix64, split_by_id};
+use crate::data::{Examples, Targets, k_folds, mix64, split_by_id};
 use crate::error::Result;
 use crate::models::recovery::Discriminator;
 use crate::models::{self, BatchInput, Model, ModelConfig};
@@ -837,8 +837,11 @@ pub(crate) fn load_into(store: &mut nn::VarStore, named: Vec<(String, Tensor)>) 
         for (name, variable) in variables.iter_mut() {
             // Checkpoints from before the warm batch norms kept their count in the store lack
             // it; inference does not read it.
+            // Checkpoints from before a regression's output scale lack it: they were trained
+            // without one, and load as the identity (mean 0, std 1).
             if !named.contains_key(name)
-                && name.rsplit('.').next() == Some(models::WARM_BATCHES_NAME)
+                && (name.rsplit('.').next() == Some(models::WARM_BATCHES_NAME)
+                    || name.starts_with(&format!("{}.", crate::normalize::OUTPUT_SCALE_NAME)))
             {
                 continue;
             }

@@ -83,6 +83,18 @@ fn tabular_models_learn_signs_and_lines() {
     for model in ["linear", "mlp_small", "mlp_large"] {
         assert_learns(model, &regression, &budget(15), 0.8);
     }
+    // The same line far from 0 and 300 times as wide (a price, a count): the networks' outputs
+    // are on the targets' scale (`OutputScale`), so they learn it as fast (without, the linear
+    // model's 15 epochs end at R^2 0).
+    let mut shifted = regression.clone();
+    if let Targets::Dense { values, .. } = &mut shifted.targets {
+        for value in values.iter_mut() {
+            *value = 1000.0 + 300.0 * *value;
+        }
+    }
+    for model in ["linear", "mlp_small"] {
+        assert_learns(model, &shifted, &budget(15), 0.8);
+    }
 }
 
 /// float16 mixed precision, the older GPUs' path (autocast to float16, the loss scaled:

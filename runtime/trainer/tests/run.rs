@@ -1187,3 +1187,61 @@ fn trimtuner_searches_settings_and_data_shares_then_trains_the_incumbent_on_all_
     let run = train(&Candidate::parse("knn").unwrap(), &examples, &budget).unwrap();
     assert!(run.trials.iter().all(|trial| trial.tuned.is_none()));
 }
+
+/// A regression network's checkpoint from before the output scale (no `output_scale.*`
+/// tensors) still loads, as the identity it was trained with: its answers are the network's raw
+/// outputs, which the scaled checkpoint maps by the targets' mean and deviation.
+#[test]
+fn regression_checkpoints_from_before_the_output_scale_still_load() {
+    let _serial = serial();
+    let mut examples = synthetic::tabular_linear(80, 3, 5);
+    if let Targets::Dense { values, .. } = &mut examples.targets {
+        for value in values.iter_mut() {
+            *value = 50.0 + 10.0 * *value;
+        }
+    }
+    let mut budget = budget(3);
+    budget.learning_rates = vec![0.01];
+    let run = train(&Candidate::parse("linear").unwrap(), &examples, &budget).unwrap();
+    let checkpoint = run.checkpoint().expect("a trained linear model").clone();
+    let path = std::env::temp_dir().join(format!(
+        "easeml-output-scale-{}.safetensors",
+        std::process::id()
+    ));
+    std::fs::write(&path, &checkpoint.weights).unwrap();
+    let named = tch::Tensor::read_safetensors(&path).unwrap();
+    let (scale, rest): (Vec<_>, Vec<_>) = named
+        .into_iter()
+        .partition(|(name, _)| name.starts_with("output_scale."));
+    let value = |name: &str| {
+        let (_, tensor) = scale.iter().find(|(n, _)| n == name).unwrap();
+        tensor.double_value(&[0])
+    };
+    let (mean, std) = (value("output_scale.mean"), value("output_scale.std"));
+    assert!((40.0..60.0).contains(&mean) && std > 1.0, "{mean} {std}");
+    let rest: Vec<(&str, tch::Tensor)> = rest
+        .iter()
+        .map(|(name, tensor)| (name.as_str(), tensor.shallow_clone()))
+        .collect();
+    tch::Tensor::write_safetensors(&rest, &path).unwrap();
+    let old = Checkpoint {
+        meta: checkpoint.meta.clone(),
+        weights: std::fs::read(&path).unwrap(),
+    };
+    let _ = std::fs::remove_file(&path);
+    let answers = |checkpoint: &Checkpoint| -> Vec<f64> {
+        Predictor::new(checkpoint, Device::Cpu)
+            .unwrap()
+            .predict(&examples.inputs)
+            .unwrap()
+            .into_iter()
+            .map(|prediction| match prediction {
+                Prediction::Values { values, .. } => f64::from(values[0]),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    for (scaled, raw) in answers(&checkpoint).into_iter().zip(answers(&old)) {
+        assert!((scaled - (raw * std + mean)).abs() < 1e-3 * scaled.abs().max(1.0));
+    }
+}

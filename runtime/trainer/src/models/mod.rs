@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Tensor, nn};
 
 use crate::candidate::{Candidate, ModelKind};
+use crate::data::{Examples, Inputs, Targets};
 use crate::error::{Error, Result};
-use crate::normalize::Normalizer;
+use crate::normalize::{Normalizer, OutputScale};
 use crate::task::Task;
 
 /// Settings that shape a model beyond its task; stored in the checkpoint.
@@ -199,16 +200,39 @@ pub struct Model {
     /// The input transform (f_k, or standardization for tabular models), applied to dense inputs
     /// first.
     pub normalizer: Option<Normalizer>,
+    /// The output transform of a tabular regression (the targets' scale), applied last.
+    pub output_scale: Option<OutputScale>,
 }
 
 impl Model {
-    /// Normalizes (when the candidate asks for it), then runs the network.
+    /// Normalizes (when the candidate asks for it), runs the network, and scales its outputs to
+    /// the targets' (a regression's).
     pub fn forward(&self, input: &BatchInput, train: bool) -> Tensor {
-        match (&self.normalizer, input) {
+        let outputs = match (&self.normalizer, input) {
             (Some(normalizer), BatchInput::Dense(xs)) => self
                 .network
                 .forward(&BatchInput::Dense(normalizer.apply(xs)), train),
             _ => self.network.forward(input, train),
+        };
+        match &self.output_scale {
+            Some(scale) => scale.apply(&outputs),
+            None => outputs,
+        }
+    }
+
+    /// Fits the model's transforms on the training `rows` of `examples`: the input normalizer
+    /// on their dense inputs, the output scale on their dense targets (the one place a run, a
+    /// MOP run and every other trainer fits them).
+    pub fn fit_transforms(&mut self, task: &Task, examples: &Examples, rows: &[usize]) {
+        if let (Some(normalizer), Inputs::Dense { shape, values }) =
+            (self.normalizer.as_mut(), &examples.inputs)
+        {
+            normalizer.fit(values, &crate::batch::dense_input_shape(task, shape), rows);
+        }
+        if let (Some(scale), Targets::Dense { shape, values }) =
+            (self.output_scale.as_mut(), &examples.targets)
+        {
+            scale.fit(values, crate::data::numel(shape), rows);
         }
     }
 }
@@ -291,9 +315,14 @@ pub fn build(
         }
         _ => None,
     };
+    let output_scale = match task {
+        Task::TabularRegression { outputs, .. } => Some(OutputScale::new(path, *outputs)),
+        _ => None,
+    };
     Ok(Model {
         network,
         normalizer,
+        output_scale,
     })
 }
 

@@ -141,15 +141,7 @@ pub(crate) fn run_trial(
             &budget.model,
         )
     })?;
-    if let (Some(normalizer), Inputs::Dense { shape, values }) =
-        (model.normalizer.as_mut(), &context.examples.inputs)
-    {
-        normalizer.fit(
-            values,
-            &dense_input_shape(context.task, shape),
-            context.train_rows,
-        );
-    }
+    model.fit_transforms(context.task, context.examples, context.train_rows);
     // The trial's dropout masks come from a generator of its own, so they, and with them the
     // trial's weights, depend on its seed only, not on what else trains in this process.
     let _randomness = RunRandomness::enter(device, dropout_seed(seed))?;
