@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::oof::OutOfFold;
 use crate::race;
 
-use super::trial::EpochScore;
+use super::trial::{EpochScore, EpochScores};
 use super::{
     Refit, RunOutcome, Shared, TrainedRun, Validation, Weights, failed_outcome, run_trial,
     skip_rates, trial_seed,
@@ -80,7 +80,7 @@ pub(super) fn train_k_fold(
             }
             context.grid_end = grid_end;
             context.trainings_per_rate = k;
-            context.epoch_scores = Some(Vec::new());
+            context.epoch_scores = Some(EpochScores::default());
             let (mut record, kept) = run_trial(&mut context, learning_rate, seed, &mut run.curve)?;
             record.fold = Some(fold);
             let seconds = shared.started.elapsed().as_secs_f64() - trial_started;
@@ -94,8 +94,8 @@ pub(super) fn train_k_fold(
             }
             let succeeded = match (record.best_quality, kept) {
                 (Some(quality), Some(weights)) => {
-                    result.add_fold(&record, quality, weights, &mut context);
-                    result.answers += validation_rows.len();
+                    let answers = validation_rows.len();
+                    result.add_fold(&record, quality, weights, answers, &mut context);
                     true
                 }
                 _ => false,
@@ -108,7 +108,7 @@ pub(super) fn train_k_fold(
             if let Some(floor) = budget.race_floor
                 && shared.task.is_classification()
                 && fold + 1 < sets.len()
-                && race::outrun(result.mean(), result.answers, floor)
+                && race::outrun(mean(&result.fold_bests), result.answers, floor)
             {
                 result.raced = true;
                 break;
@@ -214,24 +214,25 @@ fn repeat_the_chosen_rate(
         let mut context = shared.context(train_rows, validation_rows, deadline);
         context.grid_end = end;
         context.trainings_per_rate = extra.len();
-        context.epoch_scores = Some(Vec::new());
+        context.epoch_scores = Some(EpochScores::default());
         let trial_started = shared.started.elapsed().as_secs_f64();
         let (mut record, kept) =
             run_trial(&mut context, best.learning_rate, best.seed, &mut run.curve)?;
         record.fold = Some(k + index);
         added.seconds += shared.started.elapsed().as_secs_f64() - trial_started;
         added.epochs += record.epochs;
-        // A failed fold, or one the deadline cut, leaves the run unrepeated.
-        match (record.best_quality, kept) {
+        let trained = match (record.best_quality, kept) {
             (Some(quality), Some(weights)) if !context.cut_short => {
-                added.add_fold(&record, quality, weights, &mut context);
-                added.answers += validation_rows.len();
-                run.trials.push(record);
+                let answers = validation_rows.len();
+                added.add_fold(&record, quality, weights, answers, &mut context);
+                true
             }
-            _ => {
-                run.trials.push(record);
-                return Ok(());
-            }
+            _ => false,
+        };
+        run.trials.push(record);
+        // A failed fold, or one the deadline cut, leaves the run unrepeated.
+        if !trained {
+            return Ok(());
         }
     }
     best.absorb(added);
@@ -288,9 +289,11 @@ fn serve_the_best_rate(
 struct RateResult {
     learning_rate: f64,
     seed: u64,
-    /// Each fold's validation quality: its best epoch's while the folds train (what the race
-    /// reads, the optimistic side), then its quality at the rate's one scored epoch
-    /// ([`RateResult::score_at_one_epoch`]).
+    /// Each fold's best epoch's validation quality, as the folds train: what the race reads
+    /// (the optimistic side).
+    fold_bests: Vec<f64>,
+    /// Each fold's validation quality at the rate's one scored epoch, once scored
+    /// ([`RateResult::score_at_one_epoch`]; empty before): the rate's mean and spread.
     qualities: Vec<f64>,
     /// Each fold's best epoch.
     best_epochs: Vec<usize>,
@@ -321,11 +324,20 @@ struct FoldScores {
     best: EpochScore,
 }
 
+impl FoldScores {
+    /// The fold's score at `epoch` (0-based), its last where it stopped before `epoch` (early
+    /// stopping saw no progress after it). The fold kept at least one epoch.
+    fn at(&self, epoch: usize) -> &EpochScore {
+        &self.epochs[epoch.min(self.epochs.len().saturating_sub(1))]
+    }
+}
+
 impl RateResult {
     fn new(learning_rate: f64, seed: u64) -> RateResult {
         RateResult {
             learning_rate,
             seed,
+            fold_bests: Vec::new(),
             qualities: Vec::new(),
             best_epochs: Vec::new(),
             folds: Vec::new(),
@@ -340,20 +352,28 @@ impl RateResult {
         }
     }
 
-    /// Adds a fold that trained: its best quality and epoch, its epochs' scores (taken from
-    /// `context`), and its weights when they are the best fold's so far.
+    /// Adds a fold that trained: its best quality and epoch, its count of validation
+    /// `answers`, its epochs' scores (taken from `context`), and its weights when they are the
+    /// best fold's so far. Its quality counts once the rate is scored
+    /// ([`RateResult::score_at_one_epoch`]).
     fn add_fold(
         &mut self,
         record: &super::LearningRateTrial,
         quality: f64,
         weights: Weights,
+        answers: usize,
         context: &mut super::TrialContext<'_>,
     ) {
-        self.qualities.push(quality);
+        self.fold_bests.push(quality);
+        self.answers += answers;
         self.best_epochs
             .push(record.best_epoch.unwrap_or(record.epochs));
         self.folds.push(FoldScores {
-            epochs: context.epoch_scores.take().unwrap_or_default(),
+            epochs: context
+                .epoch_scores
+                .take()
+                .map(|kept| kept.scores)
+                .unwrap_or_default(),
             best: EpochScore {
                 quality,
                 confusion: record.confusion.clone(),
@@ -376,7 +396,7 @@ impl RateResult {
 
     /// Adds the folds of `other` (the same rate's repeats): they are scored again together.
     fn absorb(&mut self, other: RateResult) {
-        self.qualities.extend(other.qualities);
+        self.fold_bests.extend(other.fold_bests);
         self.best_epochs.extend(other.best_epochs);
         self.folds.extend(other.folds);
         self.seconds += other.seconds;
@@ -401,12 +421,9 @@ impl RateResult {
         let longest = self.folds.iter().map(|fold| fold.epochs.len()).max();
         let scored = match longest {
             Some(longest) if self.folds.iter().all(|fold| !fold.epochs.is_empty()) => {
-                let at = |fold: &FoldScores, epoch: usize| {
-                    fold.epochs[epoch.min(fold.epochs.len() - 1)].quality
-                };
                 let mut chosen = (0, f64::NEG_INFINITY);
                 for epoch in 0..longest {
-                    let sum: f64 = self.folds.iter().map(|fold| at(fold, epoch)).sum();
+                    let sum: f64 = self.folds.iter().map(|fold| fold.at(epoch).quality).sum();
                     let mean = sum / self.folds.len() as f64;
                     if mean > chosen.1 {
                         chosen = (epoch, mean);
@@ -425,7 +442,7 @@ impl RateResult {
                     fold.best.oof.clone(),
                 );
             };
-            let at = &fold.epochs[epoch.min(fold.epochs.len() - 1)];
+            let at = fold.at(epoch);
             (
                 at.quality,
                 at.confusion.clone().or_else(|| fold.best.confusion.clone()),
@@ -472,7 +489,7 @@ impl RateResult {
     }
 
     fn mean(&self) -> f64 {
-        self.qualities.iter().sum::<f64>() / self.qualities.len().max(1) as f64
+        mean(&self.qualities)
     }
 
     /// The sample standard deviation (0 for one fold).
@@ -485,6 +502,11 @@ impl RateResult {
         let squares: f64 = self.qualities.iter().map(|q| (q - mean).powi(2)).sum();
         (squares / (n - 1) as f64).sqrt()
     }
+}
+
+/// The mean of `values` (0 for none).
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len().max(1) as f64
 }
 
 /// The refit's epoch count where a rate's folds kept no epoch scores (so no one scored epoch):

@@ -31,7 +31,37 @@ pub(crate) struct TrialContext<'a> {
     pub(crate) cut_short: bool,
     /// When `Some`, the trial adds every evaluated epoch's score to it (a k-fold rate scores
     /// its folds at one epoch: `k_fold::RateResult::score_at_one_epoch`).
-    pub(crate) epoch_scores: Option<Vec<EpochScore>>,
+    pub(crate) epoch_scores: Option<EpochScores>,
+}
+
+/// A trial's kept [`EpochScore`]s, epoch by epoch, and how many answer values they hold
+/// (bounded by [`EPOCH_ANSWERS_MAX_VALUES`]).
+#[derive(Debug, Default)]
+pub(crate) struct EpochScores {
+    pub(crate) scores: Vec<EpochScore>,
+    kept_values: usize,
+}
+
+impl EpochScores {
+    /// Adds an evaluated epoch's score, its answers while the kept answers stay within
+    /// [`EPOCH_ANSWERS_MAX_VALUES`] (past it `None`: the fold's best epoch's stand in).
+    pub(crate) fn keep(
+        &mut self,
+        quality: f64,
+        confusion: &Option<Confusion>,
+        oof: &Option<OutOfFold>,
+    ) {
+        let oof = oof
+            .as_ref()
+            .filter(|oof| self.kept_values + oof.values.len() <= EPOCH_ANSWERS_MAX_VALUES)
+            .cloned();
+        self.kept_values += oof.as_ref().map_or(0, |oof| oof.values.len());
+        self.scores.push(EpochScore {
+            quality,
+            confusion: confusion.clone(),
+            oof,
+        });
+    }
 }
 
 /// The validation answers of one epoch of a trial: its quality, and how its answers fell and
@@ -202,7 +232,9 @@ pub(crate) fn run_trial(
             }
         };
         let quality = evaluation.quality;
-        keep_epoch_score(context, quality, &confusion, &oof);
+        if let Some(scores) = context.epoch_scores.as_mut() {
+            scores.keep(quality, &confusion, &oof);
+        }
         curve.push(CurvePoint {
             learning_rate,
             epoch,
@@ -235,32 +267,6 @@ pub(crate) fn run_trial(
     record.best_quality = best_weights.as_ref().map(|_| stopping.best_quality());
     record.best_epoch = best_weights.as_ref().map(|_| best_epoch);
     Ok((record, best_weights))
-}
-
-/// Adds an evaluated epoch's score to the trial's `epoch_scores` when it keeps them, its
-/// answers while the trial's kept answers stay within [`EPOCH_ANSWERS_MAX_VALUES`].
-fn keep_epoch_score(
-    context: &mut TrialContext<'_>,
-    quality: f64,
-    confusion: &Option<Confusion>,
-    oof: &Option<OutOfFold>,
-) {
-    let Some(scores) = context.epoch_scores.as_mut() else {
-        return;
-    };
-    let kept: usize = scores
-        .iter()
-        .filter_map(|score| score.oof.as_ref())
-        .map(|oof| oof.values.len())
-        .sum();
-    scores.push(EpochScore {
-        quality,
-        confusion: confusion.clone(),
-        oof: oof
-            .as_ref()
-            .filter(|oof| kept + oof.values.len() <= EPOCH_ANSWERS_MAX_VALUES)
-            .cloned(),
-    });
 }
 
 /// The adversary of a GAN or pix2pix trial (none for other models), from a stream of its own.
