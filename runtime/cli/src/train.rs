@@ -29,7 +29,7 @@ pub struct TrainArgs {
     plot: Option<PathBuf>,
     /// How a network's run chooses its settings: `grid` (the learning-rate grid on all the data)
     /// or `trimtuner` (a TrimTuner search over learning rate, batch size and epoch cap on nested
-    /// shares of the data, then the incumbent on all of it; runs of 200 examples or more).
+    /// shares of the data, then the incumbent on all of it; runs under the split: 200 examples or more, 1,000 rows of a table).
     #[arg(long, value_name = "grid|trimtuner", default_value = "grid", value_parser = parse_tuning)]
     tuner: Tuning,
     /// Training runs at once: 1 (the default) trains in this process, one run at a time; N > 1

@@ -34,6 +34,7 @@ fn main() -> Result<()> {
     budget.max_seconds = 20.0;
     let mut split_budget = budget.clone();
     split_budget.k_fold_below = 0;
+    split_budget.k_fold_below_tables = 0;
     let held_out = synthetic::tabular_sign(2000, 4, 999);
     println!(
         "{n} examples, mlp_small, grid {:?}, {} s limit",

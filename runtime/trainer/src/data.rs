@@ -169,6 +169,12 @@ pub enum Inputs {
 }
 
 impl Inputs {
+    /// Whether these inputs are a table: one `Tensor[A]` row of features per example (the
+    /// tabular tasks' inputs, `Task::TabularClassification` and `Task::TabularRegression`).
+    pub fn is_table(&self) -> bool {
+        matches!(self, Inputs::Dense { shape, .. } if shape.len() == 1)
+    }
+
     /// The number of inputs, after checking that shapes and buffers agree (every tree node has the
     /// declared size, dense buffers hold whole inputs, sequence offsets are in range).
     pub fn checked_len(&self) -> Result<usize> {

@@ -27,7 +27,7 @@
 //!   the best kept model served: a full-data trial, else the best trial at any share.
 //!
 //! Classic models keep their own small grid (`crate::classic`), and k-fold runs (fewer than
-//! `K_FOLD_BELOW` examples) the learning-rate grid: 1/60 of 160 rows is three examples, below
+//! `K_FOLD_BELOW` examples, `K_FOLD_BELOW_TABLES` rows of a table) the learning-rate grid: 1/60 of 160 rows is three examples, below
 //! anything a trial could learn from, and their folds are the noise control small data needs.
 
 use std::collections::VecDeque;

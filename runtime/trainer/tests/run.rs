@@ -224,6 +224,8 @@ fn the_grid_is_tried_with_recorded_seeds_and_a_learning_curve() {
     let examples = synthetic::tabular_sign(200, 4, 17);
     let mut budget = budget(5);
     budget.learning_rates = vec![0.1, 0.01, 0.001];
+    // A table's limit at other inputs' (200): this test is about the split.
+    budget.k_fold_below_tables = budget.k_fold_below;
     let run = train(&Candidate::parse("mlp_small").unwrap(), &examples, &budget).unwrap();
     assert_eq!(run.trials.len(), 3);
     let rates: Vec<f64> = run.trials.iter().map(|trial| trial.learning_rate).collect();
@@ -232,7 +234,7 @@ fn the_grid_is_tried_with_recorded_seeds_and_a_learning_curve() {
     assert!(run.curve.len() >= 3);
     assert!(run.cost_seconds > 0.0);
     assert_eq!(run.n_train + run.n_validation, 200);
-    // 200 examples are not small: the split, no spread, no refit.
+    // 200 examples are not below the limit: the split, no spread, no refit.
     assert_eq!(run.validation, Validation::Split { fraction: 0.2 });
     assert_eq!(run.validation.describe(), "split 20%");
     assert!(run.quality_std.is_none() && run.refit.is_none());
@@ -736,6 +738,59 @@ fn small_data_is_cross_validated_by_stratified_folds_and_refit() {
     assert!(run.quality_std.is_some());
 }
 
+/// The protocol depends on the examples alone: a table (one row of features per example) is
+/// cross-validated below `K_FOLD_BELOW_TABLES` rows, images, series and the rest below
+/// `K_FOLD_BELOW` examples; at and above, the split. Stratified for classes only.
+#[test]
+fn tables_are_cross_validated_below_a_thousand_rows_other_inputs_below_two_hundred() {
+    use easeml_trainer::train::{K_FOLD_BELOW, K_FOLD_BELOW_TABLES};
+    let budget = Budget::new(Device::Cpu);
+    assert_eq!((K_FOLD_BELOW, K_FOLD_BELOW_TABLES), (200, 1000));
+    let split = Validation::Split { fraction: 0.2 };
+    let k_fold = |stratified| Validation::KFold {
+        folds: 5,
+        stratified,
+        repeats: 1,
+    };
+    let choose = |examples: &Examples| Validation::choose(examples, &budget);
+    assert!(synthetic::tabular_sign(300, 4, 1).inputs.is_table());
+    assert_eq!(choose(&synthetic::tabular_sign(300, 4, 1)), k_fold(true));
+    assert_eq!(choose(&synthetic::tabular_linear(999, 4, 1)), k_fold(false));
+    assert_eq!(choose(&synthetic::tabular_sign(1000, 4, 1)), split);
+    for other in [
+        synthetic::quadrant_images(300, [4, 4, 1], 1),
+        synthetic::sequence_sign(300, 2, 1),
+    ] {
+        assert!(!other.inputs.is_table());
+        assert_eq!(choose(&other), split);
+    }
+    assert_eq!(
+        choose(&synthetic::quadrant_images(199, [4, 4, 1], 1)),
+        k_fold(true)
+    );
+    // 0 never cross-validates.
+    let mut never = budget.clone();
+    never.k_fold_below_tables = 0;
+    assert_eq!(
+        Validation::choose(&synthetic::tabular_sign(300, 4, 1), &never),
+        split
+    );
+}
+
+/// The run's validation is 5-fold stratified cross-validation repeated `repeats` times, and
+/// its protocol says so.
+fn assert_repeated_protocol(run: &TrainedRun, repeats: usize) {
+    assert_eq!(
+        run.validation,
+        Validation::KFold {
+            folds: 5,
+            stratified: true,
+            repeats,
+        }
+    );
+    assert_eq!(run.protocol(), format!("5-fold stratified x{repeats}"));
+}
+
 /// A classic model's k-fold runs `k_fold_repeats` times over other partitions: its quality and
 /// spread are over every fold of every repeat, its confusion counts the first repeat (every
 /// example once), its out-of-fold answers are each example's mean over the repeats, and the
@@ -750,15 +805,7 @@ fn small_data_repeats_a_classic_models_folds() {
     let run = train(&candidate, &examples, &budget).unwrap();
     let repeats = easeml_trainer::K_FOLD_REPEATS;
     assert!(repeats > 1);
-    assert_eq!(
-        run.validation,
-        Validation::KFold {
-            folds: 5,
-            stratified: true,
-            repeats,
-        }
-    );
-    assert_eq!(run.protocol(), format!("5-fold stratified x{repeats}"));
+    assert_repeated_protocol(&run, repeats);
     assert_eq!(
         run.validation.sets(&examples).len(),
         5 * repeats,
@@ -888,15 +935,7 @@ fn a_cheap_network_repeats_its_chosen_rate_over_other_partitions() {
     assert_eq!(budget.k_fold_repeats, repeats);
     let candidate = Candidate::parse("mlp_small").unwrap();
     let run = train(&candidate, &examples, &budget).unwrap();
-    assert_eq!(
-        run.validation,
-        Validation::KFold {
-            folds: 5,
-            stratified: true,
-            repeats,
-        }
-    );
-    assert_eq!(run.protocol(), format!("5-fold stratified x{repeats}"));
+    assert_repeated_protocol(&run, repeats);
     let refit = run.refit.clone().expect("a refit");
     assert_eq!(refit.fallback, None, "{refit:?}");
     // The grid on the first partition, then the chosen rate's other partitions.
@@ -1105,7 +1144,9 @@ fn min_steps_raise_epochs_and_patience_on_small_data_only() {
 #[test]
 fn a_classic_model_under_the_split_is_refit_on_every_example() {
     let examples = synthetic::tabular_sign(250, 4, 21);
-    let run = train(&Candidate::parse("knn").unwrap(), &examples, &budget(1)).unwrap();
+    let mut budget = budget(1);
+    budget.k_fold_below_tables = budget.k_fold_below;
+    let run = train(&Candidate::parse("knn").unwrap(), &examples, &budget).unwrap();
     assert_eq!(run.validation, Validation::Split { fraction: 0.2 });
     let refit = run.refit.as_ref().expect("the split's refit is recorded");
     assert_eq!(refit.fallback, None);
@@ -1120,6 +1161,8 @@ fn trimtuner_searches_settings_and_data_shares_then_trains_the_incumbent_on_all_
     let examples = synthetic::tabular_sign(600, 4, 41);
     let mut budget = budget(40);
     budget.tuning = easeml_trainer::Tuning::TrimTuner;
+    // TrimTuner tunes runs under the split: 600 rows of a table would be cross-validated.
+    budget.k_fold_below_tables = budget.k_fold_below;
     // Enough for the initial design's four trials and a full-data one in a debug build on a
     // loaded machine (the search takes 60% of it).
     budget.max_seconds = 8.0;

@@ -155,7 +155,8 @@ fn a_malformed_state_is_refused_not_run() {
 fn cost_estimates_are_finite_positive_and_grow_with_the_data() {
     for model in MODELS {
         let candidate = Candidate::parse(model).unwrap();
-        let small = estimate_cost(&candidate, &synthetic::tabular_sign(300, 4, 1), &budget())
+        // Both under the split (a table of 1,000 rows and more).
+        let small = estimate_cost(&candidate, &synthetic::tabular_sign(1000, 4, 1), &budget())
             .unwrap()
             .seconds;
         let large = estimate_cost(&candidate, &synthetic::tabular_sign(3000, 4, 1), &budget())

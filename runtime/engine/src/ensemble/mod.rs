@@ -7,7 +7,7 @@
 //! answers (probabilities for classes, values otherwise) with the weights.
 //!
 //! **The members' models** are the runs' checkpoints, trained as each run's protocol trains its
-//! served model: under k-fold (apps below 200 examples) every member is refit on all the examples
+//! served model: under k-fold (apps below 200 examples, 1,000 rows of a table) every member is refit on all the examples
 //! and its answers are out-of-fold; under the split the classic models are refit on all the
 //! examples when the time allows and the networks keep the training part's model (as a single
 //! run is served), and the weights are selected on the held-out rows every run shares.
