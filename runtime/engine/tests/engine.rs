@@ -507,8 +507,8 @@ fn a_model_over_the_latency_limit_is_not_trained_or_never_served() {
 #[test]
 fn with_trimtuner_a_network_run_searches_settings_and_shares_and_keeps_its_trials() {
     // 1,000 rows of a table: the split (`K_FOLD_BELOW_TABLES`), where the tuner runs.
-    let examples = easeml_trainer::train::K_FOLD_BELOW_TABLES as u64;
-    let (home, sides) = sides_home(examples as usize);
+    let examples: usize = easeml_trainer::train::K_FOLD_BELOW_TABLES;
+    let (home, sides) = sides_home(examples);
     let mut config = config();
     config.tuning = easeml_engine::Tuning::TrimTuner;
     config.max_run_seconds = 2.0;
@@ -519,7 +519,7 @@ fn with_trimtuner_a_network_run_searches_settings_and_shares_and_keeps_its_trial
         "sides".to_owned(),
         String::new(),
         1,
-        (examples, examples),
+        (examples as u64, examples as u64),
         &runs,
         &easeml_store::ConstraintLimits::default(),
         (easeml_client::QualityMetric::Accuracy, &[]),

@@ -170,7 +170,8 @@ pub enum Inputs {
 
 impl Inputs {
     /// Whether these inputs are a table: one `Tensor[A]` row of features per example (the
-    /// tabular tasks' inputs, `Task::TabularClassification` and `Task::TabularRegression`).
+    /// tabular tasks' inputs: [`crate::task::Task::is_tabular`] of `Task::of` agrees, checked by
+    /// the test `a_table_is_what_the_tabular_tasks_take` in `tests/run.rs`).
     pub fn is_table(&self) -> bool {
         matches!(self, Inputs::Dense { shape, .. } if shape.len() == 1)
     }

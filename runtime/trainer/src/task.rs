@@ -139,6 +139,16 @@ impl Task {
         )
     }
 
+    /// True for the tasks of a table (`TabularClassification`, `TabularRegression`): exactly the
+    /// examples whose inputs [`Inputs::is_table`] reads as one, the one definition of a table
+    /// (checked by the test `a_table_is_what_the_tabular_tasks_take` in `tests/run.rs`).
+    pub fn is_tabular(&self) -> bool {
+        matches!(
+            self,
+            Task::TabularClassification { .. } | Task::TabularRegression { .. }
+        )
+    }
+
     /// The workload in words.
     pub fn name(&self) -> &'static str {
         match self {

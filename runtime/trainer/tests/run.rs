@@ -741,6 +741,32 @@ fn small_data_is_cross_validated_by_stratified_folds_and_refit() {
 /// The protocol depends on the examples alone: a table (one row of features per example) is
 /// cross-validated below `K_FOLD_BELOW_TABLES` rows, images, series and the rest below
 /// `K_FOLD_BELOW` examples; at and above, the split. Stratified for classes only.
+/// `Inputs::is_table` (what `Validation::choose` reads) and `Task::is_tabular` (what `Task::of`
+/// makes of the examples) are one definition of a table, on every kind of examples.
+#[test]
+fn a_table_is_what_the_tabular_tasks_take() {
+    use easeml_trainer::task::Task;
+    for examples in [
+        synthetic::tabular_sign(20, 4, 1),
+        synthetic::tabular_linear(20, 3, 1),
+        synthetic::quadrant_images(20, [4, 4, 1], 1),
+        synthetic::recovery_images(20, [4, 4, 1], 1),
+        synthetic::sequence_sign(20, 2, 1),
+        synthetic::sequence_running_mean(20, 2, 1),
+        synthetic::tree_depth(20, 3, 1),
+        synthetic::bytes_letters_or_digits(20, 1),
+        synthetic::bytes_to_reconstruct(20, 1),
+    ] {
+        let task = Task::of(&examples).unwrap();
+        assert_eq!(
+            task.is_tabular(),
+            examples.inputs.is_table(),
+            "{}",
+            task.name()
+        );
+    }
+}
+
 #[test]
 fn tables_are_cross_validated_below_a_thousand_rows_other_inputs_below_two_hundred() {
     use easeml_trainer::train::{K_FOLD_BELOW, K_FOLD_BELOW_TABLES};

@@ -74,35 +74,23 @@ pub(super) fn train_k_fold(
                 break;
             }
             let deadline = window.0 + (window.1 - window.0) * (fold + 1) as f64 / k as f64;
-            let mut context = shared.context(train_rows, validation_rows, deadline);
-            if fold == 0 {
-                context.rates_left = n_rates - rate_index;
-            }
-            context.grid_end = grid_end;
-            context.trainings_per_rate = k;
-            context.epoch_scores = Some(EpochScores::default());
-            let (mut record, kept) = run_trial(&mut context, learning_rate, seed, &mut run.curve)?;
-            record.fold = Some(fold);
-            let seconds = shared.started.elapsed().as_secs_f64() - trial_started;
-            result.seconds += seconds;
-            result.epochs += record.epochs;
-            fold_seconds += seconds;
-            fold_epochs += record.epochs;
-            if let Some(epoch_seconds) = context.takes_the_rest {
+            let schedule = FoldSchedule {
+                deadline,
+                grid_end,
+                trainings_per_rate: k,
+                rates_left: (fold == 0).then_some(n_rates - rate_index),
+                keeps_a_cut_fold: true,
+            };
+            let trained =
+                result.train_fold(shared, (train_rows, validation_rows), fold, schedule, run)?;
+            fold_seconds += trained.seconds;
+            fold_epochs += trained.epochs;
+            if let Some(epoch_seconds) = trained.takes_the_rest {
                 window = (trial_started, grid_end);
                 cut = Some(epoch_seconds);
             }
-            let succeeded = match (record.best_quality, kept) {
-                (Some(quality), Some(weights)) => {
-                    let answers = validation_rows.len();
-                    result.add_fold(&record, quality, weights, answers, &mut context);
-                    true
-                }
-                _ => false,
-            };
-            run.trials.push(record);
             // A rate with a failed fold has no mean: its other folds are not trained.
-            if !succeeded {
+            if !trained.added {
                 break;
             }
             if let Some(floor) = budget.race_floor
@@ -210,28 +198,17 @@ fn repeat_the_chosen_rate(
     let end = (now + allowed).min(budget.max_seconds - refit);
     let mut added = RateResult::new(best.learning_rate, best.seed);
     for (index, (train_rows, validation_rows)) in extra.iter().enumerate() {
-        let deadline = now + (end - now) * (index + 1) as f64 / extra.len().max(1) as f64;
-        let mut context = shared.context(train_rows, validation_rows, deadline);
-        context.grid_end = end;
-        context.trainings_per_rate = extra.len();
-        context.epoch_scores = Some(EpochScores::default());
-        let trial_started = shared.started.elapsed().as_secs_f64();
-        let (mut record, kept) =
-            run_trial(&mut context, best.learning_rate, best.seed, &mut run.curve)?;
-        record.fold = Some(k + index);
-        added.seconds += shared.started.elapsed().as_secs_f64() - trial_started;
-        added.epochs += record.epochs;
-        let trained = match (record.best_quality, kept) {
-            (Some(quality), Some(weights)) if !context.cut_short => {
-                let answers = validation_rows.len();
-                added.add_fold(&record, quality, weights, answers, &mut context);
-                true
-            }
-            _ => false,
+        let schedule = FoldSchedule {
+            deadline: now + (end - now) * (index + 1) as f64 / extra.len().max(1) as f64,
+            grid_end: end,
+            trainings_per_rate: extra.len(),
+            rates_left: None,
+            keeps_a_cut_fold: false,
         };
-        run.trials.push(record);
+        let rows = (train_rows.as_slice(), validation_rows.as_slice());
+        let trained = added.train_fold(shared, rows, k + index, schedule, run)?;
         // A failed fold, or one the deadline cut, leaves the run unrepeated.
-        if !trained {
+        if !trained.added {
             return Ok(());
         }
     }
@@ -332,6 +309,33 @@ impl FoldScores {
     }
 }
 
+/// When and how one fold of a rate trains ([`RateResult::train_fold`]).
+struct FoldSchedule {
+    /// Seconds since the run started by which the fold stops.
+    deadline: f64,
+    /// Seconds by which the rates still to try must be done ([`super::TrialContext::grid_end`]).
+    grid_end: f64,
+    /// Fold trainings per rate in this schedule ([`super::TrialContext::trainings_per_rate`]).
+    trainings_per_rate: usize,
+    /// On a rate's first fold of the grid: the rates still to try, this one included (the
+    /// trial's grid check after its first epoch).
+    rates_left: Option<usize>,
+    /// Whether a fold the deadline stopped before an epoch's last batch still counts (the
+    /// grid's folds: yes; the repeats': no, the run is then the unrepeated one).
+    keeps_a_cut_fold: bool,
+}
+
+/// What one fold's training left for its caller.
+struct FoldTrained {
+    seconds: f64,
+    epochs: usize,
+    /// Whether the fold counts (it trained, and a cut fold only where the schedule keeps it).
+    added: bool,
+    /// The trial's [`super::TrialContext::takes_the_rest`]: the seconds of its first epoch when
+    /// it keeps the rest of the grid's time.
+    takes_the_rest: Option<f64>,
+}
+
 impl RateResult {
     fn new(learning_rate: f64, seed: u64) -> RateResult {
         RateResult {
@@ -350,6 +354,50 @@ impl RateResult {
             answers: 0,
             raced: false,
         }
+    }
+
+    /// Trains fold `fold` of this rate on `rows` (train, validation) by `schedule`, records its
+    /// trial in `run` and adds the fold ([`RateResult::add_fold`]) when it counts: the one
+    /// fold training of the grid and of the repeats.
+    fn train_fold(
+        &mut self,
+        shared: &Shared<'_>,
+        (train_rows, validation_rows): (&[usize], &[usize]),
+        fold: usize,
+        schedule: FoldSchedule,
+        run: &mut TrainedRun,
+    ) -> Result<FoldTrained> {
+        let mut context = shared.context(train_rows, validation_rows, schedule.deadline);
+        if let Some(rates_left) = schedule.rates_left {
+            context.rates_left = rates_left;
+        }
+        context.grid_end = schedule.grid_end;
+        context.trainings_per_rate = schedule.trainings_per_rate;
+        context.epoch_scores = Some(EpochScores::default());
+        let started = shared.started.elapsed().as_secs_f64();
+        let (mut record, kept) =
+            run_trial(&mut context, self.learning_rate, self.seed, &mut run.curve)?;
+        record.fold = Some(fold);
+        let seconds = shared.started.elapsed().as_secs_f64() - started;
+        self.seconds += seconds;
+        self.epochs += record.epochs;
+        let counts = schedule.keeps_a_cut_fold || !context.cut_short;
+        let added = match (record.best_quality, kept) {
+            (Some(quality), Some(weights)) if counts => {
+                let answers = validation_rows.len();
+                self.add_fold(&record, quality, weights, answers, &mut context);
+                true
+            }
+            _ => false,
+        };
+        let trained = FoldTrained {
+            seconds,
+            epochs: record.epochs,
+            added,
+            takes_the_rest: context.takes_the_rest,
+        };
+        run.trials.push(record);
+        Ok(trained)
     }
 
     /// Adds a fold that trained: its best quality and epoch, its count of validation
