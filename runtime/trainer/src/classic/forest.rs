@@ -104,6 +104,33 @@ pub fn is_extra_trees(setting: f64) -> bool {
     setting < 0.0
 }
 
+/// The forest's settings (see the module documentation): the random forest's fewest rows per leaf
+/// (1 for classes, 5 for values), then extra trees (-1: one row per leaf).
+pub(crate) fn settings(classification: bool) -> Vec<f64> {
+    if classification {
+        vec![1.0, -1.0]
+    } else {
+        vec![5.0, -1.0]
+    }
+}
+
+/// Features examined per split: sqrt(features) for classes, a third of them for values (every
+/// one under extra trees), at least one.
+pub(crate) fn features_per_split(
+    features: usize,
+    classification: bool,
+    extra_trees: bool,
+) -> usize {
+    if classification {
+        (features as f64).sqrt().round() as usize
+    } else if extra_trees {
+        features
+    } else {
+        features / 3
+    }
+    .max(1)
+}
+
 /// The forest's learner.
 pub(crate) struct ForestLearner<'a> {
     table: Table<'a>,
@@ -125,11 +152,7 @@ impl<'a> ForestLearner<'a> {
 
 impl Learner for ForestLearner<'_> {
     fn settings(&self) -> Vec<f64> {
-        if self.table.is_classification() {
-            vec![1.0, -1.0]
-        } else {
-            vec![5.0, -1.0]
-        }
+        settings(self.table.is_classification())
     }
 
     fn fit(&mut self, rows: &[usize], setting: f64, clock: &Clock) -> Result<ClassicModel> {
@@ -145,14 +168,7 @@ impl Learner for ForestLearner<'_> {
         let targets = self.table.target_matrix(rows);
         let weights = vec![1.0; rows.len()];
         let classification = self.table.is_classification();
-        let per_split = if classification {
-            (features as f64).sqrt().round() as usize
-        } else if extra_trees {
-            features
-        } else {
-            features / 3
-        }
-        .max(1);
+        let per_split = features_per_split(features, classification, extra_trees);
         let params = GrowParams {
             max_depth: MAX_DEPTH,
             min_leaf: min_leaf.max(1.0) as usize,

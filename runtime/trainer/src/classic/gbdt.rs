@@ -120,6 +120,18 @@ pub(crate) struct History {
     pub train_loss: Vec<f64>,
 }
 
+/// The settings: the trees' depths, in order of preference.
+pub(crate) const DEPTHS: [f64; 2] = [6.0, 3.0];
+
+/// The fewest rows in a leaf of a tree grown on `rows` rows: a fiftieth of them, 1 to 20.
+pub(crate) fn min_leaf(rows: usize) -> usize {
+    (rows / 50).clamp(1, 20)
+}
+
+/// A fit of at least [`HOLD_OUT_FROM`] rows holds about one row in this many out for early
+/// stopping (by a hash of the row and the seed).
+pub(crate) const HELD_OUT_ONE_IN: u64 = 10;
+
 /// The boosted trees' learner.
 pub(crate) struct GbdtLearner<'a> {
     table: Table<'a>,
@@ -171,7 +183,7 @@ impl<'a> GbdtLearner<'a> {
 
 impl Learner for GbdtLearner<'_> {
     fn settings(&self) -> Vec<f64> {
-        vec![6.0, 3.0]
+        DEPTHS.to_vec()
     }
 
     fn fit(&mut self, rows: &[usize], depth: f64, clock: &Clock) -> Result<ClassicModel> {
@@ -186,7 +198,7 @@ impl Learner for GbdtLearner<'_> {
         let salt = mix64(self.seed);
         let (train, held): (Vec<usize>, Vec<usize>) = if rows.len() >= HOLD_OUT_FROM {
             rows.iter()
-                .partition(|&&row| !mix64(row as u64 ^ salt).is_multiple_of(10))
+                .partition(|&&row| !mix64(row as u64 ^ salt).is_multiple_of(HELD_OUT_ONE_IN))
         } else {
             (rows.to_vec(), Vec::new())
         };
@@ -205,7 +217,7 @@ impl Learner for GbdtLearner<'_> {
             (0..held.len()).flat_map(|_| base.iter().copied()).collect();
         let params = GrowParams {
             max_depth: depth.max(1.0) as usize,
-            min_leaf: (n / 50).clamp(1, 20),
+            min_leaf: min_leaf(n),
             min_weight: 1e-3,
             lambda: 1.0,
             features_per_split: usize::MAX,

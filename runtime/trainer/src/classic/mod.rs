@@ -327,6 +327,12 @@ fn is_image(examples: &Examples) -> bool {
 pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<usize>)]) -> f64 {
     let trained = |(train, _): &(Vec<usize>, Vec<usize>)| train.len() as f64;
     let fits: f64 = sets.iter().map(trained).sum::<f64>() + examples.len() as f64;
+    // The rows of every fit: each set's training part, and the refit on every example.
+    let fit_rows: Vec<f64> = sets
+        .iter()
+        .map(trained)
+        .chain([examples.len() as f64])
+        .collect();
     match kind {
         // Kernel evaluations: about nodes^2 per pair of trees, every pair of training trees once,
         // two settings of C.
@@ -381,26 +387,63 @@ pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<
         }
         // The tree and neighbour loops are branchy scalar code: one of their steps is counted as
         // `SCALAR_STEP` FLOPs of the tensor speed the estimate assumes (calibrated on digits,
-        // 1437 rows x 64 features, 10 classes: gbdt 5.7 s, random_forest 0.4 s, knn 0.06 s before
-        // its leave-one-out, 0.2 s with it).
-        // Per fitted row: about 100 rounds (early stopping) of one tree per output, each row
-        // visiting every feature's histogram at each of ~5 levels; two depth settings.
+        // 1437 rows x 64 features, 10 classes, and on the tables of a few hundred continuous rows
+        // named in `tree_fit_steps`).
+        // Boosted trees: about 150 rounds (early stopping at `gbdt::PATIENCE` of up to
+        // `gbdt::MAX_ROUNDS`: 35-60 on diabetes, 110-230 on friedman1) of one tree per output,
+        // every feature examined, each depth setting; a fit grows on the rows it does not hold out, with leaves
+        // of at least `gbdt::min_leaf` rows, and splits about 16 nodes of a depth-6 tree (every
+        // node of a depth-3 one: 5.7-6.1 of 7 measured).
         ModelKind::Gbdt => {
             let (features, outputs) = table_shape(examples);
-            SCALAR_STEP * 2.0 * fits * 100.0 * outputs * features * 5.0 * 4.0
+            let bins = tree_bins(examples);
+            let per_fit = |rows: f64| {
+                let grown = if rows >= gbdt::HOLD_OUT_FROM as f64 {
+                    rows * (1.0 - 1.0 / gbdt::HELD_OUT_ONE_IN as f64)
+                } else {
+                    rows
+                };
+                let min_leaf = gbdt::min_leaf(grown as usize) as f64;
+                let per_round: f64 = gbdt::DEPTHS
+                    .iter()
+                    .map(|&depth| {
+                        let splits = (depth.exp2() - 1.0)
+                            .min(16.0)
+                            .min(grown / (2.0 * min_leaf))
+                            .max(1.0);
+                        let levels = depth.min(grown.max(2.0).log2());
+                        tree_fit_steps(grown, levels, splits, features, bins, 1.0)
+                    })
+                    .sum();
+                150.0 * outputs * per_round
+            };
+            SCALAR_STEP * fit_rows.iter().map(|&rows| per_fit(rows)).sum::<f64>()
         }
-        // Per fitted row: 100 trees of ~log2(n) levels, a histogram per feature examined at each
-        // level; the two settings examine sqrt(features) each (classification), or features / 3
-        // (the forest) and every feature (extra trees) for regression.
+        // The forest: each setting grows 100 trees, examining `forest::features_per_split` of the
+        // features at a split, about `forest_splits_per_row` nodes split per row fitted, the rows
+        // at about log2(rows) levels.
         ModelKind::RandomForest => {
             let (features, outputs) = table_shape(examples);
-            let depth = (examples.len().max(2) as f64).log2();
-            let examined = if matches!(examples.targets, Targets::Classes { .. }) {
-                2.0 * features.sqrt().max(1.0)
-            } else {
-                (features / 3.0).max(1.0) + features
+            let bins = tree_bins(examples);
+            let classification = matches!(examples.targets, Targets::Classes { .. });
+            let per_fit = |rows: f64| -> f64 {
+                forest::settings(classification)
+                    .into_iter()
+                    .map(|setting| {
+                        let extra_trees = forest::is_extra_trees(setting);
+                        let examined = forest::features_per_split(
+                            features as usize,
+                            classification,
+                            extra_trees,
+                        ) as f64;
+                        let splits = forest_splits_per_row(classification, extra_trees) * rows;
+                        let levels = rows.max(2.0).log2();
+                        forest::TREES as f64
+                            * tree_fit_steps(rows, levels, splits, examined, bins, outputs)
+                    })
+                    .sum()
             };
-            SCALAR_STEP * fits * 100.0 * depth * examined * (outputs + 2.0)
+            SCALAR_STEP * fit_rows.iter().map(|&rows| per_fit(rows)).sum::<f64>()
         }
         // Each fit's leave-one-out (its rows against at most `MAX_LEAVE_ONE_OUT_QUERIES` of
         // them, standardized and raw), then the distances from every validation row to every
@@ -455,6 +498,43 @@ fn sequence_shape(examples: &Examples) -> (f64, f64) {
         ),
         _ => (1.0, 1.0),
     }
+}
+
+/// Steps of growing one tree on `rows` rows (`width` target values each) that reach `levels`
+/// levels on average and split `splits` nodes, `examined` features at each: every row's entry in
+/// the histogram of each examined feature at each level, and at each split the clearing and scan
+/// of each examined feature's bins (at most one per row). The scans dominate on a few hundred
+/// continuous rows: estimated from the rows alone, friedman1's forest (400 rows x 10) took 43
+/// times its estimate, breast_cancer's (455 x 30) 18 times, diabetes' boosted trees 1.7 times.
+fn tree_fit_steps(
+    rows: f64,
+    levels: f64,
+    splits: f64,
+    examined: f64,
+    bins: f64,
+    width: f64,
+) -> f64 {
+    rows * levels * examined * (width + 3.0)
+        + splits * examined * bins.min(rows) * (2.0 * width + 5.0)
+}
+
+/// Nodes a forest's tree splits per row it fits, measured (nodes per tree over fitted rows) on
+/// diabetes, friedman1, breast_cancer, wine, iris and digits: a grown tree of values splits about
+/// every row without a bootstrap (extra trees, one row per leaf) and a sixth of them with five
+/// rows per leaf; a tree of classes stops at pure nodes (0.04-0.13 of the rows for the forest,
+/// 0.12-0.27 for extra trees).
+fn forest_splits_per_row(classification: bool, extra_trees: bool) -> f64 {
+    match (classification, extra_trees) {
+        (true, false) => 0.08,
+        (true, true) => 0.2,
+        (false, false) => 0.16,
+        (false, true) => 1.0,
+    }
+}
+
+/// The mean bins of a table's features in a tree fit ([`trees::mean_bins`]; 1 for others).
+fn tree_bins(examples: &Examples) -> f64 {
+    Table::of(examples).map_or(1.0, |table| trees::mean_bins(&table))
 }
 
 /// FLOPs of the assumed tensor speed one step of a tree loop costs (see [`run_flops`]).
@@ -870,6 +950,42 @@ mod tests {
         // No settings count as one.
         assert!(keeps_repeats(9.0, 0, 3, 30.0));
         assert!(!keeps_repeats(11.0, 0, 3, 30.0));
+    }
+
+    /// A tree's work is per bin of the features it scans: 400 continuous rows get 256 bins a
+    /// feature and cost the forest and the boosted trees several times what the same rows cost
+    /// with four distinct values a feature (the estimate that left the scans out was the same for
+    /// both, and 43 times under friedman1's measured forest).
+    #[test]
+    fn a_tree_models_cost_counts_the_bins_its_splits_scan() {
+        use crate::data::{Inputs, Targets};
+        let continuous = crate::synthetic::tabular_linear(400, 10, 3);
+        let mut coarse = continuous.clone();
+        if let Inputs::Dense { values, .. } = &mut coarse.inputs {
+            values
+                .iter_mut()
+                .for_each(|value| *value = (*value * 2.0).round());
+        }
+        let bins = |examples: &Examples| tree_bins(examples);
+        assert_eq!(bins(&continuous), 256.0);
+        assert!((3.0..=5.0).contains(&bins(&coarse)), "{}", bins(&coarse));
+        let sets = crate::train::Validation::KFold {
+            folds: 5,
+            stratified: false,
+            repeats: 3,
+        }
+        .sets(&continuous);
+        for kind in [ModelKind::RandomForest, ModelKind::Gbdt] {
+            let ratio = run_flops(kind, &continuous, &sets) / run_flops(kind, &coarse, &sets);
+            assert!(ratio > 3.0, "{kind:?}: {ratio}");
+        }
+        // A constant feature has one bin.
+        let mut constant = continuous.clone();
+        if let Inputs::Dense { values, .. } = &mut constant.inputs {
+            values.iter_mut().for_each(|value| *value = 1.0);
+        }
+        assert_eq!(bins(&constant), 1.0);
+        assert!(matches!(continuous.targets, Targets::Dense { .. }));
     }
 
     /// A learner that fails its first setting and delegates the others to `inner`.
