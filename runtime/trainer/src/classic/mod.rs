@@ -389,62 +389,16 @@ pub fn run_flops(kind: ModelKind, examples: &Examples, sets: &[(Vec<usize>, Vec<
         // `SCALAR_STEP` FLOPs of the tensor speed the estimate assumes (calibrated on digits,
         // 1437 rows x 64 features, 10 classes, and on the tables of a few hundred continuous rows
         // named in `tree_fit_steps`).
-        // Boosted trees: about 150 rounds (early stopping at `gbdt::PATIENCE` of up to
-        // `gbdt::MAX_ROUNDS`: 35-60 on diabetes, 110-230 on friedman1) of one tree per output,
-        // every feature examined, each depth setting; a fit grows on the rows it does not hold out, with leaves
-        // of at least `gbdt::min_leaf` rows, and splits about 16 nodes of a depth-6 tree (every
-        // node of a depth-3 one: 5.7-6.1 of 7 measured).
-        ModelKind::Gbdt => {
-            let (features, outputs) = table_shape(examples);
-            let bins = tree_bins(examples);
-            let per_fit = |rows: f64| {
-                let grown = if rows >= gbdt::HOLD_OUT_FROM as f64 {
-                    rows * (1.0 - 1.0 / gbdt::HELD_OUT_ONE_IN as f64)
-                } else {
-                    rows
-                };
-                let min_leaf = gbdt::min_leaf(grown as usize) as f64;
-                let per_round: f64 = gbdt::DEPTHS
-                    .iter()
-                    .map(|&depth| {
-                        let splits = (depth.exp2() - 1.0)
-                            .min(16.0)
-                            .min(grown / (2.0 * min_leaf))
-                            .max(1.0);
-                        let levels = depth.min(grown.max(2.0).log2());
-                        tree_fit_steps(grown, levels, splits, features, bins, 1.0)
-                    })
-                    .sum();
-                150.0 * outputs * per_round
-            };
-            SCALAR_STEP * fit_rows.iter().map(|&rows| per_fit(rows)).sum::<f64>()
-        }
-        // The forest: each setting grows 100 trees, examining `forest::features_per_split` of the
-        // features at a split, about `forest_splits_per_row` nodes split per row fitted, the rows
-        // at about log2(rows) levels.
-        ModelKind::RandomForest => {
-            let (features, outputs) = table_shape(examples);
-            let bins = tree_bins(examples);
-            let classification = matches!(examples.targets, Targets::Classes { .. });
-            let per_fit = |rows: f64| -> f64 {
-                forest::settings(classification)
-                    .into_iter()
-                    .map(|setting| {
-                        let extra_trees = forest::is_extra_trees(setting);
-                        let examined = forest::features_per_split(
-                            features as usize,
-                            classification,
-                            extra_trees,
-                        ) as f64;
-                        let splits = forest_splits_per_row(classification, extra_trees) * rows;
-                        let levels = rows.max(2.0).log2();
-                        forest::TREES as f64
-                            * tree_fit_steps(rows, levels, splits, examined, bins, outputs)
-                    })
-                    .sum()
-            };
-            SCALAR_STEP * fit_rows.iter().map(|&rows| per_fit(rows)).sum::<f64>()
-        }
+        // Boosted trees (`gbdt_flops`): about 150 rounds (early stopping at `gbdt::PATIENCE` of
+        // up to `gbdt::MAX_ROUNDS`: 35-60 on diabetes, 110-230 on friedman1) of one tree per
+        // output, every feature examined, each depth setting; a fit grows on the rows it does not
+        // hold out, with leaves of at least `gbdt::min_leaf` rows, and splits about 16 nodes of a
+        // depth-6 tree (every node of a depth-3 one: 5.7-6.1 of 7 measured).
+        ModelKind::Gbdt => gbdt_flops(examples, &fit_rows),
+        // The forest (`forest_flops`): each setting grows 100 trees, examining
+        // `forest::features_per_split` of the features at a split, about `forest_splits_per_row`
+        // nodes split per row fitted, the rows at about log2(rows) levels.
+        ModelKind::RandomForest => forest_flops(examples, &fit_rows),
         // Each fit's leave-one-out (its rows against at most `MAX_LEAVE_ONE_OUT_QUERIES` of
         // them, standardized and raw), then the distances from every validation row to every
         // training row.
@@ -495,6 +449,55 @@ fn sequence_shape(examples: &Examples) -> (f64, f64) {
         ),
         _ => (1.0, 1.0),
     }
+}
+
+/// [`run_flops`] of the boosted trees, fits of `fit_rows` rows each (see its comments).
+fn gbdt_flops(examples: &Examples, fit_rows: &[f64]) -> f64 {
+    let (features, outputs) = table_shape(examples);
+    let bins = tree_bins(examples);
+    let per_fit = |rows: f64| {
+        let grown = if rows >= gbdt::HOLD_OUT_FROM as f64 {
+            rows * (1.0 - 1.0 / gbdt::HELD_OUT_ONE_IN as f64)
+        } else {
+            rows
+        };
+        let min_leaf = gbdt::min_leaf(grown as usize) as f64;
+        let per_round: f64 = gbdt::DEPTHS
+            .iter()
+            .map(|&depth| {
+                let splits = (depth.exp2() - 1.0)
+                    .min(16.0)
+                    .min(grown / (2.0 * min_leaf))
+                    .max(1.0);
+                let levels = depth.min(grown.max(2.0).log2());
+                tree_fit_steps(grown, levels, splits, features, bins, 1.0)
+            })
+            .sum();
+        150.0 * outputs * per_round
+    };
+    SCALAR_STEP * fit_rows.iter().map(|&rows| per_fit(rows)).sum::<f64>()
+}
+
+/// [`run_flops`] of the forest, fits of `fit_rows` rows each (see its comments).
+fn forest_flops(examples: &Examples, fit_rows: &[f64]) -> f64 {
+    let (features, outputs) = table_shape(examples);
+    let bins = tree_bins(examples);
+    let classification = matches!(examples.targets, Targets::Classes { .. });
+    let per_fit = |rows: f64| -> f64 {
+        forest::settings(classification)
+            .into_iter()
+            .map(|setting| {
+                let extra_trees = forest::is_extra_trees(setting);
+                let examined =
+                    forest::features_per_split(features as usize, classification, extra_trees)
+                        as f64;
+                let splits = forest_splits_per_row(classification, extra_trees) * rows;
+                let levels = rows.max(2.0).log2();
+                forest::TREES as f64 * tree_fit_steps(rows, levels, splits, examined, bins, outputs)
+            })
+            .sum()
+    };
+    SCALAR_STEP * fit_rows.iter().map(|&rows| per_fit(rows)).sum::<f64>()
 }
 
 /// Steps of growing one tree on `rows` rows (`width` target values each) that reach `levels`
