@@ -738,9 +738,6 @@ fn small_data_is_cross_validated_by_stratified_folds_and_refit() {
     assert!(run.quality_std.is_some());
 }
 
-/// The protocol depends on the examples alone: a table (one row of features per example) is
-/// cross-validated below `K_FOLD_BELOW_TABLES` rows, images, series and the rest below
-/// `K_FOLD_BELOW` examples; at and above, the split. Stratified for classes only.
 /// `Inputs::is_table` (what `Validation::choose` reads) and `Task::is_tabular` (what `Task::of`
 /// makes of the examples) are one definition of a table, on every kind of examples.
 #[test]
@@ -767,6 +764,9 @@ fn a_table_is_what_the_tabular_tasks_take() {
     }
 }
 
+/// The protocol depends on the examples alone: a table (one row of features per example) is
+/// cross-validated below `K_FOLD_BELOW_TABLES` rows, images, series and the rest below
+/// `K_FOLD_BELOW` examples; at and above, the split. Stratified for classes only.
 #[test]
 fn tables_are_cross_validated_below_a_thousand_rows_other_inputs_below_two_hundred() {
     use easeml_trainer::train::{K_FOLD_BELOW, K_FOLD_BELOW_TABLES};
